@@ -1,0 +1,48 @@
+"""DVC stage `prepare`: load the source, split it with `seeds.split`, check the pin, write the arrays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tracking.dataset import Source, build_manifest, check_pin, load_source, write_splits
+from tracking.params import DataParams, load_params
+from tracking.seeds import resolve_seeds
+from tracking.stage import run_main
+from tracking.store import project_root
+
+PREPARED = Path("data/prepared")
+
+
+def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np.ndarray]]:
+    """Stratified train/val/test split, reproducible from `seed`."""
+    from sklearn.model_selection import train_test_split
+
+    arrays = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
+    index = np.arange(len(source.y))
+    stratify = source.y if np.bincount(source.y).min() >= 2 else None
+    rest, test = train_test_split(index, test_size=data.test_fraction, random_state=seed, stratify=stratify)
+    parts = {"test": test}
+    if data.val_fraction > 0:
+        val_share = data.val_fraction / (1 - data.test_fraction)
+        strat_rest = source.y[rest] if stratify is not None else None
+        rest, parts["val"] = train_test_split(rest, test_size=val_share, random_state=seed, stratify=strat_rest)
+    parts["train"] = rest
+    return {name: {key: array[np.sort(idx)] for key, array in arrays.items()} for name, idx in parts.items()}
+
+
+def main() -> None:
+    params = load_params()
+    root = project_root()
+    source = load_source(params.data.source, root)
+    splits = split(source, params.data, resolve_seeds(params.seeds).split)
+    n_classes = int(source.y.max()) + 1
+    manifest = build_manifest(splits, params.data.source, n_classes)
+    check_pin(manifest, params.data.sha256, root / "data/pins")
+    write_splits(root / PREPARED, splits, manifest)
+    print(f"prepared {sum(manifest['n_samples'].values())} samples, content sha256 {manifest['content_sha256']}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,102 @@
+"""DVC stage `evaluate`: test loss and accuracy, per-class accuracy, confusion matrix, predictions.
+
+Resumes the MLflow run that `train` opened (its id comes through `outputs/run.json`) and finishes it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from pipelines.data import PREPARED
+from pipelines.train import MODEL, RUN_FILE
+from tracking.dataset import load_split, read_manifest
+from tracking.errors import RunStateError
+from tracking.params import load_params
+from tracking.process import reproducible_process, seed_frameworks
+from tracking.provenance import to_tags
+from tracking.provenance.dvc import gather_dvc
+from tracking.stage import run_main
+from tracking.store import project_root
+from tracking.tracker import Tracker
+
+EVAL_METRICS = Path("metrics/eval.json")
+CONFUSION = Path("plots/confusion.json")
+PREDICTIONS = Path("outputs/predictions.npy")
+PROBABILITIES = Path("outputs/probabilities.npy")
+
+
+def scores(y: np.ndarray, probabilities: np.ndarray, n_classes: int) -> dict:
+    """Loss, accuracy, per-class accuracy and the confusion matrix (rows: actual, columns: predicted)."""
+    predicted = probabilities.argmax(axis=1)
+    picked = np.clip(probabilities[np.arange(len(y)), y], 1e-7, 1.0)
+    confusion = np.zeros((n_classes, n_classes), dtype=int)
+    np.add.at(confusion, (y, predicted), 1)
+    support = confusion.sum(axis=1)
+    per_class = {str(k): float(confusion[k, k] / support[k]) if support[k] else float("nan") for k in range(n_classes)}
+    return {"test_loss": float(-np.log(picked).mean()), "test_accuracy": float((predicted == y).mean()),
+            "per_class_accuracy": per_class, "confusion": confusion, "predicted": predicted}
+
+
+def main() -> None:
+    params = load_params()
+    seeds = reproducible_process(params)
+    root = project_root()
+    if not (root / RUN_FILE).is_file():
+        raise RunStateError(f"{RUN_FILE} not found; run the train stage first (`dvc repro train`)")
+    run = json.loads((root / RUN_FILE).read_text())
+    manifest = read_manifest(root / PREPARED)
+    test = load_split(root / PREPARED, "test")
+    with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage="evaluate") as tracker:
+        import keras
+
+        seed_frameworks(params, seeds)
+        model = keras.models.load_model(root / MODEL)
+        probabilities = model.predict(test["x"], batch_size=512, verbose=0)
+        result = scores(test["y"], probabilities, manifest["n_classes"])
+        metrics = {"test_accuracy": result["test_accuracy"], "test_loss": result["test_loss"],
+                   "per_class_accuracy": result["per_class_accuracy"]}
+        write_outputs(root, metrics, result, probabilities, test["y"])
+        tracker.log_metrics({"test_accuracy": metrics["test_accuracy"], "test_loss": metrics["test_loss"],
+                             **{f"test_accuracy_class_{k}": v for k, v in result["per_class_accuracy"].items()}})
+        tracker.log_dataset(manifest, test["x"], test["y"], name=manifest["source"], context="evaluation")
+        tracker.log_json({"matrix": result["confusion"].tolist(), "rows": "actual", "columns": "predicted"},
+                         "evaluation/confusion_matrix.json")
+        tracker.log_figure(confusion_figure(result["confusion"]), "plots/confusion_matrix.png")
+        tracker.log_artifact(root / PREDICTIONS, "evaluation")
+        tracker.set_tags(to_tags({"dvc": {"deps": gather_dvc(root, ("prepare", "train"))["deps"]}}))
+    print(f"test accuracy {metrics['test_accuracy']:.4f}, loss {metrics['test_loss']:.4f}; MLflow run {tracker.run_id}")
+
+
+def write_outputs(root: Path, metrics: dict, result: dict, probabilities: np.ndarray, y: np.ndarray) -> None:
+    for path in (EVAL_METRICS, CONFUSION, PREDICTIONS):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+    np.save(root / PREDICTIONS, result["predicted"].astype("int64"))
+    np.save(root / PROBABILITIES, probabilities.astype("float32"))
+    pairs = [{"actual": int(a), "predicted": int(p)} for a, p in zip(y, result["predicted"])]
+    (root / CONFUSION).write_text(json.dumps(pairs) + "\n")
+    (root / EVAL_METRICS).write_text(json.dumps(metrics, indent=2) + "\n")
+
+
+def confusion_figure(confusion: np.ndarray):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5, 4.5))
+    image = axis.imshow(confusion, cmap="Blues")
+    for (row, col), count in np.ndenumerate(confusion):
+        axis.text(col, row, str(count), ha="center", va="center", fontsize=7)
+    axis.set_xlabel("predicted")
+    axis.set_ylabel("actual")
+    axis.set_title("test confusion matrix")
+    figure.colorbar(image)
+    figure.tight_layout()
+    return figure
+
+
+if __name__ == "__main__":
+    run_main(main)

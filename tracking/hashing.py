@@ -1,0 +1,46 @@
+"""Full-content SHA-256 of arrays, weight lists and files: every byte, never a sample of rows."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+_CHUNK = 1 << 20
+
+
+def array_sha256(array: np.ndarray) -> str:
+    """SHA-256 of an array's dtype, shape and C-order bytes, so equal hashes mean equal arrays."""
+    digest = hashlib.sha256()
+    _update(digest, array)
+    return digest.hexdigest()
+
+
+def weights_sha256(weights: Iterable[np.ndarray]) -> str:
+    """SHA-256 over a model's weights in order: two models hash alike only if every weight is bit-identical."""
+    digest = hashlib.sha256()
+    for array in weights:
+        _update(digest, np.asarray(array))
+    return digest.hexdigest()
+
+
+def combine(hashes: dict[str, str]) -> str:
+    """One SHA-256 standing for several named hashes, independent of their order."""
+    lines = "".join(f"{name}:{value}\n" for name, value in sorted(hashes.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _update(digest: "hashlib._Hash", array: np.ndarray) -> None:
+    array = np.ascontiguousarray(array)
+    digest.update(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(memoryview(array).cast("B"))

@@ -1,0 +1,25 @@
+"""Keras adapter: a callback that logs each epoch's metrics to an open `Tracker`'s MLflow run.
+
+It takes the tracker rather than opening a run itself: Keras calls no hook when `fit` raises, so a run
+opened here could not be ended as FAILED, and a crashed run must never look finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from tracking.tracker import Tracker
+
+
+class MlflowMetricsCallback(keras.callbacks.Callback):
+    """Log `logs` at the end of every epoch, with the epoch as MLflow's step and an `epoch_` prefix."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        super().__init__()
+        self.tracker = tracker
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if logs:
+            self.tracker.log_metrics({f"epoch_{key}": value for key, value in logs.items()}, step=epoch)

@@ -1,0 +1,157 @@
+"""The schema of params.yaml, its strict loading, and its flattening into DVC's dotted names.
+
+Unknown keys, wrong types and out-of-range values are rejected with one line naming the key, what was
+expected, and the valid keys, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tracking.errors import ParamsError
+
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class MlflowParams(_Section):
+    experiment: Annotated[str, Field(min_length=1)] = "digits"
+
+
+class DataParams(_Section):
+    source: Annotated[str, Field(min_length=1)] = "sklearn:digits"
+    test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    val_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1
+    sha256: Annotated[str, Field(pattern=SHA256_PATTERN)] | None = None
+
+
+class SeedParams(_Section):
+    base: Seed = 42
+    init: Seed | None = None
+    shuffle: Seed | None = None
+    dropout: Seed | None = None
+    augment: Seed | None = None
+    split: Seed | None = None
+
+
+class DeterminismParams(_Section):
+    op_determinism: bool = True
+    intra_op_threads: Annotated[int, Field(ge=0, le=1024)] = 1
+    inter_op_threads: Annotated[int, Field(ge=0, le=1024)] = 1
+    onednn: bool = False
+
+
+class ModelParams(_Section):
+    name: Literal["small_cnn", "mlp"] = "small_cnn"
+    filters: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=3, max_length=3)] = [8, 16, 32]
+    hidden_units: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = [64]
+    dense_units: Annotated[int, Field(ge=1)] = 32
+    batch_norm: bool = False
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.2
+
+
+class TrainParams(_Section):
+    epochs: Annotated[int, Field(ge=1, le=10_000)] = 10
+    batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 32
+    optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
+    learning_rate: Annotated[float, Field(gt=0, le=10)] = 0.001
+    augment: bool = False
+
+
+class Params(_Section):
+    """Everything one pipeline execution depends on; the single source of configuration."""
+
+    mlflow: MlflowParams = MlflowParams()
+    data: DataParams = DataParams()
+    seeds: SeedParams = SeedParams()
+    determinism: DeterminismParams = DeterminismParams()
+    model: ModelParams = ModelParams()
+    train: TrainParams = TrainParams()
+
+    def flat(self) -> dict[str, Any]:
+        """The params under DVC's dotted names (`train.learning_rate`), as MLflow and `dvc exp show` list them."""
+        return flatten(self.model_dump(mode="json"))
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings to one level with dotted keys; lists stay values."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate params.yaml; every problem becomes a `ParamsError` naming the key and the fix."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise ParamsError(f"{path}: file not found; run from the project root or create it (see README)") from err
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise ParamsError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML there") from err
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: expected a mapping of sections at the top level, got {type(raw).__name__}")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        raise ParamsError(_describe(path, err)) from err
+
+
+def _describe(path: Path, err: ValidationError) -> str:
+    """The first validation error as one line, with the valid keys for an unknown one."""
+    errors = err.errors()
+    first = errors[0]
+    loc = [str(part) for part in first["loc"] if not isinstance(part, int)]
+    key = ".".join(loc)
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    if first["type"] == "extra_forbidden":
+        section = _section_model(loc[:-1])
+        valid = list(section.model_fields)
+        close = difflib.get_close_matches(loc[-1], valid, n=1)
+        hint = f"did you mean '{'.'.join([*loc[:-1], close[0]])}'? " if close else ""
+        where = f"'{'.'.join(loc[:-1])}'" if loc[:-1] else "the top level"
+        return f"{path}: unknown key '{key}'; {hint}valid keys in {where}: {', '.join(valid)}{more}"
+    received = first.get("input")
+    expected = _expected(first)
+    return f"{path}: {key}: {expected}, got {received!r}; fix it in {path}{more}"
+
+
+def _section_model(loc: list[str]) -> type[BaseModel]:
+    model: type[BaseModel] = Params
+    for part in loc:
+        annotation = model.model_fields[part].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        model = annotation
+    return model
+
+
+def _expected(error: dict[str, Any]) -> str:
+    """Pydantic's message reworded as what was expected."""
+    message = error["msg"]
+    message = re.sub(r"^Input should be ", "expected ", message)
+    message = re.sub(r"^String should match pattern '\^\[0-9a-f\]\{64\}\$'", "expected 64 lowercase hex digits (a SHA-256)", message)
+    message = re.sub(r"^List should have ", "expected a list with ", message)
+    return message[0].lower() + message[1:]

@@ -1,0 +1,52 @@
+"""Where runs go: `MLFLOW_TRACKING_URI` when set, else the SQLite file `mlflow.db` at the project root.
+
+`connect` checks the store answers before any training time is spent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
+from tracking.errors import RepoError, TrackingServerError
+
+DEFAULT_DB = "mlflow.db"
+_HTTP_TIMEOUT_S = "10"
+_HTTP_RETRIES = "1"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The DVC project root: DVC's own DVC_ROOT while it runs a stage, else the nearest folder with `.dvc/`."""
+    for name in (TRACKING_PROJECT_ROOT, DVC_ROOT):
+        if os.environ.get(name):
+            return Path(os.environ[name]).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".dvc").is_dir():
+            return folder
+    raise RepoError(f"{here} is not inside a DVC project (no .dvc/ folder found); run `dvc init` or cd to the project root")
+
+
+def tracking_uri(root: Path) -> str:
+    return os.environ.get(MLFLOW_TRACKING_URI) or f"sqlite:///{root / DEFAULT_DB}"
+
+
+def connect(root: Path, experiment: str) -> str:
+    """Point MLflow at the store, make sure it answers and holds `experiment`; return the experiment id."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    uri = tracking_uri(root)
+    if uri.startswith(("http://", "https://")):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", _HTTP_TIMEOUT_S)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", _HTTP_RETRIES)
+    mlflow.set_tracking_uri(uri)
+    try:
+        found = mlflow.get_experiment_by_name(experiment)
+        return found.experiment_id if found else mlflow.create_experiment(experiment)
+    except (MlflowException, OSError) as err:
+        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise TrackingServerError(
+            f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}"
+        ) from err
