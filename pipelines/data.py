@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from tracking.dataset import Source, build_manifest, check_pin, load_source, write_splits
+from tracking.dataset import PINS_DIR, PREPARED, Source, build_manifest, check_pin, load_source, write_splits
 from tracking.params import DataParams, load_params
 from tracking.seeds import resolve_seeds
 from tracking.stage import run_main
 from tracking.store import project_root
-
-PREPARED = Path("data/prepared")
 
 
 def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np.ndarray]]:
@@ -38,8 +34,8 @@ def main() -> None:
     source = load_source(params.data.source, root)
     splits = split(source, params.data, resolve_seeds(params.seeds).split)
     n_classes = int(source.y.max()) + 1
-    manifest = build_manifest(splits, params.data.source, n_classes)
-    check_pin(manifest, params.data.sha256, root / "data/pins")
+    manifest = build_manifest(splits, source, n_classes)
+    check_pin(manifest, params.data.sha256, root / PINS_DIR)
     write_splits(root / PREPARED, splits, manifest)
     print(f"prepared {sum(manifest['n_samples'].values())} samples, content sha256 {manifest['content_sha256']}")
 

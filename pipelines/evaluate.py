@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.data import PREPARED
 from pipelines.train import MODEL, RUN_FILE
-from tracking.dataset import load_split, read_manifest
+from tracking.dataset import PREPARED, load_split, read_manifest
 from tracking.errors import RunStateError
 from tracking.params import load_params
 from tracking.process import reproducible_process, seed_frameworks
@@ -61,7 +60,7 @@ def main() -> None:
         write_outputs(root, metrics, result, probabilities, test["y"])
         tracker.log_metrics({"test_accuracy": metrics["test_accuracy"], "test_loss": metrics["test_loss"],
                              **{f"test_accuracy_class_{k}": v for k, v in result["per_class_accuracy"].items()}})
-        tracker.log_dataset(manifest, test["x"], test["y"], name=manifest["source"], context="evaluation")
+        tracker.log_dataset(manifest, test["x"], test["y"], location=root / PREPARED, context="evaluation")
         tracker.log_json({"matrix": result["confusion"].tolist(), "rows": "actual", "columns": "predicted"},
                          "evaluation/confusion_matrix.json")
         tracker.log_figure(confusion_figure(result["confusion"]), "plots/confusion_matrix.png")

@@ -6,9 +6,8 @@ import csv
 import json
 from pathlib import Path
 
-from pipelines.data import PREPARED
 from pipelines.training import train_model
-from tracking.dataset import load_split, read_manifest
+from tracking.dataset import PREPARED, load_split, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.params import load_params
@@ -41,7 +40,7 @@ def main() -> None:
         tracker.log_params(params.flat())
         record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
         tracker.log_provenance(record, installed_packages())
-        tracker.log_dataset(manifest, train["x"], train["y"], name=manifest["source"], context="training")
+        tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
         model, history = train_model(params, seeds, train, val, manifest["n_classes"], [MlflowMetricsCallback(tracker)])
         digest = weights_sha256(model.get_weights())
         final = {f"final_{key}": values[-1] for key, values in history.items()}

@@ -41,5 +41,5 @@ def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val:
     batches = epoch_batches(train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle)
     validation = (val["x"], val["y"]) if val is not None and len(val["y"]) else None
     history = model.fit(batches, epochs=params.train.epochs, steps_per_epoch=steps, validation_data=validation,
-                        callbacks=list(callbacks), verbose=0)
+                        callbacks=list(callbacks), shuffle=False, verbose=0)
     return model, history.history

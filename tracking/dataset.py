@@ -21,6 +21,7 @@ from tracking.hashing import array_sha256, combine
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
 PINS_DIR = Path("data/pins")
+PREPARED = Path("data/prepared")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def load_source(source: str, root: Path = Path(".")) -> Source:
 
         digits = load_digits()
         x = (digits.images / 16.0).astype("float32")[..., None]
-        return Source(x=x, y=digits.target.astype("int64"), groups=None, name="sklearn-digits")
+        return Source(x=x, y=digits.target.astype("int64"), groups=None, name=source)
     if source.startswith("sklearn:"):
         raise DataError(f"data.source: unknown built-in '{source}'; use 'sklearn:digits' or a path to an .npz file")
     path = root / source
@@ -51,7 +52,7 @@ def load_source(source: str, root: Path = Path(".")) -> Source:
             arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise DataError(f"data.source: '{source}' is not a readable .npz file ({err}); re-create or re-fetch it") from err
-    return _validate(arrays, source, path.stem)
+    return _validate(arrays, source, source)
 
 
 def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
@@ -77,11 +78,13 @@ def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
     return Source(x=x.astype("float32"), y=y.astype("int64"), groups=groups, name=name)
 
 
-def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: str, n_classes: int) -> dict[str, Any]:
+def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, n_classes: int) -> dict[str, Any]:
     """Hashes of every array written, sample and class counts, and the combined content hash."""
+    origin = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
     hashes = {f"{split}/{name}": array_sha256(array) for split, arrays in splits.items() for name, array in arrays.items()}
     return {
-        "source": source,
+        "source": source.name,
+        "source_sha256": combine({name: array_sha256(array) for name, array in origin.items()}),
         "content_sha256": combine(hashes),
         "arrays": hashes,
         "n_classes": n_classes,

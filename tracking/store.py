@@ -12,6 +12,7 @@ from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
 
 DEFAULT_DB = "mlflow.db"
+DEFAULT_ARTIFACTS = "mlartifacts"
 _HTTP_TIMEOUT_S = "10"
 _HTTP_RETRIES = "1"
 
@@ -32,6 +33,11 @@ def tracking_uri(root: Path) -> str:
     return os.environ.get(MLFLOW_TRACKING_URI) or f"sqlite:///{root / DEFAULT_DB}"
 
 
+def default_artifact_location(root: Path, uri: str) -> str | None:
+    """For a local SQLite store, artifacts go beside it in `mlartifacts/`, whatever the working directory."""
+    return (root / DEFAULT_ARTIFACTS).as_uri() if uri.startswith("sqlite:") else None
+
+
 def connect(root: Path, experiment: str) -> str:
     """Point MLflow at the store, make sure it answers and holds `experiment`; return the experiment id."""
     import mlflow
@@ -44,7 +50,9 @@ def connect(root: Path, experiment: str) -> str:
     mlflow.set_tracking_uri(uri)
     try:
         found = mlflow.get_experiment_by_name(experiment)
-        return found.experiment_id if found else mlflow.create_experiment(experiment)
+        if found:
+            return found.experiment_id
+        return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(root, uri))
     except (MlflowException, OSError) as err:
         reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
         raise TrackingServerError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -110,12 +111,14 @@ class Tracker:
         tags["prov.dvc.experiment"] = dvc.get("experiment") or ""
         self.set_tags(tags)
 
-    def log_dataset(self, manifest: dict[str, Any], x: Any, y: Any, name: str, context: str) -> None:
+    def log_dataset(self, manifest: dict[str, Any], x: Any, y: Any, location: Path, context: str) -> None:
         """The data as an MLflow dataset input whose digest is the full-content SHA-256 (truncated to fit)."""
         import mlflow
-
-        dataset = mlflow.data.from_numpy(x, targets=y, source=manifest["source"], name=name,
-                                         digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS])
+        with warnings.catch_warnings():
+            # MLflow registers two identical resolvers for local paths and warns that it picked one of them.
+            warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
+            dataset = mlflow.data.from_numpy(x, targets=y, source=location.resolve().as_uri(), name=manifest["source"],
+                                             digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS])
         mlflow.log_input(dataset, context=context, tags={"content_sha256": manifest["content_sha256"]})
         mlflow.log_dict(manifest, "data/manifest.json")
 
@@ -135,10 +138,12 @@ class Tracker:
         mlflow.log_dict(data, name)
 
     def log_keras_model(self, model: Any, example: Any) -> None:
-        """The trained model as an MLflow model (Keras flavour), with the packages it needs listed."""
+        """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs."""
         import mlflow
+        import numpy as np
 
-        mlflow.tensorflow.log_model(model, name="model", input_example=example,
+        signature = mlflow.models.infer_signature(example, np.asarray(model(example, training=False)))
+        mlflow.tensorflow.log_model(model, name="model", signature=signature,
                                     pip_requirements=[f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"])
 
 

@@ -1,0 +1,35 @@
+# `make run`: set up .venv from uv.lock (if missing or stale), then run the pipeline end to end.
+# `make test`: same set-up, then the test suite.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+PY ?= python3
+UV_VERSION := 0.13.8
+# Prefer a uv on PATH; otherwise bootstrap the pinned one into the venv.
+UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
+export PATH := $(BIN):$(PATH)
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
+
+.PHONY: run test venv clean
+
+venv: $(VENV)/.synced
+
+$(VENV)/.synced: uv.lock pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@test -x $(UV) || $(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
+	$(UV) sync --frozen --python $(BIN)/python
+	@touch $@
+
+run: venv
+	dvc repro
+	@echo
+	@echo "Results: metrics/ (dvc metrics show), plots/ (dvc plots show), outputs/model.keras"
+	@echo "MLflow runs are in $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}. Open the UI with:"
+	@echo "  $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000"
+
+test: venv
+	pytest -ra
+
+clean:
+	rm -rf $(VENV)
