@@ -1,0 +1,85 @@
+"""Fixtures: a tiny real git + DVC copy of this project, and helpers to run its stages and read MLflow."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+# TensorFlow reads these at import; set them before any test imports it (as `configure_environment` would).
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TINY = {
+    "mlflow": {"experiment": "test"},
+    "model": {"name": "small_cnn", "filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2},
+    "train": {"epochs": 2, "batch_size": 64},
+}
+
+
+def project_env(**extra: str) -> dict[str, str]:
+    """The environment stage processes see: this venv first on PATH, no tracking URI unless given."""
+    env = {key: value for key, value in os.environ.items() if key not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = "test"
+    env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = "test@example.invalid"
+    env.update(extra)
+    return env
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, check: bool = True, timeout: float = 600):
+    done = subprocess.run(cmd, cwd=cwd, env=env or project_env(), capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{cmd} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+    return done
+
+
+def write_params(root: Path, **sections: dict) -> None:
+    """Merge `sections` into the project's params.yaml."""
+    path = root / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    for name, values in sections.items():
+        params.setdefault(name, {}).update(values)
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.fixture
+def tmp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A fresh git + DVC repository holding this project's pipeline with tiny params, committed."""
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("tracking", "pipelines"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml", ".gitignore"):
+        shutil.copy(REPO / name, root / name)
+    write_params(root, **TINY)
+    run(["git", "init", "-q", "-b", "main"], root)
+    run(["dvc", "init", "-q"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "project"], root)
+    return root
+
+
+def client_for(root: Path):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+
+
+def runs_of(root: Path, experiment: str = "test") -> list:
+    client = client_for(root)
+    found = client.get_experiment_by_name(experiment)
+    return client.search_runs([found.experiment_id]) if found else []

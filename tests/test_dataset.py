@@ -1,0 +1,91 @@
+import json
+
+import numpy as np
+import pytest
+
+from tracking.dataset import Source, build_manifest, check_pin, load_source
+from tracking.errors import DataError, DataPinMismatch
+from tracking.hashing import array_sha256, weights_sha256
+
+
+def source(n: int = 40, classes: int = 4) -> Source:
+    rng = np.random.default_rng(0)
+    return Source(x=rng.random((n, 3, 3, 1), dtype="float32"), y=np.arange(n) % classes, groups=None, name="t")
+
+
+def manifest_of(src: Source) -> dict:
+    splits = {"train": {"x": src.x[:30], "y": src.y[:30]}, "test": {"x": src.x[30:], "y": src.y[30:]}}
+    return build_manifest(splits, src, int(src.y.max()) + 1)
+
+
+def test_hash_covers_every_byte_not_a_sample():
+    src = source(10_000)
+    changed = src.x.copy()
+    changed[-1, -1, -1, 0] = np.nextafter(changed[-1, -1, -1, 0], 2)
+    assert array_sha256(src.x) != array_sha256(changed)
+    assert array_sha256(src.x) == array_sha256(src.x.copy())
+
+
+def test_hash_tells_dtype_and_shape_apart():
+    values = np.arange(12, dtype="int32")
+    assert array_sha256(values) != array_sha256(values.reshape(3, 4))
+    assert array_sha256(values) != array_sha256(values.astype("int64"))
+    assert weights_sha256([values]) != weights_sha256([values[:6], values[6:]])
+
+
+def test_manifest_counts():
+    manifest = manifest_of(source())
+    assert manifest["n_samples"] == {"train": 30, "test": 10}
+    assert manifest["class_counts"]["train"] == {"0": 8, "1": 8, "2": 7, "3": 7}
+    assert set(manifest["arrays"]) == {"train/x", "train/y", "test/x", "test/y"}
+
+
+def test_pin_mismatch_names_both_hashes_and_count_changes(tmp_path):
+    pinned = manifest_of(source(40))
+    (tmp_path / f"{pinned['content_sha256']}.json").write_text(json.dumps(pinned))
+    grown = manifest_of(source(44))
+    with pytest.raises(DataPinMismatch) as caught:
+        check_pin(grown, pinned["content_sha256"], tmp_path)
+    message = str(caught.value)
+    assert pinned["content_sha256"] in message and grown["content_sha256"] in message
+    assert "samples 40 -> 44 (+4)" in message
+    assert "class 0 10 -> 11 (+1)" in message
+    check_pin(grown, grown["content_sha256"], tmp_path)
+    check_pin(grown, None, tmp_path)
+
+
+def test_pin_mismatch_without_record_still_names_hashes(tmp_path):
+    with pytest.raises(DataPinMismatch, match="no record of the pinned data's counts"):
+        check_pin(manifest_of(source()), "0" * 64, tmp_path)
+
+
+def test_builtin_digits_loads_offline():
+    digits = load_source("sklearn:digits")
+    assert digits.x.shape == (1797, 8, 8, 1) and digits.y.max() == 9
+
+
+@pytest.mark.parametrize(
+    ("arrays", "expected"),
+    [
+        ({"x": np.zeros((4, 2))}, r"lacks array\(s\) y"),
+        ({"x": np.zeros((4, 2)), "y": np.zeros(3, dtype=int)}, "differ in length"),
+        ({"x": np.zeros((4, 2)), "y": np.zeros(4)}, "must be 1-D integer class labels"),
+        ({"x": np.zeros((4, 2)), "y": np.array([0, 1, -1, 0])}, "negative label"),
+        ({"x": np.array([[np.nan, 1.0]] * 4), "y": np.zeros(4, dtype=int)}, "NaN or infinite"),
+    ],
+)
+def test_bad_npz_sources(tmp_path, arrays, expected):
+    np.savez(tmp_path / "data.npz", **arrays)
+    with pytest.raises(DataError, match=expected):
+        load_source("data.npz", tmp_path)
+
+
+def test_missing_and_corrupt_files(tmp_path):
+    with pytest.raises(DataError, match="file 'nope.npz' not found"):
+        load_source("nope.npz", tmp_path)
+    np.savez(tmp_path / "data.npz", x=np.zeros((50, 2)), y=np.zeros(50, dtype=int))
+    (tmp_path / "cut.npz").write_bytes((tmp_path / "data.npz").read_bytes()[:100])
+    with pytest.raises(DataError, match="not a readable .npz"):
+        load_source("cut.npz", tmp_path)
+    with pytest.raises(DataError, match="unknown built-in"):
+        load_source("sklearn:iris", tmp_path)
