@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,13 +80,12 @@ def write_outputs(root: Path, metrics: dict, result: dict, probabilities: np.nda
     (root / EVAL_METRICS).write_text(json.dumps(metrics, indent=2) + "\n")
 
 
-def confusion_figure(confusion: np.ndarray):
-    import matplotlib
+def confusion_figure(confusion: np.ndarray) -> Any:
+    """The confusion matrix as a heat map with counts (a pyplot-free figure)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(5, 4.5))
+    figure = Figure(figsize=(5, 4.5), layout="tight")
+    axis = figure.subplots()
     image = axis.imshow(confusion, cmap="Blues")
     for (row, col), count in np.ndenumerate(confusion):
         axis.text(col, row, str(count), ha="center", va="center", fontsize=7)
@@ -93,7 +93,6 @@ def confusion_figure(confusion: np.ndarray):
     axis.set_ylabel("actual")
     axis.set_title("test confusion matrix")
     figure.colorbar(image)
-    figure.tight_layout()
     return figure
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 from pipelines.training import train_model
 from tracking.dataset import PREPARED, load_split, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
-from tracking.params import load_params
+from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
+from tracking.seeds import Seeds
 from tracking.stage import run_main
 from tracking.store import project_root
 from tracking.tracker import Tracker
@@ -31,59 +33,69 @@ def main() -> None:
     train = load_split(root / PREPARED, "train")
     val = load_split(root / PREPARED, "val") if manifest["n_samples"].get("val") else None
     with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
-        # Imported only now: they load TensorFlow, which must see the settings made above.
-        from tracking.keras_callback import MlflowMetricsCallback
-        from tracking.provenance import capture
-        from tracking.provenance.software import installed_packages
+        model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)
+        write_outputs(root, model, history, digest)
+        run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": tracker.uri,
+               "weights_sha256": digest}
+        (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
+    print(f"trained {params.model.name}: weights sha256 {digest}; MLflow run {tracker.run_id}")
 
-        effective = seed_frameworks(params, seeds)
+
+def tracked_training(params: Params, seeds: Seeds, root: Path, manifest: dict, train: dict, val: dict | None,
+                     tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
+    """Train with everything logged to `tracker`'s run: params, provenance, data, per-epoch metrics, model."""
+    # Imported only now: they load TensorFlow, which must see the settings `reproducible_process` made.
+    from tracking.keras_callback import MlflowMetricsCallback
+    from tracking.provenance import capture
+    from tracking.provenance.software import installed_packages
+
+    effective = seed_frameworks(params, seeds)
+
+    def log_setup() -> None:
         tracker.log_params(params.flat())
         record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
         tracker.log_provenance(record, installed_packages())
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
-        model, history = train_model(params, seeds, train, val, manifest["n_classes"], [MlflowMetricsCallback(tracker)])
-        digest = weights_sha256(model.get_weights())
-        final = {f"final_{key}": values[-1] for key, values in history.items()}
-        tracker.log_metrics(final)
-        tracker.set_tags({"prov.weights_sha256": digest})
-        tracker.log_figure(curves_figure(history), "plots/training_curves.png")
-        tracker.log_keras_model(model, train["x"][:2])
-        write_outputs(root, model, history, final, digest, tracker)
-    print(f"trained {params.model.name}: weights sha256 {digest}; MLflow run {tracker.run_id}")
+
+    tracker.in_background(log_setup)
+    model, history = train_model(params, seeds, train, val, manifest["n_classes"], [MlflowMetricsCallback(tracker)])
+    digest = weights_sha256(model.get_weights())
+    tracker.log_metrics(final_metrics(history))
+    tracker.set_tags({"prov.weights_sha256": digest})
+    tracker.in_background(lambda: tracker.log_figure(curves_figure(history), "plots/training_curves.png"))
+    tracker.log_keras_model(model, train["x"][:2])
+    return model, history, digest
 
 
-def write_outputs(root: Path, model, history: dict[str, list[float]], final: dict[str, float], digest: str,
-                  tracker: Tracker) -> None:
+def final_metrics(history: dict[str, list[float]]) -> dict[str, float]:
+    return {f"final_{key}": values[-1] for key, values in history.items()}
+
+
+def write_outputs(root: Path, model: Any, history: dict[str, list[float]], digest: str) -> None:
     """Stage outputs, written only after training succeeded so no partial output looks valid."""
     for path in (MODEL, TRAIN_METRICS, HISTORY):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
     model.save(root / MODEL)
-    (root / TRAIN_METRICS).write_text(json.dumps({**final, "weights_sha256": digest}, indent=2) + "\n")
+    (root / TRAIN_METRICS).write_text(json.dumps({**final_metrics(history), "weights_sha256": digest}, indent=2) + "\n")
     with open(root / HISTORY, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["epoch", *history])
         for epoch, values in enumerate(zip(*history.values())):
             writer.writerow([epoch, *values])
-    run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": tracker.uri, "weights_sha256": digest}
-    (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
 
 
-def curves_figure(history: dict[str, list[float]]):
-    """Loss and accuracy per epoch, training and validation, as a matplotlib figure."""
-    import matplotlib
+def curves_figure(history: dict[str, list[float]]) -> Any:
+    """Loss and accuracy per epoch, training and validation (a pyplot-free figure, safe off the main thread)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    figure, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    for axis, metric in zip(axes, ("loss", "accuracy")):
+    figure = Figure(figsize=(9, 3.5), layout="tight")
+    for axis, metric in zip(figure.subplots(1, 2), ("loss", "accuracy")):
         for key in (metric, f"val_{metric}"):
             if key in history:
                 axis.plot(range(len(history[key])), history[key], label=key)
         axis.set_xlabel("epoch")
         axis.set_title(metric)
         axis.legend()
-    figure.tight_layout()
     return figure
 
 

@@ -14,7 +14,10 @@ from tracking.tracker import Tracker
 
 
 class MlflowMetricsCallback(keras.callbacks.Callback):
-    """Log `logs` at the end of every epoch, with the epoch as MLflow's step and an `epoch_` prefix."""
+    """Log `logs` at the end of every epoch, with the epoch as MLflow's step and an `epoch_` prefix.
+
+    Writes are queued so the store never holds up training; the run's end waits for them.
+    """
 
     def __init__(self, tracker: Tracker) -> None:
         super().__init__()
@@ -22,4 +25,4 @@ class MlflowMetricsCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if logs:
-            self.tracker.log_metrics({f"epoch_{key}": value for key, value in logs.items()}, step=epoch)
+            self.tracker.log_metrics({f"epoch_{key}": value for key, value in logs.items()}, step=epoch, wait=False)

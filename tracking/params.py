@@ -53,15 +53,15 @@ class DeterminismParams(_Section):
 
 class ModelParams(_Section):
     name: Literal["small_cnn", "mlp"] = "small_cnn"
-    filters: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=3, max_length=3)] = [8, 16, 32]
+    filters: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=3, max_length=3)] = [32, 64, 128]
     hidden_units: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = [64]
-    dense_units: Annotated[int, Field(ge=1)] = 32
+    dense_units: Annotated[int, Field(ge=1)] = 128
     batch_norm: bool = False
     dropout: Annotated[float, Field(ge=0, lt=1)] = 0.2
 
 
 class TrainParams(_Section):
-    epochs: Annotated[int, Field(ge=1, le=10_000)] = 10
+    epochs: Annotated[int, Field(ge=1, le=10_000)] = 20
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 32
     optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
     learning_rate: Annotated[float, Field(gt=0, le=10)] = 0.001

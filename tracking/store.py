@@ -33,9 +33,12 @@ def tracking_uri(root: Path) -> str:
     return os.environ.get(MLFLOW_TRACKING_URI) or f"sqlite:///{root / DEFAULT_DB}"
 
 
-def default_artifact_location(root: Path, uri: str) -> str | None:
-    """For a local SQLite store, artifacts go beside it in `mlartifacts/`, whatever the working directory."""
-    return (root / DEFAULT_ARTIFACTS).as_uri() if uri.startswith("sqlite:") else None
+def default_artifact_location(uri: str) -> str | None:
+    """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri.removeprefix("sqlite:///")).resolve()
+    return (database.parent / DEFAULT_ARTIFACTS).as_uri()
 
 
 def connect(root: Path, experiment: str) -> str:
@@ -52,7 +55,7 @@ def connect(root: Path, experiment: str) -> str:
         found = mlflow.get_experiment_by_name(experiment)
         if found:
             return found.experiment_id
-        return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(root, uri))
+        return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri))
     except (MlflowException, OSError) as err:
         reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
         raise TrackingServerError(

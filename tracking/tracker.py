@@ -2,6 +2,8 @@
 
 It checks the store answers before work starts, logs params, provenance, data and metrics, and ends the
 run honestly: FINISHED on success, FAILED on an error, KILLED on Ctrl-C or SIGTERM, never left RUNNING.
+Writes name the run explicitly (MLflow's fluent API keeps the active run per thread), so they may run on
+the background writer while training goes on.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -18,9 +21,10 @@ from tracking.errors import RunStateError
 from tracking.lifecycle import sigterm_raises, status_for
 from tracking.provenance import to_tags
 from tracking.store import connect, project_root, tracking_uri
+from tracking.writer import BackgroundWriter
 
 DATASET_DIGEST_CHARS = 32  # MLflow's datasets.digest column holds at most 36 characters.
-_PARAM_CHARS = 6000
+_TAG_CHARS = 5000
 
 
 class Tracker:
@@ -35,15 +39,18 @@ class Tracker:
 
     def __enter__(self) -> Tracker:
         import mlflow
+        from mlflow.tracking import MlflowClient
 
         self.root = self.root or project_root()
         experiment_id = connect(self.root, self.experiment)
+        self.client = MlflowClient()
         if self.run_id is not None:
             self._check_resumable(self.run_id)
             run = mlflow.start_run(run_id=self.run_id)
         else:
             run = mlflow.start_run(experiment_id=experiment_id, run_name=os.environ.get(DVC_EXP_NAME) or None)
         self.run_id = run.info.run_id
+        self._writer = BackgroundWriter()
         self._sigterm.__enter__()
         self.set_tags({"pipeline.stage": self.stage})
         return self
@@ -52,12 +59,17 @@ class Tracker:
         import mlflow
 
         self._sigterm.__exit__(None, None, None)
-        status = status_for(error)
         try:
-            if error is not None:
-                mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:_PARAM_CHARS])
+            self._writer.close()
+        except Exception as failure:
+            error = error or failure
+            raise
         finally:
-            mlflow.end_run(status=status)
+            try:
+                if error is not None:
+                    self.client.set_tag(self.run_id, "error", f"{type(error).__name__}: {error}"[:_TAG_CHARS])
+            finally:
+                mlflow.end_run(status=status_for(error))
 
     @property
     def uri(self) -> str:
@@ -65,77 +77,81 @@ class Tracker:
 
     def _check_resumable(self, run_id: str) -> None:
         from mlflow.exceptions import MlflowException
-        from mlflow.tracking import MlflowClient
 
         try:
-            MlflowClient().get_run(run_id)
+            self.client.get_run(run_id)
         except MlflowException as err:
             raise RunStateError(
                 f"MLflow run {run_id} (from the train stage) is not in {self.uri}; re-run training with `dvc repro -f train`"
             ) from err
 
+    def in_background(self, write: Callable[[], object]) -> None:
+        """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
+        self._writer.submit(write)
+
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name; MLflow stores values as text."""
-        import mlflow
+        from mlflow.entities import Param
 
-        mlflow.log_params({key: json.dumps(value) if isinstance(value, (list, dict)) else value for key, value in flat.items()})
+        params = [Param(key, json.dumps(value) if isinstance(value, (list, dict)) else str(value)) for key, value in flat.items()]
+        self.client.log_batch(self.run_id, params=params)
 
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        import mlflow
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
+        """Log metrics; with `wait=False` they are written in the background, all of them before the run ends."""
+        from mlflow.entities import Metric
+        from mlflow.utils.time import get_current_time_millis
 
-        mlflow.log_metrics({key: float(value) for key, value in metrics.items()}, step=step)
+        now = get_current_time_millis()
+        batch = [Metric(key, float(value), now, step or 0) for key, value in metrics.items()]
+        if wait:
+            self.client.log_batch(self.run_id, metrics=batch)
+        else:
+            self._writer.submit(lambda: self.client.log_batch(self.run_id, metrics=batch))
 
     def set_tags(self, tags: dict[str, Any]) -> None:
-        import mlflow
+        from mlflow.entities import RunTag
 
-        mlflow.set_tags({key: str(value) for key, value in tags.items()})
+        self.client.log_batch(self.run_id, tags=[RunTag(key, str(value)[:_TAG_CHARS]) for key, value in tags.items()])
 
     def log_provenance(self, record: dict[str, Any], packages: list[str]) -> None:
         """`provenance.json`, the package list and the git diff as artifacts; scalars as `prov.*` tags."""
-        import mlflow
-
-        mlflow.log_dict(record, "provenance/provenance.json")
-        mlflow.log_text("\n".join(packages) + "\n", "provenance/packages.txt")
+        self.client.log_dict(self.run_id, record, "provenance/provenance.json")
+        self.client.log_text(self.run_id, "\n".join(packages) + "\n", "provenance/packages.txt")
         git = record.get("git", {})
         if git.get("diff"):
-            mlflow.log_text(git["diff"], "provenance/uncommitted.diff")
+            self.client.log_text(self.run_id, git["diff"], "provenance/uncommitted.diff")
         tags = to_tags(record)
         tags["mlflow.source.git.commit"] = git.get("commit", "")
         if git.get("branch"):
             tags["mlflow.source.git.branch"] = git["branch"]
-        dvc = record.get("dvc", {})
         if os.environ.get(DVC_EXP_NAME):
             tags["dvc.exp_name"] = os.environ[DVC_EXP_NAME]
         if os.environ.get(DVC_EXP_BASELINE_REV):
             tags["dvc.baseline_rev"] = os.environ[DVC_EXP_BASELINE_REV]
-        tags["prov.dvc.experiment"] = dvc.get("experiment") or ""
         self.set_tags(tags)
 
     def log_dataset(self, manifest: dict[str, Any], x: Any, y: Any, location: Path, context: str) -> None:
         """The data as an MLflow dataset input whose digest is the full-content SHA-256 (truncated to fit)."""
         import mlflow
+        from mlflow.entities import DatasetInput, InputTag
+
         with warnings.catch_warnings():
             # MLflow registers two identical resolvers for local paths and warns that it picked one of them.
             warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
             dataset = mlflow.data.from_numpy(x, targets=y, source=location.resolve().as_uri(), name=manifest["source"],
                                              digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS])
-        mlflow.log_input(dataset, context=context, tags={"content_sha256": manifest["content_sha256"]})
-        mlflow.log_dict(manifest, "data/manifest.json")
+        tags = [InputTag("mlflow.data.context", context), InputTag("content_sha256", manifest["content_sha256"])]
+        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=tags)])
+        self.client.log_dict(self.run_id, manifest, "data/manifest.json")
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        import mlflow
-
-        mlflow.log_artifact(str(path), artifact_path)
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_figure(self, figure: Any, name: str) -> None:
-        import mlflow
-
-        mlflow.log_figure(figure, name)
+        self.client.log_figure(self.run_id, figure, name)
 
     def log_json(self, data: Any, name: str) -> None:
-        import mlflow
-
-        mlflow.log_dict(data, name)
+        self.client.log_dict(self.run_id, data, name)
 
     def log_keras_model(self, model: Any, example: Any) -> None:
         """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs."""
