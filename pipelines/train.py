@@ -13,6 +13,7 @@ from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
+from tracking.provenance.git import open_repository
 from tracking.seeds import Seeds
 from tracking.stage import run_main
 from tracking.store import project_root
@@ -32,6 +33,7 @@ def main() -> None:
     manifest = read_manifest(root / PREPARED)
     train = load_split(root / PREPARED, "train")
     val = load_split(root / PREPARED, "val") if manifest["n_samples"].get("val") else None
+    open_repository(root)
     with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
         model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)
         write_outputs(root, model, history, digest)

@@ -21,6 +21,7 @@ REMOTE_TOKEN = "remoteUrlPlantedToken7777"
 
 
 
+@pytest.mark.format
 def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     run(["git", "remote", "add", "origin", f"https://alice:{REMOTE_TOKEN}@example.com/team/repo.git"], project)
     (project / "notes.py").write_text('password = "diffPlantedPassword31337"\n')

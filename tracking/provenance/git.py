@@ -21,18 +21,26 @@ _SECRET_ASSIGNMENT = re.compile(
 )
 
 
-def gather_git(root: Path) -> dict[str, Any]:
-    """The repository state at `root`; a `RepoError` if it is not inside a git work tree."""
+def open_repository(root: Path) -> Any:
+    """The git repository holding `root`, with at least one commit; a `RepoError` naming the fix otherwise.
+
+    Stages call it before any training, so a missing repository is found before time is spent.
+    """
     import git
 
     try:
         repo = git.Repo(root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
         raise RepoError(f"{root} is not inside a git repository; run `git init` and commit, or run from the project") from err
-    try:
-        commit = repo.head.commit.hexsha
-    except ValueError as err:
-        raise RepoError(f"git repository at {repo.working_tree_dir} has no commit yet; make a first commit") from err
+    if not repo.head.is_valid():
+        raise RepoError(f"git repository at {repo.working_tree_dir} has no commit yet; make a first commit")
+    return repo
+
+
+def gather_git(root: Path) -> dict[str, Any]:
+    """The repository state at `root`."""
+    repo = open_repository(root)
+    commit = repo.head.commit.hexsha
     branch = None if repo.head.is_detached else repo.active_branch.name
     diff = redact_diff(repo.git.diff("HEAD", "--no-color"))
     untracked = repo.untracked_files

@@ -1,0 +1,23 @@
+import subprocess
+import sys
+
+from conftest import BIN
+
+
+def test_console_script_and_module_show_help():
+    for command in ([str(BIN / "tracking"), "--help"], [sys.executable, "-m", "tracking", "--help"]):
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        assert "pin-data" in done.stdout and "provenance" in done.stdout
+
+
+def test_help_does_not_import_tensorflow_or_mlflow():
+    code = "import sys; from tracking.cli import build_parser; build_parser(); print(sorted(m for m in ('tensorflow', 'mlflow', 'keras') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_provenance_command_outside_a_project_is_one_line(tmp_path):
+    (tmp_path / "params.yaml").write_text("")
+    done = subprocess.run([sys.executable, "-m", "tracking", "provenance"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "dvc init" in done.stderr
