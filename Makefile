@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 PY ?= python3
 UV_VERSION := 0.13.8
+# Which TensorFlow build to install: cpu, or gpu for CUDA machines (`make run TF_BUILD=gpu`).
+TF_BUILD ?= cpu
 # Prefer a uv on PATH; otherwise bootstrap the pinned one into the venv.
 UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 export PATH := $(BIN):$(PATH)
@@ -15,10 +17,16 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
 venv: $(VENV)/.synced
 
-$(VENV)/.synced: uv.lock pyproject.toml
+$(VENV)/.synced: uv.lock pyproject.toml $(VENV)/.build-$(TF_BUILD)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@test -x $(UV) || $(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
-	$(UV) sync --frozen --python $(BIN)/python
+	$(UV) sync --frozen --extra $(TF_BUILD) --python $(BIN)/python
+	@touch $@
+
+# Switching TF_BUILD forces a re-sync, which swaps the TensorFlow wheels.
+$(VENV)/.build-$(TF_BUILD):
+	@mkdir -p $(VENV)
+	@rm -f $(VENV)/.build-*
 	@touch $@
 
 run: venv
