@@ -1,0 +1,14 @@
+"""Reproducible Keras training under DVC with its provenance logged to MLflow.
+
+The public surface is small and light to import; TensorFlow and MLflow load only inside the functions
+that need them. The Keras callback lives in `tracking.keras_callback`, which imports Keras.
+"""
+
+from tracking.errors import TrackingError
+from tracking.params import Params, load_params
+from tracking.process import reproducible_process, seed_frameworks
+from tracking.seeds import Seeds, resolve_seeds
+from tracking.tracker import Tracker
+
+__all__ = ["Params", "Seeds", "Tracker", "TrackingError", "load_params", "reproducible_process", "resolve_seeds",
+           "seed_frameworks"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
-from tracking.errors import RunStateError
+from tracking.errors import RunStateError, TrackingError, TrackingServerError
 from tracking.lifecycle import sigterm_raises, status_for
 from tracking.provenance import to_tags
 from tracking.store import connect, project_root, tracking_uri
@@ -52,24 +53,40 @@ class Tracker:
         self.run_id = run.info.run_id
         self._writer = BackgroundWriter()
         self._sigterm.__enter__()
-        self.set_tags({"pipeline.stage": self.stage})
+        try:
+            self.set_tags({"pipeline.stage": self.stage})
+        except BaseException as err:
+            self.__exit__(type(err), err, None)
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         import mlflow
 
         self._sigterm.__exit__(None, None, None)
+        failure = self._close_writer()
+        cause = error or failure
+        try:
+            if cause is not None:
+                self.client.set_tag(self.run_id, "error", f"{type(cause).__name__}: {cause}"[:_TAG_CHARS])
+        finally:
+            mlflow.end_run(status=status_for(cause))
+        if failure is not None and error is None:
+            raise failure
+
+    def _close_writer(self) -> TrackingError | None:
+        """Wait for background writes; a failed one comes back as a `TrackingError`, and is reported on stderr."""
         try:
             self._writer.close()
-        except Exception as failure:
-            error = error or failure
-            raise
-        finally:
-            try:
-                if error is not None:
-                    self.client.set_tag(self.run_id, "error", f"{type(error).__name__}: {error}"[:_TAG_CHARS])
-            finally:
-                mlflow.end_run(status=status_for(error))
+        except TrackingError as err:
+            failure = err
+        except Exception as err:
+            failure = TrackingServerError(f"writing to the MLflow store {self.uri} failed ({err}); check the store and re-run")
+            failure.__cause__ = err
+        else:
+            return None
+        print(f"error: {failure}", file=sys.stderr)
+        return failure
 
     @property
     def uri(self) -> str:
@@ -90,10 +107,10 @@ class Tracker:
         self._writer.submit(write)
 
     def log_params(self, flat: dict[str, Any]) -> None:
-        """Every param under its dotted name; MLflow stores values as text."""
+        """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
         from mlflow.entities import Param
 
-        params = [Param(key, json.dumps(value) if isinstance(value, (list, dict)) else str(value)) for key, value in flat.items()]
+        params = [Param(key, value if isinstance(value, str) else json.dumps(value)) for key, value in flat.items()]
         self.client.log_batch(self.run_id, params=params)
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:

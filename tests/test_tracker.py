@@ -1,0 +1,69 @@
+"""The run lifecycle against a real SQLite MLflow store: honest end states, resuming, background writes."""
+
+import pytest
+
+from conftest import client_for
+from tracking.errors import RunStateError, TrackingServerError
+from tracking.tracker import Tracker
+
+
+@pytest.fixture
+def root(tmp_dir, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    (tmp_dir / ".dvc").mkdir()
+    return tmp_dir
+
+
+def status(root, run_id):
+    return client_for(root).get_run(run_id).info.status
+
+
+def test_clean_exit_finishes_and_resume_reuses_the_run(root):
+    with Tracker("t", root) as first:
+        first.log_metrics({"a": 1.0})
+    assert status(root, first.run_id) == "FINISHED"
+    with Tracker("t", root, run_id=first.run_id, stage="evaluate") as second:
+        second.log_metrics({"b": 2.0})
+    run = client_for(root).get_run(first.run_id)
+    assert run.info.status == "FINISHED" and run.data.metrics == {"a": 1.0, "b": 2.0}
+    assert run.data.tags["pipeline.stage"] == "evaluate"
+
+
+@pytest.mark.parametrize(("error", "expected"), [(ValueError("boom"), "FAILED"), (KeyboardInterrupt(), "KILLED")])
+def test_errors_end_the_run_failed_or_killed(root, error, expected):
+    with pytest.raises(type(error)):
+        with Tracker("t", root) as tracker:
+            tracker.log_metrics({"epoch_loss": 0.5}, step=0, wait=False)
+            raise error
+    run = client_for(root).get_run(tracker.run_id)
+    assert run.info.status == expected
+    assert run.data.metrics["epoch_loss"] == 0.5
+    assert run.data.tags["error"].startswith(type(error).__name__)
+
+
+def test_failed_background_write_is_reported_and_fails_the_run(root, capsys):
+    def broken() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(TrackingServerError, match="disk full"):
+        with Tracker("t", root) as tracker:
+            tracker.in_background(broken)
+            tracker.log_metrics({"later": 1.0}, wait=False)
+    assert status(root, tracker.run_id) == "FAILED"
+    assert "error: writing to the MLflow store" in capsys.readouterr().err
+    assert "later" not in client_for(root).get_run(tracker.run_id).data.metrics
+
+
+def test_background_metrics_keep_their_order_and_steps(root):
+    with Tracker("t", root) as tracker:
+        for step in range(5):
+            tracker.log_metrics({"epoch_loss": 1.0 / (step + 1)}, step=step, wait=False)
+    history = client_for(root).get_metric_history(tracker.run_id, "epoch_loss")
+    assert [m.step for m in history] == list(range(5))
+
+
+def test_unknown_run_id_is_a_user_error(root):
+    with pytest.raises(RunStateError, match="not in sqlite:///"):
+        with Tracker("t", root, run_id="f" * 32):
+            pass
