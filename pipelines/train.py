@@ -13,7 +13,9 @@ from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
+from tracking.provenance import capture
 from tracking.provenance.git import open_repository
+from tracking.provenance.software import installed_packages
 from tracking.seeds import Seeds
 from tracking.stage import run_main
 from tracking.store import project_root
@@ -46,10 +48,8 @@ def main() -> None:
 def tracked_training(params: Params, seeds: Seeds, root: Path, manifest: dict, train: dict, val: dict | None,
                      tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
     """Train with everything logged to `tracker`'s run: params, provenance, data, per-epoch metrics, model."""
-    # Imported only now: they load TensorFlow, which must see the settings `reproducible_process` made.
+    # Imported only now: it loads TensorFlow, which must see the settings `reproducible_process` made.
     from tracking.keras_callback import MlflowMetricsCallback
-    from tracking.provenance import capture
-    from tracking.provenance.software import installed_packages
 
     effective = seed_frameworks(params, seeds)
 

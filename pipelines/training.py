@@ -12,16 +12,24 @@ from tracking.params import Params
 from tracking.seeds import Seeds
 
 
-def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int) -> Any:
+def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int,
+                  within_batch_seed: int | None = None) -> Any:
     """A tf.data pipeline of `epochs` passes, each in an order drawn from `seed` alone.
 
     The order comes from NumPy's generator rather than tf.data's shuffle, whose op seed mixes in the global
-    seed: here changing any other seed leaves the order as it was.
+    seed: here changing any other seed leaves the order as it was. With `within_batch_seed`, examples are
+    also permuted inside each batch: the batch and its mathematical gradient stay the same, but the
+    floating-point summation order changes, as it does with non-deterministic GPU reductions.
     """
     import tensorflow as tf
 
     rng = np.random.default_rng(seed)
     orders = np.stack([rng.permutation(len(y)) for _ in range(epochs)])
+    if within_batch_seed is not None:
+        noise = np.random.default_rng(within_batch_seed)
+        for order in orders:
+            for start in range(0, len(order), batch_size):
+                order[start:start + batch_size] = noise.permutation(order[start:start + batch_size])
     x_t, y_t = tf.constant(x), tf.constant(y)
     return (
         tf.data.Dataset.from_tensor_slices(orders)
@@ -32,13 +40,15 @@ def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, se
 
 
 def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val: dict[str, np.ndarray] | None,
-                n_classes: int, callbacks: list[Any] = ()) -> tuple[Any, dict[str, list[float]]]:
+                n_classes: int, callbacks: list[Any] = (), within_batch_seed: int | None = None,
+                ) -> tuple[Any, dict[str, list[float]]]:
     """Build and fit the configured model; return it with its per-epoch history."""
     model = build_model(params.model, tuple(train["x"].shape[1:]), n_classes, seeds, params.train.augment)
     model.compile(optimizer=make_optimizer(params.train.optimizer, params.train.learning_rate),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
-    batches = epoch_batches(train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle)
+    batches = epoch_batches(train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle,
+                            within_batch_seed)
     validation = (val["x"], val["y"]) if val is not None and len(val["y"]) else None
     history = model.fit(batches, epochs=params.train.epochs, steps_per_epoch=steps, validation_data=validation,
                         callbacks=list(callbacks), shuffle=False, verbose=0)

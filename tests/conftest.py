@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tracking.baseline import freeze
+
 # TensorFlow reads these at import; set them before any test imports it (as `configure_environment` would).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -21,6 +23,7 @@ TINY = {
     "mlflow": {"experiment": "test"},
     "model": {"name": "small_cnn", "filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2},
     "train": {"epochs": 2, "batch_size": 64},
+    "calibration": {"repeats": 3},
 }
 
 
@@ -66,6 +69,7 @@ def project(tmp_path: Path) -> Path:
     for name in ("dvc.yaml", "params.yaml", ".gitignore"):
         shutil.copy(REPO / name, root / name)
     write_params(root, **TINY)
+    freeze(root / "params.yaml", root / "baseline.yaml")
     run(["git", "init", "-q", "-b", "main"], root)
     run(["dvc", "init", "-q"], root)
     run(["git", "add", "-A"], root)

@@ -31,7 +31,7 @@ def test_flatten_nested_mappings():
     ("text", "expected"),
     [
         ("train:\n  lerning_rate: 0.1\n", "unknown key 'train.lerning_rate'; did you mean 'train.learning_rate'?"),
-        ("bogus: 1\n", "valid keys in the top level: mlflow, data, seeds, determinism, model, train"),
+        ("bogus: 1\n", "valid keys in the top level: mlflow, data, seeds, determinism, model, train, calibration, compare"),
         ("train:\n  epochs: 0\n", "train.epochs: expected greater than or equal to 1, got 0"),
         ("train:\n  batch_size: -4\n", "train.batch_size"),
         ("train:\n  epochs: '10'\n", "train.epochs: expected a valid integer, got '10'"),

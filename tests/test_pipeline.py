@@ -27,7 +27,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     (project / "notes.py").write_text('password = "diffPlantedPassword31337"\n')
     run(["git", "add", "notes.py"], project)
     env = project_env(**SECRETS)
-    first = run(["dvc", "repro"], project, env=env)
+    first = run(["dvc", "repro", "evaluate"], project, env=env)
     assert "test accuracy" in first.stdout
 
     runs = runs_of(project)
@@ -95,7 +95,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
 
 
 def test_dvc_exp_run_set_param_is_tracked(project: Path):
-    run(["dvc", "exp", "run", "-S", "train.learning_rate=0.01", "-n", "lr-up"], project)
+    run(["dvc", "exp", "run", "evaluate", "-S", "train.learning_rate=0.01", "-n", "lr-up"], project)
     shown = json.loads(run(["dvc", "exp", "show", "--json"], project).stdout)
     assert "lr-up" in json.dumps(shown)
     found = runs_of(project)

@@ -1,4 +1,4 @@
-"""The `tracking` command: `provenance` prints what a run would record, `pin-data` pins the prepared data.
+"""The `tracking` command: provenance, data pinning, the baseline, and noise bands over MLflow runs.
 
 Imports stay inside the commands so that `tracking --help` starts fast.
 """
@@ -13,6 +13,8 @@ from pathlib import Path
 
 from tracking.stage import run_main
 
+DEFAULT_METRICS = ["test_accuracy", "test_loss"]
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracking", description="Provenance and reproducibility for DVC + Keras + MLflow.")
@@ -23,7 +25,44 @@ def build_parser() -> argparse.ArgumentParser:
     pin = commands.add_parser("pin-data", help="pin the prepared data: write its content hash to data.sha256 in params.yaml")
     pin.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
     pin.set_defaults(handler=_pin_data)
+    base = commands.add_parser("baseline", help="freeze the training sections of params.yaml as the baseline that calibration trains")
+    base.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
+    base.set_defaults(handler=_baseline)
+    bands = commands.add_parser("bands", help="print, as JSON, each metric's noise band over existing MLflow runs")
+    _selection(bands)
+    bands.add_argument("--filter", default="", help='MLflow filter string, e.g. "tags.noise.variant = \'algo\'"')
+    bands.set_defaults(handler=_bands)
+    groups = commands.add_parser("compare-groups", help="compare two groups of MLflow runs: spreads, Welch and Brown-Forsythe tests")
+    _selection(groups)
+    groups.add_argument("--a", required=True, help="MLflow filter string selecting group A")
+    groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
+    groups.add_argument("--json", action="store_true", help="print JSON instead of text")
+    groups.set_defaults(handler=_compare_groups)
     return parser
+
+
+def _selection(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--experiment", required=True, help="MLflow experiment name")
+    command.add_argument("--metric", action="append", help="metric to use (repeatable; default: test_accuracy, test_loss)")
+    command.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: 0.05)")
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from err
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    return value
+
+
+def _connect_store() -> None:
+    import mlflow
+
+    from tracking.store import project_root, tracking_uri
+
+    mlflow.set_tracking_uri(tracking_uri(project_root()))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -53,3 +92,43 @@ def _pin_data(args: argparse.Namespace) -> None:
 
     digest, pin_file = pin_prepared_data(project_root(), args.params)
     print(f"pinned data.sha256 = {digest} in {args.params}; commit it with {pin_file}")
+
+
+def _baseline(args: argparse.Namespace) -> None:
+    from tracking.baseline import freeze
+    from tracking.params import load_params
+    from tracking.store import project_root
+
+    target = load_params(args.params).calibration.baseline
+    freeze(args.params, project_root() / target)
+    print(f"froze the training sections of {args.params} into {target}; commit it")
+
+
+def _bands(args: argparse.Namespace) -> None:
+    from tracking.groups import bands
+
+    _connect_store()
+    result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _compare_groups(args: argparse.Namespace) -> None:
+    from tracking.groups import compare_groups, fetch_metric_values
+
+    _connect_store()
+    metrics = args.metric or DEFAULT_METRICS
+    group_a = fetch_metric_values(args.experiment, args.a, metrics)
+    group_b = fetch_metric_values(args.experiment, args.b, metrics)
+    result = {}
+    for metric in metrics:
+        result[metric] = {**compare_groups(group_a[metric].values, group_b[metric].values, args.alpha),
+                          "skipped_a": group_a[metric].skipped, "skipped_b": group_b[metric].skipped}
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    for metric, row in result.items():
+        print(f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
+              f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}")
+        print(f"  {row['verdict']}")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tracking.errors import ParamsError
 
@@ -68,6 +68,41 @@ class TrainParams(_Section):
     augment: bool = False
 
 
+Variant = Literal["algo+impl", "algo", "impl", "control"]
+VARIANTS: tuple[str, ...] = ("algo+impl", "algo", "impl", "control")
+
+
+class CalibrationParams(_Section):
+    """Repeated training of the frozen baseline, per noise variant (Zhuang et al. 2021)."""
+
+    baseline: Annotated[str, Field(min_length=1)] = "baseline.yaml"
+    repeats: Annotated[int, Field(ge=3, le=1000)] = 3
+    variants: Annotated[list[Variant], Field(min_length=1)] = list(VARIANTS)
+    simulate_impl_noise: bool = True
+
+    @field_validator("variants")
+    @classmethod
+    def _unique(cls, variants: list[str]) -> list[str]:
+        if len(set(variants)) != len(variants):
+            raise ValueError(f"each variant at most once, got {variants}")
+        return variants
+
+
+class KnownBand(_Section):
+    """A declared band, e.g. a published mean, standard deviation (ddof=1) and number of runs."""
+
+    mean: float
+    std: Annotated[float, Field(ge=0)]
+    n: Annotated[int, Field(ge=2)]
+
+
+class CompareParams(_Section):
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    metrics: Annotated[list[Literal["test_accuracy", "test_loss"]], Field(min_length=1)] = ["test_accuracy", "test_loss"]
+    fail_on_drift: bool = False
+    known_bands: dict[str, KnownBand] = {}
+
+
 class Params(_Section):
     """Everything one pipeline execution depends on; the single source of configuration."""
 
@@ -77,6 +112,8 @@ class Params(_Section):
     determinism: DeterminismParams = DeterminismParams()
     model: ModelParams = ModelParams()
     train: TrainParams = TrainParams()
+    calibration: CalibrationParams = CalibrationParams()
+    compare: CompareParams = CompareParams()
 
     def flat(self) -> dict[str, Any]:
         """The params under DVC's dotted names (`train.learning_rate`), as MLflow and `dvc exp show` list them."""

@@ -31,11 +31,16 @@ _TAG_CHARS = 5000
 class Tracker:
     """Context manager around one MLflow run; pass `run_id` to resume the run another stage started."""
 
-    def __init__(self, experiment: str, root: Path | None = None, run_id: str | None = None, stage: str = "train") -> None:
+    def __init__(self, experiment: str, root: Path | None = None, run_id: str | None = None, stage: str = "train",
+                 run_name: str | None = None, nested: bool = False, tags: dict[str, Any] | None = None) -> None:
+        """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs)."""
         self.experiment = experiment
         self.root = root
         self.run_id = run_id
         self.stage = stage
+        self.run_name = run_name
+        self.nested = nested
+        self.tags = tags or {}
         self._sigterm = sigterm_raises()
 
     def __enter__(self) -> Tracker:
@@ -49,12 +54,13 @@ class Tracker:
             self._check_resumable(self.run_id)
             run = mlflow.start_run(run_id=self.run_id)
         else:
-            run = mlflow.start_run(experiment_id=experiment_id, run_name=os.environ.get(DVC_EXP_NAME) or None)
+            name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
+            run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested)
         self.run_id = run.info.run_id
         self._writer = BackgroundWriter()
         self._sigterm.__enter__()
         try:
-            self.set_tags({"pipeline.stage": self.stage})
+            self.set_tags({"pipeline.stage": self.stage, **self.tags})
         except BaseException as err:
             self.__exit__(type(err), err, None)
             raise

@@ -1,0 +1,165 @@
+"""DVC stage `calibrate`: train the frozen baseline `calibration.repeats` times per noise variant.
+
+Variants (Zhuang et al. 2021): `algo+impl` (seeds vary, non-deterministic kernels), `algo` (seeds vary,
+deterministic), `impl` (seeds fixed, non-deterministic), `control` (both fixed: must be bit-identical).
+On a CPU, kernel non-determinism is simulated when `calibration.simulate_impl_noise` is on: examples are
+permuted inside each batch, which keeps each batch's gradient but changes the summation order. Where a GPU
+is present its real kernel non-determinism is used instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipelines.evaluate import scores
+from pipelines.training import train_model
+from tracking.baseline import load_baseline
+from tracking.dataset import PREPARED, load_split, read_manifest
+from tracking.determinism import as_record
+from tracking.hashing import weights_sha256
+from tracking.noise import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance
+from tracking.params import Params, load_params
+from tracking.process import reproducible_process, seed_frameworks
+from tracking.provenance import capture
+from tracking.provenance.git import open_repository
+from tracking.provenance.software import installed_packages
+from tracking.seeds import Seeds, derive_seed
+from tracking.stage import run_main
+from tracking.store import project_root
+from tracking.tracker import Tracker
+
+NOISE_FILE = Path("calibration/noise.json")
+RUNS_FILE = Path("outputs/calibration.npz")
+ALGO_SOURCES = ("init", "shuffle", "dropout", "augment")
+# Intervals stored with the calibration use this alpha; the compare stage re-derives them at compare.alpha,
+# so changing compare.alpha never re-runs the calibration.
+STORED_ALPHA = 0.05
+
+
+def variant_setup(variant: str, repeat: int, baseline: Params, seeds: Seeds, simulate: bool, gpu: bool,
+                  ) -> tuple[Params, Seeds, int | None, str]:
+    """The params, seeds, within-batch noise seed and kernel-noise source of one repeat of one variant."""
+    vary_algo, vary_impl = variant in ("algo+impl", "algo"), variant in ("algo+impl", "impl")
+    if vary_algo:
+        seeds = replace(seeds, **{name: derive_seed(seeds.base, f"{name}:repeat{repeat}") for name in ALGO_SOURCES})
+    determinism = baseline.determinism.model_copy(update={"op_determinism": not vary_impl})
+    params = baseline.model_copy(update={"determinism": determinism})
+    if not vary_impl:
+        return params, seeds, None, "none"
+    if gpu:
+        return params, seeds, None, "gpu-kernels"
+    if simulate:
+        return params, seeds, derive_seed(seeds.base, f"impl:repeat{repeat}"), "simulated"
+    return params, seeds, None, "cpu-kernels"
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One repeat's test metrics, predicted classes and flattened weights."""
+
+    metrics: dict[str, float]
+    predicted: np.ndarray
+    weights: np.ndarray
+    weights_sha256: str
+
+
+def train_and_score(params: Params, seeds: Seeds, train: dict, val: dict | None, test: dict, n_classes: int,
+                    within_batch_seed: int | None) -> Trained:
+    """Train one repeat (frameworks already seeded) and score it on the test set."""
+    model, _ = train_model(params, seeds, train, val, n_classes, within_batch_seed=within_batch_seed)
+    result = scores(test["y"], model.predict(test["x"], batch_size=512, verbose=0), n_classes)
+    metrics = {"test_accuracy": result["test_accuracy"], "test_loss": result["test_loss"],
+               **{f"test_accuracy_class_{k}": v for k, v in result["per_class_accuracy"].items()}}
+    model_weights = model.get_weights()
+    return Trained(metrics, result["predicted"].astype(np.int16),
+                   np.concatenate([w.ravel() for w in model_weights]).astype(np.float32), weights_sha256(model_weights))
+
+
+def summarise(runs: list[dict[str, Any]], predictions: np.ndarray, weights: np.ndarray, alpha: float) -> dict[str, Any]:
+    """Bands of every metric and pairwise churn / weight-distance summaries, per variant."""
+    summary = {}
+    for variant in dict.fromkeys(run["variant"] for run in runs):
+        index = [i for i, run in enumerate(runs) if run["variant"] == variant]
+        chosen = [runs[i] for i in index]
+        metrics = {name: [run["metrics"][name] for run in chosen] for name in chosen[0]["metrics"]}
+        hashes = sorted({run["weights_sha256"] for run in chosen})
+        summary[variant] = {
+            "runs": index,
+            "bands": {name: band_from_values(name, values, alpha, f"calibration:{variant}").as_dict()
+                      for name, values in metrics.items()},
+            "churn": off_diagonal_summary(pairwise_churn(predictions[index])),
+            "weight_distance": off_diagonal_summary(pairwise_weight_distance(weights[index])),
+            "bit_identical": len(hashes) == 1,
+            "weights_sha256": hashes,
+            "impl_noise": chosen[0]["impl_noise"],
+        }
+    return summary
+
+
+def main() -> None:
+    from tqdm import tqdm
+
+    params = load_params()
+    baseline = load_baseline(params.calibration.baseline)
+    base_seeds = reproducible_process(baseline)
+    root = project_root()
+    manifest = read_manifest(root / PREPARED)
+    train, test = load_split(root / PREPARED, "train"), load_split(root / PREPARED, "test")
+    val = load_split(root / PREPARED, "val") if manifest["n_samples"].get("val") else None
+    open_repository(root)
+    plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
+    runs, predictions, weights = [], [], []
+    with Tracker(params.mlflow.experiment, root, stage="calibrate", run_name="calibration",
+                 tags={"noise.role": "calibration"}) as parent:
+        import tensorflow as tf
+
+        effective = seed_frameworks(baseline, base_seeds)
+        gpu = bool(tf.config.list_physical_devices("GPU"))
+        record = capture(root, base_seeds.as_dict(), as_record(baseline.determinism, effective), stages=("prepare",))
+        parent.log_params({**baseline.flat(), **{k: v for k, v in params.flat().items() if k.startswith("calibration.")}})
+        parent.log_provenance(record, installed_packages())
+        for variant, repeat in tqdm(plan, desc="calibrate", unit="run", file=sys.stderr):
+            run_params, seeds, within, source = variant_setup(
+                variant, repeat, baseline, base_seeds, params.calibration.simulate_impl_noise, gpu)
+            tags = {"noise.variant": variant, "noise.repeat": repeat, "noise.impl_noise": source}
+            with Tracker(params.mlflow.experiment, root, stage="calibrate", run_name=f"{variant} #{repeat}",
+                         nested=True, tags=tags) as child:
+                actual = seed_frameworks(run_params, seeds)
+                trained = train_and_score(run_params, seeds, train, val, test, manifest["n_classes"], within)
+                metrics, digest = trained.metrics, trained.weights_sha256
+                child.log_params(run_params.flat())
+                child.log_metrics(metrics)
+                child.set_tags({"prov.weights_sha256": digest, "prov.determinism.effective.op_determinism": str(actual.op_determinism).lower(),
+                                **{f"prov.seeds.{name}": value for name, value in seeds.as_dict().items()}})
+            runs.append({"variant": variant, "repeat": repeat, "run_id": child.run_id, "impl_noise": source,
+                         "weights_sha256": digest, "metrics": metrics, "seeds": seeds.as_dict()})
+            predictions.append(trained.predicted)
+            weights.append(trained.weights)
+        stacked_predictions, stacked_weights = np.stack(predictions), np.stack(weights)
+        noise = {"baseline": baseline.flat(), "data_sha256": manifest["content_sha256"], "alpha": STORED_ALPHA,
+                 "repeats": params.calibration.repeats, "simulate_impl_noise": params.calibration.simulate_impl_noise,
+                 "gpu": gpu, "parent_run_id": parent.run_id, "runs": runs,
+                 "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA)}
+        control = noise["variants"].get("control")
+        parent.set_tags({"noise.control_bit_identical": str(control["bit_identical"]).lower() if control else "n/a"})
+        parent.log_json(noise, "calibration/noise.json")
+        (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
+        (root / RUNS_FILE).parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(root / RUNS_FILE, predictions=stacked_predictions, weights=stacked_weights,
+                            variants=np.array([run["variant"] for run in runs]))
+        (root / NOISE_FILE).write_text(json.dumps(noise, indent=2) + "\n")
+    if control and not control["bit_identical"]:
+        print("WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "
+              f"weights: {', '.join(control['weights_sha256'])}", file=sys.stderr)
+    print(f"calibrated {len(runs)} runs over {len(noise['variants'])} variant(s); MLflow parent run {parent.run_id}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,90 @@
+"""Noise statistics against hand-computed values and scipy."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tracking.noise import (
+    NoiseError,
+    band_from_summary,
+    band_from_values,
+    churn,
+    holm,
+    judge,
+    off_diagonal_summary,
+    pairwise_churn,
+    pairwise_weight_distance,
+    weight_distance,
+)
+
+
+def test_band_by_hand():
+    band = band_from_values("acc", [0.90, 0.92, 0.94], alpha=0.05, source="hand")
+    assert band.n == 3 and band.mean == pytest.approx(0.92) and band.ddof == 1
+    assert band.std == pytest.approx(0.02)  # sqrt(((-.02)^2 + 0 + .02^2) / 2)
+    half = 4.302652729911275 * 0.02 * math.sqrt(1 + 1 / 3)  # t(0.975, 2) from tables
+    assert (band.low, band.high) == pytest.approx((0.92 - half, 0.92 + half))
+
+
+def test_band_matches_scipy_prediction_interval():
+    rng = np.random.default_rng(3)
+    values = rng.normal(0.9, 0.01, 12)
+    band = band_from_values("acc", values, alpha=0.1, source="scipy")
+    scale = values.std(ddof=1) * math.sqrt(1 + 1 / 12)
+    low, high = stats.t.interval(0.9, 11, loc=values.mean(), scale=scale)
+    assert (band.low, band.high) == pytest.approx((low, high))
+
+
+def test_judge_inside_outside_and_p_value():
+    band = band_from_summary("acc", mean=0.9, std=0.01, n=10, alpha=0.05, source="declared")
+    inside, outside = judge(0.905, band), judge(0.95, band)
+    assert inside.within_noise and inside.label == "within_noise" and inside.z == pytest.approx(0.5)
+    assert not outside.within_noise and outside.label == "exceeds_noise" and outside.z == pytest.approx(5.0)
+    expected_p = 2 * stats.t.sf(0.05 / (0.01 * math.sqrt(1.1)), 9)
+    assert outside.p_value == pytest.approx(expected_p)
+    assert (band.low < 0.905 < band.high) and not (band.low < 0.95 < band.high)
+
+
+def test_zero_spread_band_flags_any_difference():
+    band = band_from_values("acc", [0.9, 0.9, 0.9], alpha=0.05, source="control")
+    assert judge(0.9, band).within_noise
+    assert not judge(0.9000001, band).within_noise
+
+
+def test_too_few_runs_is_an_error():
+    with pytest.raises(NoiseError, match="has 1 run"):
+        band_from_values("acc", [0.9, float("nan")], alpha=0.05, source="x")
+
+
+def test_holm_by_hand():
+    # sorted p: .01 <= .05/4 = .0125 rejects; .02 > .05/3 = .0167 stops
+    assert holm([0.03, 0.01, 0.5, 0.02], alpha=0.05) == [False, True, False, False]
+    # .01 <= .05/3, .012 <= .05/2, .04 <= .05/1: all rejected
+    assert holm([0.04, 0.01, 0.012], alpha=0.05) == [True, True, True]
+    assert holm([0.04, 0.04], alpha=0.05) == [False, False]
+
+
+def test_churn_is_disagreement():
+    assert churn(np.array([1, 2, 3, 4]), np.array([1, 2, 0, 0])) == 0.5
+    assert churn(np.array([1, 2]), np.array([1, 2])) == 0.0
+
+
+def test_weight_distance_is_scale_free():
+    w = np.array([3.0, 4.0])
+    assert weight_distance(w, 10 * w) == pytest.approx(0.0)
+    assert weight_distance(np.array([1.0, 0.0]), np.array([0.0, 1.0])) == pytest.approx(math.sqrt(2))
+
+
+def test_pairwise_matrices_match_pair_by_pair():
+    rng = np.random.default_rng(0)
+    predictions = rng.integers(0, 5, size=(6, 200))
+    weights = rng.normal(size=(6, 50))
+    churns, distances = pairwise_churn(predictions), pairwise_weight_distance(weights)
+    for i in range(6):
+        for j in range(6):
+            assert churns[i, j] == pytest.approx(churn(predictions[i], predictions[j]))
+            assert distances[i, j] == pytest.approx(weight_distance(weights[i], weights[j]), abs=1e-5)
+    summary = off_diagonal_summary(churns)
+    assert summary["pairs"] == 15 and summary["max"] >= summary["mean"] > 0

@@ -1,0 +1,158 @@
+"""Noise statistics: how much a metric moves by chance, and whether a new value moved more than that.
+
+- A `Band` summarises n runs of one metric: mean, sample standard deviation (ddof=1) and a t-based
+  prediction interval for one new run, mean ± t(1-α/2, n-1) · s · sqrt(1 + 1/n).
+- Predictive churn is the fraction of examples whose predicted class differs between two runs
+  (disagreement, not agreement).
+- Weight distance is the L2 distance between two runs' flattened weights, each scaled to unit length.
+- Pairwise matrices of both come from one matrix product, so 1,000 runs stay fast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from tracking.errors import TrackingError
+
+DDOF = 1
+
+
+class NoiseError(TrackingError):
+    """Too few runs, or values that cannot form a band."""
+
+
+@dataclass(frozen=True)
+class Band:
+    """The spread of one metric over n runs, with the interval one new run falls in with probability 1-α."""
+
+    metric: str
+    n: int
+    mean: float
+    std: float
+    alpha: float
+    low: float
+    high: float
+    source: str
+    ddof: int = DDOF
+    interval: str = "t-based prediction interval for one new run"
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One value judged against a band: delta from the mean, delta in stds, two-sided p-value."""
+
+    metric: str
+    value: float
+    delta: float
+    z: float
+    p_value: float
+    within_noise: bool
+    band: Band
+
+    @property
+    def label(self) -> str:
+        return "within_noise" if self.within_noise else "exceeds_noise"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"metric": self.metric, "value": self.value, "delta": self.delta, "z": self.z, "p_value": self.p_value,
+                "verdict": self.label, "band": self.band.as_dict()}
+
+
+def band_from_values(metric: str, values: Sequence[float], alpha: float, source: str) -> Band:
+    """The band of `values` (one per run); at least two finite values are needed."""
+    array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if len(array) < 2:
+        raise NoiseError(f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2")
+    return band_from_summary(metric, float(array.mean()), float(array.std(ddof=DDOF)), len(array), alpha, source)
+
+
+def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float, source: str) -> Band:
+    """A band from declared statistics (e.g. a published mean, std and n)."""
+    from scipy import stats
+
+    if n < 2 or std < 0 or not 0 < alpha < 1:
+        raise NoiseError(f"band for '{metric}' needs n >= 2, std >= 0 and 0 < alpha < 1; got n={n}, std={std}, alpha={alpha}")
+    half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * std * math.sqrt(1 + 1 / n)
+    return Band(metric=metric, n=n, mean=mean, std=std, alpha=alpha, low=mean - half, high=mean + half, source=source)
+
+
+def judge(value: float, band: Band) -> Verdict:
+    """Is `value` inside the band? The p-value is that of the prediction interval's t statistic."""
+    from scipy import stats
+
+    delta = value - band.mean
+    scale = band.std * math.sqrt(1 + 1 / band.n)
+    if scale == 0:
+        p_value = 1.0 if delta == 0 else 0.0
+        z = 0.0 if delta == 0 else math.copysign(math.inf, delta)
+    else:
+        z = delta / band.std
+        p_value = float(2 * stats.t.sf(abs(delta) / scale, band.n - 1))
+    return Verdict(band.metric, value, delta, z, p_value, p_value > band.alpha, band)
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
+    """Holm-Bonferroni step-down: which hypotheses are rejected, controlling the family-wise error at alpha."""
+    order = np.argsort(p_values)
+    rejected = [False] * len(p_values)
+    for rank, index in enumerate(order):
+        if p_values[index] > alpha / (len(p_values) - rank):
+            break
+        rejected[index] = True
+    return rejected
+
+
+def churn(a: np.ndarray, b: np.ndarray) -> float:
+    """Fraction of examples whose predicted class differs between two runs (disagreement)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise NoiseError(f"predictions differ in shape ({a.shape} vs {b.shape}); compare runs on the same test set")
+    return float(np.mean(a != b))
+
+
+def weight_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """L2 distance between two flattened weight vectors after scaling each to unit length."""
+    ua, ub = _unit(np.asarray(a, dtype=np.float64).ravel()), _unit(np.asarray(b, dtype=np.float64).ravel())
+    return float(np.linalg.norm(ua - ub))
+
+
+def pairwise_churn(predictions: np.ndarray) -> np.ndarray:
+    """(R, R) churn between every pair of R runs' predicted classes, given as an (R, N) integer array."""
+    predictions = np.asarray(predictions)
+    runs, examples = predictions.shape
+    agree = np.zeros((runs, runs), dtype=np.float64)
+    for label in np.unique(predictions):
+        hits = (predictions == label).astype(np.float32)
+        agree += hits @ hits.T
+    return 1.0 - agree / examples
+
+
+def pairwise_weight_distance(weights: np.ndarray) -> np.ndarray:
+    """(R, R) unit-normalised L2 distances between R runs' flattened weights, given as (R, P)."""
+    unit = np.asarray(weights, dtype=np.float32)
+    norms = np.linalg.norm(unit, axis=1, keepdims=True)
+    unit = unit / np.where(norms == 0, 1, norms)
+    gram = np.clip(unit @ unit.T, -1.0, 1.0).astype(np.float64)
+    distance = np.sqrt(np.clip(2.0 - 2.0 * gram, 0.0, None))
+    np.fill_diagonal(distance, 0.0)
+    return distance
+
+
+def off_diagonal_summary(matrix: np.ndarray) -> dict[str, float]:
+    """Mean and max over distinct pairs (the upper triangle) of a pairwise matrix."""
+    upper = matrix[np.triu_indices(len(matrix), k=1)]
+    if upper.size == 0:
+        raise NoiseError("a pairwise matrix needs at least 2 runs")
+    return {"mean": float(upper.mean()), "max": float(upper.max()), "pairs": int(upper.size)}
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(vector)
+    return vector / norm if norm else vector
