@@ -76,11 +76,8 @@ def main() -> None:
     baseline_churn = pairwise_churn(predictions)[np.triu_indices(len(calibration), k=1)]
 
     def flagged(candidate) -> bool:
-        evaluation = {**candidate.metrics, "per_class_accuracy": {
-            key.removeprefix("test_accuracy_class_"): value for key, value in candidate.metrics.items()
-            if key.startswith("test_accuracy_class_")}}
         churn = pairwise_churn(np.vstack([candidate.predicted[None, :], predictions]))[0, 1:]
-        verdict = judge_candidate(params, variant, evaluation, churn, baseline_churn, candidate.weights_sha256, control=False)
+        verdict = judge_candidate(params, variant, candidate.metrics, churn, baseline_churn, candidate.weights_sha256, control=False)
         return verdict["verdict"] == "exceeds_noise"
 
     band = variant["bands"]["test_accuracy"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.evaluate import scores
+from pipelines.evaluate import flat_metrics, scores
 from pipelines.training import train_model
 from tracking.baseline import load_baseline
 from tracking.dataset import PREPARED, load_split, read_manifest
@@ -74,11 +74,9 @@ def train_and_score(params: Params, seeds: Seeds, train: dict, val: dict | None,
                     within_batch_seed: int | None) -> Trained:
     """Train one repeat (frameworks already seeded) and score it on the test set."""
     model, _ = train_model(params, seeds, train, val, n_classes, within_batch_seed=within_batch_seed)
-    result = scores(test["y"], model.predict(test["x"], batch_size=512, verbose=0), n_classes)
-    metrics = {"test_accuracy": result["test_accuracy"], "test_loss": result["test_loss"],
-               **{f"test_accuracy_class_{k}": v for k, v in result["per_class_accuracy"].items()}}
+    result = scores(test["y"], np.asarray(model(test["x"], training=False)), n_classes, test.get("groups"))
     model_weights = model.get_weights()
-    return Trained(metrics, result["predicted"].astype(np.int16),
+    return Trained(flat_metrics(result), result["predicted"].astype(np.int16),
                    np.concatenate([w.ravel() for w in model_weights]).astype(np.float32), weights_sha256(model_weights))
 
 
@@ -88,7 +86,8 @@ def summarise(runs: list[dict[str, Any]], predictions: np.ndarray, weights: np.n
     for variant in dict.fromkeys(run["variant"] for run in runs):
         index = [i for i, run in enumerate(runs) if run["variant"] == variant]
         chosen = [runs[i] for i in index]
-        metrics = {name: [run["metrics"][name] for run in chosen] for name in chosen[0]["metrics"]}
+        metrics = {name: [run["metrics"][name] for run in chosen] for name in chosen[0]["metrics"]
+                   if sum(np.isfinite(run["metrics"][name]) for run in chosen) >= 2}
         hashes = sorted({run["weights_sha256"] for run in chosen})
         summary[variant] = {
             "runs": index,
@@ -135,7 +134,7 @@ def main() -> None:
                 trained = train_and_score(run_params, seeds, train, val, test, manifest["n_classes"], within)
                 metrics, digest = trained.metrics, trained.weights_sha256
                 child.log_params(run_params.flat())
-                child.log_metrics(metrics)
+                child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
                 child.set_tags({"prov.weights_sha256": digest, "prov.determinism.effective.op_determinism": str(actual.op_determinism).lower(),
                                 **{f"prov.seeds.{name}": value for name, value in seeds.as_dict().items()}})
             runs.append({"variant": variant, "repeat": repeat, "run_id": child.run_id, "impl_noise": source,

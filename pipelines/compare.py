@@ -3,8 +3,9 @@
 Which band: a candidate whose configuration differs from the baseline is judged against the baseline's
 natural noise (`algo+impl`: did the change move the metric beyond chance?); one that differs only in seeds
 likewise; one with the same seeds and op determinism against `control`, where anything but bit-identical
-is drift. All checks of one comparison (the main metrics, churn, each class) form one family corrected
-with Holm-Bonferroni at `compare.alpha`, so a seed-only candidate is flagged at most alpha of the time.
+is drift. The main metrics and churn form the primary family, which decides the verdict; per-class and
+per-group checks are families of their own. Each family is corrected with Holm-Bonferroni at
+`compare.alpha`, so a seed-only candidate is flagged at most about alpha of the time.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.calibrate import NOISE_FILE, RUNS_FILE
-from pipelines.evaluate import EVAL_METRICS, PREDICTIONS
+from pipelines.evaluate import EVAL_METRICS, PREDICTIONS, flat_metrics
 from pipelines.train import RUN_FILE
 from tracking.baseline import load_baseline
 from tracking.dataset import PREPARED, read_manifest
@@ -56,29 +57,37 @@ def choose_variant(candidate: Params, baseline: Params, data_changed: bool, avai
                         f"add one of {', '.join(preference)} to calibration.variants and re-run `dvc repro`")
 
 
-def judge_candidate(params: Params, variant: dict[str, Any], evaluation: dict[str, Any], churn_values: np.ndarray,
+def judge_candidate(params: Params, variant: dict[str, Any], metrics: dict[str, float], churn_values: np.ndarray,
                     baseline_churn: np.ndarray, weights_sha256: str, control: bool) -> dict[str, Any]:
-    """Every check, each Holm-corrected within the whole family, and the overall verdict."""
+    """Every check of the candidate's flat `metrics`, Holm-corrected within its family, and the verdict.
+
+    The primary family (the main metrics and churn) decides the verdict; per-class and per-group checks are
+    families of their own, reported beside it.
+    """
     alpha = params.compare.alpha
-    checks = []
+    families: dict[str, list] = {"primary": [], "class": [], "group": []}
     for metric in params.compare.metrics:
         declared = params.compare.known_bands.get(metric)
         band = (band_from_summary(metric, declared.mean, declared.std, declared.n, alpha, "declared in compare.known_bands")
                 if declared else Band(**variant["bands"][metric]))
-        checks.append(("metric", judge(evaluation[metric], band)))
-    checks.append(("churn", judge(float(churn_values.mean()), band_from_values("churn", baseline_churn, alpha, "baseline pairwise churn"))))
-    for label, value in evaluation["per_class_accuracy"].items():
-        name = f"test_accuracy_class_{label}"
-        if name in variant["bands"] and np.isfinite(value):
-            checks.append(("class", judge(value, Band(**variant["bands"][name]))))
-    rejected = holm([verdict.p_value for _, verdict in checks], alpha)
+        families["primary"].append(judge(metrics[metric], band))
+    families["primary"].append(judge(float(churn_values.mean()), band_from_values("churn", baseline_churn, alpha, "baseline pairwise churn")))
+    for name, value in metrics.items():
+        family = "class" if name.startswith("test_accuracy_class_") else "group" if name.startswith("test_group_") else None
+        if family and name in variant["bands"] and np.isfinite(value):
+            families[family].append(judge(value, Band(**variant["bands"][name])))
     rows = []
-    for (kind, verdict), reject in zip(checks, rejected):
-        rows.append({**verdict.as_dict(), "kind": kind, "verdict": "exceeds_noise" if reject else "within_noise"})
+    for family, verdicts in families.items():
+        for verdict, reject in zip(verdicts, holm([v.p_value for v in verdicts], alpha)):
+            rows.append({**verdict.as_dict(), "family": family, "verdict": "exceeds_noise" if reject else "within_noise"})
     bit_identical = weights_sha256 in variant["weights_sha256"]
-    exceeds = any(rejected) or (control and not bit_identical)
-    return {"verdict": "exceeds_noise" if exceeds else "within_noise", "checks": rows, "bit_identical_to_control": bit_identical if control else None,
-            "correction": f"Holm-Bonferroni over all {len(rows)} checks at alpha={alpha}",
+    drift = any(row["verdict"] == "exceeds_noise" for row in rows if row["family"] == "primary")
+    exceeds = drift or (control and not bit_identical)
+    return {"verdict": "exceeds_noise" if exceeds else "within_noise", "checks": rows,
+            "bit_identical_to_control": bit_identical if control else None,
+            "secondary_exceeding": sum(row["verdict"] == "exceeds_noise" for row in rows if row["family"] != "primary"),
+            "correction": (f"Holm-Bonferroni at alpha={alpha} within each family: primary ({len(families['primary'])} checks,"
+                           f" decides the verdict), per-class ({len(families['class'])}), per-group ({len(families['group'])})"),
             "candidate_churn": {"mean": float(churn_values.mean()), "max": float(churn_values.max())}}
 
 
@@ -103,13 +112,14 @@ def main() -> None:
         raise RunStateError("the candidate's test set differs in size from the calibration's; re-run `dvc repro` so both use data/prepared")
     churn_values = pairwise_churn(np.vstack([predictions[None, :], chosen]))[0, 1:]
     baseline_pairs = pairwise_churn(chosen)[np.triu_indices(len(chosen), k=1)]
-    result = judge_candidate(params, variant, evaluation, churn_values, baseline_pairs, candidate_run["weights_sha256"], name == "control")
+    result = judge_candidate(params, variant, flat_metrics(evaluation), churn_values, baseline_pairs, candidate_run["weights_sha256"], name == "control")
     result.update({"band_variant": name, "reason": reason, "data_changed": data_changed, "calibration_runs": len(variant["runs"])})
     summary = compare_metrics(result)
     with Tracker(params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage="compare") as tracker:
         write_outputs(root, result, summary, noise, calibration, predictions, evaluation)
         tracker.log_metrics({key: value for key, value in summary.items() if isinstance(value, float) and np.isfinite(value)})
-        tracker.set_tags({"noise.verdict": result["verdict"], "noise.band_variant": name, "noise.reason": reason})
+        tracker.set_tags({"noise.verdict": result["verdict"], "noise.band_variant": name, "noise.reason": reason,
+                          "noise.secondary_exceeding": result["secondary_exceeding"]})
         tracker.log_json(result, "compare/compare.json")
         for path in (REPORT, *PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
@@ -131,9 +141,9 @@ def at_alpha(noise: dict[str, Any], alpha: float) -> dict[str, Any]:
 def compare_metrics(result: dict[str, Any]) -> dict[str, Any]:
     """The DVC metrics: the verdict, and z-score and delta of each main check, so `dvc exp show` lists them."""
     summary: dict[str, Any] = {"verdict": result["verdict"], "band_variant": result["band_variant"],
-                               "checks_exceeding": sum(row["verdict"] == "exceeds_noise" for row in result["checks"])}
+                               "secondary_exceeding": result["secondary_exceeding"]}
     for row in result["checks"]:
-        if row["kind"] != "class":
+        if row["family"] == "primary":
             summary[f"z_{row['metric']}"] = float(row["z"])
             summary[f"delta_{row['metric']}"] = float(row["delta"])
     return summary

@@ -21,11 +21,12 @@ def render_report(result: dict[str, Any]) -> str:
     ]
     if result["bit_identical_to_control"] is not None:
         lines.append(f"- Weights bit-identical to the CONTROL runs: **{result['bit_identical_to_control']}**.")
-    lines += ["", "| check | value | band mean | band std | interval | delta | z (stds) | p | verdict |",
-              "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
+    lines.append(f"- Per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}.")
+    lines += ["", "| family | check | value | band mean | band std | interval | delta | z (stds) | p | verdict |",
+              "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
     for row in result["checks"]:
         band = row["band"]
-        lines.append(f"| {row['metric']} | {row['value']:.4f} | {band['mean']:.4f} | {band['std']:.4f} | "
+        lines.append(f"| {row['family']} | {row['metric']} | {row['value']:.4f} | {band['mean']:.4f} | {band['std']:.4f} | "
                      f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {row['z']:+.2f} | {row['p_value']:.3g} | {row['verdict']} |")
     return "\n".join(lines) + "\n"
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.models import build_model, make_optimizer
+from tracking.lifecycle import deferred_interrupts
 from tracking.params import Params
 from tracking.seeds import Seeds
 
@@ -43,6 +44,8 @@ def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val:
                 n_classes: int, callbacks: list[Any] = (), within_batch_seed: int | None = None,
                 ) -> tuple[Any, dict[str, list[float]]]:
     """Build and fit the configured model; return it with its per-epoch history."""
+    from tracking.keras_callback import InterruptCheck
+
     model = build_model(params.model, tuple(train["x"].shape[1:]), n_classes, seeds, params.train.augment)
     model.compile(optimizer=make_optimizer(params.train.optimizer, params.train.learning_rate),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -50,6 +53,7 @@ def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val:
     batches = epoch_batches(train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle,
                             within_batch_seed)
     validation = (val["x"], val["y"]) if val is not None and len(val["y"]) else None
-    history = model.fit(batches, epochs=params.train.epochs, steps_per_epoch=steps, validation_data=validation,
-                        callbacks=list(callbacks), shuffle=False, verbose=0)
+    with deferred_interrupts():
+        history = model.fit(batches, epochs=params.train.epochs, steps_per_epoch=steps, validation_data=validation,
+                            callbacks=[InterruptCheck(), *callbacks], shuffle=False, verbose=0)
     return model, history.history

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import client_for, run, runs_of, write_params
@@ -57,9 +58,48 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     compare = json.loads((project / "metrics/compare.json").read_text())
     assert compare["band_variant"] == "algo+impl"
     report = (project / "reports/compare.md").read_text()
-    assert "train.learning_rate" in report and "Holm-Bonferroni" in report
+    assert "train.learning_rate" in report and "Holm-Bonferroni" in report and "| primary | test_accuracy |" in report
 
     write_params(project, compare={"fail_on_drift": True, "known_bands": {"test_accuracy": {"mean": 0.999, "std": 0.0001, "n": 10}}})
     gated = run(["dvc", "repro"], project, check=False)
     assert gated.returncode != 0 and "compare.fail_on_drift is true" in gated.stderr
     assert json.loads((project / "metrics/compare.json").read_text())["verdict"] == "exceeds_noise"
+
+
+def test_group_scores_accuracy_fpr_fnr_by_hand():
+    from pipelines.evaluate import flat_metrics, scores
+
+    y = np.array([0, 1, 1, 0, 1, 0])
+    probabilities = np.eye(2)[[0, 1, 0, 1, 1, 0]]
+    groups = np.array(["a", "a", "a", "b", "b", "b"])
+    result = scores(y, probabilities, 2, groups)
+    assert result["per_group"]["a"] == {"accuracy": pytest.approx(2 / 3), "fpr": 0.0, "fnr": 0.5}
+    assert result["per_group"]["b"] == {"accuracy": pytest.approx(2 / 3), "fpr": 0.5, "fnr": 0.0}
+    flat = flat_metrics(result)
+    assert flat["test_group_b_fpr"] == 0.5 and flat["test_accuracy_class_1"] == pytest.approx(2 / 3)
+
+
+def test_judge_candidate_families():
+    from pipelines.compare import judge_candidate
+    from tracking.noise import band_from_values
+
+    def band(name, values):
+        return band_from_values(name, values, 0.05, "test").as_dict()
+
+    variant = {"bands": {"test_accuracy": band("test_accuracy", [0.90, 0.91, 0.92, 0.91]),
+                         "test_loss": band("test_loss", [0.30, 0.31, 0.29, 0.30]),
+                         "test_group_a_accuracy": band("test_group_a_accuracy", [0.80, 0.82, 0.81, 0.80])},
+               "weights_sha256": ["abc"]}
+    inside = {"test_accuracy": 0.91, "test_loss": 0.30, "test_group_a_accuracy": 0.81}
+    churn, baseline_churn = np.array([0.02, 0.03, 0.025, 0.02]), np.array([0.02, 0.03, 0.025, 0.022, 0.028, 0.021])
+    result = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=False)
+    assert result["verdict"] == "within_noise"
+    assert [row["family"] for row in result["checks"]] == ["primary", "primary", "primary", "group"]
+    assert "primary (3 checks, decides the verdict)" in result["correction"]
+    group_drop = judge_candidate(Params(), variant, {**inside, "test_group_a_accuracy": 0.50}, churn, baseline_churn, "x", control=False)
+    assert group_drop["verdict"] == "within_noise" and group_drop["secondary_exceeding"] == 1
+    assert group_drop["checks"][-1]["verdict"] == "exceeds_noise"
+    accuracy_drop = judge_candidate(Params(), variant, {**inside, "test_accuracy": 0.80}, churn, baseline_churn, "x", control=False)
+    assert accuracy_drop["verdict"] == "exceeds_noise" and accuracy_drop["checks"][0]["verdict"] == "exceeds_noise"
+    control = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=True)
+    assert control["verdict"] == "exceeds_noise" and control["bit_identical_to_control"] is False

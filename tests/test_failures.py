@@ -120,6 +120,7 @@ def test_training_crash_ends_the_run_failed(project):
 def test_interrupted_training_ends_the_run_killed(project, sig, code):
     run(["dvc", "repro", "prepare"], project)
     write_params(project, train={"epochs": 2000})
+    assert runs_of(project) == []  # creates the store first, so polling it below never races its creation
     process = subprocess.Popen([sys.executable, "-m", "pipelines.train"], cwd=project, env=project_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

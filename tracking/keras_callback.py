@@ -10,7 +10,15 @@ from typing import Any
 
 import keras
 
+from tracking.lifecycle import raise_if_interrupted
 from tracking.tracker import Tracker
+
+
+class InterruptCheck(keras.callbacks.Callback):
+    """Raise a Ctrl-C or SIGTERM recorded during `fit` at the end of the batch, where stopping is safe."""
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        raise_if_interrupted()
 
 
 class MlflowMetricsCallback(keras.callbacks.Callback):

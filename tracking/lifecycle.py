@@ -1,11 +1,15 @@
 """How a run ends: FINISHED only when the work finished; FAILED on an error; KILLED on Ctrl-C or SIGTERM.
 
-SIGTERM (what DVC and schedulers send) is turned into `Terminated` so that the same clean-up path runs.
+Ctrl-C and SIGTERM (what DVC and schedulers send) raise `KeyboardInterrupt` and `Terminated` so the same
+clean-up path runs. Inside `deferred_interrupts` (around Keras' `fit`) they are only recorded, and raised at
+the next safe point (`raise_if_interrupted`, called between batches): an exception raised asynchronously
+inside TensorFlow's input pipeline can leave the process hanging instead of exiting.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,6 +18,14 @@ class Terminated(BaseException):
     """The process received SIGTERM; raised so that runs and files are closed on the way out."""
 
     exit_code = 143
+
+
+class _State(threading.local):
+    deferring = False
+    pending: int | None = None
+
+
+_state = _State()
 
 
 def status_for(error: BaseException | None) -> str:
@@ -25,15 +37,43 @@ def status_for(error: BaseException | None) -> str:
     return "FAILED"
 
 
+def _interrupt(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(f"received signal {signum}")
+
+
+def _handle(signum: int, frame: object) -> None:
+    if _state.deferring:
+        _state.pending = signum
+        return
+    raise _interrupt(signum)
+
+
 @contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """While inside, SIGTERM raises `Terminated` in the main thread instead of killing the process."""
-
-    def _raise(signum: int, frame: object) -> None:
-        raise Terminated(f"received signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, _raise)
+def interrupts_raise() -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM raise in the main thread (or wait for a safe point when deferred)."""
+    previous = {sig: signal.signal(sig, _handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Record interrupts instead of raising them mid-operation; raise them at the latest on the way out."""
+    outer = _state.deferring
+    _state.deferring = True
+    try:
+        yield
+    finally:
+        _state.deferring = outer
+    if not outer:
+        raise_if_interrupted()
+
+
+def raise_if_interrupted() -> None:
+    """Raise the interrupt recorded while deferring, if any: call it where stopping is safe."""
+    if _state.pending is not None:
+        signum, _state.pending = _state.pending, None
+        raise _interrupt(signum)

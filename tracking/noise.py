@@ -134,13 +134,24 @@ def pairwise_churn(predictions: np.ndarray) -> np.ndarray:
     return 1.0 - agree / examples
 
 
-def pairwise_weight_distance(weights: np.ndarray) -> np.ndarray:
-    """(R, R) unit-normalised L2 distances between R runs' flattened weights, given as (R, P)."""
-    unit = np.asarray(weights, dtype=np.float32)
-    norms = np.linalg.norm(unit, axis=1, keepdims=True)
-    unit = unit / np.where(norms == 0, 1, norms)
-    gram = np.clip(unit @ unit.T, -1.0, 1.0).astype(np.float64)
-    distance = np.sqrt(np.clip(2.0 - 2.0 * gram, 0.0, None))
+def pairwise_weight_distance(weights: np.ndarray, block: int = 128) -> np.ndarray:
+    """(R, R) unit-normalised L2 distances between R runs' flattened weights, given as (R, P).
+
+    Uses ||u_i - u_j|| = sqrt(2 - 2 cos_ij) with the Gram matrix accumulated in float64, block by block:
+    float32 would leave distances near 1e-3 between identical runs, and a float64 copy of all the
+    weights would double the memory.
+    """
+    weights = np.asarray(weights)
+    runs = len(weights)
+    gram = np.empty((runs, runs), dtype=np.float64)
+    for start in range(0, runs, block):
+        rows = weights[start:start + block].astype(np.float64)
+        for other in range(0, runs, block):
+            gram[start:start + block, other:other + block] = rows @ weights[other:other + block].astype(np.float64).T
+    norms = np.sqrt(np.diag(gram))
+    norms[norms == 0] = 1.0
+    cosine = np.clip(gram / norms[:, None] / norms[None, :], -1.0, 1.0)
+    distance = np.sqrt(np.clip(2.0 - 2.0 * cosine, 0.0, None))
     np.fill_diagonal(distance, 0.0)
     return distance
 

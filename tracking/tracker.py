@@ -19,7 +19,7 @@ from typing import Any
 
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
-from tracking.lifecycle import sigterm_raises, status_for
+from tracking.lifecycle import interrupts_raise, status_for
 from tracking.provenance import to_tags
 from tracking.store import connect, project_root, tracking_uri
 from tracking.writer import BackgroundWriter
@@ -41,7 +41,7 @@ class Tracker:
         self.run_name = run_name
         self.nested = nested
         self.tags = tags or {}
-        self._sigterm = sigterm_raises()
+        self._interrupts = interrupts_raise()
 
     def __enter__(self) -> Tracker:
         import mlflow
@@ -58,7 +58,7 @@ class Tracker:
             run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested)
         self.run_id = run.info.run_id
         self._writer = BackgroundWriter()
-        self._sigterm.__enter__()
+        self._interrupts.__enter__()
         try:
             self.set_tags({"pipeline.stage": self.stage, **self.tags})
         except BaseException as err:
@@ -69,7 +69,7 @@ class Tracker:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         import mlflow
 
-        self._sigterm.__exit__(None, None, None)
+        self._interrupts.__exit__(None, None, None)
         failure = self._close_writer()
         cause = error or failure
         try:
