@@ -19,8 +19,6 @@ SECRETS = {
 REMOTE_TOKEN = "remoteUrlPlantedToken7777"
 
 
-
-
 @pytest.mark.format
 def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     run(["git", "remote", "add", "origin", f"https://alice:{REMOTE_TOKEN}@example.com/team/repo.git"], project)
