@@ -21,7 +21,7 @@ import numpy as np
 from pipelines.evaluate import flat_metrics, scores
 from pipelines.training import train_model
 from tracking.baseline import load_baseline
-from tracking.dataset import PREPARED, load_split, read_manifest
+from tracking.dataset import PREPARED, load_splits, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.noise import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance
@@ -110,8 +110,8 @@ def main() -> None:
     base_seeds = reproducible_process(baseline)
     root = project_root()
     manifest = read_manifest(root / PREPARED)
-    train, test = load_split(root / PREPARED, "train"), load_split(root / PREPARED, "test")
-    val = load_split(root / PREPARED, "val") if manifest["n_samples"].get("val") else None
+    splits = load_splits(root / PREPARED, manifest)
+    train, val, test = splits["train"], splits.get("val"), splits["test"]
     open_repository(root)
     plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
     runs, predictions, weights = [], [], []

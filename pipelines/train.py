@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.training import train_model
-from tracking.dataset import PREPARED, load_split, read_manifest
+from tracking.dataset import PREPARED, load_splits, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.params import Params, load_params
@@ -33,8 +33,8 @@ def main() -> None:
     seeds = reproducible_process(params)
     root = project_root()
     manifest = read_manifest(root / PREPARED)
-    train = load_split(root / PREPARED, "train")
-    val = load_split(root / PREPARED, "val") if manifest["n_samples"].get("val") else None
+    splits = load_splits(root / PREPARED, manifest)
+    train, val = splits["train"], splits.get("val")
     open_repository(root)
     with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
         model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)

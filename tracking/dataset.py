@@ -155,6 +155,11 @@ def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
     return arrays
 
 
+def load_splits(prepared: Path, manifest: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
+    """Every split the manifest lists with samples (val is absent when `data.val_fraction` is 0)."""
+    return {split: load_split(prepared, split) for split in SPLITS if manifest["n_samples"].get(split)}
+
+
 def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manifest: dict[str, Any]) -> None:
     """Write each array as .npy (byte-stable, unlike .npz) and the manifest last."""
     prepared.mkdir(parents=True, exist_ok=True)
