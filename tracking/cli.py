@@ -1,4 +1,4 @@
-"""The `tracking` command: provenance, data pinning, the baseline, and noise bands over MLflow runs.
+"""The `tracking` command: provenance, data pinning, the baseline, noise bands over MLflow runs, offline sync.
 
 Imports stay inside the commands so that `tracking --help` starts fast.
 """
@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
+    sync = commands.add_parser("sync", help="upload runs kept offline while the tracking server was lost (.tracking/offline/)")
+    sync.add_argument("--tracking-uri", help="server to upload to (default: MLFLOW_TRACKING_URI, else the server each run was kept for)")
+    sync.set_defaults(handler=_sync)
     return parser
 
 
@@ -132,3 +135,17 @@ def _compare_groups(args: argparse.Namespace) -> None:
         print(f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
               f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}")
         print(f"  {row['verdict']}")
+
+
+def _sync(args: argparse.Namespace) -> None:
+    import os
+
+    from tracking.env import MLFLOW_TRACKING_URI
+    from tracking.store import project_root
+    from tracking.sync import sync_all
+
+    done = sync_all(project_root(), args.tracking_uri or os.environ.get(MLFLOW_TRACKING_URI))
+    for synced in done:
+        print(synced.line)
+    if not done:
+        print("nothing to sync: no run is kept offline in .tracking/offline/")

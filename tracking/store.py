@@ -57,7 +57,9 @@ def connect(root: Path, experiment: str) -> str:
             return found.experiment_id
         return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri))
     except (MlflowException, OSError) as err:
-        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        from tracking.offline import describe
+
+        reason = describe(err)
         raise TrackingServerError(
             f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}"
         ) from err

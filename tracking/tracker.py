@@ -3,7 +3,8 @@
 It checks the store answers before work starts, logs params, provenance, data and metrics, and ends the
 run honestly: FINISHED on success, FAILED on an error, KILLED on Ctrl-C or SIGTERM, never left RUNNING.
 Writes name the run explicitly (MLflow's fluent API keeps the active run per thread), so they may run on
-the background writer while training goes on.
+the background writer while training goes on. Every write goes through a `RunWriter`: if the tracking
+server is lost mid-run, the rest of the run is kept in the offline journal for `tracking sync`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +23,9 @@ from typing import Any
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
 from tracking.lifecycle import interrupts_raise, status_for
+from tracking.offline import RunWriter, describe, has_journal, journal_folder, server_unavailable
+from tracking.operations import artifact, batch, end, inputs
+from tracking.operations import model as model_op
 from tracking.provenance import to_tags
 from tracking.store import connect, project_root, tracking_uri
 from tracking.writer import BackgroundWriter
@@ -51,12 +57,21 @@ class Tracker:
         experiment_id = connect(self.root, self.experiment)
         self.client = MlflowClient()
         if self.run_id is not None:
+            self.run_id = self._sync_kept_offline(self.run_id)
             self._check_resumable(self.run_id)
-            run = mlflow.start_run(run_id=self.run_id)
-        else:
-            name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
-            run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested)
+        try:
+            if self.run_id is not None:
+                run = mlflow.start_run(run_id=self.run_id)
+            else:
+                name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
+                run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested)
+        except Exception as err:
+            if not server_unavailable(err):
+                raise
+            raise TrackingServerError(f"MLflow tracking server {self.uri} stopped answering while the run started "
+                                      f"({describe(err)}); start the server and re-run") from err
         self.run_id = run.info.run_id
+        self._sink = RunWriter(self.client, self.run_id, self.root, self.uri, self.experiment)
         self._writer = BackgroundWriter()
         self._interrupts.__enter__()
         try:
@@ -67,18 +82,44 @@ class Tracker:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        import mlflow
-
         self._interrupts.__exit__(None, None, None)
         failure = self._close_writer()
         cause = error or failure
         try:
             if cause is not None:
-                self.client.set_tag(self.run_id, "error", f"{type(cause).__name__}: {cause}"[:_TAG_CHARS])
+                self._sink.write(batch(tags={"error": f"{type(cause).__name__}: {cause}"[:_TAG_CHARS]}))
         finally:
-            mlflow.end_run(status=status_for(cause))
+            self._end(status_for(cause))
         if failure is not None and error is None:
             raise failure
+
+    def _end(self, status: str) -> None:
+        """End the run on the server; when the server is lost, in the journal too (MLflow's run stack is popped either way)."""
+        import mlflow
+
+        ended = end(status, int(time.time() * 1000))
+        try:
+            mlflow.end_run(status=status)
+        except Exception as err:
+            if not server_unavailable(err):
+                raise
+            self._sink.lose(err)
+        if self._sink.offline:
+            self._sink.write(ended)
+        report = self._sink.close()
+        if report is not None:
+            print(f"warning: {report}", file=sys.stderr)
+
+    def _sync_kept_offline(self, run_id: str) -> str:
+        """Upload what an earlier stage of this run kept offline before resuming it; return the run's id there."""
+        folder = journal_folder(self.root, run_id)
+        if not has_journal(folder):
+            return run_id
+        from tracking.sync import sync_journal
+
+        done = sync_journal(folder, self.client, self.uri)
+        print(done.line, file=sys.stderr)
+        return done.run_id
 
     def _close_writer(self) -> TrackingError | None:
         """Wait for background writes; a failed one comes back as a `TrackingError`, and is reported on stderr."""
@@ -112,37 +153,35 @@ class Tracker:
         """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
         self._writer.submit(write)
 
+    @property
+    def offline(self) -> bool:
+        """True once the tracking server was lost and writes go to the offline journal."""
+        return self._sink.offline
+
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
-        from mlflow.entities import Param
-
-        params = [Param(key, value if isinstance(value, str) else json.dumps(value)) for key, value in flat.items()]
-        self.client.log_batch(self.run_id, params=params)
+        self._sink.write(batch(params={key: value if isinstance(value, str) else json.dumps(value)
+                                       for key, value in flat.items()}))
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
         """Log metrics; with `wait=False` they are written in the background, all of them before the run ends."""
-        from mlflow.entities import Metric
-        from mlflow.utils.time import get_current_time_millis
-
-        now = get_current_time_millis()
-        batch = [Metric(key, float(value), now, step or 0) for key, value in metrics.items()]
+        now = int(time.time() * 1000)
+        op = batch(metrics=[(key, float(value), now, step or 0) for key, value in metrics.items()])
         if wait:
-            self.client.log_batch(self.run_id, metrics=batch)
+            self._sink.write(op)
         else:
-            self._writer.submit(lambda: self.client.log_batch(self.run_id, metrics=batch))
+            self._writer.submit(lambda: self._sink.write(op))
 
     def set_tags(self, tags: dict[str, Any]) -> None:
-        from mlflow.entities import RunTag
-
-        self.client.log_batch(self.run_id, tags=[RunTag(key, str(value)[:_TAG_CHARS]) for key, value in tags.items()])
+        self._sink.write(batch(tags={key: str(value)[:_TAG_CHARS] for key, value in tags.items()}))
 
     def log_provenance(self, record: dict[str, Any], packages: list[str]) -> None:
         """`provenance.json`, the package list and the git diff as artifacts; scalars as `prov.*` tags."""
-        self.client.log_dict(self.run_id, record, "provenance/provenance.json")
-        self.client.log_text(self.run_id, "\n".join(packages) + "\n", "provenance/packages.txt")
+        self.log_json(record, "provenance/provenance.json")
+        self.log_text("\n".join(packages) + "\n", "provenance/packages.txt")
         git = record.get("git", {})
         if git.get("diff"):
-            self.client.log_text(self.run_id, git["diff"], "provenance/uncommitted.diff")
+            self.log_text(git["diff"], "provenance/uncommitted.diff")
         tags = to_tags(record)
         tags["mlflow.source.git.commit"] = git.get("commit", "")
         if git.get("branch"):
@@ -156,25 +195,35 @@ class Tracker:
     def log_dataset(self, manifest: dict[str, Any], x: Any, y: Any, location: Path, context: str) -> None:
         """The data as an MLflow dataset input whose digest is the full-content SHA-256 (truncated to fit)."""
         import mlflow
-        from mlflow.entities import DatasetInput, InputTag
 
         with warnings.catch_warnings():
             # MLflow registers two identical resolvers for local paths and warns that it picked one of them.
             warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
             dataset = mlflow.data.from_numpy(x, targets=y, source=location.resolve().as_uri(), name=manifest["source"],
                                              digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS])
-        tags = [InputTag("mlflow.data.context", context), InputTag("content_sha256", manifest["content_sha256"])]
-        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=tags)])
-        self.client.log_dict(self.run_id, manifest, "data/manifest.json")
+        tags = {"mlflow.data.context": context, "content_sha256": manifest["content_sha256"]}
+        self._sink.write(inputs([{"dataset": dataset._to_mlflow_entity().to_dictionary(), "tags": tags}]))
+        self.log_json(manifest, "data/manifest.json")
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_id, str(path), artifact_path)
+        self._sink.write(artifact(path, artifact_path))
 
     def log_figure(self, figure: Any, name: str) -> None:
-        self.client.log_figure(self.run_id, figure, name)
+        self._write_file(name, lambda path: figure.savefig(path))
 
     def log_json(self, data: Any, name: str) -> None:
-        self.client.log_dict(self.run_id, data, name)
+        self._write_file(name, lambda path: path.write_text(json.dumps(data, indent=2), encoding="utf-8"))
+
+    def log_text(self, text: str, name: str) -> None:
+        self._write_file(name, lambda path: path.write_text(text, encoding="utf-8"))
+
+    def _write_file(self, name: str, save: Callable[[Path], object]) -> None:
+        """Save content as the artifact `name` (folder/file) through a temporary file (the journal keeps a copy)."""
+        folder, _, filename = name.rpartition("/")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / filename
+            save(path)
+            self._sink.write(artifact(path, folder or None))
 
     def log_keras_model(self, model: Any, example: Any) -> None:
         """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs."""
@@ -182,8 +231,8 @@ class Tracker:
         import numpy as np
 
         signature = mlflow.models.infer_signature(example, np.asarray(model(example, training=False)))
-        mlflow.tensorflow.log_model(model, name="model", signature=signature,
-                                    pip_requirements=[f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"])
+        requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
+        self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
 
 
 def _version(name: str) -> str:

@@ -1,0 +1,127 @@
+"""Real servers for tests: an `mlflow server` on 127.0.0.1 and a throw-away PostgreSQL cluster.
+
+Both run as child processes in their own process group, so a test can kill a server the way a crash
+would (SIGKILL to the group) and start it again on the same port with the same stores.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+START_TIMEOUT_S = 240  # a loaded 2-core CI machine takes up to a minute to import MLflow and migrate the store
+SKIP_POSTGRES = "TRACKING_TEST_SKIP_POSTGRES"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class MlflowServer:
+    """`mlflow server` with its own backend store and served artifacts (clients upload over HTTP)."""
+
+    def __init__(self, backend_uri: str, artifacts: Path, log: Path) -> None:
+        self.backend_uri = backend_uri
+        self.artifacts = artifacts
+        self.log = log
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MlflowServer:
+        """Start and wait until `/health` answers."""
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        env.pop("MLFLOW_TRACKING_URI", None)
+        command = [str(BIN / "mlflow"), "server", "--backend-store-uri", self.backend_uri,
+                   "--artifacts-destination", str(self.artifacts), "--host", "127.0.0.1", "--port", str(self.port),
+                   "--workers", "1"]
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mlflow server exited {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        self.kill()
+        raise RuntimeError(f"mlflow server did not answer within {START_TIMEOUT_S} s:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """Kill the server's process group at once, as a crash or a lost machine would."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        self.process = None
+
+
+class Postgres:
+    """A PostgreSQL cluster in a temporary folder, on a free port, trusting local connections.
+
+    `initdb` refuses to run as root; as root the cluster is run by the `postgres` user that Debian's
+    package creates.
+    """
+
+    def __init__(self) -> None:
+        self.bin = _postgres_bin()
+        self.port = free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="tracking-pg-"))
+        self.user = "postgres" if os.geteuid() == 0 else None
+        if self.user:
+            account = pwd.getpwnam(self.user)
+            os.chown(self.folder, account.pw_uid, account.pw_gid)
+
+    @property
+    def uri(self) -> str:
+        return f"postgresql://mlflow@127.0.0.1:{self.port}/mlflow"
+
+    def start(self) -> Postgres:
+        data, log = self.folder / "data", self.folder / "log"
+        self._run("initdb", "-D", str(data), "-U", "mlflow", "--auth=trust", "-E", "UTF8", "--no-sync")
+        options = f"-k {self.folder} -p {self.port} -h 127.0.0.1 -F"
+        self._run("pg_ctl", "-D", str(data), "-o", options, "-l", str(log), "-w", "-t", "120", "start")
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "mlflow", "mlflow")
+        return self
+
+    def stop(self) -> None:
+        if (self.folder / "data" / "postmaster.pid").exists():
+            self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = [str(self.bin / tool), *args]
+        if self.user:
+            command = ["runuser", "-u", self.user, "--", *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=self.folder)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+
+
+def _postgres_bin() -> Path:
+    """Where `initdb` and `pg_ctl` are: PATH, else Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
+    if versions:
+        return versions[-1].parent
+    raise FileNotFoundError("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql` "
+                            f"(.ci/run does), or set {SKIP_POSTGRES}=1 to skip the PostgreSQL tests")
