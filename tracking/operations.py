@@ -49,7 +49,7 @@ def apply(client: Any, run_id: str, op: Op) -> None:
     elif kind == "inputs":
         _apply_inputs(client, run_id, op)
     elif kind == "model":
-        _apply_model(run_id, op)
+        _apply_model(client, run_id, op)
     elif kind == "end":
         client.set_terminated(run_id, op["status"], op["end_time"])
     else:
@@ -73,11 +73,15 @@ def _apply_inputs(client: Any, run_id: str, op: Op) -> None:
     ])
 
 
-def _apply_model(run_id: str, op: Op) -> None:
+def _apply_model(client: Any, run_id: str, op: Op) -> None:
     """An MLflow model (Keras flavour) from the live model, or from the `.keras` file a journal saved."""
     import mlflow
     from mlflow.models import ModelSignature
 
+    active = mlflow.active_run()
+    if active is None or active.info.run_id != run_id:
+        # MLflow files a logged model under the active experiment, not the run's, when the run is not active.
+        mlflow.set_experiment(experiment_id=client.get_run(run_id).info.experiment_id)
     live = op.get("model")
     if live is None:
         import keras
