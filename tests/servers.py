@@ -91,7 +91,7 @@ class Postgres:
 
     @property
     def uri(self) -> str:
-        return f"postgresql://mlflow@127.0.0.1:{self.port}/mlflow"
+        return f"postgresql+psycopg2://mlflow@127.0.0.1:{self.port}/mlflow"
 
     def start(self) -> Postgres:
         data, log = self.folder / "data", self.folder / "log"
