@@ -83,6 +83,8 @@ class Journal:
         self.metric_values = self.artifacts = self.operations = self.after_loss = 0
         (folder / FILES).mkdir(parents=True, exist_ok=True)
         path = folder / JOURNAL
+        if path.exists():
+            _drop_torn_line(path)
         existing = read_journal(folder)[1] if path.exists() else []
         self._seq = existing[-1]["seq"] if existing else 0
         self._handle = open(path, "a", encoding="utf-8")
@@ -131,6 +133,14 @@ class Journal:
         self._handle.write(json.dumps(record) + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut a last line a crash left half-written, so appending goes on from a whole line."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
 
 
 def read_journal(folder: Path) -> tuple[dict[str, Any], list[Op]]:

@@ -4,7 +4,7 @@ It checks the store answers before work starts, logs params, provenance, data an
 run honestly: FINISHED on success, FAILED on an error, KILLED on Ctrl-C or SIGTERM, never left RUNNING.
 Writes name the run explicitly (MLflow's fluent API keeps the active run per thread), so they may run on
 the background writer while training goes on. Every write goes through a `RunWriter`: if the tracking
-server is lost mid-run, the rest of the run is kept in the offline journal for `tracking sync`.
+server is lost mid-run, training goes on and the whole run is kept in the offline journal for `tracking sync`.
 """
 
 from __future__ import annotations
@@ -152,11 +152,6 @@ class Tracker:
     def in_background(self, write: Callable[[], object]) -> None:
         """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
         self._writer.submit(write)
-
-    @property
-    def offline(self) -> bool:
-        """True once the tracking server was lost and writes go to the offline journal."""
-        return self._sink.offline
 
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
