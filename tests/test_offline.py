@@ -1,6 +1,7 @@
 """The offline journal's parts: telling a lost server from a rejected write, and the journal's file format."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,50 @@ def test_journal_numbers_writes_keeps_files_and_drops_a_torn_last_line(tmp_path)
     again.close()
     assert [op["seq"] for op in read_journal(folder)[1]] == [1, 2, 3, 4]
     assert json.loads((folder / "journal.jsonl").read_text().splitlines()[0])["reason"] == "r"
+
+
+def _kept_run(root: Path, run_id: str) -> Path:
+    """A journal as a train stage would leave it: params, two epochs of a metric, a file, the end."""
+    folder = root / ".tracking/offline" / run_id
+    (root / "curve.txt").write_text("0.9 0.5")
+    journal = Journal(folder, {"run_id": run_id, "experiment": "kept", "tracking_uri": "http://gone:5000",
+                               "lost_at": "2026-01-01T00:00:00+0000", "reason": "[Errno 111] Connection refused"})
+    journal.append(batch(params={"train.epochs": "2"}, metrics=[("epoch_loss", 0.9, 1000, 0)]), online=True)
+    journal.append(batch(metrics=[("epoch_loss", 0.5, 2000, 1)]))
+    journal.append(artifact(root / "curve.txt", "plots"))
+    journal.append(end("FINISHED", 3000))
+    journal.close()
+    return folder
+
+
+def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from tracking.sync import SOURCE_TAG, sync_all
+
+    folder = _kept_run(tmp_path, "a" * 32)
+    uri = f"sqlite:///{tmp_path / 'other.db'}"
+    (first,) = sync_all(tmp_path, uri)
+    shutil.copytree(tmp_path / ".tracking/synced" / folder.name, folder)
+    (folder / "progress.json").unlink()  # as if the sync had been interrupted before recording its progress
+    (second,) = sync_all(tmp_path, uri)
+
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("kept").experiment_id])
+    assert first.run_id == second.run_id == run.info.run_id != "a" * 32
+    assert run.data.tags[SOURCE_TAG] == "a" * 32 and run.info.status == "FINISHED"
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "epoch_loss")] == [(0, 0.9), (1, 0.5)]
+    assert (first.metric_values, second.metric_values, second.skipped_metric_values) == (2, 0, 2)
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "plots")] == ["plots/curve.txt"]
+    assert f"(linked to {'a' * 32})" in first.line and pending_journals(tmp_path) == []
+
+
+def test_sync_to_an_unreachable_server_keeps_the_journal(tmp_path, monkeypatch):
+    from tracking.errors import TrackingServerError
+    from tracking.sync import sync_all
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    folder = _kept_run(tmp_path, "b" * 32)
+    with pytest.raises(TrackingServerError, match=r"cannot be reached \(\[Errno 111\] Connection refused\); .* is kept"):
+        sync_all(tmp_path, f"http://127.0.0.1:{free_port()}")
+    assert pending_journals(tmp_path) == [folder] and not (folder / "progress.json").exists()

@@ -137,6 +137,9 @@ def _target_run(client: Any, header: dict[str, Any]) -> str:
             raise
     experiment = client.get_experiment_by_name(header["experiment"])
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(header["experiment"])
+    linked = client.search_runs([experiment_id], filter_string=f"tags.`{SOURCE_TAG}` = '{header['run_id']}'")
+    if linked:  # an earlier sync created it and lost its progress file
+        return linked[0].info.run_id
     run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], "tracking.offline.source_uri": header["tracking_uri"]})
     return run.info.run_id
 
