@@ -38,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
+    rerun = commands.add_parser("rerun", help="re-create a logged run in a temporary git worktree, train it again and compare")
+    rerun.add_argument("run", metavar="RUN_ID", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
+    rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
+    rerun.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
+    rerun.set_defaults(handler=_rerun)
     return parser
 
 
@@ -132,3 +137,11 @@ def _compare_groups(args: argparse.Namespace) -> None:
         print(f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
               f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}")
         print(f"  {row['verdict']}")
+
+
+def _rerun(args: argparse.Namespace) -> None:
+    from tracking.rerun import report, rerun
+    from tracking.store import project_root
+
+    result = rerun(args.run, project_root(), args.metric or DEFAULT_METRICS, args.alpha)
+    sys.stdout.write(report(result))
