@@ -44,6 +44,11 @@ def rerun(ref: str, root: Path, metrics: list[str], alpha: float = 0.05) -> Reru
     from tracking.diff import diff_runs, load_run
     from tracking.store import open_client, tracking_uri
 
+    uri = tracking_uri(root)
+    database = Path(uri.removeprefix("sqlite:///"))
+    if uri.startswith("sqlite:///") and not database.is_file():
+        raise RerunError(f"run '{ref}' not found: no MLflow store {database} yet (nothing was logged here); "
+                         f"run from the project that logged it, or set {MLFLOW_TRACKING_URI} to its store")
     client = open_client(root)
     original = load_run(client, ref)
     commit = original.tags.get(COMMIT_TAG)
@@ -73,7 +78,7 @@ def rerun(ref: str, root: Path, metrics: list[str], alpha: float = 0.05) -> Reru
             raise RerunError(f"run {original.run_id} logged no DVC hash for {PREPARED} and no directory in the DVC cache {cache.path} "
                              f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro prepare` at its commit")
         restore_prepared(cache, project, data_hash, content, original.run_id)
-        env = _stage_environment(tracking_uri(root))
+        env = _stage_environment(uri)
         _record_prepare(project, env)
         _step("data", f"{PREPARED} restored from the DVC cache at {data_hash}; content sha256 {content[:12]}… verified")
         for stage in STAGES:
@@ -129,6 +134,9 @@ def report(result: Rerun) -> str:
         lines.append("weights: not comparable (a run logged no prov.weights_sha256)")
     else:
         lines.append(f"weights: NOT bit-identical (sha256 {hash_a} -> {hash_b})")
+    variant = diff.band.get("variant")
+    lines.append(f"metrics, rerun - original ({f'noise band: {variant}' if variant else diff.band['reason']}):")
+    lines += [f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}  {_band_verdict(delta)}" for delta in diff.deltas]
     lines.append(f"verdict: {diff.conclusion}")
     environment = [group for group in diff.groups if group.name in ENVIRONMENT_GROUPS]
     changes = [change for group in environment for change in group.changes]
@@ -138,3 +146,9 @@ def report(result: Rerun) -> str:
     else:
         lines.append("environment differences: none (same software versions, CPU and GPU)")
     return "\n".join(lines) + "\n"
+
+
+def _band_verdict(delta: Any) -> str:
+    if delta.within_noise is None:
+        return "(no band)"
+    return f"{'within' if delta.within_noise else 'OUTSIDE'} the band (z {delta.z:+.2f})"

@@ -37,14 +37,16 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
     """Make params.yaml hold exactly the logged params; return whether it had to change.
 
     Only values that differ are rewritten (comments, order and spelling of the rest are kept), and the file
-    is checked to read back as exactly what was logged.
+    is checked to read back, as the stages read it, to exactly what was logged, types included.
     """
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
-    if _spelled(path) == logged:
+    wanted = _canonical(params_from_logged(logged))
+    if _canonical(_read(path)) == wanted:
         return False
     editor = YAML()
+    editor.representer.add_representer(float, _represent_float)
     document = (editor.load(path.read_text()) if path.is_file() else None) or CommentedMap()
     for key, value in _flatten(params_from_logged(logged)).items():
         *sections, name = key.split(".")
@@ -53,23 +55,34 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
             if not isinstance(node.get(section), dict):
                 node[section] = CommentedMap()
             node = node[section]
-        if name not in node or node[name] != value:
+        if name not in node or json.dumps(node[name]) != json.dumps(value):
             node[name] = value
     with open(path, "w") as handle:
         editor.dump(document, handle)
-    spelled = _spelled(path)
-    if spelled != logged:
-        differing = sorted(key for key in logged.keys() | spelled.keys() if logged.get(key) != spelled.get(key))
+    found = _canonical(_read(path))
+    if found != wanted:
+        differing = sorted(key for key in wanted.keys() | found.keys() if wanted.get(key) != found.get(key))
         raise RerunError(f"params.yaml cannot be made to hold exactly the logged params (differing: {', '.join(differing)})")
     return True
 
 
-def _spelled(path: Path) -> dict[str, str]:
-    """params.yaml flattened and spelled as `Tracker.log_params` logs it (empty when there is no file)."""
-    if not path.is_file():
-        return {}
-    flat = _flatten(yaml.safe_load(path.read_text()) or {})
-    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in flat.items()}
+def _read(path: Path) -> dict[str, Any]:
+    """params.yaml as the stages read it (PyYAML), empty when there is none."""
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def _canonical(tree: dict[str, Any]) -> dict[str, str]:
+    """Flattened, each value as JSON, so 1, 1.0, true and "1" all differ."""
+    return {key: json.dumps(value) for key, value in _flatten(tree).items()}
+
+
+def _represent_float(representer: Any, value: float) -> Any:
+    """Floats as PyYAML reads them back as floats: `1.0e-05`, not YAML 1.2's `1e-05` (a string to PyYAML)."""
+    text = repr(value)
+    mantissa, exponent = text.split("e") if "e" in text else (text, None)
+    if exponent is not None and "." not in mantissa:
+        text = f"{mantissa}.0e{exponent}"
+    return representer.represent_scalar("tag:yaml.org,2002:float", text)
 
 
 def _decode(key: str, text: str) -> Any:
