@@ -66,7 +66,7 @@ def apply_diff(tree: Path, diff: str, run_id: str) -> list[str]:
         return files
     top = _toplevel(tree)
     patch = top.parent / "uncommitted.diff"
-    patch.write_text(diff)
+    patch.write_text(diff if diff.endswith("\n") else diff + "\n")  # GitPython strips git's final newline
     done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=top, capture_output=True, text=True)
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
