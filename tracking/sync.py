@@ -51,9 +51,12 @@ def sync_all(root: Path, uri: str | None) -> list[Synced]:
     import mlflow
     from mlflow.tracking import MlflowClient
 
+    from tracking.store import http_limits
+
     done = []
     for folder in pending_journals(root):
         target = uri or read_journal(folder)[0]["tracking_uri"]
+        http_limits(target)
         mlflow.set_tracking_uri(target)
         done.append(sync_journal(folder, MlflowClient(target), target))
     return done
