@@ -93,7 +93,8 @@ def test_sync_to_an_unreachable_server_keeps_the_journal(tmp_path, monkeypatch):
     from tracking.sync import sync_all
 
     for name in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
-        monkeypatch.delenv(name, raising=False)  # sync sets its own short limits, as the stages do
+        monkeypatch.setenv(name, "")  # recorded, so the limits sync sets are undone after the test
+        monkeypatch.delenv(name)  # sync sets its own short limits, as the stages do
     folder = _kept_run(tmp_path, "b" * 32)
     with pytest.raises(TrackingServerError, match=r"cannot be reached \(\[Errno 111\] Connection refused\); .* is kept"):
         sync_all(tmp_path, f"http://127.0.0.1:{free_port()}")
