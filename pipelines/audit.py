@@ -1,8 +1,9 @@
 """Stage `audit` (and `tracking audit`): train the current config R times with op determinism on and R times off.
 
-Each mode trains in a process of its own (`pipelines.audit_training`), deterministic first so that an op
-without a deterministic implementation stops the audit before any other time is spent; the two run one after
-the other so their step times are comparable. This process imports no TensorFlow: it compares the traces,
+Each mode trains in a process of its own (`pipelines.audit_training`); both start (import TensorFlow) at
+once, then train in turn, repeat by repeat (deterministic #0, non-deterministic #0, deterministic #1, ...), so a
+change of machine load affects both modes alike and their step times compare fairly; an op without a
+deterministic implementation stops the audit at the first repeat. This process imports no TensorFlow: it compares the traces,
 logs one MLflow parent run (tag `audit=true`) with a child per repeat and mode, and writes
 `reports/audit.md`, `reports/audit.png` and `metrics/audit.json`.
 """
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tracking.audit import (MODE_LABELS, MODES, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, AuditError, Trace,
+from tracking.audit import (DONE, GO, MODE_LABELS, MODES, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, AuditError, Trace,
                             UnsupportedOpError, median_step_seconds, summarise, unsupported_line)
 from tracking.audit_report import figure, render, render_unsupported
 from tracking.cli import at_least
@@ -56,11 +57,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="audit-") as scratch, \
             Tracker(params.mlflow.experiment, root, stage="audit", run_name="audit", tags={"audit": "true"}) as parent:
         parent.log_params({**params.flat(), "audit.repeats": repeats, "audit.steps": steps})
-        traces = {}
-        for mode in MODES:
-            folder = Path(scratch) / mode
-            traces[mode] = train_mode(root, mode, repeats, steps, folder, parent, params)
-            log_children(parent, params, traces[mode])
+        traces = train_modes(root, repeats, steps, Path(scratch), parent, params)
+        for trace in traces.values():
+            log_children(parent, params, trace)
         det = traces["det"].meta
         settings = {"model": params.model.name, "repeats": repeats, "steps": traces["det"].steps,
                     "configured_steps": det["configured_steps"], "batch_size": params.train.batch_size,
@@ -78,13 +77,52 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"cost of determinism {summary['time_ratio']:.3f}x; report {REPORT}; MLflow parent run {parent.run_id}")
 
 
-def train_mode(root: Path, mode: str, repeats: int, steps: int, folder: Path, parent: Tracker, params: Params) -> Trace:
-    """Run one mode's trainings in a fresh process; an op without a deterministic kernel becomes `UnsupportedOpError`."""
-    command = [sys.executable, "-m", "pipelines.audit_training", "--mode", mode, "--repeats", str(repeats),
-               "--steps", str(steps), "--out", str(folder)]
-    done = subprocess.run(command, cwd=root, env={**os.environ, TRACKING_PROJECT_ROOT: str(root)})
-    if done.returncode == UNSUPPORTED_OP_EXIT:
-        found = json.loads((folder / UNSUPPORTED_FILE).read_text())
+def train_modes(root: Path, repeats: int, steps: int, scratch: Path, parent: Tracker, params: Params) -> dict[str, Trace]:
+    """Start one trainer process per mode, alternate their repeats, and load their traces."""
+    from tqdm import tqdm
+
+    env = {**os.environ, TRACKING_PROJECT_ROOT: str(root)}
+    workers = {mode: subprocess.Popen([sys.executable, "-m", "pipelines.audit_training", "--mode", mode,
+                                       "--repeats", str(repeats), "--steps", str(steps), "--out", str(scratch / mode)],
+                                      cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+               for mode in MODES}
+    try:
+        for mode, worker in workers.items():
+            _expect(worker, READY, mode, scratch, root, parent, params)
+        with tqdm(total=repeats * len(MODES), desc="audit", unit="run", file=sys.stderr) as bar:
+            for repeat in range(repeats):
+                for mode, worker in workers.items():
+                    bar.set_postfix_str(f"{MODE_LABELS[mode]} #{repeat}")
+                    try:
+                        worker.stdin.write(GO + "\n")
+                        worker.stdin.flush()
+                    except BrokenPipeError:
+                        pass  # it exited; `_expect` reports why
+                    _expect(worker, DONE, mode, scratch, root, parent, params)
+                    bar.update(1)
+        for mode, worker in workers.items():
+            if worker.wait() != 0:
+                _failed(worker.returncode, mode, scratch, root, parent, params)
+    finally:
+        for worker in workers.values():
+            if worker.poll() is None:
+                worker.kill()
+            worker.wait()
+    return {mode: Trace.load(scratch / mode) for mode in MODES}
+
+
+def _expect(worker: subprocess.Popen, line: str, mode: str, scratch: Path, root: Path, parent: Tracker, params: Params) -> None:
+    """Wait for `line` from a trainer (skipping anything else it prints); if it exits instead, say why."""
+    for text in iter(worker.stdout.readline, ""):
+        if text.strip() == line:
+            return
+    _failed(worker.wait(), mode, scratch, root, parent, params)
+
+
+def _failed(status: int, mode: str, scratch: Path, root: Path, parent: Tracker, params: Params) -> None:
+    """A trainer stopped: an op without a deterministic kernel becomes `UnsupportedOpError` and its report."""
+    if status == UNSUPPORTED_OP_EXIT:
+        found = json.loads((scratch / mode / UNSUPPORTED_FILE).read_text())
         for stale in (FIGURE, METRICS):
             (root / stale).unlink(missing_ok=True)
         (root / REPORT).parent.mkdir(parents=True, exist_ok=True)
@@ -92,10 +130,8 @@ def train_mode(root: Path, mode: str, repeats: int, steps: int, folder: Path, pa
         parent.log_artifact(root / REPORT, "audit")
         parent.set_tags({"audit.unsupported_op": found["op"], "audit.unsupported_layer": found["layer"] or ""})
         raise UnsupportedOpError(unsupported_line(found) + f"; see {REPORT}")
-    if done.returncode != 0:
-        raise AuditError(f"the {MODE_LABELS[mode]} audit trainings stopped (exit status {done.returncode}, "
-                         "see the message above); fix the cause and re-run `tracking audit`")
-    return Trace.load(folder)
+    raise AuditError(f"the {MODE_LABELS[mode]} audit trainings stopped (exit status {status}, see the message above); "
+                     "fix the cause and re-run `tracking audit`")
 
 
 def log_children(parent: Tracker, params: Params, trace: Trace) -> None:

@@ -3,6 +3,8 @@
 `python -m pipelines.audit_training --mode det|nondet --repeats R --steps S --out DIR` is started by the
 `audit` stage once per mode: op determinism is a process-wide switch, and kernels (and on a GPU the cuDNN
 algorithm choices) made under one setting must not serve the other, so each mode gets a fresh process.
+Both processes start together; each says `ready` on stdout once set up, then trains one repeat per `go`
+line on stdin and answers `done`, so the stage can alternate the modes repeat by repeat and time them fairly.
 The step reproduces `training.train_model`: the same model builder, optimizer, loss, seeds and NumPy batch
 order (checked bit for bit against Keras' `fit` by the tests); a tf.GradientTape step exposes the gradients.
 `det` is the calibration's `control` variant (op determinism on), `nondet` its `impl` variant (op
@@ -24,7 +26,7 @@ import numpy as np
 from pipelines.calibrate import variant_setup
 from pipelines.models import build_model, make_optimizer
 from pipelines.training import batch_orders
-from tracking.audit import UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, Trace, diagnose, is_determinism_error
+from tracking.audit import DONE, GO, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, Trace, diagnose, is_determinism_error
 from tracking.dataset import PREPARED, load_splits, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import array_sha256, weights_sha256
@@ -90,8 +92,6 @@ def train_traced(model: Any, params: Params, seeds: Seeds, train: dict, test: di
 
 
 def main() -> None:
-    from tqdm import tqdm
-
     parser = argparse.ArgumentParser(prog="python -m pipelines.audit_training")
     parser.add_argument("--mode", choices=sorted(VARIANT), required=True)
     parser.add_argument("--repeats", type=int, required=True)
@@ -111,8 +111,10 @@ def main() -> None:
 
     gpu = bool(tf.config.list_physical_devices("GPU"))
     runs, record = [], None
-    label = "deterministic" if args.mode == "det" else "non-deterministic"
-    for repeat in tqdm(range(args.repeats), desc=f"audit {label}", unit="run", file=sys.stderr):
+    print(READY, flush=True)
+    for repeat in range(args.repeats):
+        if sys.stdin.readline().strip() != GO:
+            sys.exit(1)  # the stage stopped: nothing to save
         run_params, seeds, within, source = variant_setup(VARIANT[args.mode], repeat, params, base_seeds, True, gpu)
         keras.backend.clear_session()  # fresh layer names, so variable paths match across repeats
         effective = seed_frameworks(run_params, seeds)
@@ -131,6 +133,7 @@ def main() -> None:
         if record is None:
             record = capture(root, seeds.as_dict(), as_record(run_params.determinism, effective), stages=("prepare",))
         runs[-1].update(within_batch_seed=within, kernel_noise=KERNEL_NOISE[source], op_determinism=effective.op_determinism)
+        print(DONE, flush=True)
     steps_per_epoch = math.ceil(len(train["y"]) / params.train.batch_size)
     meta = {
         "mode": args.mode, "op_determinism": runs[0]["op_determinism"], "kernel_noise": runs[0]["kernel_noise"],

@@ -25,6 +25,8 @@ MODE_LABELS = {"det": "deterministic", "nondet": "non-deterministic"}
 # Exit status of an audit trainer that met an op without a deterministic implementation (it wrote UNSUPPORTED_FILE).
 UNSUPPORTED_OP_EXIT = 3
 UNSUPPORTED_FILE = "unsupported_op.json"
+# Lines between the audit stage and its trainer processes: set up / train one repeat / repeat trained.
+READY, GO, DONE = "ready", "go", "done"
 _TRACE_ARRAYS = "trace.npz"
 _TRACE_META = "trace.json"
 

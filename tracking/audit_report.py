@@ -27,8 +27,8 @@ def render(summary: dict[str, Any]) -> str:
     lines.append("")
     if "time_ratio" in summary:
         lines += [f"**Cost of determinism: {summary['time_ratio']:.3f}x** (median step time, deterministic / "
-                  "non-deterministic, measured one after the other in this invocation; each repeat's first, "
-                  "tracing step left out).", ""]
+                  "non-deterministic, measured in this invocation with the modes alternating repeat by repeat; each "
+                  "repeat's first, tracing step left out).", ""]
         if not settings["gpu"]:
             lines += ["On a CPU TensorFlow's kernels are deterministic anyway: the non-deterministic mode only "
                       "simulates GPU reduction-order noise by permuting examples inside each batch, so this ratio "
