@@ -201,7 +201,16 @@ _OP_IN_TEXT = [
 
 def is_determinism_error(error: BaseException) -> bool:
     """Did TensorFlow refuse an op because op determinism is on (rather than fail for another reason)?"""
-    return "determinis" in str(error).lower()
+    return _reason(error) is not None
+
+
+def _reason(error: BaseException) -> str | None:
+    """The line of TensorFlow's message that mentions determinism, leaving out traceback lines (paths may too)."""
+    for line in _strip_ansi(str(error)).splitlines():
+        line = line.strip()
+        if "determinis" in line.lower() and not line.startswith(("File ", "[[", "Detected at node")):
+            return line
+    return None
 
 
 def diagnose(error: BaseException, layers: list[Any]) -> dict[str, Any]:
@@ -216,11 +225,11 @@ def diagnose(error: BaseException, layers: list[Any]) -> dict[str, Any]:
     if op is None and node:
         op = re.sub(r"_\d+$", "", node.rsplit("/", 1)[-1])
     layer = _layer_from_traceback(error) or _layer_from_node(node, layers)
-    reason = next((line.strip() for line in text.splitlines() if "determinis" in line.lower()), text.strip()[:300])
+    reason = _reason(error) or (_strip_ansi(text).strip().splitlines() or [type(error).__name__])[-1][:300]
     key = (op or reason).lower()
     alternatives = next((advice for pattern, advice in _ALTERNATIVES if re.search(pattern, key)), _GENERIC_ALTERNATIVE)
     return {"op": op or "unknown", "node": node, "layer": layer, "error_type": type(error).__name__,
-            "reason": _strip_ansi(reason), "alternatives": alternatives}
+            "reason": reason, "alternatives": alternatives}
 
 
 def unsupported_line(found: dict[str, Any]) -> str:
