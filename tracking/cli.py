@@ -42,6 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--repeats", type=at_least(2), help="trainings per mode (default: audit.repeats in params.yaml)")
     audit.add_argument("--steps", type=at_least(1), help="training steps traced per repeat (default: audit.steps)")
     audit.set_defaults(handler=_audit)
+    diff = commands.add_parser("diff", help="what differs between two runs, ranked, and whether their metric gap is noise")
+    diff.add_argument("run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
+    diff.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (same forms)")
+    diff.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default: text)")
+    diff.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
+    diff.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
+    diff.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run whose bands to use (default: the latest)")
+    diff.set_defaults(handler=_diff)
+    rerun = commands.add_parser("rerun", help="re-create a logged run in a temporary git worktree, train it again and compare")
+    rerun.add_argument("run", metavar="RUN_ID", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
+    rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
+    rerun.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
+    rerun.set_defaults(handler=_rerun)
     return parser
 
 
@@ -167,3 +180,23 @@ def _audit(args: argparse.Namespace) -> None:
     done = subprocess.run([sys.executable, "-m", "pipelines.audit", *flags], cwd=root)
     if done.returncode:
         sys.exit(done.returncode)
+
+
+def _diff(args: argparse.Namespace) -> None:
+    from tracking.diff import diff_runs, load_run
+    from tracking.diff_report import render
+    from tracking.store import open_client, project_root
+
+    root = project_root()
+    client = open_client(root)
+    run_a, run_b = load_run(client, args.run_a), load_run(client, args.run_b)
+    result = diff_runs(client, run_a, run_b, args.metric or DEFAULT_METRICS, args.alpha, args.calibration, repo=root)
+    sys.stdout.write(render(result, args.format))
+
+
+def _rerun(args: argparse.Namespace) -> None:
+    from tracking.rerun import report, rerun
+    from tracking.store import project_root
+
+    result = rerun(args.run, project_root(), args.metric or DEFAULT_METRICS, args.alpha)
+    sys.stdout.write(report(result))
