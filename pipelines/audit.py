@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tracking.audit import (DONE, GO, MODE_LABELS, MODES, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, AuditError, Trace,
                             UnsupportedOpError, median_step_seconds, summarise, unsupported_line)
@@ -86,23 +86,31 @@ def train_modes(root: Path, repeats: int, steps: int, scratch: Path, parent: Tra
                                        "--repeats", str(repeats), "--steps", str(steps), "--out", str(scratch / mode)],
                                       cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                for mode in MODES}
+
+    def expect(mode: str, line: str) -> None:
+        """Wait for `line` from a trainer (skipping anything else it prints); if it exits instead, say why."""
+        for text in iter(workers[mode].stdout.readline, ""):
+            if text.strip() == line:
+                return
+        stopped(mode, workers[mode].wait(), scratch / mode, root, parent, params.model.name)
+
     try:
-        for mode, worker in workers.items():
-            _expect(worker, READY, mode, scratch, root, parent, params)
+        for mode in MODES:
+            expect(mode, READY)
         with tqdm(total=repeats * len(MODES), desc="audit", unit="run", file=sys.stderr) as bar:
             for repeat in range(repeats):
-                for mode, worker in workers.items():
+                for mode in MODES:
                     bar.set_postfix_str(f"{MODE_LABELS[mode]} #{repeat}")
                     try:
-                        worker.stdin.write(GO + "\n")
-                        worker.stdin.flush()
+                        workers[mode].stdin.write(GO + "\n")
+                        workers[mode].stdin.flush()
                     except BrokenPipeError:
-                        pass  # it exited; `_expect` reports why
-                    _expect(worker, DONE, mode, scratch, root, parent, params)
+                        pass  # it exited; `expect` reports why
+                    expect(mode, DONE)
                     bar.update(1)
-        for mode, worker in workers.items():
-            if worker.wait() != 0:
-                _failed(worker.returncode, mode, scratch, root, parent, params)
+        for mode in MODES:
+            if workers[mode].wait() != 0:
+                stopped(mode, workers[mode].returncode, scratch / mode, root, parent, params.model.name)
     finally:
         for worker in workers.values():
             if worker.poll() is None:
@@ -111,22 +119,14 @@ def train_modes(root: Path, repeats: int, steps: int, scratch: Path, parent: Tra
     return {mode: Trace.load(scratch / mode) for mode in MODES}
 
 
-def _expect(worker: subprocess.Popen, line: str, mode: str, scratch: Path, root: Path, parent: Tracker, params: Params) -> None:
-    """Wait for `line` from a trainer (skipping anything else it prints); if it exits instead, say why."""
-    for text in iter(worker.stdout.readline, ""):
-        if text.strip() == line:
-            return
-    _failed(worker.wait(), mode, scratch, root, parent, params)
-
-
-def _failed(status: int, mode: str, scratch: Path, root: Path, parent: Tracker, params: Params) -> None:
+def stopped(mode: str, status: int, folder: Path, root: Path, parent: Tracker, model: str) -> NoReturn:
     """A trainer stopped: an op without a deterministic kernel becomes `UnsupportedOpError` and its report."""
     if status == UNSUPPORTED_OP_EXIT:
-        found = json.loads((scratch / mode / UNSUPPORTED_FILE).read_text())
+        found = json.loads((folder / UNSUPPORTED_FILE).read_text())
         for stale in (FIGURE, METRICS):
             (root / stale).unlink(missing_ok=True)
         (root / REPORT).parent.mkdir(parents=True, exist_ok=True)
-        (root / REPORT).write_text(render_unsupported(found, {"model": params.model.name}))
+        (root / REPORT).write_text(render_unsupported(found, {"model": model}))
         parent.log_artifact(root / REPORT, "audit")
         parent.set_tags({"audit.unsupported_op": found["op"], "audit.unsupported_layer": found["layer"] or ""})
         raise UnsupportedOpError(unsupported_line(found) + f"; see {REPORT}")

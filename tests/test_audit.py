@@ -84,7 +84,7 @@ def test_diagnose_finds_the_layer_whose_call_raised():
 
 
 def test_traced_steps_reproduce_keras_fit_bit_for_bit():
-    """The audit's GradientTape loop is the training of the train stage, across an epoch boundary, with and without noise."""
+    """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
     from pipelines.audit_training import train_traced
     from pipelines.models import build_model
     from pipelines.training import train_model
@@ -99,14 +99,13 @@ def test_traced_steps_reproduce_keras_fit_bit_for_bit():
     params = Params.model_validate({"model": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2},
                                     "train": {"epochs": 2, "batch_size": 64}})
     seeds = resolve_seeds(params.seeds)
-    for within in (None, 7):
-        seed_frameworks(params, seeds)
-        fitted, _ = train_model(params, seeds, data, None, 10, within_batch_seed=within)
-        seed_frameworks(params, seeds)
-        model = build_model(params.model, (8, 8, 1), 10, seeds, augment=False)
-        traced = train_traced(model, params, seeds, data, data, steps=8, within_batch_seed=within)
-        assert traced["weights_sha256"] == weights_sha256(fitted.get_weights())
-        assert len(traced["hashes"]) == 8
+    seed_frameworks(params, seeds)
+    fitted, _ = train_model(params, seeds, data, None, 10, within_batch_seed=7)
+    seed_frameworks(params, seeds)
+    model = build_model(params.model, (8, 8, 1), 10, seeds, augment=False)
+    traced = train_traced(model, params, seeds, data, data, steps=8, within_batch_seed=7)
+    assert traced["weights_sha256"] == weights_sha256(fitted.get_weights())
+    assert len(traced["hashes"]) == 8
 
 
 @pytest.mark.slow
