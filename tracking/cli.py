@@ -1,4 +1,4 @@
-"""The `tracking` command: provenance, data pinning, the baseline, noise bands over MLflow runs, store repair.
+"""The `tracking` command: provenance, data pinning, the baseline, noise bands, diff/rerun/audit of runs, store repair.
 
 Imports stay inside the commands so that `tracking --help` starts fast.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tracking.stage import run_main
@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
+    audit = commands.add_parser("audit", help="train the config R times with op determinism on and off; compare them step by step")
+    audit.add_argument("--repeats", type=at_least(2), help="trainings per mode (default: audit.repeats in params.yaml)")
+    audit.add_argument("--steps", type=at_least(1), help="training steps traced per repeat (default: audit.steps)")
+    audit.set_defaults(handler=_audit)
     diff = commands.add_parser("diff", help="what differs between two runs, ranked, and whether their metric gap is noise")
     diff.add_argument("run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
     diff.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (same forms)")
@@ -71,6 +75,20 @@ def _probability(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
     return value
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than `low`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from err
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
 
 
 def _connect_store() -> None:
@@ -148,6 +166,23 @@ def _compare_groups(args: argparse.Namespace) -> None:
         print(f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
               f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}")
         print(f"  {row['verdict']}")
+
+
+def _audit(args: argparse.Namespace) -> None:
+    """Run the project's `audit` stage module (`tracking` never imports `pipelines`), passing its exit status on."""
+    import subprocess
+
+    from tracking.audit import AuditError
+    from tracking.store import project_root
+
+    root = project_root()
+    if not (root / "pipelines" / "audit.py").is_file():
+        raise AuditError(f"{root / 'pipelines' / 'audit.py'} not found; `tracking audit` runs this project's audit "
+                         "stage: run it from a project that has one")
+    flags = [*(["--repeats", str(args.repeats)] if args.repeats else []), *(["--steps", str(args.steps)] if args.steps else [])]
+    done = subprocess.run([sys.executable, "-m", "pipelines.audit", *flags], cwd=root)
+    if done.returncode:
+        sys.exit(done.returncode)
 
 
 def _diff(args: argparse.Namespace) -> None:
