@@ -22,11 +22,12 @@ from typing import Any
 
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
-from tracking.lifecycle import interrupts_raise, status_for
+from tracking.lifecycle import deferred_interrupts, discard_interrupt, interrupts_raise, pending_interrupt, status_for
 from tracking.offline import RunWriter, describe, has_journal, journal_folder, server_unavailable
-from tracking.operations import artifact, batch, end, inputs
+from tracking.operations import apply, artifact, batch, end, inputs
 from tracking.operations import model as model_op
 from tracking.provenance import to_tags
+from tracking.stale import owner_tags, repair_stale_runs
 from tracking.store import connect, project_root, tracking_uri
 from tracking.writer import BackgroundWriter
 
@@ -50,21 +51,46 @@ class Tracker:
         self._interrupts = interrupts_raise()
 
     def __enter__(self) -> Tracker:
-        import mlflow
         from mlflow.tracking import MlflowClient
 
         self.root = self.root or project_root()
         experiment_id = connect(self.root, self.experiment)
         self.client = MlflowClient()
-        if self.run_id is not None:
+        if self.run_id is not None:  # first, so the run a lost server left RUNNING is not taken for a stale one
             self.run_id = self._sync_kept_offline(self.run_id)
+        if not self.nested:
+            self._repair_stale_runs()
+        if self.run_id is not None:
             self._check_resumable(self.run_id)
+        self._interrupts.__enter__()
+        self._writer = BackgroundWriter()
+        run = None
+        try:
+            with deferred_interrupts():  # a signal while the run opens waits for it to be open, then ends it KILLED
+                run = self._start_run(experiment_id)
+                self.set_tags({"pipeline.stage": self.stage, **self.tags})
+        except BaseException as err:
+            if run is None:
+                self._writer.close()
+                self._interrupts.__exit__(None, None, None)
+            else:
+                self.__exit__(type(err), err, None)
+            raise
+        return self
+
+    def _start_run(self, experiment_id: str) -> Any:
+        """Open or resume the run, recorded as owned by this process (see `tracking.stale`)."""
+        import mlflow
+
+        owner = owner_tags()
         try:
             if self.run_id is not None:
+                # Before it is RUNNING again, so it never looks owned by the stage that opened it.
+                apply(self.client, self.run_id, batch(tags={key: str(value) for key, value in owner.items()}))
                 run = mlflow.start_run(run_id=self.run_id)
             else:
                 name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
-                run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested)
+                run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested, tags=owner)
         except Exception as err:
             if not server_unavailable(err):
                 raise
@@ -72,28 +98,43 @@ class Tracker:
                                       f"({describe(err)}); start the server and re-run") from err
         self.run_id = run.info.run_id
         self._sink = RunWriter(self.client, self.run_id, self.root, self.uri, self.experiment)
-        self._writer = BackgroundWriter()
-        self._interrupts.__enter__()
+        return run
+
+    def _repair_stale_runs(self) -> None:
+        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line."""
+        from mlflow.exceptions import MlflowException
+
         try:
-            self.set_tags({"pipeline.stage": self.stage, **self.tags})
-        except BaseException as err:
-            self.__exit__(type(err), err, None)
-            raise
-        return self
+            stale, _ = repair_stale_runs(self.client, by=f"the {self.stage} stage")
+        except MlflowException as err:
+            raise TrackingServerError(f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`") from err
+        if stale:
+            print(f"tracking: marked {len(stale)} run(s) that a killed process left RUNNING as FAILED "
+                  f"({', '.join(run.run_id for run in stale)}); see `tracking doctor`", file=sys.stderr)
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self._interrupts.__exit__(None, None, None)
+        try:
+            with deferred_interrupts():  # a second Ctrl-C or a SIGTERM waits until the run is ended
+                self._end(error)
+        finally:
+            self._interrupts.__exit__(None, None, None)
+
+    def _end(self, error: BaseException | None) -> None:
+        """End the run as `error` calls for; an interrupt arriving meanwhile ends it KILLED and is raised after."""
         failure = self._close_writer()
-        cause = error or failure
+        interrupt = pending_interrupt()
+        cause = error or failure or interrupt
         try:
             if cause is not None:
                 self._sink.write(batch(tags={"error": f"{type(cause).__name__}: {cause}"[:_TAG_CHARS]}))
         finally:
-            self._end(status_for(cause))
+            self._end_run(status_for(cause))
+        if cause is not interrupt:
+            discard_interrupt()  # the run already ended for another reason, or FINISHED: its work is done
         if failure is not None and error is None:
             raise failure
 
-    def _end(self, status: str) -> None:
+    def _end_run(self, status: str) -> None:
         """End the run on the server; when the server is lost, in the journal too (MLflow's run stack is popped either way)."""
         import mlflow
 
