@@ -99,3 +99,24 @@ def test_sync_to_an_unreachable_server_keeps_the_journal(tmp_path, monkeypatch):
     with pytest.raises(TrackingServerError, match=r"cannot be reached \(\[Errno 111\] Connection refused\); .* is kept"):
         sync_all(tmp_path, f"http://127.0.0.1:{free_port()}")
     assert pending_journals(tmp_path) == [folder] and not (folder / "progress.json").exists()
+
+
+def test_a_run_kept_offline_is_not_taken_for_a_stale_one(tmp_path):
+    import subprocess
+
+    from mlflow.tracking import MlflowClient
+
+    from tracking.offline import kept_offline
+    from tracking.stale import KEPT_OFFLINE, PID_TAG, STALE, owner_tags, repair_stale_runs
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
+    experiment = client.create_experiment("kept")
+    lost, killed = (client.create_run(experiment, tags={**owner_tags(), PID_TAG: str(gone.pid)}).info.run_id for _ in "ab")
+    _kept_run(tmp_path, lost)  # the train stage of `lost` lost its server and kept the rest of the run
+
+    stale, running = repair_stale_runs(client, by="test", kept_offline=kept_offline(tmp_path))
+    assert [run.run_id for run in stale] == [killed]
+    assert {run.run_id: run.verdict for run in running} == {lost: KEPT_OFFLINE, killed: STALE}
+    assert client.get_run(lost).info.status == "RUNNING" and client.get_run(killed).info.status == "FAILED"

@@ -214,6 +214,7 @@ def _doctor(args: argparse.Namespace) -> None:
     from mlflow.tracking import MlflowClient
 
     from tracking.errors import TrackingServerError
+    from tracking.offline import kept_offline
     from tracking.sqlite import creation_lock, database_path
     from tracking.stale import STALE, repair_stale_runs
     from tracking.store import project_root, tracking_uri
@@ -226,7 +227,8 @@ def _doctor(args: argparse.Namespace) -> None:
     try:
         with creation_lock(uri):
             client = MlflowClient(uri)
-        stale, running = repair_stale_runs(client, by="tracking doctor", dry_run=args.dry_run)
+        stale, running = repair_stale_runs(client, by="tracking doctor", dry_run=args.dry_run,
+                                           kept_offline=kept_offline(project_root()))
     except MlflowException as err:
         raise TrackingServerError(f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
                                   "start the server or fix MLFLOW_TRACKING_URI") from err

@@ -46,6 +46,11 @@ def pending_journals(root: Path) -> list[Path]:
     return sorted(found, key=lambda path: (path / JOURNAL).stat().st_mtime)
 
 
+def kept_offline(root: Path) -> frozenset[str]:
+    """Ids of the runs with a journal waiting for `tracking sync` (their server-side run may still say RUNNING)."""
+    return frozenset(folder.name for folder in pending_journals(root))
+
+
 def server_unavailable(error: BaseException) -> bool:
     """True when `error` says the server could not be reached or could not serve, not that a write was wrong.
 

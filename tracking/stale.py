@@ -3,14 +3,15 @@
 Every run records who runs it: the host, the pid, and the process's start (Linux boot id and start tick), so a
 pid the system has since handed to another process is not taken for the run's owner. A RUNNING run whose
 owner is on this host and gone is marked FAILED with a note; runs owned by another host, or with no owner
-recorded (not started by `Tracker`), may still be alive and are only reported.
+recorded (not started by `Tracker`), may still be alive and are only reported. A run whose owner lost the
+tracking server and kept the rest of it in the offline journal (tracking/offline.py) is left for `tracking sync`.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ STALE = "stale"
 ALIVE = "alive"
 OTHER_HOST = "other host"
 NO_OWNER = "no owner recorded"
+KEPT_OFFLINE = "kept offline, waiting for `tracking sync`"
 
 
 def owner_tags() -> dict[str, str]:
@@ -117,9 +119,13 @@ def mark_failed(client: Any, run: RunningRun, by: str) -> None:
     client.set_terminated(run.run_id, "FAILED")
 
 
-def repair_stale_runs(client: Any, by: str, dry_run: bool = False) -> tuple[list[RunningRun], list[RunningRun]]:
-    """Mark this host's stale runs FAILED (unless `dry_run`); return (stale runs, every RUNNING run)."""
-    runs = running_runs(client)
+def repair_stale_runs(client: Any, by: str, dry_run: bool = False,
+                      kept_offline: frozenset[str] = frozenset()) -> tuple[list[RunningRun], list[RunningRun]]:
+    """Mark this host's stale runs FAILED (unless `dry_run`); return (stale runs, every RUNNING run).
+
+    Runs in `kept_offline` (their ids) have the rest of their writes in the offline journal: left alone.
+    """
+    runs = [replace(run, verdict=KEPT_OFFLINE) if run.run_id in kept_offline else run for run in running_runs(client)]
     stale = [run for run in runs if run.verdict == STALE]
     if not dry_run:
         for run in stale:

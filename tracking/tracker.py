@@ -23,7 +23,7 @@ from typing import Any
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
 from tracking.lifecycle import deferred_interrupts, discard_interrupt, interrupts_raise, pending_interrupt, status_for
-from tracking.offline import RunWriter, describe, has_journal, journal_folder, server_unavailable
+from tracking.offline import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
 from tracking.operations import apply, artifact, batch, end, inputs
 from tracking.operations import model as model_op
 from tracking.provenance import to_tags
@@ -105,7 +105,7 @@ class Tracker:
         from mlflow.exceptions import MlflowException
 
         try:
-            stale, _ = repair_stale_runs(self.client, by=f"the {self.stage} stage")
+            stale, _ = repair_stale_runs(self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root))
         except MlflowException as err:
             raise TrackingServerError(f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`") from err
         if stale:
