@@ -82,7 +82,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
 def test_unknown_run_is_one_line_and_exit_2(project: Path):
     unknown = "0123456789abcdef0123456789abcdef"
     done = rerun(project, unknown)
-    assert_user_error(done, unknown, "not found", "no MLflow store")
+    assert_user_error(done, "no MLflow store", "run the pipeline first")
     assert len(done.stderr.strip().splitlines()) == 1 and not (project / "mlflow.db").exists()
     client_for(project).search_experiments()
     done = rerun(project, unknown)

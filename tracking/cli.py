@@ -1,4 +1,4 @@
-"""The `tracking` command: provenance, data pinning, the baseline, noise bands over MLflow runs, the determinism audit.
+"""The `tracking` command: provenance, data pinning, the baseline, noise bands, diff/rerun/audit of runs, store repair.
 
 Imports stay inside the commands so that `tracking --help` starts fast.
 """
@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
     rerun.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
     rerun.set_defaults(handler=_rerun)
+    doctor = commands.add_parser("doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED")
+    doctor.add_argument("--dry-run", action="store_true", help="only report what would be marked FAILED")
+    doctor.set_defaults(handler=_doctor)
     return parser
 
 
@@ -200,3 +203,30 @@ def _rerun(args: argparse.Namespace) -> None:
 
     result = rerun(args.run, project_root(), args.metric or DEFAULT_METRICS, args.alpha)
     sys.stdout.write(report(result))
+
+
+def _doctor(args: argparse.Namespace) -> None:
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from tracking.errors import TrackingServerError
+    from tracking.sqlite import creation_lock, database_path
+    from tracking.stale import STALE, repair_stale_runs
+    from tracking.store import project_root, tracking_uri
+
+    uri = tracking_uri(project_root())
+    database = database_path(uri)
+    if database is not None and not database.is_file():
+        print(f"{uri}: no store yet, nothing to check")
+        return
+    try:
+        with creation_lock(uri):
+            client = MlflowClient(uri)
+        stale, running = repair_stale_runs(client, by="tracking doctor", dry_run=args.dry_run)
+    except MlflowException as err:
+        raise TrackingServerError(f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
+                                  "start the server or fix MLFLOW_TRACKING_URI") from err
+    print(f"{uri}: {len(running)} run(s) RUNNING, {len(stale)} of them left by a process that is gone")
+    for run in running:
+        action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict == STALE else "left alone"
+        print(f"  {run.describe()} -> {action}")

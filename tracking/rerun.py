@@ -42,13 +42,8 @@ class Rerun:
 def rerun(ref: str, root: Path, metrics: list[str], alpha: float = 0.05) -> Rerun:
     """Re-create run `ref` (a run id or DVC experiment name) of the project at `root` and train it again."""
     from tracking.diff import diff_runs, load_run
-    from tracking.store import open_client, tracking_uri
+    from tracking.store import open_client
 
-    uri = tracking_uri(root)
-    database = Path(uri.removeprefix("sqlite:///"))
-    if uri.startswith("sqlite:///") and not database.is_file():
-        raise RerunError(f"run '{ref}' not found: no MLflow store {database} yet (nothing was logged here); "
-                         f"run from the project that logged it, or set {MLFLOW_TRACKING_URI} to its store")
     client = open_client(root)
     original = load_run(client, ref)
     commit = original.tags.get(COMMIT_TAG)
