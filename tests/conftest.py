@@ -62,7 +62,11 @@ def tmp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A fresh git + DVC repository holding this project's pipeline with tiny params, committed."""
-    root = tmp_path / "project"
+    return make_project(tmp_path / "project")
+
+
+def make_project(root: Path) -> Path:
+    """Create at `root` a git + DVC repository holding this project's pipeline with tiny params, committed."""
     root.mkdir()
     for name in ("tracking", "pipelines"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -48,7 +48,11 @@ def load_source(source: str, root: Path = Path(".")) -> Source:
     if not path.is_file():
         raise DataError(f"data.source: file '{source}' not found; check the path or run `dvc pull` to fetch it")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise DataError(f"data.source: '{source}' is not a readable .npz file (it holds a single array, not named arrays "
+                            "x and y); save it with np.savez(path, x=..., y=...)")
+        with loaded as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise DataError(f"data.source: '{source}' is not a readable .npz file ({err}); re-create or re-fetch it") from err
@@ -69,6 +73,10 @@ def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
         raise DataError(f"data.source: '{source}' array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}")
     if y.min() < 0:
         raise DataError(f"data.source: '{source}' array y has negative label {y.min()}; labels must be 0..n_classes-1")
+    absent = _absent_classes(y)
+    if absent:
+        raise DataError(f"data.source: '{source}' array y has labels up to {y.max()} but classes {absent} never appear; "
+                        "labels must be 0..n_classes-1 with every class present: re-encode them with np.unique(y, return_inverse=True)")
     if not np.issubdtype(x.dtype, np.number):
         raise DataError(f"data.source: '{source}' array x must be numeric, got {x.dtype}")
     if not np.isfinite(x).all():
@@ -76,6 +84,17 @@ def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
     if x.ndim == 3:
         x = x[..., None]
     return Source(x=x.astype("float32"), y=y.astype("int64"), groups=groups, name=name)
+
+
+def _absent_classes(y: np.ndarray, shown: int = 10) -> str:
+    """The labels in 0..max(y) that no sample carries, as a short list ('' when there are none)."""
+    present = np.unique(y)
+    missing_count = int(y.max()) + 1 - len(present)
+    if missing_count == 0:
+        return ""
+    missing = np.setdiff1d(np.arange(min(int(y.max()), len(present) + shown) + 1), present)[:shown]
+    listed = ", ".join(str(label) for label in missing)
+    return listed + (f" and {missing_count - len(missing)} more" if missing_count > len(missing) else "")
 
 
 def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, n_classes: int) -> dict[str, Any]:
@@ -146,10 +165,14 @@ def read_manifest(prepared: Path) -> dict[str, Any]:
 
 
 def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
-    """The arrays of one split as written by the prepare stage."""
+    """The arrays of one split as written by the prepare stage; an unreadable file names the way to re-create it."""
     arrays = {}
     for path in sorted(prepared.glob(f"{split}_*.npy")):
-        arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, allow_pickle=False)
+        try:
+            arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as err:
+            raise DataError(f"{path} is not a readable .npy file ({err}); re-create it with `dvc repro -f prepare` "
+                            "or restore it with `dvc checkout`") from err
     if "x" not in arrays or "y" not in arrays:
         raise DataError(f"{prepared}: split '{split}' is missing; run the prepare stage first (`dvc repro prepare`)")
     return arrays
