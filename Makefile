@@ -7,6 +7,8 @@ PY ?= python3
 UV_VERSION := 0.13.8
 # Which TensorFlow build to install: cpu, or gpu for CUDA machines (`make run TF_BUILD=gpu`).
 TF_BUILD ?= cpu
+# Test processes in parallel (pytest-xdist); CI has 2 cores.
+TEST_WORKERS ?= 2
 # Prefer a uv on PATH; otherwise bootstrap the pinned one into the venv.
 UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 export PATH := $(BIN):$(PATH)
@@ -37,7 +39,7 @@ run: venv
 	@echo "  $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000"
 
 test: venv
-	pytest -ra
+	pytest -ra -n $(TEST_WORKERS)
 
 clean:
 	rm -rf $(VENV)

@@ -38,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
+    diff = commands.add_parser("diff", help="what differs between two runs, ranked, and whether their metric gap is noise")
+    diff.add_argument("run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
+    diff.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (same forms)")
+    diff.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default: text)")
+    diff.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
+    diff.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
+    diff.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run whose bands to use (default: the latest)")
+    diff.set_defaults(handler=_diff)
     return parser
 
 
@@ -134,3 +142,15 @@ def _compare_groups(args: argparse.Namespace) -> None:
         print(f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
               f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}")
         print(f"  {row['verdict']}")
+
+
+def _diff(args: argparse.Namespace) -> None:
+    from tracking.diff import diff_runs, load_run
+    from tracking.diff_report import render
+    from tracking.store import open_client, project_root
+
+    root = project_root()
+    client = open_client(root)
+    run_a, run_b = load_run(client, args.run_a), load_run(client, args.run_b)
+    result = diff_runs(client, run_a, run_b, args.metric or DEFAULT_METRICS, args.alpha, args.calibration, repo=root)
+    sys.stdout.write(render(result, args.format))

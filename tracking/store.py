@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
@@ -41,15 +42,43 @@ def default_artifact_location(uri: str) -> str | None:
     return (database.parent / DEFAULT_ARTIFACTS).as_uri()
 
 
+def open_client(root: Path) -> Any:
+    """An `MlflowClient` on the project's store, checked to answer (for commands that only read runs)."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri(root)
+    _http_limits(uri)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        client.search_experiments(max_results=1)
+    except (MlflowException, OSError) as err:
+        raise _unreachable(uri, err) from err
+    return client
+
+
+def _http_limits(uri: str) -> None:
+    """Fail fast on an unreachable server: a short timeout and one retry, unless the user set their own."""
+    if uri.startswith(("http://", "https://")):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", _HTTP_TIMEOUT_S)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", _HTTP_RETRIES)
+
+
+def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
+    reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+    return TrackingServerError(
+        f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}")
+
+
 def connect(root: Path, experiment: str) -> str:
     """Point MLflow at the store, make sure it answers and holds `experiment`; return the experiment id."""
     import mlflow
     from mlflow.exceptions import MlflowException
 
     uri = tracking_uri(root)
-    if uri.startswith(("http://", "https://")):
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", _HTTP_TIMEOUT_S)
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", _HTTP_RETRIES)
+    _http_limits(uri)
     mlflow.set_tracking_uri(uri)
     try:
         found = mlflow.get_experiment_by_name(experiment)
@@ -57,7 +86,4 @@ def connect(root: Path, experiment: str) -> str:
             return found.experiment_id
         return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri))
     except (MlflowException, OSError) as err:
-        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise TrackingServerError(
-            f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}"
-        ) from err
+        raise _unreachable(uri, err) from err

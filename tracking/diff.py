@@ -1,0 +1,403 @@
+"""`tracking diff`: what differed between two MLflow runs, ranked by how likely each is to move results.
+
+Groups, in rank order: data, params, seeds, determinism, code, software, hardware, environment. Data,
+params and code are *causes*: while one of them differs, a metric gap cannot be called chance. Seeds and
+determinism are the sources of noise the calibration measures; software and hardware explain runs that
+are not bitwise equal. Metric deltas are judged against the calibration band that fits what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracking.errors import TrackingError
+from tracking.noise import band_from_summary, holm
+
+GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
+CAUSES = ("data", "params", "code")
+# Files whose changes other groups already report (params, data pins) or that are outputs, not code.
+_NOT_CODE = re.compile(r"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^(metrics|plots|reports|outputs|calibration)/")
+_NOT_TRAINING = ("mlflow.", "calibration.", "compare.")
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+_EXP_NAME = re.compile(r"^[\w.-]+$")
+
+
+class RunNotFound(TrackingError):
+    """Neither a run id nor a DVC experiment name the store knows."""
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """What one run logged: params, metrics, tags, the data manifest and the uncommitted diff."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    manifest: dict[str, Any]
+    diff: str
+
+    def provenance(self, section: str) -> dict[str, str]:
+        """The `prov.<section>.*` tags, keyed without the prefix."""
+        prefix = f"prov.{section}."
+        return {key[len(prefix):]: value for key, value in self.tags.items() if key.startswith(prefix)}
+
+    @property
+    def op_determinism(self) -> bool:
+        return self.tags.get("prov.determinism.effective.op_determinism", self.params.get("determinism.op_determinism")) == "true"
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    a: Any
+    b: Any
+
+
+@dataclass(frozen=True)
+class GroupDiff:
+    """One group's changed fields out of `compared`; `note` says what a change there means."""
+
+    name: str
+    compared: int
+    changes: list[Change]
+    note: str = ""
+
+    @property
+    def identical(self) -> bool:
+        return not self.changes
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    """B minus A for one metric, in units of the noise of a difference between two runs (std · sqrt 2)."""
+
+    metric: str
+    a: float
+    b: float
+    delta: float
+    sigma: float | None
+    z: float | None
+    p_value: float | None
+    within_noise: bool | None
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    a: RunSnapshot
+    b: RunSnapshot
+    groups: list[GroupDiff]
+    weights_identical: bool | None
+    deltas: list[MetricDelta]
+    band: dict[str, Any]
+    alpha: float
+    conclusion: str = field(default="")
+
+    def changed(self, names: tuple[str, ...] = GROUP_ORDER) -> list[GroupDiff]:
+        return [group for group in self.groups if group.changes and group.name in names]
+
+    def as_dict(self) -> dict[str, Any]:
+        groups = [{**asdict(group), "identical": group.identical} for group in self.groups]
+        return {"a": _run_summary(self.a), "b": _run_summary(self.b), "groups": groups,
+                "weights_identical": self.weights_identical, "metrics": [asdict(delta) for delta in self.deltas],
+                "band": self.band, "alpha": self.alpha, "conclusion": self.conclusion}
+
+
+def load_run(client: Any, ref: str) -> RunSnapshot:
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name)."""
+    from mlflow.exceptions import MlflowException
+
+    run = None
+    if _RUN_ID.match(ref):
+        try:
+            run = client.get_run(ref)
+        except MlflowException:
+            run = None
+    if run is None and _EXP_NAME.match(ref):
+        experiments = [found.experiment_id for found in client.search_experiments()]
+        matches = client.search_runs(experiments, filter_string=f"tags.`dvc.exp_name` = '{ref}'",
+                                     order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+        run = matches[0] if matches else None
+    if run is None:
+        raise RunNotFound(f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
+                          "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`")
+    return RunSnapshot(
+        run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
+        status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics), tags=dict(run.data.tags),
+        manifest=_artifact(client, run.info.run_id, "data/manifest.json", json.loads) or {},
+        diff=_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "")
+
+
+def _artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
+    """An artifact's parsed text, or None when the run has no such artifact."""
+    from mlflow.exceptions import MlflowException
+
+    folder, _, name = path.rpartition("/")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        if name not in {Path(item.path).name for item in client.list_artifacts(run_id, folder)}:
+            return None
+        with tempfile.TemporaryDirectory() as scratch:
+            return parse(Path(client.download_artifacts(run_id, path, scratch)).read_text())
+    except (MlflowException, OSError) as err:
+        raise TrackingError(f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]}); "
+                            "check the tracking server and its artifact store") from err
+
+
+def compare_fields(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, list[Change]]:
+    """How many keys were compared and which differ (a key missing on one side counts as a change)."""
+    keys = sorted(set(a) | set(b))
+    return len(keys), [Change(key, a.get(key), b.get(key)) for key in keys if a.get(key) != b.get(key)]
+
+
+def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> list[GroupDiff]:
+    """Every group of `GROUP_ORDER`, in that order."""
+    hardware = lambda run: {**_prefixed(run, "cpu"), **_prefixed(run, "os"), **_prefixed(run, "gpu")}  # noqa: E731
+    sources = {
+        "data": (_data_fields, "the examples trained and tested on"),
+        "params": (lambda run: {k: v for k, v in run.params.items() if not k.startswith(("data.", "seeds.", "determinism.", *_NOT_TRAINING))},
+                   "hyperparameters"),
+        "seeds": (lambda run: run.provenance("seeds") or _params(run, "seeds."), "varies results by chance (ALGO noise)"),
+        "determinism": (lambda run: run.provenance("determinism") or _params(run, "determinism."),
+                        "non-deterministic kernels vary results by chance (IMPL noise)"),
+        "software": (lambda run: {k: v for k, v in run.provenance("software").items()}, "changes kernels and their numerics"),
+        "hardware": (hardware, "changes kernels and their numerics"),
+        "environment": (lambda run: run.provenance("environment"), "allow-listed environment variables"),
+    }
+    groups = []
+    for name in GROUP_ORDER:
+        if name == "code":
+            groups.append(_code_group(a, b, repo))
+            continue
+        fields, note = sources[name]
+        compared, changes = compare_fields(fields(a), fields(b))
+        groups.append(GroupDiff(name, compared, changes, note))
+    return groups
+
+
+def _prefixed(run: RunSnapshot, section: str) -> dict[str, str]:
+    return {f"{section}.{key}": value for key, value in run.provenance(section).items()}
+
+
+def _params(run: RunSnapshot, prefix: str) -> dict[str, str]:
+    return {key[len(prefix):]: value for key, value in run.params.items() if key.startswith(prefix)}
+
+
+def _data_fields(run: RunSnapshot) -> dict[str, Any]:
+    """The manifest's hashes and counts (per split and class), and the data.* params."""
+    manifest = run.manifest
+    fields: dict[str, Any] = {f"param {key}": value for key, value in run.params.items() if key.startswith("data.")}
+    for key in ("source", "content_sha256", "source_sha256", "n_classes"):
+        if key in manifest:
+            fields[key] = manifest[key]
+    for split, count in manifest.get("n_samples", {}).items():
+        fields[f"{split} samples"] = count
+    for split, counts in manifest.get("class_counts", {}).items():
+        for label, count in counts.items():
+            fields[f"{split} class {label}"] = count
+    return fields
+
+
+def _code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None) -> GroupDiff:
+    """Code files that differ: between the commits (when the repo has both) and in the uncommitted diffs.
+
+    Changes to params.yaml, *.dvc pins, dvc.lock and outputs are left to the data and params groups.
+    """
+    commit_a, commit_b = a.tags.get("prov.git.commit", ""), b.tags.get("prov.git.commit", "")
+    per_file_a, per_file_b = split_diff(a.diff), split_diff(b.diff)
+    dirty = {path for path in set(per_file_a) | set(per_file_b) if per_file_a.get(path) != per_file_b.get(path)}
+    between: set[str] = set()
+    changes = []
+    if commit_a != commit_b:
+        found = _files_between(repo, commit_a, commit_b)
+        if found is None:
+            changes.append(Change("git.commit", commit_a, commit_b))
+        between = found or set()
+    for path in sorted((dirty | between) - {p for p in dirty | between if _NOT_CODE.search(p)}):
+        if path in dirty:
+            changes.append(Change(f"file {path}", _digest(per_file_a.get(path)), _digest(per_file_b.get(path))))
+        else:
+            changes.append(Change(f"file {path}", f"as in {commit_a[:10]}", f"as in {commit_b[:10]}"))
+    compared, deps = compare_fields(a.provenance("dvc.deps"), b.provenance("dvc.deps"))
+    changes += [Change(f"dvc dep {change.key}", change.a, change.b) for change in deps]
+    note = f"commit {commit_a[:10] or 'not logged'}" + ("" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}")
+    if not changes and (dirty or between):
+        note += "; only params, data pins or outputs changed there"
+    return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note)
+
+
+def split_diff(text: str) -> dict[str, str]:
+    """A unified `git diff` split into {path: that file's part}."""
+    parts: dict[str, str] = {}
+    path, lines = None, []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            if path is not None:
+                parts[path] = "".join(lines)
+            path, lines = line.rstrip("\n").split(" b/", 1)[-1], []
+        lines.append(line)
+    if path is not None:
+        parts[path] = "".join(lines)
+    return parts
+
+
+def _files_between(repo: Path | None, commit_a: str, commit_b: str) -> set[str] | None:
+    """Paths changed between two commits, or None when the local repository lacks either."""
+    if repo is None or not commit_a or not commit_b:
+        return None
+    from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
+
+    try:
+        names = Repo(repo, search_parent_directories=True).git.diff("--name-only", commit_a, commit_b)
+    except (GitCommandError, InvalidGitRepositoryError, NoSuchPathError):
+        return None
+    return set(names.split())
+
+
+def _digest(text: str | None) -> str | None:
+    return None if text is None else "diff sha256 " + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def find_calibration(client: Any, experiment_ids: list[str], run_id: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    """The calibration parent run (`run_id`, else the latest finished one) and its `calibration/noise.json`."""
+    if run_id is None:
+        found = client.search_runs(sorted(set(experiment_ids)), order_by=["attributes.start_time DESC"], max_results=1,
+                                   filter_string="tags.`noise.role` = 'calibration' and attributes.status = 'FINISHED'")
+        if not found:
+            return None
+        run_id = found[0].info.run_id
+    noise = _artifact(client, run_id, "calibration/noise.json", json.loads)
+    if noise is None:
+        raise TrackingError(f"run {run_id} has no calibration/noise.json; pass the calibration parent run to --calibration")
+    return run_id, noise
+
+
+def choose_variant(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot, available: list[str]) -> tuple[str | None, str]:
+    """The calibration variant whose band fits what differs between the runs, and why."""
+    changed = {group.name for group in groups if group.changes}
+    nondeterministic = not (a.op_determinism and b.op_determinism)
+    if changed & set(CAUSES):
+        preference, reason = ["algo+impl", "algo", "impl"], "for scale only: causes differ"
+    elif "seeds" in changed:
+        preference = ["algo+impl", "algo"] if nondeterministic else ["algo", "algo+impl"]
+        reason = "the runs differ in seeds"
+    elif nondeterministic or "determinism" in changed:
+        preference, reason = ["impl", "algo+impl"], "same seeds, non-deterministic kernels"
+    elif changed & {"software", "hardware"}:
+        preference, reason = ["impl", "algo+impl"], "same seeds and settings; software or hardware differs, which changes kernel numerics"
+    else:
+        preference, reason = ["control"], "same seeds, settings and environment with op determinism: anything but equal is drift"
+    chosen = next((variant for variant in preference if variant in available), None)
+    return chosen, reason
+
+
+def metric_deltas(a: RunSnapshot, b: RunSnapshot, metrics: list[str], bands: dict[str, dict[str, Any]] | None,
+                  alpha: float) -> list[MetricDelta]:
+    """B - A per metric; with bands, a t test of the difference of two runs, Holm-corrected over the metrics."""
+    from scipy import stats
+
+    rows = []
+    for metric in metrics:
+        if metric not in a.metrics or metric not in b.metrics:
+            continue
+        value_a, value_b = a.metrics[metric], b.metrics[metric]
+        delta = value_b - value_a
+        band = (bands or {}).get(metric)
+        if band is None:
+            rows.append((metric, value_a, value_b, delta, None, None, None))
+            continue
+        checked = band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
+        sigma = checked.std * math.sqrt(2)
+        if sigma == 0:
+            z, p_value = (0.0, 1.0) if delta == 0 else (math.copysign(math.inf, delta), 0.0)
+        else:
+            z = delta / sigma
+            p_value = float(2 * stats.t.sf(abs(z), checked.n - 1))
+        rows.append((metric, value_a, value_b, delta, sigma, z, p_value))
+    tested = [row for row in rows if row[6] is not None]
+    rejected = dict(zip((row[0] for row in tested), holm([row[6] for row in tested], alpha))) if tested else {}
+    return [MetricDelta(*row, within_noise=None if row[6] is None else not rejected[row[0]]) for row in rows]
+
+
+def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str], alpha: float = 0.05,
+              calibration: str | None = None, repo: Path | None = None) -> RunDiff:
+    """Everything `tracking diff` reports about two runs."""
+    groups = group_diffs(a, b, repo)
+    hash_a, hash_b = a.tags.get("prov.weights_sha256"), b.tags.get("prov.weights_sha256")
+    identical = hash_a == hash_b if hash_a and hash_b else None
+    found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)
+    band: dict[str, Any] = {"variant": None, "reason": "no calibration found: run `dvc repro calibrate` for noise bands"}
+    bands = None
+    if found:
+        run_id, noise = found
+        variant, reason = choose_variant(groups, a, b, list(noise["variants"]))
+        band = {"variant": variant, "reason": reason, "calibration_run": run_id,
+                "repeats": noise.get("repeats"), "data_sha256": noise.get("data_sha256")}
+        if variant is None:
+            band["reason"] = f"{reason}; the calibration has no variant for that (add it to calibration.variants)"
+        else:
+            bands = noise["variants"][variant]["bands"]
+    deltas = metric_deltas(a, b, metrics, bands, alpha)
+    result = RunDiff(a, b, groups, identical, deltas, band, alpha)
+    return RunDiff(**{**result.__dict__, "conclusion": conclude(result)})
+
+
+def conclude(diff: RunDiff) -> str:
+    """One or two plain sentences: what changed, and whether the metric gap is chance."""
+    causes = [_name_causes(group) for group in diff.changed(CAUSES)]
+    noise_sources = [group.name for group in diff.changed(("seeds", "determinism", "software", "hardware"))]
+    variant = (diff.band.get("variant") or "").upper()
+    gaps = [delta for delta in diff.deltas if delta.z is not None]
+    worst = max(gaps, key=lambda delta: abs(delta.z), default=None)
+    if diff.weights_identical:
+        return "weights are bit-identical: the runs trained the same model" + (f" ({_join(causes)} changed without effect)" if causes else "")
+    if causes:
+        text = f"{_join(causes)} changed"
+        if worst is not None:
+            text += (f"; the {_gap(worst)} is {abs(worst.z):.1f} sigma of the {variant} band, but it cannot be called "
+                     "noise until they are restored")
+        return text
+    if worst is None:
+        return f"only {_join(noise_sources) or 'nothing logged'} differ; no noise band to judge the gap (run `dvc repro calibrate`)"
+    exceeded = [delta for delta in gaps if not delta.within_noise]
+    differs = _join(noise_sources) or "nothing logged"
+    if not exceeded:
+        return f"only {differs} differ; the {_gap(worst)} is inside the {variant} band ({abs(worst.z):.1f} sigma): noise"
+    return (f"only {differs} differ, yet the {_gap(exceeded[0])} is {abs(exceeded[0].z):.1f} sigma beyond the {variant} "
+            "band: drift that chance does not explain; look at software and hardware, or re-run with `tracking rerun`")
+
+
+def _name_causes(group: GroupDiff) -> str:
+    if group.name == "params":
+        return ", ".join(change.key for change in group.changes)
+    if group.name == "code":
+        files = [change.key.removeprefix("file ") for change in group.changes if change.key.startswith("file ")]
+        more = f" and {len(files) - 3} more files" if len(files) > 3 else ""
+        return f"code ({', '.join(files[:3])}{more})" if files else "code"
+    return group.name
+
+
+def _gap(delta: MetricDelta) -> str:
+    if "accuracy" in delta.metric:
+        return f"{abs(delta.delta) * 100:.1f} point {delta.metric} gap"
+    return f"{abs(delta.delta):.4g} {delta.metric} gap"
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def _run_summary(run: RunSnapshot) -> dict[str, Any]:
+    return {"run_id": run.run_id, "name": run.name, "status": run.status, "experiment_id": run.experiment_id,
+            "dvc_exp_name": run.tags.get("dvc.exp_name"), "weights_sha256": run.tags.get("prov.weights_sha256")}
