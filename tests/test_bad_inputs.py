@@ -185,6 +185,7 @@ CASES = [
     pytest.param(lambda root: None, tracking("bands", "--experiment", EMPTY_EXPERIMENT), (f"no runs in MLflow experiment '{EMPTY_EXPERIMENT}'",), id="bands-empty-experiment"),
     pytest.param(lambda root: None, tracking("bands", "--experiment", EMPTY_EXPERIMENT, "--filter", "accuracy > 0.9"), ("filter 'accuracy > 0.9' rejected by MLflow", "fix the filter string"), id="bands-filter-rejected"),
     pytest.param(lambda root: None, tracking("compare-groups", "--experiment", EMPTY_EXPERIMENT, "--a", "metrics.test_accuracy >", "--b", ""), ("rejected by MLflow", "fix the filter string"), id="compare-groups-filter-rejected"),
+    pytest.param(lambda root: None, tracking("diff", UNKNOWN_RUN_ID, "lr-up"), (f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"), id="diff-unknown-run-id"),
     pytest.param(remove("data/prepared"), tracking("pin-data"), ("run the prepare stage first",), id="pin-data-before-prepare"),
 ]
 

@@ -79,8 +79,12 @@ def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
                         "labels must be 0..n_classes-1 with every class present: re-encode them with np.unique(y, return_inverse=True)")
     if not np.issubdtype(x.dtype, np.number):
         raise DataError(f"data.source: '{source}' array x must be numeric, got {x.dtype}")
-    if not np.isfinite(x).all():
-        raise DataError(f"data.source: '{source}' array x has NaN or infinite values; clean the data before use")
+    finite = np.isfinite(x).reshape(len(x), -1).all(axis=1)
+    if not finite.all():
+        nans, infs = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+        raise DataError(f"data.source: '{source}' array x has NaN or infinite values ({nans} NaN, {infs} inf, in "
+                        f"{int((~finite).sum())} sample(s), the first at index {int(np.argmin(finite))}); "
+                        "drop or impute those samples before use")
     if x.ndim == 3:
         x = x[..., None]
     return Source(x=x.astype("float32"), y=y.astype("int64"), groups=groups, name=name)
