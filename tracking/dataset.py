@@ -65,12 +65,14 @@ def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
         raise DataError(f"data.source: '{source}' lacks array(s) {', '.join(missing)}; save it with np.savez(path, x=..., y=...)")
     x, y, groups = arrays["x"], arrays["y"], arrays.get("groups")
     if x.ndim < 2 or len(x) == 0:
-        raise DataError(f"data.source: '{source}' array x must hold at least one sample of features, got shape {x.shape}")
+        raise DataError(f"data.source: '{source}' array x must hold at least one sample of features, got shape {x.shape}; "
+                        "save x with one row per sample, shape (n_samples, features...)")
     lengths = {"x": len(x), "y": len(y), **({"groups": len(groups)} if groups is not None else {})}
     if len(set(lengths.values())) != 1:
         raise DataError(f"data.source: '{source}' arrays differ in length ({lengths}); every array needs one entry per sample")
     if not np.issubdtype(y.dtype, np.integer) or y.ndim != 1:
-        raise DataError(f"data.source: '{source}' array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}")
+        raise DataError(f"data.source: '{source}' array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}; "
+                        "save class indices (e.g. y.argmax(axis=1) for one-hot rows, y.astype(int) for whole-number floats)")
     if y.min() < 0:
         raise DataError(f"data.source: '{source}' array y has negative label {y.min()}; labels must be 0..n_classes-1")
     absent = _absent_classes(y)
@@ -78,7 +80,8 @@ def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
         raise DataError(f"data.source: '{source}' array y has labels up to {y.max()} but classes {absent} never appear; "
                         "labels must be 0..n_classes-1 with every class present: re-encode them with np.unique(y, return_inverse=True)")
     if not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"data.source: '{source}' array x must be numeric, got {x.dtype}")
+        raise DataError(f"data.source: '{source}' array x must be numeric, got {x.dtype}; encode the features as numbers "
+                        "(e.g. x.astype('float32'))")
     finite = np.isfinite(x).reshape(len(x), -1).all(axis=1)
     if not finite.all():
         nans, infs = int(np.isnan(x).sum()), int(np.isinf(x).sum())
