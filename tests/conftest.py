@@ -72,6 +72,8 @@ def make_project(root: Path) -> Path:
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml", ".gitignore"):
         shutil.copy(REPO / name, root / name)
+    (root / "data/raw").mkdir(parents=True)
+    (root / "data/raw/.gitkeep").touch()
     write_params(root, **TINY)
     freeze(root / "params.yaml", root / "baseline.yaml")
     run(["git", "init", "-q", "-b", "main"], root)

@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
     diff.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run whose bands to use (default: the latest)")
     diff.set_defaults(handler=_diff)
+    rerun = commands.add_parser("rerun", help="re-create a logged run in a temporary git worktree, train it again and compare")
+    rerun.add_argument("run", metavar="RUN_ID", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
+    rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
+    rerun.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
+    rerun.set_defaults(handler=_rerun)
     return parser
 
 
@@ -154,3 +159,11 @@ def _diff(args: argparse.Namespace) -> None:
     run_a, run_b = load_run(client, args.run_a), load_run(client, args.run_b)
     result = diff_runs(client, run_a, run_b, args.metric or DEFAULT_METRICS, args.alpha, args.calibration, repo=root)
     sys.stdout.write(render(result, args.format))
+
+
+def _rerun(args: argparse.Namespace) -> None:
+    from tracking.rerun import report, rerun
+    from tracking.store import project_root
+
+    result = rerun(args.run, project_root(), args.metric or DEFAULT_METRICS, args.alpha)
+    sys.stdout.write(report(result))

@@ -194,10 +194,17 @@ def _params(run: RunSnapshot, prefix: str) -> dict[str, str]:
     return {key[len(prefix):]: value for key, value in run.params.items() if key.startswith(prefix)}
 
 
+def _dvc_deps(run: RunSnapshot, data: bool) -> dict[str, str]:
+    """The DVC stage dependencies logged with the run: data ones (folders, paths under data/) or code ones."""
+    return {key: value for key, value in run.provenance("dvc.deps").items()
+            if (value.endswith(".dir") or "data/" in key) == data}
+
+
 def _data_fields(run: RunSnapshot) -> dict[str, Any]:
-    """The manifest's hashes and counts (per split and class), and the data.* params."""
+    """The manifest's hashes and counts (per split and class), DVC's data dependency hashes, the data.* params."""
     manifest = run.manifest
     fields: dict[str, Any] = {f"param {key}": value for key, value in run.params.items() if key.startswith("data.")}
+    fields.update({f"dvc dep {key}": value for key, value in _dvc_deps(run, data=True).items()})
     for key in ("source", "content_sha256", "source_sha256", "n_classes"):
         if key in manifest:
             fields[key] = manifest[key]
@@ -229,7 +236,7 @@ def _code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None) -> GroupDiff:
             changes.append(Change(f"file {path}", _digest(per_file_a.get(path)), _digest(per_file_b.get(path))))
         else:
             changes.append(Change(f"file {path}", f"as in {commit_a[:10]}", f"as in {commit_b[:10]}"))
-    compared, deps = compare_fields(a.provenance("dvc.deps"), b.provenance("dvc.deps"))
+    compared, deps = compare_fields(_dvc_deps(a, data=False), _dvc_deps(b, data=False))
     changes += [Change(f"dvc dep {change.key}", change.a, change.b) for change in deps]
     note = f"commit {commit_a[:10] or 'not logged'}" + ("" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}")
     if not changes and (dirty or between):
@@ -354,26 +361,26 @@ def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str], a
 
 
 def conclude(diff: RunDiff) -> str:
-    """One or two plain sentences: what changed, and whether the metric gap is chance."""
+    """One plain sentence: what changed, and whether the (first) metric's gap is chance."""
     causes = [_name_causes(group) for group in diff.changed(CAUSES)]
     noise_sources = [group.name for group in diff.changed(("seeds", "determinism", "software", "hardware"))]
     variant = (diff.band.get("variant") or "").upper()
     gaps = [delta for delta in diff.deltas if delta.z is not None]
-    worst = max(gaps, key=lambda delta: abs(delta.z), default=None)
+    primary = gaps[0] if gaps else None
     if diff.weights_identical:
         return "weights are bit-identical: the runs trained the same model" + (f" ({_join(causes)} changed without effect)" if causes else "")
     if causes:
         text = f"{_join(causes)} changed"
-        if worst is not None:
-            text += (f"; the {_gap(worst)} is {abs(worst.z):.1f} sigma of the {variant} band, but it cannot be called "
+        if primary is not None:
+            text += (f"; the {_gap(primary)} is {abs(primary.z):.1f} sigma of the {variant} band, but it cannot be called "
                      "noise until they are restored")
         return text
-    if worst is None:
+    if primary is None:
         return f"only {_join(noise_sources) or 'nothing logged'} differ; no noise band to judge the gap (run `dvc repro calibrate`)"
     exceeded = [delta for delta in gaps if not delta.within_noise]
     differs = _join(noise_sources) or "nothing logged"
     if not exceeded:
-        return f"only {differs} differ; the {_gap(worst)} is inside the {variant} band ({abs(worst.z):.1f} sigma): noise"
+        return f"only {differs} differ; the {_gap(primary)} is inside the {variant} band ({abs(primary.z):.1f} sigma): noise"
     return (f"only {differs} differ, yet the {_gap(exceeded[0])} is {abs(exceeded[0].z):.1f} sigma beyond the {variant} "
             "band: drift that chance does not explain; look at software and hardware, or re-run with `tracking rerun`")
 

@@ -39,3 +39,7 @@ class RunSelectionError(TrackingError):
 
 class RunStateError(TrackingError):
     """A stage was run out of order, e.g. evaluate before train wrote its run id."""
+
+
+class RerunError(TrackingError):
+    """A logged run cannot be re-created: its commit, diff or data is not available as it was logged."""

@@ -43,12 +43,19 @@ def default_artifact_location(uri: str) -> str | None:
 
 
 def open_client(root: Path) -> Any:
-    """An `MlflowClient` on the project's store, checked to answer (for commands that only read runs)."""
+    """An `MlflowClient` on the project's store, checked to answer (for commands that only read runs).
+
+    A missing SQLite file is an error rather than a new, empty store created as a side effect.
+    """
     import mlflow
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri(root)
+    database = Path(uri.removeprefix("sqlite:///"))
+    if uri.startswith("sqlite:///") and not database.is_file():
+        raise TrackingServerError(f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
+                                  f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs")
     _http_limits(uri)
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(tracking_uri=uri)

@@ -96,3 +96,9 @@ def redact_diff(diff: str) -> str:
             line = _KNOWN_TOKEN.sub(REDACTED, line)
         lines.append(line)
     return "\n".join(lines) + ("\n" if diff.endswith("\n") else "")
+
+
+def was_redacted(line: str) -> bool:
+    """Whether `redact_diff` replaced this line's value: a secret-looking assignment whose value is the placeholder."""
+    match = _SECRET_ASSIGNMENT.search(line)
+    return bool(match) and match["value"] == REDACTED

@@ -1,0 +1,112 @@
+"""`tracking diff`: the story of a worse rerun, built for real; and the pieces it is made of."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import client_for, project_env, run, write_params
+from tracking.diff import GroupDiff, RunSnapshot, choose_variant, split_diff
+
+DATA = "data/raw/digits.npz"
+
+
+def save_digits(root: Path, samples: int) -> None:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    np.savez(root / DATA, x=digits.images[:samples].astype("float32") / 16.0, y=digits.target[:samples])
+
+
+def repro(root: Path, *targets: str) -> str:
+    run(["dvc", "repro", *targets], root)
+    return json.loads((root / "outputs/run.json").read_text())["run_id"]
+
+
+def diff(root: Path, a: str, b: str, fmt: str = "json"):
+    done = run([sys.executable, "-m", "tracking", "diff", a, b, "--format", fmt], root)
+    return json.loads(done.stdout) if fmt == "json" else done.stdout
+
+
+@pytest.mark.slow
+def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(project: Path):
+    save_digits(project, 900)
+    run(["dvc", "add", "-q", DATA], project)
+    write_params(project, data={"source": DATA}, calibration={"variants": ["algo"]})
+    run(["git", "add", "-A"], project)
+    run(["git", "commit", "-qm", "own data"], project)
+    colleague = repro(project, "evaluate", "calibrate")
+
+    save_digits(project, 1200)
+    run(["dvc", "add", "-q", DATA], project)
+    write_params(project, train={"learning_rate": 0.01})
+    newcomer = repro(project, "evaluate")
+
+    found = diff(project, colleague, newcomer)
+    changed = {group["name"]: group for group in found["groups"] if not group["identical"]}
+    assert set(changed) == {"data", "params"}, found["groups"]
+    data = {change["key"]: (change["a"], change["b"]) for change in changed["data"]["changes"]}
+    assert data["train samples"][1] > data["train samples"][0] and "content_sha256" in data
+    assert [change["key"] for change in changed["params"]["changes"]] == ["train.learning_rate"]
+    assert found["conclusion"].startswith("data and train.learning_rate changed")
+    assert "cannot be called noise until they are restored" in found["conclusion"]
+
+    run(["git", "checkout", "--", f"{DATA}.dvc"], project)
+    run(["dvc", "checkout", "-q", DATA], project)
+    write_params(project, train={"learning_rate": 0.001}, seeds={"init": 7, "shuffle": 8, "dropout": 9})
+    restored = repro(project, "evaluate")
+
+    found = diff(project, colleague, restored)
+    assert [group["name"] for group in found["groups"] if not group["identical"]] == ["seeds"]
+    assert found["band"]["variant"] == "algo" and found["band"]["reason"] == "the runs differ in seeds"
+    assert all(delta["within_noise"] for delta in found["metrics"]) and len(found["metrics"]) == 2
+    assert found["weights_identical"] is False
+    assert found["conclusion"].startswith("only seeds differ; the ") and found["conclusion"].endswith("inside the ALGO band "
+                                                                                                       f"({abs(found['metrics'][0]['z']):.1f} sigma): noise")
+
+    text = diff(project, colleague, restored, "text")
+    assert "seeds (3 of 7 fields differ)" in text and "identical: data" in text and "Conclusion: only seeds differ" in text
+    markdown = diff(project, colleague, newcomer, "md")
+    assert "| `train.learning_rate` | 0.001 | 0.01 |" in markdown and "**Conclusion:** data and" in markdown
+
+
+def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):
+    command = [sys.executable, "-m", "tracking", "diff", "0" * 32, "no-such-exp"]
+    done = run(command, project, env=project_env(), check=False)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"error: no MLflow store {project / 'mlflow.db'} yet (nothing was logged here); run the pipeline first, "
+        "or set MLFLOW_TRACKING_URI to the store that holds the runs"]
+    assert not (project / "mlflow.db").exists()
+    client_for(project).search_experiments()
+    done = run(command, project, env=project_env(), check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: run '{'0' * 32}' not found in sqlite:///{project / 'mlflow.db'}: no run with that id and no run tagged "
+        "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"]
+
+
+def snapshot(**tags: str) -> RunSnapshot:
+    return RunSnapshot("r", "", "0", "FINISHED", {}, {}, dict(tags), {}, "")
+
+
+def test_band_choice_follows_what_differs():
+    det, nondet = snapshot(**{"prov.determinism.effective.op_determinism": "true"}), snapshot()
+    group = lambda name: GroupDiff(name, 1, ["changed"])  # noqa: E731
+    all_variants = ["algo+impl", "algo", "impl", "control"]
+    assert choose_variant([group("seeds")], det, det, all_variants)[0] == "algo"
+    assert choose_variant([group("seeds")], det, nondet, all_variants)[0] == "algo+impl"
+    assert choose_variant([], nondet, nondet, all_variants)[0] == "impl"
+    assert choose_variant([group("software")], det, det, all_variants)[0] == "impl"
+    assert choose_variant([], det, det, all_variants)[0] == "control"
+    assert choose_variant([group("params")], det, det, ["algo"])[1] == "for scale only: causes differ"
+    assert choose_variant([], det, det, ["algo"])[0] is None
+
+
+def test_split_diff_keeps_each_file_part():
+    text = ("diff --git a/params.yaml b/params.yaml\n--- a/params.yaml\n+++ b/params.yaml\n@@ -1 +1 @@\n-a: 1\n+a: 2\n"
+            "diff --git a/pipelines/train.py b/pipelines/train.py\n@@ -1 +1 @@\n-x\n+y\n")
+    parts = split_diff(text)
+    assert list(parts) == ["params.yaml", "pipelines/train.py"]
+    assert parts["pipelines/train.py"].endswith("+y\n") and "".join(parts.values()) == text

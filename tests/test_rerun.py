@@ -1,0 +1,112 @@
+"""`tracking rerun`: a real logged run re-created in a temporary worktree gives bit-identical weights."""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import client_for, project_env, run, runs_of, write_params
+from test_failures import assert_user_error
+from tracking.errors import RerunError
+from tracking.restore import write_logged_params
+from tracking.worktree import apply_diff
+
+_NOT_THE_TREE = ("mlflow.db", "mlartifacts", ".git", ".dvc/tmp")
+
+
+def rerun(root: Path, ref: str):
+    return run([sys.executable, "-m", "tracking", "rerun", ref], root, env=project_env(), check=False)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file of the user's tree (DVC cache and outputs included) with its content hash; not the store."""
+    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(root.rglob("*"))
+            if path.is_file() and not path.relative_to(root).as_posix().startswith(_NOT_THE_TREE)}
+
+
+def assert_untouched(root: Path, files: dict[str, str], status: str) -> None:
+    assert snapshot(root) == files
+    assert run(["git", "status", "--porcelain"], root).stdout == status
+    assert len(run(["git", "worktree", "list"], root).stdout.splitlines()) == 1
+    assert not list((root / ".git" / "worktrees").glob("*"))
+
+
+@pytest.mark.slow
+def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Path):
+    # The run is made with uncommitted code and params changes, then the user's tree moves on.
+    train = project / "pipelines/train.py"
+    train.write_text(train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) '))
+    write_params(project, train={"learning_rate": 0.002})
+    run(["dvc", "repro", "evaluate"], project)
+    (original,) = runs_of(project)
+    run(["git", "add", "-A"], project)
+    run(["git", "commit", "-qm", "after the run"], project)
+    train.write_text(train.read_text().replace("(uncommitted edit)", "(edited after the run)"))
+    write_params(project, train={"epochs": 3, "learning_rate": 0.003})
+    status = run(["git", "status", "--porcelain"], project).stdout
+
+    # Data missing from the DVC cache: one line naming the hash and the fix; nothing trained, nothing left.
+    data_hash = original.data.tags["prov.dvc.deps.train.data/prepared"]
+    cached = project / ".dvc/cache/files/md5" / data_hash[:2] / data_hash[2:]
+    aside = cached.rename(cached.with_suffix(".aside"))
+    files = snapshot(project)
+    done = rerun(project, original.info.run_id)
+    assert_user_error(done, data_hash, "DVC cache", "dvc pull")
+    assert_untouched(project, files, status)
+    assert len(runs_of(project)) == 1
+    aside.rename(cached)
+
+    files = snapshot(project)
+    done = rerun(project, original.info.run_id)
+    assert done.returncode == 0, done.stderr
+    assert "trained (uncommitted edit)" in done.stdout and "edited after the run" not in done.stdout
+    assert "weights: bit-identical" in done.stdout
+    assert_untouched(project, files, status)
+
+    new = next(found for found in runs_of(project) if found.info.run_id != original.info.run_id)
+    assert new.info.status == "FINISHED" and new.info.experiment_id == original.info.experiment_id
+    assert new.data.tags["rerun_of"] == original.info.run_id
+    assert new.data.tags["prov.weights_sha256"] == original.data.tags["prov.weights_sha256"]
+    assert new.data.tags["mlflow.source.git.commit"] == original.data.tags["mlflow.source.git.commit"]
+    assert new.data.params == original.data.params and new.data.params["train.epochs"] == "2"
+    assert new.data.metrics["test_accuracy"] == original.data.metrics["test_accuracy"]
+    assert not Path(new.data.tags["prov.environment.DVC_ROOT"]).exists()
+    diff = client_for(project).download_artifacts(new.info.run_id, "provenance/uncommitted.diff", str(project.parent))
+    assert "trained (uncommitted edit)" in Path(diff).read_text()
+
+
+def test_unknown_run_is_one_line_and_exit_2(project: Path):
+    unknown = "0123456789abcdef0123456789abcdef"
+    done = rerun(project, unknown)
+    assert_user_error(done, "no MLflow store", "run the pipeline first")
+    assert len(done.stderr.strip().splitlines()) == 1 and not (project / "mlflow.db").exists()
+    client_for(project).search_experiments()
+    done = rerun(project, unknown)
+    assert_user_error(done, unknown, "not found")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_diff_with_redacted_secrets_is_refused(tmp_path: Path):
+    diff = ("diff --git a/settings.py b/settings.py\n--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n"
+            "-api_key = <redacted>\n+api_key = <redacted>\n")
+    with pytest.raises(RerunError, match="secret values redacted in settings.py"):
+        apply_diff(tmp_path, diff, "run1")
+
+
+def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text("# kept\nmlflow:\n  experiment: digits   # kept too\ntrain:\n  epochs: 20\n")
+    logged = {"mlflow.experiment": "123", "train.epochs": "2", "train.learning_rate": "1e-05", "data.sha256": "null",
+              "model.filters": "[4, 4, 4]", "compare.known_bands.test_accuracy.mean": "0.95"}
+    assert write_logged_params(path, logged)
+    text = path.read_text()
+    assert "# kept" in text and "# kept too" in text
+    assert yaml.safe_load(text) == {"mlflow": {"experiment": "123"}, "train": {"epochs": 2, "learning_rate": 1e-05},
+                                    "data": {"sha256": None}, "model": {"filters": [4, 4, 4]},
+                                    "compare": {"known_bands": {"test_accuracy": {"mean": 0.95}}}}
+    assert not write_logged_params(path, logged)
+    assert json.dumps(yaml.safe_load(text)["train"]["learning_rate"]) == "1e-05"

@@ -1,0 +1,103 @@
+"""A temporary git worktree at a logged commit, with a logged diff applied, removed whatever happens.
+
+`tracking rerun` re-creates a run's code here, so the user's own working tree, index and branches are
+never touched: the worktree is detached (no branch is created) and pruned afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tracking.errors import RerunError
+from tracking.provenance.git import open_repository, was_redacted
+
+_FILE_HEADER = re.compile(r"^\+\+\+ (?:b/)?(?P<path>.+)$")
+
+
+@contextmanager
+def temporary_worktree(root: Path, commit: str) -> Iterator[Path]:
+    """Yield the DVC project folder inside a detached worktree of `root`'s repository at `commit`.
+
+    The worktree lives in a fresh temporary folder; on exit it is removed (`git worktree remove --force`,
+    then `git worktree prune`) and the folder deleted, on success, on error and on Ctrl-C alike.
+    """
+    import git
+
+    repo = open_repository(root)
+    top = Path(repo.working_tree_dir).resolve()
+    try:
+        repo.commit(commit)
+    except (ValueError, git.BadName) as err:
+        raise RerunError(f"commit {commit} is not in the git repository at {top}; fetch it (`git fetch --all`) and re-run") from err
+    folder = Path(tempfile.mkdtemp(prefix="tracking-rerun-"))
+    tree = folder / top.name
+    try:
+        repo.git.worktree("add", "--detach", str(tree), commit)
+        yield tree / root.resolve().relative_to(top)
+    finally:
+        try:
+            repo.git.worktree("remove", "--force", str(tree))
+        except git.GitCommandError:
+            pass  # not created, or half-created: deleting the folder and pruning below clean up either way
+        shutil.rmtree(folder, ignore_errors=True)
+        repo.git.worktree("prune")
+
+
+def apply_diff(tree: Path, diff: str, run_id: str) -> list[str]:
+    """Apply the logged uncommitted diff at the top of the worktree; return the files it changes.
+
+    A diff whose secret-looking values were redacted when it was logged cannot be re-created faithfully,
+    so it is refused, naming the files, rather than applied with placeholders in the code.
+    """
+    files = changed_files(diff)
+    redacted = redacted_files(diff)
+    if redacted:
+        raise RerunError(
+            f"the uncommitted diff logged with run {run_id} has secret values redacted in {', '.join(redacted)}, so its code "
+            "cannot be re-created faithfully; commit that change with the secret read from the environment instead, and train again"
+        )
+    if not diff.strip():
+        return files
+    top = _toplevel(tree)
+    patch = top.parent / "uncommitted.diff"
+    patch.write_text(diff if diff.endswith("\n") else diff + "\n")  # GitPython strips git's final newline
+    done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=top, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+        raise RerunError(f"the uncommitted diff logged with run {run_id} does not apply to its commit ({reason}); "
+                         "the run cannot be re-created from what was logged")
+    return files
+
+
+def changed_files(diff: str) -> list[str]:
+    """Files a unified git diff changes, from its `+++ b/...` headers (deleted files excepted)."""
+    found = []
+    for line in diff.splitlines():
+        match = _FILE_HEADER.match(line)
+        if match and match["path"] != "/dev/null":
+            found.append(match["path"])
+    return found
+
+
+def redacted_files(diff: str) -> list[str]:
+    """Files in which the diff's added or removed lines carry the redaction placeholder."""
+    found: list[str] = []
+    current = "?"
+    for line in diff.splitlines():
+        match = _FILE_HEADER.match(line)
+        if match:
+            current = match["path"]
+        elif line[:1] in "+-" and not line.startswith("---") and was_redacted(line[1:]) and current not in found:
+            found.append(current)
+    return found
+
+
+def _toplevel(path: Path) -> Path:
+    done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True, check=True)
+    return Path(done.stdout.strip())
