@@ -234,6 +234,8 @@ CASES = [
          "rejected by MLflow", "fix the filter string"),
     case("diff-unknown-run-id", unchanged, tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
          f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
+    case("rerun-unknown-run-id", unchanged, tracking("rerun", UNKNOWN_RUN_ID),
+         f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
     case("pin-data-before-prepare", remove("data/prepared"), tracking("pin-data"), "run the prepare stage first", "dvc repro prepare"),
 ]
 
