@@ -36,12 +36,16 @@ def main() -> None:
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")
     open_repository(root)
-    with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
-        model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)
-        write_outputs(root, model, history, digest)
-        run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": strip_credentials(tracker.uri),
-               "weights_sha256": digest}
-        (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
+    try:
+        with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
+            model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)
+            write_outputs(root, model, history, digest)
+            run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": strip_credentials(tracker.uri),
+                   "weights_sha256": digest}
+            (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
+    except BaseException:
+        remove_outputs(root)
+        raise
     print(f"trained {params.model.name}: weights sha256 {digest}; MLflow run {tracker.run_id}")
 
 
@@ -84,6 +88,12 @@ def write_outputs(root: Path, model: Any, history: dict[str, list[float]], diges
         writer.writerow(["epoch", *history])
         for epoch, values in enumerate(zip(*history.values())):
             writer.writerow([epoch, *values])
+
+
+def remove_outputs(root: Path) -> None:
+    """Delete what a failed or interrupted run may have written, so neither DVC nor evaluate takes it as valid."""
+    for path in (MODEL, RUN_FILE, TRAIN_METRICS, HISTORY):
+        (root / path).unlink(missing_ok=True)
 
 
 def curves_figure(history: dict[str, list[float]]) -> Any:

@@ -13,24 +13,30 @@ from tracking.params import Params
 from tracking.seeds import Seeds
 
 
-def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int,
-                  within_batch_seed: int | None = None) -> Any:
-    """A tf.data pipeline of `epochs` passes, each in an order drawn from `seed` alone.
+def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None) -> np.ndarray:
+    """The (epochs, n) example order of each epoch, drawn from `seed` alone.
 
     The order comes from NumPy's generator rather than tf.data's shuffle, whose op seed mixes in the global
     seed: here changing any other seed leaves the order as it was. With `within_batch_seed`, examples are
     also permuted inside each batch: the batch and its mathematical gradient stay the same, but the
     floating-point summation order changes, as it does with non-deterministic GPU reductions.
     """
-    import tensorflow as tf
-
     rng = np.random.default_rng(seed)
-    orders = np.stack([rng.permutation(len(y)) for _ in range(epochs)])
+    orders = np.stack([rng.permutation(n) for _ in range(epochs)])
     if within_batch_seed is not None:
         noise = np.random.default_rng(within_batch_seed)
         for order in orders:
             for start in range(0, len(order), batch_size):
                 order[start:start + batch_size] = noise.permutation(order[start:start + batch_size])
+    return orders
+
+
+def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int,
+                  within_batch_seed: int | None = None) -> Any:
+    """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`."""
+    import tensorflow as tf
+
+    orders = batch_orders(len(y), batch_size, epochs, seed, within_batch_seed)
     x_t, y_t = tf.constant(x), tf.constant(y)
     return (
         tf.data.Dataset.from_tensor_slices(orders)

@@ -66,7 +66,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def make_project(root: Path) -> Path:
-    """Create at `root` a git + DVC repository holding this project's pipeline with tiny params, committed."""
+    """Create the `project` fixture's repository at `root` (for module-scoped fixtures that share one)."""
     root.mkdir()
     for name in ("tracking", "pipelines"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,7 +1,6 @@
 """What users can get wrong, and crashes: one line and exit 2, or an honest FAILED/KILLED run, never RUNNING."""
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -102,39 +101,3 @@ def test_evaluate_with_unknown_run_id(project):
     (project / "outputs/model.keras").write_bytes(b"not reached: the run id is checked first")
     assert_user_error(stage(project, "evaluate"), f"MLflow run {'0' * 32}", "dvc repro -f train")
     assert_none_running(project)
-
-
-def test_training_crash_ends_the_run_failed(project):
-    run(["dvc", "repro", "prepare"], project)
-    val_y = project / "data/prepared/val_y.npy"
-    np.save(val_y, np.full_like(np.load(val_y), 99))
-    done = stage(project, "train")
-    assert done.returncode == 1
-    (found,) = runs_of(project)
-    assert found.info.status == "FAILED"
-    assert "error" in found.data.tags and found.data.tags["prov.git.commit"]
-    assert found.data.params["train.epochs"] == "2"
-    assert not (project / "outputs/model.keras").exists() and not (project / "outputs/run.json").exists()
-
-
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupted_training_ends_the_run_killed(project, sig, code):
-    run(["dvc", "repro", "prepare"], project)
-    write_params(project, train={"epochs": 2000})
-    assert runs_of(project) == []  # creates the store first, so polling it below never races its creation
-    process = subprocess.Popen([sys.executable, "-m", "pipelines.train"], cwd=project, env=project_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        found = runs_of(project)
-        if found and "epoch_loss" in found[0].data.metrics:
-            break
-        time.sleep(0.5)
-    process.send_signal(sig)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == code, stderr
-    assert "Traceback" not in stderr
-    (found,) = runs_of(project)
-    assert found.info.status == "KILLED"
-    assert "epoch_loss" in found.data.metrics and found.data.tags["prov.seeds.base"] == "42"
-    assert not (project / "outputs/model.keras").exists()

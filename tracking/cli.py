@@ -1,4 +1,4 @@
-"""The `tracking` command: provenance, data pinning, the baseline, and noise bands over MLflow runs.
+"""The `tracking` command: provenance, data pinning, the baseline, noise bands, diff/rerun/audit of runs, store repair.
 
 Imports stay inside the commands so that `tracking --help` starts fast.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tracking.stage import run_main
@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
+    audit = commands.add_parser("audit", help="train the config R times with op determinism on and off; compare them step by step")
+    audit.add_argument("--repeats", type=at_least(2), help="trainings per mode (default: audit.repeats in params.yaml)")
+    audit.add_argument("--steps", type=at_least(1), help="training steps traced per repeat (default: audit.steps)")
+    audit.set_defaults(handler=_audit)
     diff = commands.add_parser("diff", help="what differs between two runs, ranked, and whether their metric gap is noise")
     diff.add_argument("run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
     diff.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (same forms)")
@@ -51,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
     rerun.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
     rerun.set_defaults(handler=_rerun)
+    doctor = commands.add_parser("doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED")
+    doctor.add_argument("--dry-run", action="store_true", help="only report what would be marked FAILED")
+    doctor.set_defaults(handler=_doctor)
     return parser
 
 
@@ -68,6 +75,20 @@ def _probability(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
     return value
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than `low`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from err
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
 
 
 def _connect_store() -> None:
@@ -149,6 +170,23 @@ def _compare_groups(args: argparse.Namespace) -> None:
         print(f"  {row['verdict']}")
 
 
+def _audit(args: argparse.Namespace) -> None:
+    """Run the project's `audit` stage module (`tracking` never imports `pipelines`), passing its exit status on."""
+    import subprocess
+
+    from tracking.audit import AuditError
+    from tracking.store import project_root
+
+    root = project_root()
+    if not (root / "pipelines" / "audit.py").is_file():
+        raise AuditError(f"{root / 'pipelines' / 'audit.py'} not found; `tracking audit` runs this project's audit "
+                         "stage: run it from a project that has one")
+    flags = [*(["--repeats", str(args.repeats)] if args.repeats else []), *(["--steps", str(args.steps)] if args.steps else [])]
+    done = subprocess.run([sys.executable, "-m", "pipelines.audit", *flags], cwd=root)
+    if done.returncode:
+        sys.exit(done.returncode)
+
+
 def _diff(args: argparse.Namespace) -> None:
     from tracking.diff import diff_runs, load_run
     from tracking.diff_report import render
@@ -167,3 +205,30 @@ def _rerun(args: argparse.Namespace) -> None:
 
     result = rerun(args.run, project_root(), args.metric or DEFAULT_METRICS, args.alpha)
     sys.stdout.write(report(result))
+
+
+def _doctor(args: argparse.Namespace) -> None:
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from tracking.errors import TrackingServerError
+    from tracking.sqlite import creation_lock, database_path
+    from tracking.stale import STALE, repair_stale_runs
+    from tracking.store import project_root, tracking_uri
+
+    uri = tracking_uri(project_root())
+    database = database_path(uri)
+    if database is not None and not database.is_file():
+        print(f"{uri}: no store yet, nothing to check")
+        return
+    try:
+        with creation_lock(uri):
+            client = MlflowClient(uri)
+        stale, running = repair_stale_runs(client, by="tracking doctor", dry_run=args.dry_run)
+    except MlflowException as err:
+        raise TrackingServerError(f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
+                                  "start the server or fix MLFLOW_TRACKING_URI") from err
+    print(f"{uri}: {len(running)} run(s) RUNNING, {len(stale)} of them left by a process that is gone")
+    for run in running:
+        action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict == STALE else "left alone"
+        print(f"  {run.describe()} -> {action}")

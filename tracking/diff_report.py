@@ -95,8 +95,10 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
     lines = [f"## {head}" if markdown else f"{head}:"]
     if markdown:
         lines += ["", "| metric | A | B | B - A | sigma | p | verdict |", "|---|---|---|---|---|---|---|"]
+    scale_only = band.get("reason", "").startswith("for scale only")
     for delta in diff.deltas:
         verdict = "n/a" if delta.within_noise is None else "within noise" if delta.within_noise else "exceeds noise"
+        verdict = verdict.replace("noise", "band (for scale)") if scale_only and delta.within_noise is not None else verdict
         z = "" if delta.z is None else f"{delta.z:+.2f}"
         p = "" if delta.p_value is None else f"{delta.p_value:.3g}"
         if markdown:

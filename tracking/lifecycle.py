@@ -77,3 +77,13 @@ def raise_if_interrupted() -> None:
     if _state.pending is not None:
         signum, _state.pending = _state.pending, None
         raise _interrupt(signum)
+
+
+def pending_interrupt() -> BaseException | None:
+    """The interrupt recorded while deferring, if any, without clearing it."""
+    return None if _state.pending is None else _interrupt(_state.pending)
+
+
+def discard_interrupt() -> None:
+    """Forget a recorded interrupt: the work it would have stopped is already over."""
+    _state.pending = None

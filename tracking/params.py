@@ -103,6 +103,13 @@ class CompareParams(_Section):
     known_bands: dict[str, KnownBand] = {}
 
 
+class AuditParams(_Section):
+    """`tracking audit`: repeats per determinism mode and the training steps traced in each (a prefix of training)."""
+
+    repeats: Annotated[int, Field(ge=2, le=100)] = 3
+    steps: Annotated[int, Field(ge=1, le=100_000)] = 40
+
+
 class Params(_Section):
     """Everything one pipeline execution depends on; the single source of configuration."""
 
@@ -114,6 +121,7 @@ class Params(_Section):
     train: TrainParams = TrainParams()
     calibration: CalibrationParams = CalibrationParams()
     compare: CompareParams = CompareParams()
+    audit: AuditParams = AuditParams()
 
     def flat(self) -> dict[str, Any]:
         """The params under DVC's dotted names (`train.learning_rate`), as MLflow and `dvc exp show` list them."""

@@ -1,6 +1,8 @@
 """Where runs go: `MLFLOW_TRACKING_URI` when set, else the SQLite file `mlflow.db` at the project root.
 
-`connect` checks the store answers before any training time is spent.
+`connect` checks the store answers before any training time is spent. Experiments that DVC's queue runs in
+a temporary copy of the project (`.dvc/tmp/exps/...`) log to the store of the project that owns the copy, so
+their runs outlive the copy and show in `mlflow ui` at the project root.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
+from tracking.sqlite import creation_lock, use_wal
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
@@ -19,19 +22,34 @@ _HTTP_RETRIES = "1"
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The DVC project root: DVC's own DVC_ROOT while it runs a stage, else the nearest folder with `.dvc/`."""
-    for name in (TRACKING_PROJECT_ROOT, DVC_ROOT):
-        if os.environ.get(name):
-            return Path(os.environ[name]).resolve()
+    """The DVC project root: DVC's own DVC_ROOT while it runs a stage, else the nearest folder with `.dvc/`.
+
+    DVC's queue runs stages in a temporary copy of the project but sets DVC_ROOT to the owning project;
+    the stage's files are those of the copy, so there the copy wins.
+    """
+    if os.environ.get(TRACKING_PROJECT_ROOT):
+        return Path(os.environ[TRACKING_PROJECT_ROOT]).resolve()
     here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / ".dvc").is_dir():
-            return folder
+    nearest = next((folder for folder in (here, *here.parents) if (folder / ".dvc").is_dir()), None)
+    if nearest is not None and owning_project(nearest) != nearest:
+        return nearest
+    if os.environ.get(DVC_ROOT):
+        return Path(os.environ[DVC_ROOT]).resolve()
+    if nearest is not None:
+        return nearest
     raise RepoError(f"{here} is not inside a DVC project (no .dvc/ folder found); run `dvc init` or cd to the project root")
 
 
+def owning_project(root: Path) -> Path:
+    """The project whose `.dvc/tmp/` holds `root` (a DVC queue's temporary experiment copy), else `root` itself."""
+    for folder in root.parents:
+        if folder.name == "tmp" and folder.parent.name == ".dvc":
+            return folder.parent.parent
+    return root
+
+
 def tracking_uri(root: Path) -> str:
-    return os.environ.get(MLFLOW_TRACKING_URI) or f"sqlite:///{root / DEFAULT_DB}"
+    return os.environ.get(MLFLOW_TRACKING_URI) or f"sqlite:///{owning_project(root) / DEFAULT_DB}"
 
 
 def default_artifact_location(uri: str) -> str | None:
@@ -88,9 +106,11 @@ def connect(root: Path, experiment: str) -> str:
     _http_limits(uri)
     mlflow.set_tracking_uri(uri)
     try:
-        found = mlflow.get_experiment_by_name(experiment)
-        if found:
-            return found.experiment_id
-        return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri))
+        with creation_lock(uri):
+            found = mlflow.get_experiment_by_name(experiment)
+            use_wal(uri)
+            if found:
+                return found.experiment_id
+            return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri))
     except (MlflowException, OSError) as err:
         raise _unreachable(uri, err) from err

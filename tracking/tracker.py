@@ -19,8 +19,9 @@ from typing import Any
 
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
-from tracking.lifecycle import interrupts_raise, status_for
+from tracking.lifecycle import deferred_interrupts, discard_interrupt, interrupts_raise, pending_interrupt, status_for
 from tracking.provenance import to_tags
+from tracking.stale import owner_tags, repair_stale_runs
 from tracking.store import connect, project_root, tracking_uri
 from tracking.writer import BackgroundWriter
 
@@ -44,39 +45,77 @@ class Tracker:
         self._interrupts = interrupts_raise()
 
     def __enter__(self) -> Tracker:
-        import mlflow
         from mlflow.tracking import MlflowClient
 
         self.root = self.root or project_root()
         experiment_id = connect(self.root, self.experiment)
         self.client = MlflowClient()
+        if not self.nested:
+            self._repair_stale_runs()
         if self.run_id is not None:
             self._check_resumable(self.run_id)
-            run = mlflow.start_run(run_id=self.run_id)
-        else:
-            name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
-            run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested)
-        self.run_id = run.info.run_id
-        self._writer = BackgroundWriter()
         self._interrupts.__enter__()
+        self._writer = BackgroundWriter()
+        run = None
         try:
-            self.set_tags({"pipeline.stage": self.stage, **self.tags})
+            with deferred_interrupts():  # a signal while the run opens waits for it to be open, then ends it KILLED
+                run = self._start_run(experiment_id)
+                self.set_tags({"pipeline.stage": self.stage, **self.tags})
         except BaseException as err:
-            self.__exit__(type(err), err, None)
+            if run is None:
+                self._writer.close()
+                self._interrupts.__exit__(None, None, None)
+            else:
+                self.__exit__(type(err), err, None)
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+    def _start_run(self, experiment_id: str) -> Any:
+        """Open or resume the run, recorded as owned by this process (see `tracking.stale`)."""
         import mlflow
 
-        self._interrupts.__exit__(None, None, None)
+        owner = owner_tags()
+        if self.run_id is not None:
+            self.set_tags(owner)  # before it is RUNNING again, so it never looks owned by the stage that opened it
+            return mlflow.start_run(run_id=self.run_id)
+        name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
+        run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested, tags=owner)
+        self.run_id = run.info.run_id
+        return run
+
+    def _repair_stale_runs(self) -> None:
+        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            stale, _ = repair_stale_runs(self.client, by=f"the {self.stage} stage")
+        except MlflowException as err:
+            raise TrackingServerError(f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`") from err
+        if stale:
+            print(f"tracking: marked {len(stale)} run(s) that a killed process left RUNNING as FAILED "
+                  f"({', '.join(run.run_id for run in stale)}); see `tracking doctor`", file=sys.stderr)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            with deferred_interrupts():  # a second Ctrl-C or a SIGTERM waits until the run is ended
+                self._end(error)
+        finally:
+            self._interrupts.__exit__(None, None, None)
+
+    def _end(self, error: BaseException | None) -> None:
+        """End the run as `error` calls for; an interrupt arriving meanwhile ends it KILLED and is raised after."""
+        import mlflow
+
         failure = self._close_writer()
-        cause = error or failure
+        interrupt = pending_interrupt()
+        cause = error or failure or interrupt
         try:
             if cause is not None:
                 self.client.set_tag(self.run_id, "error", f"{type(cause).__name__}: {cause}"[:_TAG_CHARS])
         finally:
             mlflow.end_run(status=status_for(cause))
+        if cause is not interrupt:
+            discard_interrupt()  # the run already ended for another reason, or FINISHED: its work is done
         if failure is not None and error is None:
             raise failure
 

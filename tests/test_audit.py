@@ -1,0 +1,181 @@
+"""`tracking audit`: real tiny trainings with op determinism on and off, traced step by step, read back from MLflow."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, client_for, make_project, run, runs_of, write_params
+from test_failures import assert_user_error
+from tracking.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
+
+AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]
+UNSEEDED_LAYER = '''
+    class UnseededNoise(layers.Layer):
+        """Noise from a random op without a seed: under op determinism TensorFlow refuses to run it."""
+
+        def call(self, x):
+            import tensorflow as tf
+
+            return x + 0.01 * tf.raw_ops.RandomUniform(shape=tf.shape(x), dtype=x.dtype)
+
+    stack: list[layers.Layer] = [keras.Input(input_shape), UnseededNoise(name="unseeded_noise")]
+'''
+
+
+def audit_project(root: Path) -> Path:
+    make_project(root)
+    shutil.copytree(REPO / "audit", root / "audit")
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "audit stage"], root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    """One real audit of the tiny model: 3 repeats x 3 steps per mode."""
+    root = audit_project(tmp_path_factory.mktemp("audit") / "project")
+    run(["dvc", "repro", "prepare"], root)
+    done = run(AUDIT, root)
+    client = client_for(root)
+    parent = next(r for r in runs_of(root) if r.data.tags.get("audit") == "true")
+    summary = json.loads(Path(client.download_artifacts(parent.info.run_id, "audit/audit.json", str(root / "dl"))).read_text())
+    return root, done, parent, summary
+
+
+def test_first_divergence_names_the_step_and_the_first_tensor_in_order():
+    names = ["loss", "gradient/a", "gradient/b", "weight/a", "weight/b"]
+    hashes = np.full((3, 4, 5), "h", dtype="<U8")
+    assert first_divergence(hashes, names) is None
+    hashes[2, 2, 4] = hashes[1, 2, 2] = hashes[2, 3, 0] = "x"
+    found = first_divergence(hashes, names)
+    assert (found.step, found.tensor, found.repeats) == (2, "gradient/b", [1])
+    assert found.describe() == "step 3, `gradient/b` (repeat #1 vs #0)"
+    predictions = np.zeros((3, 5, 2))
+    predictions[1, 0, 0] = 1e-7
+    only_predictions = first_divergence(np.full((3, 4, 5), "h"), names, predictions)
+    assert (only_predictions.step, only_predictions.tensor, only_predictions.repeats) == (None, "predictions", [1])
+
+
+def test_pairwise_sad_by_hand():
+    matrix = pairwise_sad(np.array([[0.0, 1.0], [1.0, 1.0], [3.0, -1.0]]))
+    assert matrix.tolist() == [[0, 1, 5], [1, 0, 4], [5, 4, 0]]
+
+
+def test_diagnose_finds_the_layer_whose_call_raised():
+    class Pool:
+        name, trainable_weights = "pool", []
+
+        def call(self):
+            raise ValueError("tf.nn.fractional_max_pool requires a non-zero seed to be passed in when determinism is "
+                             "enabled, but got seed=0.")
+
+    with pytest.raises(ValueError) as caught:
+        Pool().call()
+    found = diagnose(caught.value, [])
+    assert (found["op"], found["layer"]) == ("tf.nn.fractional_max_pool", "'pool' (Pool)")
+    assert "seed" in found["alternatives"] and "MaxPooling2D" in found["alternatives"]
+    assert unsupported_line(found).startswith("op tf.nn.fractional_max_pool in layer 'pool' (Pool) has no deterministic")
+
+
+def test_traced_steps_reproduce_keras_fit_bit_for_bit():
+    """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
+    from pipelines.audit_training import train_traced
+    from pipelines.models import build_model
+    from pipelines.training import train_model
+    from tracking.dataset import load_source
+    from tracking.hashing import weights_sha256
+    from tracking.params import Params
+    from tracking.process import seed_frameworks
+    from tracking.seeds import resolve_seeds
+
+    source = load_source("sklearn:digits")
+    data = {"x": source.x[:200], "y": source.y[:200]}
+    params = Params.model_validate({"model": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2},
+                                    "train": {"epochs": 2, "batch_size": 64}})
+    seeds = resolve_seeds(params.seeds)
+    seed_frameworks(params, seeds)
+    fitted, _ = train_model(params, seeds, data, None, 10, within_batch_seed=7)
+    seed_frameworks(params, seeds)
+    model = build_model(params.model, (8, 8, 1), 10, seeds, augment=False)
+    traced = train_traced(model, params, seeds, data, data, steps=8, within_batch_seed=7)
+    assert traced["weights_sha256"] == weights_sha256(fitted.get_weights())
+    assert len(traced["hashes"]) == 8
+
+
+@pytest.mark.slow
+def test_audit_reports_bit_identity_divergence_matrices_and_logs_to_mlflow(audited):
+    root, done, parent, summary = audited
+    assert "deterministic bit-identical: yes" in done.stdout
+    det, nondet = summary["modes"]["det"], summary["modes"]["nondet"]
+    assert det["bit_identical"] and det["divergence"] is None and det["op_determinism"] is True
+    assert not nondet["bit_identical"] and nondet["op_determinism"] is False
+    # Dropout masks and the summation order both move with the within-batch permutation, so the loss of
+    # the very first step already differs, and it is the first tensor in the order.
+    assert nondet["divergence"] == {"step": 0, "tensor": "loss", "repeats": [1, 2]}
+    assert nondet["differing_tensors_at_divergence"][:2] == ["loss", "gradient/small_cnn/conv2d/kernel"]
+    assert list(det["matrices"]) == ["predictions", "loss, step 1", "loss, step 3", "gradients, step 1", "gradients, step 3"]
+    for name in det["matrices"]:
+        same, noisy = np.array(det["matrices"][name]), np.array(nondet["matrices"][name])
+        assert same.shape == noisy.shape == (3, 3)
+        assert np.all(same == 0)
+        assert np.all(np.diag(noisy) == 0) and np.array_equal(noisy, noisy.T)
+        assert np.all(noisy[~np.eye(3, dtype=bool)] > 0), name
+    assert len(set(det["weights_sha256"])) == 1 and len(set(nondet["weights_sha256"])) == 3
+    assert summary["time_ratio"] > 0 and summary["settings"]["steps"] == 3
+
+    metrics = json.loads((root / "metrics/audit.json").read_text())
+    assert metrics["det_bit_identical"] == 1.0 and metrics["nondet_bit_identical"] == 0.0
+    assert metrics["nondet_divergence_step"] == 1.0 and "det_divergence_step" not in metrics
+    report = (root / "reports/audit.md").read_text()
+    assert "| deterministic | on | none | yes | — |" in report and "Cost of determinism" in report
+    assert "not the cost of determinism on a GPU" in report and (root / "reports/audit.png").stat().st_size > 10_000
+
+    client = client_for(root)
+    assert parent.info.status == "FINISHED" and parent.data.metrics["det_bit_identical"] == 1.0
+    assert parent.data.params["audit.repeats"] == "3" and parent.data.tags["audit.det.bit_identical"] == "true"
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "audit")} >= {"audit/audit.md", "audit/audit.png"}
+    children = [r for r in runs_of(root) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted((r.data.tags["audit.mode"], r.data.tags["audit.repeat"]) for r in children) == \
+        [("det", str(k)) for k in range(3)] + [("nondet", str(k)) for k in range(3)]
+    assert {r.info.status for r in children} == {"FINISHED"}
+    for child in children:
+        mode, repeat = child.data.tags["audit.mode"], int(child.data.tags["audit.repeat"])
+        assert child.data.tags["prov.weights_sha256"] == summary["modes"][mode]["weights_sha256"][repeat]
+        assert child.data.params["determinism.op_determinism"] == ("true" if mode == "det" else "false")
+        assert child.data.metrics["run_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_audit_stage_is_not_in_the_default_pipeline(audited):
+    root = audited[0]
+    # A dry run cannot go past stages whose inputs earlier stages would write; --ignore-errors lists the rest.
+    default = run(["dvc", "repro", "--dry", "--ignore-errors"], root).stdout
+    assert "Running stage 'train'" in default and "audit/dvc.yaml" not in default and "pipelines.audit" not in default
+    targeted = run(["dvc", "repro", "--dry", "audit/dvc.yaml"], root).stdout
+    assert "Running stage 'audit/dvc.yaml:audit'" in targeted
+
+
+@pytest.mark.slow
+def test_op_without_deterministic_implementation_is_named_not_crashed(tmp_path):
+    root = audit_project(tmp_path / "project")
+    assert_user_error(run(AUDIT, root, check=False), "data/prepared/manifest.json not found", "dvc repro prepare")
+    assert runs_of(root) == []
+    models = root / "pipelines/models.py"
+    models.write_text(models.read_text().replace("    stack: list[layers.Layer] = [keras.Input(input_shape)]\n", UNSEEDED_LAYER))
+    write_params(root, audit={"steps": 2})
+    run(["dvc", "repro", "prepare"], root)
+    done = run([sys.executable, "-m", "tracking", "audit"], root, check=False)
+    assert_user_error(done, "op RandomUniform in layer 'unseeded_noise' (UnseededNoise) has no deterministic implementation",
+                      "random ops must have a seed specified", "tf.random.stateless_uniform", "see reports/audit.md")
+    report = (root / "reports/audit.md").read_text()
+    assert "- op: `RandomUniform`" in report and "- layer: 'unseeded_noise' (UnseededNoise)" in report
+    assert not (root / "metrics/audit.json").exists()
+    (parent,) = runs_of(root)
+    assert parent.info.status == "FAILED" and parent.data.tags["audit.unsupported_op"] == "RandomUniform"
+    assert "UnsupportedOpError" in parent.data.tags["error"]
