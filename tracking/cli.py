@@ -107,7 +107,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _provenance(args: argparse.Namespace) -> None:
     from tracking.params import load_params
     from tracking.process import reproducible_process, seed_frameworks
-
     from tracking.store import project_root
 
     params = load_params(args.params)
