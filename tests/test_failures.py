@@ -98,5 +98,6 @@ def test_evaluate_with_unknown_run_id(project):
     run(["dvc", "repro", "prepare"], project)
     (project / "outputs").mkdir()
     (project / "outputs/run.json").write_text(json.dumps({"run_id": "0" * 32}))
+    (project / "outputs/model.keras").write_bytes(b"not reached: the run id is checked first")
     assert_user_error(stage(project, "evaluate"), f"MLflow run {'0' * 32}", "dvc repro -f train")
     assert_none_running(project)
