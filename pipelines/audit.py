@@ -66,8 +66,6 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "optimizer": params.train.optimizer, "gpu": det["gpu"], "tensorflow": det["tensorflow"],
                     "device": "a GPU" if det["gpu"] else "the CPU", "data_sha256": manifest["content_sha256"]}
         summary = summarise(traces, settings)
-        for mode in summary["modes"].values():
-            mode.pop("provenance", None)
         parent.log_provenance(det["provenance"], installed_packages())
         write_outputs(root, summary)
         log_summary(parent, root, summary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracking.dataset import PINS_DIR, PREPARED, Source, build_manifest, check_pin, load_source, write_splits
+from tracking.errors import DataError
 from tracking.params import DataParams, load_params
 from tracking.seeds import resolve_seeds
 from tracking.stage import run_main
@@ -18,12 +19,18 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np
     arrays = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
     index = np.arange(len(source.y))
     stratify = source.y if np.bincount(source.y).min() >= 2 else None
-    rest, test = train_test_split(index, test_size=data.test_fraction, random_state=seed, stratify=stratify)
-    parts = {"test": test}
-    if data.val_fraction > 0:
-        val_share = data.val_fraction / (1 - data.test_fraction)
-        strat_rest = source.y[rest] if stratify is not None else None
-        rest, parts["val"] = train_test_split(rest, test_size=val_share, random_state=seed, stratify=strat_rest)
+    try:
+        rest, test = train_test_split(index, test_size=data.test_fraction, random_state=seed, stratify=stratify)
+        parts = {"test": test}
+        if data.val_fraction > 0:
+            val_share = data.val_fraction / (1 - data.test_fraction)
+            strat_rest = source.y[rest] if stratify is not None else None
+            rest, parts["val"] = train_test_split(rest, test_size=val_share, random_state=seed, stratify=strat_rest)
+    except ValueError as err:
+        raise DataError(
+            f"data: cannot split {len(index)} samples with data.test_fraction={data.test_fraction} and "
+            f"data.val_fraction={data.val_fraction} ({err}); use more samples per class or change the fractions in params.yaml"
+        ) from err
     parts["train"] = rest
     return {name: {key: array[np.sort(idx)] for key, array in arrays.items()} for name, idx in parts.items()}
 

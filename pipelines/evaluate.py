@@ -70,8 +70,9 @@ def main() -> None:
     params = load_params()
     seeds = reproducible_process(params)
     root = project_root()
-    if not (root / RUN_FILE).is_file():
-        raise RunStateError(f"{RUN_FILE} not found; run the train stage first (`dvc repro train`)")
+    for path in (RUN_FILE, MODEL):
+        if not (root / path).is_file():
+            raise RunStateError(f"{path} not found; run the train stage first (`dvc repro train`)")
     run = json.loads((root / RUN_FILE).read_text())
     manifest = read_manifest(root / PREPARED)
     test = load_split(root / PREPARED, "test")

@@ -14,7 +14,7 @@ from tracking.hashing import weights_sha256
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
 from tracking.provenance import capture
-from tracking.provenance.git import open_repository
+from tracking.provenance.git import open_repository, strip_credentials
 from tracking.provenance.software import installed_packages
 from tracking.seeds import Seeds
 from tracking.stage import run_main
@@ -40,7 +40,7 @@ def main() -> None:
         with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
             model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)
             write_outputs(root, model, history, digest)
-            run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": tracker.uri,
+            run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": strip_credentials(tracker.uri),
                    "weights_sha256": digest}
             (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
     except BaseException:

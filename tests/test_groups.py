@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tracking.errors import TrackingError
+from tracking.errors import RunSelectionError, TrackingError
 from tracking.groups import bands, compare_groups
 from tracking.noise import NoiseError
 
@@ -56,7 +56,7 @@ def test_compare_groups_matches_scipy():
 def test_errors(store):
     with pytest.raises(NoiseError, match="at least 2"):
         compare_groups([0.9], [0.9, 0.8], alpha=0.05)
-    with pytest.raises(NoiseError, match="has 0 run"):
+    with pytest.raises(RunSelectionError, match="no runs in MLflow experiment 'groups' match filter"):
         bands("groups", "tags.group = 'none'", ["test_accuracy"], alpha=0.05)
     with pytest.raises(TrackingError, match="experiment 'nope' not found"):
         bands("nope", "", ["test_accuracy"], alpha=0.05)

@@ -1,6 +1,8 @@
 """End to end: real `dvc repro` and `dvc exp run` in a fresh git + DVC repo, read back through MLflow's API."""
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,18 +17,57 @@ SECRETS = {
     "GITHUB_TOKEN": "ghp_plantedGithubToken0123456789abcdef",
     "TF_PLANTED_TOKEN": "tf-prefixed-planted-secret-9999",
     "TF_PLANTED_OPAQUE": "Qm9ndXNPcGFxdWVUb2tlblBsYW50ZWQxMjM0NTY3",
+    "KERAS_PLANTED_ARGS": "--verbose --hub ghp_plantedAmongWords0123456789",
+    "CUDA_PLANTED_MIRROR": "https://carolPlantedUser:cudaUrlPlanted8888@mirror.example.com/cuda",
 }
-REMOTE_TOKEN = "remoteUrlPlantedToken7777"
+ENV_SECRETS = ["AKIAPLANTEDsecretValue0000000000000001", "planted-mlflow-password-4242", "ghp_plantedGithubToken0123456789abcdef",
+               "tf-prefixed-planted-secret-9999", "Qm9ndXNPcGFxdWVUb2tlblBsYW50ZWQxMjM0NTY3",
+               "ghp_plantedAmongWords0123456789", "carolPlantedUser", "cudaUrlPlanted8888"]
+REMOTES = {
+    "origin": ("https://alice:remoteUrlPlantedToken7777@example.com/team/repo.git", "https://example.com/team/repo.git"),
+    "upstream": ("https://ghp_remoteOnlyToken0123456789ab@example.com/up/repo.git", "https://example.com/up/repo.git"),
+    "mirror": ("ssh://deployPlantedUser:sshUrlPlanted6666@git.example.com:2222/team/repo.git",
+               "ssh://git.example.com:2222/team/repo.git"),
+}
+REMOTE_SECRETS = ["remoteUrlPlantedToken7777", "ghp_remoteOnlyToken0123456789ab", "deployPlantedUser", "sshUrlPlanted6666"]
+SETTINGS = Path("config/deploy/settings.yaml")
+DIFF_SECRETS = ["diffPlantedPassword31337", "committedPlantedSecret", "oldPlantedKey", "newPlantedKey",
+                "diffUrlPlanted4242", "ghp_diffPlantedToken0123456789"]
+ALL_SECRETS = [*ENV_SECRETS, *REMOTE_SECRETS, *DIFF_SECRETS]
+
+
+def plant_repository_secrets(project: Path) -> None:
+    """Credentials in three remote URLs, and secrets in the uncommitted diff: a new file, and a deeper committed
+    file whose change sits next to a committed secret (a context line) and adds a URL and a bare token."""
+    for name, (url, _) in REMOTES.items():
+        run(["git", "remote", "add", name, url], project)
+    (project / SETTINGS).parent.mkdir(parents=True)
+    (project / SETTINGS).write_text("db_password: committedPlantedSecret\napi_key: oldPlantedKey\nretries: 3\n")
+    run(["git", "add", str(SETTINGS)], project)
+    run(["git", "commit", "-qm", "settings"], project)
+    (project / SETTINGS).write_text(
+        "db_password: committedPlantedSecret\napi_key: newPlantedKey\nretries: 3\n"
+        "database_url: postgresql://admin:diffUrlPlanted4242@db.internal/app\n"
+        "header: Bearer ghp_diffPlantedToken0123456789\n")
+    (project / "notes.py").write_text('password = "diffPlantedPassword31337"\n')
+    run(["git", "add", "notes.py"], project)
+
+
+def leaks(project: Path, planted: set[Path]) -> list[tuple[str, str]]:
+    """(secret, file) for every planted secret found in any file under the project but git's and the planted ones."""
+    return [(secret, str(path)) for path in project.rglob("*")
+            if path.is_file() and ".git" not in path.relative_to(project).parts and path not in planted
+            for secret in ALL_SECRETS if secret.encode() in path.read_bytes()]
 
 
 @pytest.mark.format
 def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
-    run(["git", "remote", "add", "origin", f"https://alice:{REMOTE_TOKEN}@example.com/team/repo.git"], project)
-    (project / "notes.py").write_text('password = "diffPlantedPassword31337"\n')
-    run(["git", "add", "notes.py"], project)
+    plant_repository_secrets(project)
     env = project_env(**SECRETS)
     first = run(["dvc", "repro", "evaluate"], project, env=env)
     assert "test accuracy" in first.stdout
+    warned = re.search(r"warning: (\d+) line\(s\) of the uncommitted diff hold secret-looking values", first.stderr)
+    assert warned, first.stderr
 
     runs = runs_of(project)
     assert len(runs) == 1
@@ -56,7 +97,8 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert "prov.software.tensorflow_build.cuda_version" in tags
     assert tags["prov.cpu.numeric_flags.avx2"] in ("true", "false") and tags["prov.cpu.logical_cores"]
     assert tags["prov.gpu.count"] == "0" and tags["prov.gpu.note"].startswith("no GPU")
-    assert tags["prov.git.remotes.origin"] == "https://example.com/team/repo.git"
+    assert {name: tags[f"prov.git.remotes.{name}"] for name in REMOTES} == {name: clean for name, (_, clean) in REMOTES.items()}
+    assert tags["prov.git.diff_redacted_lines"] == warned[1] == "6"
     assert tags["prov.dvc.deps.train.data/prepared"]
     assert tags["prov.environment.PYTHONHASHSEED"] == tags["prov.seeds.hash"]
 
@@ -67,19 +109,22 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert artifacts == {"provenance/provenance.json", "provenance/packages.txt", "provenance/uncommitted.diff"}
     record = json.loads(Path(client.download_artifacts(found.info.run_id, "provenance/provenance.json")).read_text())
     assert record["seeds"]["init"] == int(tags["prov.seeds.init"])
-    assert "redacted" in record["git"]["diff"]
+    assert "redacted" in record["git"]["diff"] and "retries: 3" in record["git"]["diff"]
+    assert "config/deploy/settings.yaml" in record["git"]["diff"] and "notes.py" in record["git"]["diff"]
     top = {a.path for a in client.list_artifacts(found.info.run_id)}
     assert {"data", "evaluation", "plots"} <= top
     logged_models = client.search_logged_models([found.info.experiment_id])
     assert [m.source_run_id for m in logged_models] == [found.info.run_id]
 
-    leaked = [
-        (secret, str(path))
-        for path in project.rglob("*") if path.is_file() and ".git" not in path.parts
-        for secret in [*SECRETS.values(), REMOTE_TOKEN, "diffPlantedPassword31337"]
-        if secret.encode() in path.read_bytes() and path.name != "notes.py"
-    ]
-    assert leaked == []
+    provenance = run([sys.executable, "-m", "tracking", "provenance"], project, env=env)
+    assert json.loads(provenance.stdout)["environment"]["TF_PLANTED_OPAQUE"] == "<redacted>"
+    assert [s for s in ALL_SECRETS if s in provenance.stdout + provenance.stderr + first.stdout + first.stderr] == []
+    planted = {project / SETTINGS, project / "notes.py"}
+    scanned = {path.relative_to(project).parts[0] for path in project.rglob("*") if path.is_file()}
+    assert {"mlflow.db", "mlartifacts", "dvc.lock", ".dvc", "outputs", "metrics", "data"} <= scanned
+    assert leaks(project, planted) == []
+    in_worktree = set(DIFF_SECRETS) - {"oldPlantedKey"}  # the old value lives only in git's history now
+    assert {secret for secret, _ in leaks(project, set())} == in_worktree, "the scan finds what was planted"
 
     shown = run(["dvc", "metrics", "show", "--json"], project).stdout
     assert "test_accuracy" in shown

@@ -75,7 +75,19 @@ def test_redact_diff_keeps_name_drops_value():
     redacted = redact_diff(diff)
     assert "hunter2" not in redacted and "abc123" not in redacted
     assert f"+password = {REDACTED}" in redacted and "+rate = 0.1" in redacted
-    assert 'context token = "kept"' in redacted
+    assert f" context token = {REDACTED}" in redacted, "a committed secret in a context line leaves with the diff too"
+
+
+def test_redact_diff_urls_tokens_and_subscripts():
+    diff = ('diff --git a/deploy/app.py b/deploy/app.py\n--- a/deploy/app.py\n+++ b/deploy/app.py\n'
+            '+DATABASE_URL = "postgresql://admin:dbpw@db.internal/app"\n+git = "https://ghp_tok@github.com/o/r.git"\n'
+            '+headers = {"Authorization": "Bearer ghp_0123456789abcdefghijKLMN"}\n+aws = "AKIAABCDEFGHIJKLMNOP"\n'
+            '+os.environ["API_TOKEN"] = "envtok"\n+url = "https://example.com/docs"\n')
+    redacted = redact_diff(diff)
+    for secret in ("dbpw", "admin", "ghp_tok", "ghp_0123456789", "AKIAABCDEFGHIJKLMNOP", "envtok"):
+        assert secret not in redacted
+    assert f'postgresql://{REDACTED}@db.internal/app' in redacted and 'url = "https://example.com/docs"' in redacted
+    assert redacted.splitlines()[:3] == diff.splitlines()[:3]
 
 
 def test_environment_is_allow_listed_and_redacted():
@@ -88,6 +100,16 @@ def test_environment_is_allow_listed_and_redacted():
     assert kept["TF_HUB_TOKEN"] == REDACTED and kept["TF_OPAQUE"] == REDACTED
     assert kept["CUDA_VISIBLE_DEVICES"] == "0,1" and kept["CUDA_HOME"] == "/usr/local/cuda-12.4"
     assert looks_secret("TF_X", "ghp_short")
+
+
+def test_environment_values_are_judged_word_by_word():
+    env = {"TF_XLA_FLAGS": "--xla_force_host_platform_device_count=8", "TF_ARGS": "--verbose --api-key=abc",
+           "TF_HEADER": "Bearer ghp_0123456789abcdef", "KERAS_MIRROR": "https://bob:pw123@models.example.com/x",
+           "KMP_AFFINITY": "granularity=fine,compact,1,0"}
+    kept = gather_environment(env)
+    assert kept["TF_XLA_FLAGS"] == env["TF_XLA_FLAGS"] and kept["KMP_AFFINITY"] == env["KMP_AFFINITY"]
+    assert kept["TF_ARGS"] == REDACTED and kept["TF_HEADER"] == REDACTED
+    assert kept["KERAS_MIRROR"] == "https://models.example.com/x"
 
 
 def test_tags_are_prefixed_scalars_without_bulky_fields():

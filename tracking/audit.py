@@ -147,7 +147,7 @@ def summarise(traces: dict[str, Trace], settings: dict[str, Any]) -> dict[str, A
             "matrices": {name: matrix.tolist() for name, matrix in error_matrices(trace).items()},
             "median_step_seconds": median_step_seconds(trace.step_seconds),
             "run_seconds": trace.step_seconds.sum(axis=1).tolist(),
-            **trace.meta,
+            **{key: value for key, value in trace.meta.items() if key != "provenance"},
         }
     summary: dict[str, Any] = {"settings": settings, "modes": modes}
     if "det" in modes and "nondet" in modes:

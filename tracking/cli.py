@@ -111,15 +111,16 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _provenance(args: argparse.Namespace) -> None:
     from tracking.params import load_params
     from tracking.process import reproducible_process, seed_frameworks
+    from tracking.store import project_root
 
     params = load_params(args.params)
     seeds = reproducible_process(params)
+    root = project_root()
     from tracking.determinism import as_record
     from tracking.provenance import capture
-    from tracking.store import project_root
 
     effective = seed_frameworks(params, seeds)
-    record = capture(project_root(), seeds.as_dict(), as_record(params.determinism, effective))
+    record = capture(root, seeds.as_dict(), as_record(params.determinism, effective))
     json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
 

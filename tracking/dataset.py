@@ -48,7 +48,11 @@ def load_source(source: str, root: Path = Path(".")) -> Source:
     if not path.is_file():
         raise DataError(f"data.source: file '{source}' not found; check the path or run `dvc pull` to fetch it")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise DataError(f"data.source: '{source}' is not a readable .npz file (it holds a single array, not named arrays "
+                            "x and y); save it with np.savez(path, x=..., y=...)")
+        with loaded as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise DataError(f"data.source: '{source}' is not a readable .npz file ({err}); re-create or re-fetch it") from err
@@ -61,21 +65,43 @@ def _validate(arrays: dict[str, np.ndarray], source: str, name: str) -> Source:
         raise DataError(f"data.source: '{source}' lacks array(s) {', '.join(missing)}; save it with np.savez(path, x=..., y=...)")
     x, y, groups = arrays["x"], arrays["y"], arrays.get("groups")
     if x.ndim < 2 or len(x) == 0:
-        raise DataError(f"data.source: '{source}' array x must hold at least one sample of features, got shape {x.shape}")
+        raise DataError(f"data.source: '{source}' array x must hold at least one sample of features, got shape {x.shape}; "
+                        "save x with one row per sample, shape (n_samples, features...)")
     lengths = {"x": len(x), "y": len(y), **({"groups": len(groups)} if groups is not None else {})}
     if len(set(lengths.values())) != 1:
         raise DataError(f"data.source: '{source}' arrays differ in length ({lengths}); every array needs one entry per sample")
     if not np.issubdtype(y.dtype, np.integer) or y.ndim != 1:
-        raise DataError(f"data.source: '{source}' array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}")
+        raise DataError(f"data.source: '{source}' array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}; "
+                        "save class indices (e.g. y.argmax(axis=1) for one-hot rows, y.astype(int) for whole-number floats)")
     if y.min() < 0:
         raise DataError(f"data.source: '{source}' array y has negative label {y.min()}; labels must be 0..n_classes-1")
+    absent = _absent_classes(y)
+    if absent:
+        raise DataError(f"data.source: '{source}' array y has labels up to {y.max()} but classes {absent} never appear; "
+                        "labels must be 0..n_classes-1 with every class present: re-encode them with np.unique(y, return_inverse=True)")
     if not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"data.source: '{source}' array x must be numeric, got {x.dtype}")
-    if not np.isfinite(x).all():
-        raise DataError(f"data.source: '{source}' array x has NaN or infinite values; clean the data before use")
+        raise DataError(f"data.source: '{source}' array x must be numeric, got {x.dtype}; encode the features as numbers "
+                        "(e.g. x.astype('float32'))")
+    finite = np.isfinite(x).reshape(len(x), -1).all(axis=1)
+    if not finite.all():
+        nans, infs = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+        raise DataError(f"data.source: '{source}' array x has NaN or infinite values ({nans} NaN, {infs} inf, in "
+                        f"{int((~finite).sum())} sample(s), the first at index {int(np.argmin(finite))}); "
+                        "drop or impute those samples before use")
     if x.ndim == 3:
         x = x[..., None]
     return Source(x=x.astype("float32"), y=y.astype("int64"), groups=groups, name=name)
+
+
+def _absent_classes(y: np.ndarray, shown: int = 10) -> str:
+    """The labels in 0..max(y) that no sample carries, as a short list ('' when there are none)."""
+    present = np.unique(y)
+    missing_count = int(y.max()) + 1 - len(present)
+    if missing_count == 0:
+        return ""
+    missing = np.setdiff1d(np.arange(min(int(y.max()), len(present) + shown) + 1), present)[:shown]
+    listed = ", ".join(str(label) for label in missing)
+    return listed + (f" and {missing_count - len(missing)} more" if missing_count > len(missing) else "")
 
 
 def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, n_classes: int) -> dict[str, Any]:
@@ -146,10 +172,14 @@ def read_manifest(prepared: Path) -> dict[str, Any]:
 
 
 def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
-    """The arrays of one split as written by the prepare stage."""
+    """The arrays of one split as written by the prepare stage; an unreadable file names the way to re-create it."""
     arrays = {}
     for path in sorted(prepared.glob(f"{split}_*.npy")):
-        arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, allow_pickle=False)
+        try:
+            arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as err:
+            raise DataError(f"{path} is not a readable .npy file ({err}); re-create it with `dvc repro -f prepare` "
+                            "or restore it with `dvc checkout`") from err
     if "x" not in arrays or "y" not in arrays:
         raise DataError(f"{prepared}: split '{split}' is missing; run the prepare stage first (`dvc repro prepare`)")
     return arrays

@@ -33,6 +33,10 @@ class TrackingServerError(TrackingError):
     """The MLflow tracking store cannot be reached or refused a write."""
 
 
+class RunSelectionError(TrackingError):
+    """An MLflow experiment, filter string or run id that selects no usable runs."""
+
+
 class RunStateError(TrackingError):
     """A stage was run out of order, e.g. evaluate before train wrote its run id."""
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tracking.errors import TrackingError
+from tracking.errors import RunSelectionError, TrackingServerError
 from tracking.noise import DDOF, NoiseError, band_from_values
 
 _PAGE = 1000
@@ -35,9 +35,9 @@ def fetch_metric_values(experiment: str, filter_string: str, metrics: list[str])
     try:
         found = client.get_experiment_by_name(experiment)
     except MlflowException as err:
-        raise TrackingError(f"MLflow store cannot be read ({str(err).splitlines()[0]}); check MLFLOW_TRACKING_URI") from err
+        raise TrackingServerError(f"MLflow store cannot be read ({str(err).splitlines()[0]}); check MLFLOW_TRACKING_URI") from err
     if found is None:
-        raise TrackingError(f"MLflow experiment '{experiment}' not found; check --experiment (see `mlflow experiments search`)")
+        raise RunSelectionError(f"MLflow experiment '{experiment}' not found; check --experiment (see `mlflow experiments search`)")
     runs, token = [], None
     try:
         while True:
@@ -47,7 +47,12 @@ def fetch_metric_values(experiment: str, filter_string: str, metrics: list[str])
             if not token:
                 break
     except MlflowException as err:
-        raise TrackingError(f"filter {filter_string!r} rejected by MLflow: {str(err).splitlines()[0]}; fix the filter string") from err
+        raise RunSelectionError(f"filter {filter_string!r} rejected by MLflow: {str(err).splitlines()[0]}; fix the filter string "
+                                "(e.g. metrics.test_accuracy > 0.9, tags.\"noise.variant\" = 'algo')") from err
+    if not runs:
+        matching = f" match filter {filter_string!r}" if filter_string else ""
+        raise RunSelectionError(f"no runs in MLflow experiment '{experiment}'{matching}; run the pipeline there first "
+                                "(`dvc repro`) or change --experiment / the filter")
     result = {}
     for metric in metrics:
         values = [run.data.metrics[metric] for run in runs if metric in run.data.metrics]
@@ -70,7 +75,8 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
     from scipy import stats
 
     if len(a) < 2 or len(b) < 2:
-        raise NoiseError(f"each group needs at least 2 runs with the metric; got {len(a)} and {len(b)}")
+        raise NoiseError(f"each group needs at least 2 runs with the metric; got {len(a)} and {len(b)}: "
+                         "widen the filters or run more repeats")
     std_a, std_b = float(np.std(a, ddof=DDOF)), float(np.std(b, ddof=DDOF))
     welch = stats.ttest_ind(a, b, equal_var=False)
     spread = stats.levene(a, b, center="median")

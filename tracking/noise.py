@@ -69,7 +69,8 @@ def band_from_values(metric: str, values: Sequence[float], alpha: float, source:
     """The band of `values` (one per run); at least two finite values are needed."""
     array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
     if len(array) < 2:
-        raise NoiseError(f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2")
+        raise NoiseError(f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2: "
+                         "select more runs or run more repeats")
     return band_from_summary(metric, float(array.mean()), float(array.std(ddof=DDOF)), len(array), alpha, source)
 
 

@@ -42,8 +42,9 @@ class Rerun:
 def rerun(ref: str, root: Path, metrics: list[str], alpha: float = 0.05) -> Rerun:
     """Re-create run `ref` (a run id or DVC experiment name) of the project at `root` and train it again."""
     from tracking.diff import diff_runs, load_run
-    from tracking.store import open_client
+    from tracking.store import open_client, tracking_uri
 
+    uri = tracking_uri(root)
     client = open_client(root)
     original = load_run(client, ref)
     commit = original.tags.get(COMMIT_TAG)

@@ -86,14 +86,14 @@ def changed_files(diff: str) -> list[str]:
 
 
 def redacted_files(diff: str) -> list[str]:
-    """Files in which the diff's added or removed lines carry the redaction placeholder."""
+    """Files in which the diff's added, removed or context lines carry the redaction placeholder."""
     found: list[str] = []
     current = "?"
     for line in diff.splitlines():
         match = _FILE_HEADER.match(line)
         if match:
             current = match["path"]
-        elif line[:1] in "+-" and not line.startswith("---") and was_redacted(line[1:]) and current not in found:
+        elif line[:1] in "+- " and not line.startswith("---") and was_redacted(line[1:]) and current not in found:
             found.append(current)
     return found
 

@@ -1,0 +1,302 @@
+"""Every input a user can get wrong, in one table: one `error:` line with the fix, exit 2, nothing written.
+
+Each case copies one prepared project (git + DVC, tiny params, `data/prepared` and an MLflow store with an
+empty experiment), breaks it, runs one real command, and checks: exit status 2 (DVC's own non-zero status
+for `dvc repro`), exactly one `error: ` line holding the expected text, no traceback, no file written or
+changed, and no MLflow run opened (so none is left RUNNING). Most cases fail before TensorFlow is imported,
+which keeps them fast.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import BIN, client_for, make_project, project_env, run, write_params
+
+Setup = Callable[[Path], dict[str, str] | None]
+UNKNOWN_RUN_ID = "0123456789abcdef0123456789abcdef"
+EMPTY_EXPERIMENT = "empty"
+
+
+def stage(name: str) -> list[str]:
+    return [sys.executable, "-m", f"pipelines.{name}"]
+
+
+def repro(name: str) -> list[str]:
+    return [str(BIN / "dvc"), "repro", name]
+
+
+def tracking(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tracking", *args]
+
+
+def params_text(text: str) -> Setup:
+    def setup(root: Path) -> None:
+        (root / "params.yaml").write_text(text)
+    return setup
+
+
+def params(**sections: dict) -> Setup:
+    def setup(root: Path) -> None:
+        write_params(root, **sections)
+    return setup
+
+
+def npz(**arrays: np.ndarray) -> Setup:
+    """A user data set at data/mine.npz, named by data.source."""
+    def setup(root: Path) -> None:
+        np.savez(root / "data/mine.npz", **arrays)
+        write_params(root, data={"source": "data/mine.npz"})
+    return setup
+
+
+def good_arrays(n: int = 60) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"x": rng.random((n, 8, 8), dtype="float32"), "y": np.arange(n) % 4}
+
+
+def with_x(change: Callable[[np.ndarray], np.ndarray]) -> Setup:
+    arrays = good_arrays()
+    return npz(x=change(arrays["x"]), y=arrays["y"])
+
+
+def with_y(y: np.ndarray) -> Setup:
+    return npz(x=good_arrays(len(y))["x"], y=y)
+
+
+def nan_at_end(x: np.ndarray) -> np.ndarray:
+    x[-1, -1, -1] = np.nan
+    return x
+
+
+def inf_at_start(x: np.ndarray) -> np.ndarray:
+    x[0, 0, 0] = np.inf
+    return x
+
+
+def truncated_npz(root: Path) -> None:
+    """A real .npz cut short, as an interrupted copy or download leaves it."""
+    npz(**good_arrays())(root)
+    path = root / "data/mine.npz"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def npy_instead_of_npz(root: Path) -> None:
+    np.save(root / "data/mine.npy", good_arrays()["x"])
+    write_params(root, data={"source": "data/mine.npy"})
+
+
+def truncated_prepared(root: Path) -> None:
+    path = root / "data/prepared/train_x.npy"
+    path.write_bytes(path.read_bytes()[:1000])
+
+
+def remove(relative: str) -> Setup:
+    def setup(root: Path) -> None:
+        target = root / relative
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    return setup
+
+
+def environment(**variables: str) -> Setup:
+    def setup(root: Path) -> dict[str, str]:
+        return variables
+    return setup
+
+
+def trained_by(run_id: str) -> Setup:
+    """Outputs of a train stage whose MLflow run is `run_id`."""
+    def setup(root: Path) -> None:
+        (root / "outputs").mkdir(exist_ok=True)
+        (root / "outputs/run.json").write_text(f'{{"run_id": "{run_id}", "weights_sha256": ""}}\n')
+        (root / "outputs/model.keras").write_bytes(b"not reached: the run id is checked first")
+    return setup
+
+
+def run_file_only(root: Path) -> None:
+    (root / "outputs").mkdir(exist_ok=True)
+    (root / "outputs/run.json").write_text(f'{{"run_id": "{UNKNOWN_RUN_ID}", "weights_sha256": ""}}\n')
+
+
+def baseline_text(text: str) -> Setup:
+    def setup(root: Path) -> None:
+        (root / "baseline.yaml").write_text(text)
+    return setup
+
+
+def case(name: str, setup: Setup, command: list[str], *expected: str):
+    """One row: what breaks the project, the command run, and the texts its `error:` line must hold."""
+    return pytest.param(setup, command, expected, id=name)
+
+
+def unchanged(root: Path) -> None:
+    """The prepared project as it is (the command itself is the mistake)."""
+
+
+CASES = [
+    # params.yaml
+    case("yaml-syntax-error", params_text("train:\n  epochs: [2\n"), stage("train"),
+         "params.yaml: YAML syntax error at line 3", "fix the YAML"),
+    case("params-not-a-mapping", params_text("- train\n- model\n"), stage("train"),
+         "params.yaml: expected a mapping of sections", "got list"),
+    case("params-missing", remove("params.yaml"), stage("data"), "params.yaml: file not found", "create it"),
+    case("unknown-section", params(trian={"epochs": 2}), stage("train"), "unknown key 'trian'", "did you mean 'train'?"),
+    case("misspelled-key", params(train={"lerning_rate": 0.1}), stage("train"),
+         "unknown key 'train.lerning_rate'", "did you mean 'train.learning_rate'?"),
+    case("section-not-a-mapping", params_text("train: 5\n"), stage("train"),
+         "params.yaml: train:", "got 5", "fix it in params.yaml"),
+    case("epochs-wrong-type", params(train={"epochs": "two"}), stage("train"),
+         "train.epochs: expected a valid integer, got 'two'", "fix it in params.yaml"),
+    case("epochs-float", params(train={"epochs": 2.5}), stage("train"), "train.epochs: expected a valid integer, got 2.5",
+         "fix it in params.yaml"),
+    case("filters-wrong-type", params(model={"filters": 4}), stage("train"), "model.filters: expected a valid list, got 4",
+         "fix it in params.yaml"),
+    case("filters-wrong-length", params(model={"filters": [4, 4]}), stage("train"),
+         "model.filters: expected a list with at least 3 items", "fix it in params.yaml"),
+    case("epochs-zero-dvc-repro", params(train={"epochs": 0}), repro("train"),
+         "train.epochs: expected greater than or equal to 1, got 0", "fix it in params.yaml"),
+    case("batch-size-negative", params(train={"batch_size": -32}), stage("train"),
+         "train.batch_size: expected greater than or equal to 1, got -32", "fix it in params.yaml"),
+    case("repeats-zero", params(calibration={"repeats": 0}), stage("calibrate"),
+         "calibration.repeats: expected greater than or equal to 3, got 0", "fix it in params.yaml"),
+    case("unknown-model", params(model={"name": "resnet50"}), stage("train"),
+         "model.name: expected 'small_cnn' or 'mlp', got 'resnet50'", "fix it in params.yaml"),
+    case("unknown-optimizer", params(train={"optimizer": "adamw"}), stage("train"),
+         "train.optimizer: expected 'adam', 'sgd' or 'rmsprop', got 'adamw'", "fix it in params.yaml"),
+    case("test-fraction-out-of-range", params(data={"test_fraction": 1.5}), stage("data"),
+         "data.test_fraction: expected less than 1, got 1.5", "fix it in params.yaml"),
+    case("sha256-malformed", params(data={"sha256": "abc123"}), stage("data"), "data.sha256: expected 64 lowercase hex digits",
+         "fix it in params.yaml"),
+    case("baseline-missing", remove("baseline.yaml"), stage("calibrate"),
+         "baseline.yaml: baseline not found", "tracking baseline"),
+    case("baseline-misspelled-key", baseline_text("train:\n  lerning_rate: 0.1\n"), stage("calibrate"),
+         "baseline.yaml: unknown key 'train.lerning_rate'", "did you mean 'train.learning_rate'?"),
+    # the data source
+    case("data-file-missing", params(data={"source": "data/missing.npz"}), stage("data"),
+         "data.source: file 'data/missing.npz' not found", "dvc pull"),
+    case("data-file-missing-dvc-repro", params(data={"source": "data/missing.npz"}), repro("prepare"),
+         "data.source: file 'data/missing.npz' not found", "dvc pull"),
+    case("data-file-truncated", truncated_npz, stage("data"),
+         "'data/mine.npz' is not a readable .npz file", "re-create or re-fetch it"),
+    case("data-file-npy-not-npz", npy_instead_of_npz, stage("data"), "'data/mine.npy' is not a readable .npz file", "np.savez"),
+    case("data-unknown-builtin", params(data={"source": "sklearn:mnist"}), stage("data"),
+         "unknown built-in 'sklearn:mnist'", "use 'sklearn:digits'"),
+    case("data-lacks-y", npz(x=good_arrays()["x"]), stage("data"), "lacks array(s) y", "np.savez"),
+    case("data-length-mismatch", npz(x=good_arrays()["x"], y=np.arange(59) % 4), stage("data"),
+         "arrays differ in length ({'x': 60, 'y': 59})", "one entry per sample"),
+    case("data-groups-length-mismatch", npz(**good_arrays(), groups=np.zeros(61)), stage("data"),
+         "'groups': 61", "one entry per sample"),
+    case("labels-negative", with_y(np.array([0, 1, 2, -1] * 15)), stage("data"),
+         "array y has negative label -1", "labels must be 0..n_classes-1"),
+    case("labels-float", with_y((np.arange(60) % 4).astype("float64")), stage("data"),
+         "array y must be 1-D integer class labels, got float64", "y.astype(int)"),
+    case("labels-with-gaps", with_y(np.arange(60) % 4 * 3), stage("data"),
+         "classes 1, 2, 4, 5, 7, 8 never appear", "np.unique(y, return_inverse=True)"),
+    case("labels-2d", with_y((np.arange(60) % 4).reshape(60, 1)), stage("data"),
+         "array y must be 1-D integer class labels, got int64 with shape (60, 1)", "y.argmax(axis=1)"),
+    case("x-nan", with_x(nan_at_end), stage("data"),
+         "array x has NaN or infinite values (1 NaN, 0 inf, in 1 sample(s), the first at index 59)", "drop or impute"),
+    case("x-inf", with_x(inf_at_start), stage("data"), "(0 NaN, 1 inf, in 1 sample(s), the first at index 0)", "drop or impute"),
+    case("x-1d", with_x(lambda x: x.reshape(-1)[:60]), stage("data"),
+         "array x must hold at least one sample of features, got shape (60,)", "one row per sample"),
+    case("x-strings", with_x(lambda x: np.full(x.shape, "a")), stage("data"), "array x must be numeric, got <U1", "encode the features as numbers"),
+    case("data-too-few-samples", npz(x=good_arrays(20)["x"], y=np.arange(20) % 10), stage("data"),
+         "cannot split 20 samples", "use more samples per class or change the fractions"),
+    case("pin-mismatch-dvc-repro", params(data={"sha256": "0" * 64}), repro("prepare"),
+         "differs from data.sha256 " + "0" * 64, "tracking pin-data"),
+    case("prepared-data-truncated", truncated_prepared, stage("train"),
+         "data/prepared/train_x.npy is not a readable .npy file", "dvc repro -f prepare"),
+    case("prepared-data-missing", remove("data/prepared"), stage("train"), "run the prepare stage first", "dvc repro prepare"),
+    # repository and store
+    case("not-a-git-repo", remove(".git"), stage("train"), "is not inside a git repository", "git init"),
+    case("dvc-not-initialised", remove(".dvc"), stage("data"), "not inside a DVC project", "dvc init"),
+    case("tracking-uri-unreachable", environment(MLFLOW_TRACKING_URI="http://127.0.0.1:9"), stage("train"),
+         "MLflow tracking store http://127.0.0.1:9 cannot be reached", "MLFLOW_TRACKING_URI"),
+    case("evaluate-before-train", unchanged, stage("evaluate"), "outputs/run.json not found", "dvc repro train"),
+    case("evaluate-model-missing", run_file_only, stage("evaluate"), "outputs/model.keras not found", "dvc repro train"),
+    case("evaluate-unknown-run-id", trained_by(UNKNOWN_RUN_ID), stage("evaluate"),
+         f"MLflow run {UNKNOWN_RUN_ID}", "dvc repro -f train"),
+    case("compare-before-calibrate", unchanged, stage("compare"), "not found; run the pipeline up to compare first", "dvc repro"),
+    # the tracking command
+    case("bands-empty-experiment", unchanged, tracking("bands", "--experiment", EMPTY_EXPERIMENT),
+         f"no runs in MLflow experiment '{EMPTY_EXPERIMENT}'", "dvc repro"),
+    case("bands-filter-rejected", unchanged, tracking("bands", "--experiment", EMPTY_EXPERIMENT, "--filter", "accuracy > 0.9"),
+         "filter 'accuracy > 0.9' rejected by MLflow", "fix the filter string"),
+    case("compare-groups-filter-rejected", unchanged,
+         tracking("compare-groups", "--experiment", EMPTY_EXPERIMENT, "--a", "metrics.test_accuracy >", "--b", ""),
+         "rejected by MLflow", "fix the filter string"),
+    case("diff-unknown-run-id", unchanged, tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
+         f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
+    case("rerun-unknown-run-id", unchanged, tracking("rerun", UNKNOWN_RUN_ID),
+         f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
+    case("pin-data-before-prepare", remove("data/prepared"), tracking("pin-data"), "run the prepare stage first", "dvc repro prepare"),
+]
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The project every case copies: prepared data committed through DVC, and a store with an empty experiment.
+
+    Built once for all xdist workers (they share the run's temporary folder), under a file lock.
+    """
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    root, ready = shared / "bad-inputs" / "project", shared / "bad-inputs.ready"
+    with FileLock(str(shared / "bad-inputs.lock")):
+        if not ready.exists():
+            shutil.rmtree(root.parent, ignore_errors=True)
+            root.parent.mkdir()
+            make_project(root)
+            run(["dvc", "repro", "prepare"], root)
+            run(["git", "add", "-A"], root)
+            run(["git", "commit", "-qm", "prepared"], root)
+            client_for(root).create_experiment(EMPTY_EXPERIMENT)
+            ready.touch()
+    return root
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Size and modification time of every file a stage could write (not git's, DVC's tmp/ or the MLflow store)."""
+    found = {}
+    for path in root.rglob("*"):
+        parts = path.relative_to(root).parts
+        if path.is_file() and parts[0] != ".git" and parts[:2] != (".dvc", "tmp") and "__pycache__" not in parts \
+                and not path.name.startswith("mlflow.db"):
+            found["/".join(parts)] = (path.stat().st_size, path.stat().st_mtime_ns)
+    return found
+
+
+@pytest.mark.parametrize(("setup", "command", "expected"), CASES)
+def test_bad_input_is_one_line_and_exit_2(template: Path, tmp_path: Path, setup: Setup, command: list[str],
+                                          expected: tuple[str, ...]):
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    env = project_env(**(setup(root) or {}))
+    before = snapshot(root)
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    if command[0].endswith("dvc"):
+        assert done.returncode != 0, output
+    else:
+        assert done.returncode == 2, output
+    assert "Traceback" not in output, output
+    assert len(errors) == 1, output
+    assert all(text in errors[0] for text in expected), errors[0]
+    after = snapshot(root)
+    if command[0].endswith("dvc"):
+        # DVC itself removes a stage's previous outputs before running it (`dvc checkout` restores them).
+        assert after.items() <= before.items(), set(after.items()) - set(before.items())
+    else:
+        assert after == before
+    client = client_for(root)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [r.info.status for r in runs] == [], "each case fails before a run is opened, so none is left RUNNING"
