@@ -44,6 +44,14 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, check: boo
     return done
 
 
+def assert_user_error(done: subprocess.CompletedProcess, *expected: str) -> None:
+    """A user error: exit status 2, no traceback, and a last `error:` line holding every `expected` text."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert lines[-1].startswith("error: ") and all(text in lines[-1] for text in expected), lines
+
+
 def write_params(root: Path, **sections: dict) -> None:
     """Merge `sections` into the project's params.yaml."""
     path = root / "params.yaml"

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, client_for, make_project, run, runs_of, write_params
-from test_failures import assert_user_error
+from conftest import REPO, assert_user_error, client_for, make_project, run, runs_of, write_params
 from tracking.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
 
 AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]

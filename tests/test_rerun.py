@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import client_for, project_env, run, runs_of, write_params
-from test_failures import assert_user_error
+from conftest import assert_user_error, client_for, project_env, run, runs_of, write_params
 from tracking.errors import RerunError
 from tracking.restore import write_logged_params
 from tracking.worktree import apply_diff
