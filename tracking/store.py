@@ -13,7 +13,7 @@ from typing import Any
 
 from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
-from tracking.sqlite import creation_lock, use_wal
+from tracking.sqlite import creation_lock, database_path, use_wal
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
@@ -54,10 +54,8 @@ def tracking_uri(root: Path) -> str:
 
 def default_artifact_location(uri: str) -> str | None:
     """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    database = Path(uri.removeprefix("sqlite:///")).resolve()
-    return (database.parent / DEFAULT_ARTIFACTS).as_uri()
+    database = database_path(uri)
+    return None if database is None else (database.parent / DEFAULT_ARTIFACTS).as_uri()
 
 
 def open_client(root: Path) -> Any:
@@ -70,8 +68,8 @@ def open_client(root: Path) -> Any:
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri(root)
-    database = Path(uri.removeprefix("sqlite:///"))
-    if uri.startswith("sqlite:///") and not database.is_file():
+    database = database_path(uri)
+    if database is not None and not database.is_file():
         raise TrackingServerError(f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
                                   f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs")
     http_limits(uri)
