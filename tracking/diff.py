@@ -163,16 +163,15 @@ def compare_fields(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, list[Chan
 
 def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> list[GroupDiff]:
     """Every group of `GROUP_ORDER`, in that order."""
-    hardware = lambda run: {**_prefixed(run, "cpu"), **_prefixed(run, "os"), **_prefixed(run, "gpu")}  # noqa: E731
     sources = {
         "data": (_data_fields, "the examples trained and tested on"),
-        "params": (lambda run: {k: v for k, v in run.params.items() if not k.startswith(("data.", "seeds.", "determinism.", *_NOT_TRAINING))},
-                   "hyperparameters"),
+        "params": (_training_params, "hyperparameters"),
         "seeds": (lambda run: run.provenance("seeds") or _params(run, "seeds."), "varies results by chance (ALGO noise)"),
         "determinism": (lambda run: run.provenance("determinism") or _params(run, "determinism."),
                         "non-deterministic kernels vary results by chance (IMPL noise)"),
-        "software": (lambda run: {k: v for k, v in run.provenance("software").items()}, "changes kernels and their numerics"),
-        "hardware": (hardware, "changes kernels and their numerics"),
+        "software": (lambda run: run.provenance("software"), "changes kernels and their numerics"),
+        "hardware": (lambda run: {**_prefixed(run, "cpu"), **_prefixed(run, "os"), **_prefixed(run, "gpu")},
+                     "changes kernels and their numerics"),
         "environment": (lambda run: run.provenance("environment"), "allow-listed environment variables"),
     }
     groups = []
@@ -184,6 +183,12 @@ def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> lis
         compared, changes = compare_fields(fields(a), fields(b))
         groups.append(GroupDiff(name, compared, changes, note))
     return groups
+
+
+def _training_params(run: RunSnapshot) -> dict[str, str]:
+    """The params that shape training, leaving data, seeds and determinism to their own groups."""
+    return {key: value for key, value in run.params.items()
+            if not key.startswith(("data.", "seeds.", "determinism.", *_NOT_TRAINING))}
 
 
 def _prefixed(run: RunSnapshot, section: str) -> dict[str, str]:
