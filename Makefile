@@ -7,7 +7,8 @@ PY ?= python3
 UV_VERSION := 0.13.8
 # Which TensorFlow build to install: cpu, or gpu for CUDA machines (`make run TF_BUILD=gpu`).
 TF_BUILD ?= cpu
-# Test processes in parallel (pytest-xdist); CI has 2 cores.
+# Test processes in parallel (pytest-xdist); CI has 2 cores. Work stealing keeps both busy to the end:
+# the long end-to-end tests would otherwise leave one worker idle while the other finishes its queue.
 TEST_WORKERS ?= 2
 # Prefer a uv on PATH; otherwise bootstrap the pinned one into the venv.
 UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
@@ -39,7 +40,7 @@ run: venv
 	@echo "  $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000"
 
 test: venv
-	pytest -ra -n $(TEST_WORKERS)
+	pytest -ra -n $(TEST_WORKERS) --dist worksteal
 
 clean:
 	rm -rf $(VENV)
