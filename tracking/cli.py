@@ -95,14 +95,6 @@ def at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
-def _connect_store() -> None:
-    import mlflow
-
-    from tracking.store import project_root, tracking_uri
-
-    mlflow.set_tracking_uri(tracking_uri(project_root()))
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     run_main(lambda: args.handler(args))
@@ -145,8 +137,9 @@ def _baseline(args: argparse.Namespace) -> None:
 
 def _bands(args: argparse.Namespace) -> None:
     from tracking.groups import bands
+    from tracking.store import open_client, project_root
 
-    _connect_store()
+    open_client(project_root())
     result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
@@ -154,8 +147,9 @@ def _bands(args: argparse.Namespace) -> None:
 
 def _compare_groups(args: argparse.Namespace) -> None:
     from tracking.groups import compare_groups, fetch_metric_values
+    from tracking.store import open_client, project_root
 
-    _connect_store()
+    open_client(project_root())
     metrics = args.metric or DEFAULT_METRICS
     group_a = fetch_metric_values(args.experiment, args.a, metrics)
     group_b = fetch_metric_values(args.experiment, args.b, metrics)
@@ -212,24 +206,22 @@ def _rerun(args: argparse.Namespace) -> None:
 
 def _doctor(args: argparse.Namespace) -> None:
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     from tracking.errors import TrackingServerError
     from tracking.offline import kept_offline
-    from tracking.sqlite import creation_lock, database_path
+    from tracking.sqlite import database_path
     from tracking.stale import STALE, repair_stale_runs
-    from tracking.store import project_root, tracking_uri
+    from tracking.store import open_client, project_root, tracking_uri
 
-    uri = tracking_uri(project_root())
+    root = project_root()
+    uri = tracking_uri(root)
     database = database_path(uri)
     if database is not None and not database.is_file():
         print(f"{uri}: no store yet, nothing to check")
         return
+    client = open_client(root)
     try:
-        with creation_lock(uri):
-            client = MlflowClient(uri)
-        stale, running = repair_stale_runs(client, by="tracking doctor", dry_run=args.dry_run,
-                                           kept_offline=kept_offline(project_root()))
+        stale, running = repair_stale_runs(client, by="tracking doctor", dry_run=args.dry_run, kept_offline=kept_offline(root))
     except MlflowException as err:
         raise TrackingServerError(f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
                                   "start the server or fix MLFLOW_TRACKING_URI") from err

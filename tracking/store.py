@@ -61,7 +61,8 @@ def default_artifact_location(uri: str) -> str | None:
 def open_client(root: Path) -> Any:
     """An `MlflowClient` on the project's store, checked to answer (for commands that only read runs).
 
-    A missing SQLite file is an error rather than a new, empty store created as a side effect.
+    A missing SQLite file is an error rather than a new, empty store created as a side effect; one that a
+    training is creating right now is read only once it is complete (`creation_lock`).
     """
     import mlflow
     from mlflow.exceptions import MlflowException
@@ -76,7 +77,8 @@ def open_client(root: Path) -> Any:
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(tracking_uri=uri)
     try:
-        client.search_experiments(max_results=1)
+        with creation_lock(uri):
+            client.search_experiments(max_results=1)
     except (MlflowException, OSError) as err:
         raise _unreachable(uri, err) from err
     return client
