@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tracking.baseline import freeze
+from tracking.params import parse_yaml, yaml_editor
 
 # TensorFlow reads these at import; set them before any test imports it (as `configure_environment` would).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -53,12 +53,13 @@ def assert_user_error(done: subprocess.CompletedProcess, *expected: str) -> None
 
 
 def write_params(root: Path, **sections: dict) -> None:
-    """Merge `sections` into the project's params.yaml."""
+    """Merge `sections` into the project's params.yaml, written as DVC writes it (YAML 1.2)."""
     path = root / "params.yaml"
-    params = yaml.safe_load(path.read_text())
+    params = parse_yaml(path.read_text())
     for name, values in sections.items():
         params.setdefault(name, {}).update(values)
-    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml_editor().dump(params, handle)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from tracking.baseline import freeze, load_baseline
 from tracking.errors import ParamsError
 from tracking.params import Params, flatten, load_params
 
@@ -41,6 +42,8 @@ def test_flatten_nested_mappings():
         ("seeds:\n  dropout: -1\n", "seeds.dropout"),
         ("train: [1\n", "YAML syntax error at line"),
         ("- 1\n- 2\n", "expected a mapping of sections"),
+        ("train:\n  augment: yes\n", "train.augment: expected a valid boolean, got 'yes'"),
+        ("train:\n  epochs: 2\n  epochs: 3\n", "YAML syntax error at line 3, column 3: found duplicate key"),
     ],
 )
 def test_bad_params_name_key_and_fix(tmp_dir, text, expected):
@@ -62,3 +65,24 @@ def test_empty_file_gives_defaults(tmp_dir):
 
 def test_int_accepted_for_float(tmp_dir):
     assert load_text(tmp_dir, "train:\n  learning_rate: 1\n").train.learning_rate == 1.0
+
+
+@pytest.mark.parametrize(("text", "key", "value"), [
+    ("train:\n  learning_rate: 1e-5\n", "train.learning_rate", 1e-05),
+    ("train:\n  learning_rate: 1E+0\n", "train.learning_rate", 1.0),
+    ("seeds:\n  init: 1_000\n", "seeds.init", 1000),
+    ("mlflow:\n  experiment: 1:20\n", "mlflow.experiment", "1:20"),
+])
+def test_yaml_is_read_as_dvc_reads_it(tmp_dir, text, key, value):
+    """YAML 1.2 as DVC's ruamel.yaml reads it, where YAML 1.1 (PyYAML) gives '1e-5', '1E+0' and 80."""
+    from dvc.utils.serialize import parse_yaml
+
+    assert load_text(tmp_dir, text).flat()[key] == flatten(parse_yaml(text, "params.yaml"))[key] == value
+
+
+def test_baseline_reads_back_as_written(tmp_dir):
+    """Values that YAML 1.1 and 1.2 spell differently survive `tracking baseline`."""
+    params = tmp_dir / "params.yaml"
+    params.write_text("data:\n  source: '0o17'\ntrain:\n  learning_rate: 1e-05\n  optimizer: sgd\n")
+    freeze(params, tmp_dir / "baseline.yaml")
+    assert load_baseline(tmp_dir / "baseline.yaml") == load_params(params)

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
 from conftest import assert_user_error, client_for, project_env, run, runs_of, write_params
 from tracking.errors import RerunError
@@ -104,8 +104,8 @@ def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):
     assert write_logged_params(path, logged)
     text = path.read_text()
     assert "# kept" in text and "# kept too" in text
-    assert yaml.safe_load(text) == {"mlflow": {"experiment": "123"}, "train": {"epochs": 2, "learning_rate": 1e-05},
-                                    "data": {"sha256": None}, "model": {"filters": [4, 4, 4]},
-                                    "compare": {"known_bands": {"test_accuracy": {"mean": 0.95}}}}
+    assert dvc_parse_yaml(text, "params.yaml") == {"mlflow": {"experiment": "123"}, "train": {"epochs": 2, "learning_rate": 1e-05},
+                                                   "data": {"sha256": None}, "model": {"filters": [4, 4, 4]},
+                                                   "compare": {"known_bands": {"test_accuracy": {"mean": 0.95}}}}
     assert not write_logged_params(path, logged)
-    assert json.dumps(yaml.safe_load(text)["train"]["learning_rate"]) == "1e-05"
+    assert json.dumps(dvc_parse_yaml(text, "params.yaml")["train"]["learning_rate"]) == "1e-05"

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from tracking.errors import ParamsError
-from tracking.params import Params, load_params
+from tracking.params import Params, load_params, yaml_editor
 
 FROZEN_SECTIONS = ("data", "seeds", "determinism", "model", "train")
 HEADER = "# Frozen baseline configuration, written by `tracking baseline`; calibration trains this, not params.yaml.\n"
@@ -26,7 +24,9 @@ def load_baseline(path: str | Path) -> Params:
 
 
 def freeze(params_path: Path, baseline_path: Path) -> None:
-    """Write the training sections of `params_path` to `baseline_path`."""
+    """Write the training sections of `params_path` to `baseline_path`, as YAML that DVC reads back to the same values."""
     params = load_params(params_path)
     frozen = {name: section for name, section in params.model_dump(mode="json").items() if name in FROZEN_SECTIONS}
-    baseline_path.write_text(HEADER + yaml.safe_dump(frozen, sort_keys=False))
+    with open(baseline_path, "w", encoding="utf-8") as handle:
+        handle.write(HEADER)
+        yaml_editor().dump(frozen, handle)

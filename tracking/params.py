@@ -2,6 +2,10 @@
 
 Unknown keys, wrong types and out-of-range values are rejected with one line naming the key, what was
 expected, and the valid keys, so a typo never silently falls back to a default.
+
+The YAML is read and written as DVC reads and writes params files (YAML 1.2 through ruamel.yaml), so a
+value means here what it means to `dvc exp run -S`, `dvc params diff` and `dvc exp show`: `1e-5` is a float
+and `yes` a string, where a YAML 1.1 reader (PyYAML) would say string and true.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tracking.errors import ParamsError
@@ -147,9 +150,11 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as err:
         raise ParamsError(f"{path}: file not found; run from the project root or create it (see README)") from err
+    from ruamel.yaml.error import YAMLError
+
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
+        raw = parse_yaml(text)
+    except YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "invalid YAML"
@@ -162,6 +167,23 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         return Params.model_validate(raw)
     except ValidationError as err:
         raise ParamsError(_describe(path, err)) from err
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text as DVC reads params files and dvc.lock (`dvc.utils.serialize.parse_yaml`: ruamel.yaml, safe)."""
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe").load(text)
+
+
+def yaml_editor() -> Any:
+    """A round-trip YAML writer as DVC writes params files (comments, order and quotes kept), `null` spelled out."""
+    from ruamel.yaml import YAML
+
+    editor = YAML()
+    editor.preserve_quotes = True
+    editor.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+    return editor
 
 
 def _describe(path: Path, err: ValidationError) -> str:

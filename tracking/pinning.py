@@ -11,19 +11,15 @@ from pathlib import Path
 
 from tracking.dataset import MANIFEST, PINS_DIR, PREPARED, read_manifest
 from tracking.errors import ParamsError
-from tracking.params import load_params
+from tracking.params import load_params, yaml_editor
 
 
 def pin_prepared_data(root: Path, params_path: Path) -> tuple[str, Path]:
     """Pin `data/prepared`'s content hash; return it and the saved manifest's path."""
-    from ruamel.yaml import YAML
-
     load_params(params_path)
     manifest = read_manifest(root / PREPARED)
     digest = manifest["content_sha256"]
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+    yaml = yaml_editor()
     document = yaml.load(params_path.read_text())
     if document.get("data") is None:
         raise ParamsError(f"{params_path}: no 'data' section to pin; add `data:` with `source:` first")

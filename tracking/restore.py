@@ -13,12 +13,10 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tracking.dataset import MANIFEST, PREPARED
 from tracking.errors import RerunError
 from tracking.hashing import array_sha256, combine
-from tracking.params import Params
+from tracking.params import Params, parse_yaml, yaml_editor
 
 
 def params_from_logged(logged: dict[str, str]) -> dict[str, Any]:
@@ -39,14 +37,12 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
     Only values that differ are rewritten (comments, order and spelling of the rest are kept), and the file
     is checked to read back, as the stages read it, to exactly what was logged, types included.
     """
-    from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
     wanted = _canonical(params_from_logged(logged))
     if _canonical(_read(path)) == wanted:
         return False
-    editor = YAML()
-    editor.representer.add_representer(float, _represent_float)
+    editor = yaml_editor()
     document = (editor.load(path.read_text()) if path.is_file() else None) or CommentedMap()
     for key, value in _flatten(params_from_logged(logged)).items():
         *sections, name = key.split(".")
@@ -67,22 +63,13 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """params.yaml as the stages read it (PyYAML), empty when there is none."""
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    """params.yaml as the stages (and DVC) read it, empty when there is none."""
+    return (parse_yaml(path.read_text()) or {}) if path.is_file() else {}
 
 
 def _canonical(tree: dict[str, Any]) -> dict[str, str]:
     """Flattened, each value as JSON, so 1, 1.0, true and "1" all differ."""
     return {key: json.dumps(value) for key, value in _flatten(tree).items()}
-
-
-def _represent_float(representer: Any, value: float) -> Any:
-    """Floats as PyYAML reads them back as floats: `1.0e-05`, not YAML 1.2's `1e-05` (a string to PyYAML)."""
-    text = repr(value)
-    mantissa, exponent = text.split("e") if "e" in text else (text, None)
-    if exponent is not None and "." not in mantissa:
-        text = f"{mantissa}.0e{exponent}"
-    return representer.represent_scalar("tag:yaml.org,2002:float", text)
 
 
 def _decode(key: str, text: str) -> Any:

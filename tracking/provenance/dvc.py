@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
+from tracking.params import parse_yaml
 
 
 def gather_dvc(root: Path, stages: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -24,7 +23,7 @@ def lock_hashes(lock: Path, stages: tuple[str, ...] = ()) -> dict[str, dict[str,
     """{stage: {dep path: md5}} as recorded in dvc.lock; empty when the lock does not exist yet."""
     if not lock.is_file():
         return {}
-    content = yaml.safe_load(lock.read_text()) or {}
+    content = parse_yaml(lock.read_text()) or {}
     found = {}
     for name, stage in (content.get("stages") or {}).items():
         if stages and name not in stages:

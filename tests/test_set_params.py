@@ -1,0 +1,78 @@
+"""Values typed after `dvc exp run -S` mean to the stages exactly what they mean to DVC.
+
+DVC parses `-S key=value` with Hydra's override grammar, writes params.yaml with ruamel.yaml (YAML 1.2) and
+reads it back the same way for `dvc params diff` and `dvc exp show`. The stages must read the same value and
+type, and MLflow must log it spelled as DVC shows it; a value the schema rejects is named as DVC read it.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import client_for, make_project, run, write_params
+from tracking.params import flatten, load_params
+
+pytestmark = pytest.mark.slow
+
+# key, as typed after -S, the value DVC (and so every stage) reads
+ACCEPTED = [
+    ("train.learning_rate", "1e-5", 1e-05),
+    ("compare.known_bands.test_accuracy.mean", "1E+3", 1000.0),
+    ("compare.alpha", ".5", 0.5),
+    ("model.dropout", "-0.0", -0.0),
+    ("seeds.init", "1_000", 1000),
+    ("model.batch_norm", "true", True),
+    ("data.sha256", "null", None),
+    ("model.hidden_units", "[1, 2]", [1, 2]),
+    ("mlflow.experiment", '"1e-5"', "1e-5"),
+]
+# key, as typed after -S, the stage's one-line error (the value as DVC read it)
+REJECTED = [
+    ("train.learning_rate", "-0.0", "train.learning_rate: expected greater than 0, got -0.0"),
+    ("train.epochs", "null", "train.epochs: expected a valid integer, got None"),
+    ("train.epochs", '"2"', "train.epochs: expected a valid integer, got '2'"),
+    ("train.augment", "yes", "train.augment: expected a valid boolean, got 'yes'"),
+]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_project(tmp_path_factory.mktemp("set-params") / "project")
+    write_params(root, compare={"known_bands": {"test_accuracy": {"mean": 0.95, "std": 0.004, "n": 10}}})
+    run(["git", "commit", "-qam", "a declared band, to set a nested key"], root)
+    return root
+
+
+def spelled(value) -> str:
+    """JSON, so that 1000 and 1000.0, true and 1, -0.0 and 0.0 stay apart."""
+    return json.dumps(value)
+
+
+def test_accepted_values_reach_the_stage_and_mlflow_as_dvc_reads_them(project: Path):
+    run(["dvc", "exp", "run", "-q",
+         *[arg for key, typed, _ in ACCEPTED for arg in ("-S", f"{key}={typed}")], "train"], project)
+    [workspace] = [row for row in json.loads(run(["dvc", "exp", "show", "--json"], project).stdout) if row["rev"] == "workspace"]
+    dvc_read = flatten(workspace["data"]["params"]["params.yaml"]["data"])
+    stage_read = load_params(project / "params.yaml").flat()
+    client = client_for(project)
+    [logged] = client.search_runs([client.get_experiment_by_name("1e-5").experiment_id])
+    for key, typed, expected in ACCEPTED:
+        logged_value = logged.data.params[key]
+        seen = (spelled(dvc_read[key]), spelled(stage_read[key]),
+                spelled(logged_value if isinstance(expected, str) else json.loads(logged_value)))
+        assert seen == (spelled(expected),) * 3, f"-S {key}={typed}: DVC, stage, MLflow read {seen}"
+    assert logged.data.params["train.learning_rate"] == "1e-05"
+
+
+@pytest.mark.parametrize(("key", "typed", "message"), REJECTED, ids=[f"{key}={typed}" for key, typed, _ in REJECTED])
+def test_rejected_values_are_named_as_dvc_read_them(project: Path, key: str, typed: str, message: str):
+    try:
+        done = run(["dvc", "exp", "run", "-f", "-S", f"{key}={typed}", "prepare"], project, check=False)
+    finally:
+        run(["git", "checkout", "--", "params.yaml"], project)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert line == f"error: params.yaml: {message}; fix it in params.yaml", line
+
