@@ -43,7 +43,7 @@ def main() -> None:
         params = params.model_copy(update={"train": params.train.model_copy(update={"epochs": args.epochs})})
     seeds = reproducible_process(params)
     source = load_source(params.data.source)
-    splits = split(source, params.data, seeds.split)
+    splits = split(source, params.data, params.data.split_seed)
     n_classes = int(source.y.max()) + 1
     train, val, test = splits["train"], splits.get("val"), splits["test"]
     simulate = params.calibration.simulate_impl_noise

@@ -1,4 +1,4 @@
-"""DVC stage `prepare`: load the source, split it with `seeds.split`, check the pin, write the arrays."""
+"""DVC stage `prepare`: load the source, split it with `data.split_seed`, check the pin, write the arrays."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import numpy as np
 from tracking.dataset import PINS_DIR, PREPARED, Source, build_manifest, check_pin, load_source, write_splits
 from tracking.errors import DataError
 from tracking.params import DataParams, load_params
-from tracking.seeds import resolve_seeds
 from tracking.stage import run_main
 from tracking.store import project_root
 
@@ -39,7 +38,7 @@ def main() -> None:
     params = load_params()
     root = project_root()
     source = load_source(params.data.source, root)
-    splits = split(source, params.data, resolve_seeds(params.seeds).split)
+    splits = split(source, params.data, params.data.split_seed)
     n_classes = int(source.y.max()) + 1
     manifest = build_manifest(splits, source, n_classes)
     check_pin(manifest, params.data.sha256, root / PINS_DIR)

@@ -1,8 +1,15 @@
 import hashlib
+import json
 import subprocess
 import sys
+from pathlib import Path
 
-from tracking.params import SeedParams
+import pytest
+
+from conftest import REPO, make_project, run, runs_of, write_params
+from tracking.legacy import upgrade_logged
+from tracking.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
+from tracking.restore import params_from_logged
 from tracking.seeds import derive_seed, resolve_seeds
 
 
@@ -13,7 +20,7 @@ def test_derivation_is_the_documented_one():
 
 def test_unset_seeds_derive_from_base_and_differ_by_source():
     seeds = resolve_seeds(SeedParams(base=7))
-    values = [seeds.init, seeds.shuffle, seeds.dropout, seeds.augment, seeds.split, seeds.hash]
+    values = [seeds.init, seeds.shuffle, seeds.dropout, seeds.augment, seeds.hash]
     assert len(set(values)) == len(values)
     assert seeds.init == derive_seed(7, "init")
 
@@ -34,3 +41,50 @@ def test_hash_seed_is_pinned_by_reexecution(tmp_path):
     outputs = {subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, check=True).stdout
                for env in (env_a, {"PYTHONHASHSEED": "99"}, {})}
     assert len(outputs) == 1
+
+
+def test_default_split_is_the_one_seeds_base_42_gave():
+    """The split seed left the seeds section without moving the default pipeline's split."""
+    assert DEFAULT_SPLIT_SEED == derive_seed(42, "split")
+    assert load_params(REPO / "params.yaml").data.split_seed == DEFAULT_SPLIT_SEED
+
+
+@pytest.mark.parametrize(("params", "tags", "split_seed"), [
+    ({"seeds.base": "7", "seeds.split": "null"}, {"prov.seeds.split": "123", "prov.seeds.base": "7"}, "123"),
+    ({"seeds.base": "7", "seeds.split": "null"}, {}, str(derive_seed(7, "split"))),
+    ({"seeds.base": "7", "seeds.split": "99"}, {}, "99"),
+])
+def test_runs_logged_with_seeds_split_read_it_as_data_split_seed(params, tags, split_seed):
+    upgraded, kept = upgrade_logged(params, tags)
+    assert upgraded == {"seeds.base": "7", "data.split_seed": split_seed}
+    assert "prov.seeds.split" not in kept and kept.get("prov.seeds.base") == tags.get("prov.seeds.base")
+    assert Params.model_validate(params_from_logged(upgraded)).data.split_seed == int(split_seed)
+    if not tags:
+        assert params_from_logged(params) == params_from_logged(upgraded)
+
+
+def test_runs_logged_since_are_read_as_they_are():
+    params, tags = {"seeds.base": "7", "data.split_seed": "5"}, {"prov.seeds.base": "7"}
+    assert upgrade_logged(params, tags) == (params, tags)
+
+
+def lock_stage(root: Path, stage: str) -> dict:
+    from tracking.params import parse_yaml
+
+    return parse_yaml((root / "dvc.lock").read_text())["stages"][stage]
+
+
+@pytest.mark.slow
+def test_varying_seeds_base_keeps_the_split_and_the_calibration(tmp_path: Path):
+    """`dvc exp run -S seeds.base=7` after `dvc repro`: prepare and calibrate stay cached, the data hash stays."""
+    root = make_project(tmp_path / "project")
+    write_params(root, calibration={"variants": ["control", "algo"]})
+    run(["git", "commit", "-qam", "two calibration variants (the candidate itself, and seeds varied), to keep the test short"], root)
+    run(["dvc", "repro", "-q"], root)
+    prepared, calibration = lock_stage(root, "prepare")["outs"], lock_stage(root, "calibrate")["outs"]
+    done = run(["dvc", "exp", "run", "-S", "seeds.base=7"], root)
+    ran = {stage for stage in ("prepare", "train", "evaluate", "calibrate", "compare") if f"Running stage '{stage}'" in done.stdout}
+    assert ran == {"train", "evaluate", "compare"}, done.stdout
+    assert lock_stage(root, "prepare")["outs"] == prepared and lock_stage(root, "calibrate")["outs"] == calibration
+    trained = [found for found in runs_of(root) if found.data.params.get("seeds.base") == "7"]
+    assert len(trained) == 1 and trained[0].data.params["data.split_seed"] == json.dumps(DEFAULT_SPLIT_SEED)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.errors import TrackingError
+from tracking.legacy import upgrade_logged
 from tracking.noise import band_from_summary, holm
 
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
@@ -115,7 +116,7 @@ class RunDiff:
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:
-    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name)."""
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), in today's names."""
     from mlflow.exceptions import MlflowException
 
     run = None
@@ -132,9 +133,10 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
     if run is None:
         raise RunNotFound(f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
                           "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`")
+    params, tags = upgrade_logged(dict(run.data.params), dict(run.data.tags))
     return RunSnapshot(
         run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
-        status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics), tags=dict(run.data.tags),
+        status=run.info.status, params=params, metrics=dict(run.data.metrics), tags=tags,
         manifest=_artifact(client, run.info.run_id, "data/manifest.json", json.loads) or {},
         diff=_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "")
 

@@ -21,6 +21,9 @@ from tracking.errors import ParamsError
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
+# derive_seed(42, "split"): the split seed that seeds.base 42 gave when the split still derived from it, so the
+# default pipeline keeps exactly the split (and the prepared data) it always had.
+DEFAULT_SPLIT_SEED = 1714860770
 
 
 class _Section(BaseModel):
@@ -36,6 +39,7 @@ class DataParams(_Section):
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
     val_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1
     sha256: Annotated[str, Field(pattern=SHA256_PATTERN)] | None = None
+    split_seed: Seed = DEFAULT_SPLIT_SEED  # the split belongs to the data: fixed while the training seeds vary
 
 
 class SeedParams(_Section):
@@ -44,7 +48,6 @@ class SeedParams(_Section):
     shuffle: Seed | None = None
     dropout: Seed | None = None
     augment: Seed | None = None
-    split: Seed | None = None
 
 
 class DeterminismParams(_Section):

@@ -16,13 +16,17 @@ from typing import Any
 from tracking.dataset import MANIFEST, PREPARED
 from tracking.errors import RerunError
 from tracking.hashing import array_sha256, combine
+from tracking.legacy import upgrade_logged
 from tracking.params import Params, parse_yaml, yaml_editor
 
 
 def params_from_logged(logged: dict[str, str]) -> dict[str, Any]:
-    """The nested params.yaml content of MLflow params logged by `Tracker.log_params` (dotted, JSON-spelled)."""
+    """The nested params.yaml content of MLflow params logged by `Tracker.log_params` (dotted, JSON-spelled).
+
+    Params of runs logged by earlier versions are renamed as today's params.yaml names them (`tracking.legacy`).
+    """
     tree: dict[str, Any] = {}
-    for key, text in sorted(logged.items()):
+    for key, text in sorted(upgrade_logged(logged, {})[0].items()):
         *sections, name = key.split(".")
         node = tree
         for section in sections:

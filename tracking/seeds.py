@@ -1,7 +1,8 @@
-"""One seed per source of randomness, each derivable from `seeds.base` so it can be varied alone.
+"""One seed per source of randomness in training, each derivable from `seeds.base` so it can be varied alone.
 
 An unset seed `name` is derived as the first four bytes (big-endian) of SHA-256 of "<base>:<name>",
 masked to 31 bits: stable across Python versions and machines, and independent between names.
+The data split is not among them: its seed is `data.split_seed`, so varying `seeds.base` keeps the test set.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass
 from tracking.env import PYTHONHASHSEED
 from tracking.params import SeedParams
 
-SOURCES = ("init", "shuffle", "dropout", "augment", "split", "hash")
+SOURCES = ("init", "shuffle", "dropout", "augment", "hash")
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,6 @@ class Seeds:
     shuffle: int
     dropout: int
     augment: int
-    split: int
     hash: int
 
     def as_dict(self) -> dict[str, int]:
