@@ -1,0 +1,58 @@
+"""DVC stage code. Importing the package first makes sure the stage runs on an interpreter that has the project.
+
+DVC runs each stage's `python3 -m pipelines.<stage>` with whatever `python3` comes first on PATH: with
+`.venv/bin/dvc repro` and no activated environment, that is the system's, which lacks the project's
+packages. Then the stage re-executes itself, same arguments and environment, with the project's
+`.venv/bin/python`; without one it stops with one `error:` line naming the interpreter and the fix.
+This module uses only the standard library, since it runs on that bare interpreter.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+# Import names of pyproject.toml's dependencies (and of TensorFlow, its cpu/gpu extra).
+REQUIRED_MODULES = ("numpy", "scipy", "sklearn", "pydantic", "yaml", "ruamel.yaml", "tqdm", "git", "matplotlib",
+                    "mlflow", "dvc", "keras", "tensorflow")
+PROJECT_VENV = Path(__file__).resolve().parent.parent / ".venv"
+USER_ERROR_EXIT = 2  # tracking.errors.USER_ERROR_EXIT, which cannot be imported before this check passes
+
+
+def missing_modules() -> list[str]:
+    """The required modules this interpreter cannot import (found without importing them)."""
+    missing = []
+    for name in REQUIRED_MODULES:
+        try:
+            found = importlib.util.find_spec(name)
+        except ImportError:
+            found = None
+        if found is None:
+            missing.append(name)
+    return missing
+
+
+def ensure_project_interpreter() -> None:
+    """Return if this interpreter has the project's packages; otherwise re-execute with `.venv/bin/python`, or exit 2."""
+    missing = missing_modules()
+    if not missing:
+        return
+    venv_python = PROJECT_VENV / "bin" / "python"
+    in_venv = Path(sys.prefix).resolve() == PROJECT_VENV.resolve()
+    named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    lacks = f"{sys.executable} (Python {sys.version.split()[0]}) lacks the project's packages ({named})"
+    if not in_venv and os.access(venv_python, os.X_OK) and hasattr(sys, "orig_argv"):
+        print(f"note: {lacks}; running this stage with {venv_python} (activate it to skip this step: "
+              f"`source .venv/bin/activate`)", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os.execv(venv_python, [str(venv_python), *sys.orig_argv[1:]])
+    fix = ("re-create it with `make venv`" if in_venv else
+           "run `make run` (it sets up .venv and runs the pipeline), or activate the environment that has them "
+           "(`source .venv/bin/activate`) before `dvc repro`")
+    print(f"error: {lacks}; {fix}", file=sys.stderr)
+    sys.exit(USER_ERROR_EXIT)
+
+
+ensure_project_interpreter()
