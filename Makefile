@@ -15,6 +15,8 @@ UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 export PATH := $(BIN):$(PATH)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
+# Nothing leaves the machine unasked: MLflow's usage telemetry stays off unless set to false in the environment.
+export MLFLOW_DISABLE_TELEMETRY ?= true
 
 .PHONY: run test venv clean
 
@@ -37,7 +39,7 @@ run: venv
 	@echo
 	@echo "Results: metrics/ (dvc metrics show), plots/ (dvc plots show), outputs/model.keras"
 	@echo "MLflow runs are in $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}. Open the UI with:"
-	@echo "  $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000"
+	@echo "  MLFLOW_DISABLE_TELEMETRY=$(MLFLOW_DISABLE_TELEMETRY) $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000"
 
 test: venv
 	pytest -ra -n $(TEST_WORKERS) --dist worksteal

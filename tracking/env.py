@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 MLFLOW_TRACKING_URI = "MLFLOW_TRACKING_URI"
+# MLflow 3 sends usage telemetry unless this is true (mlflow/telemetry/utils.py::is_telemetry_disabled).
+MLFLOW_DISABLE_TELEMETRY = "MLFLOW_DISABLE_TELEMETRY"
 PYTHONHASHSEED = "PYTHONHASHSEED"
 TF_ENABLE_ONEDNN_OPTS = "TF_ENABLE_ONEDNN_OPTS"
 TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
@@ -15,3 +19,11 @@ DVC_EXP_BASELINE_REV = "DVC_EXP_BASELINE_REV"
 
 # Set by our stages for the processes they start.
 TRACKING_PROJECT_ROOT = "TRACKING_PROJECT_ROOT"
+
+
+def telemetry_off_by_default() -> None:
+    """Keep MLflow's usage telemetry off in this process and the ones it starts, unless the user set the switch.
+
+    MLflow reads the variable once, when `mlflow` is imported, so this runs before anything imports it.
+    """
+    os.environ.setdefault(MLFLOW_DISABLE_TELEMETRY, "true")
