@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, make_project, run, runs_of, write_params
+from tracking.diff import RunSnapshot, group_diffs
 from tracking.legacy import upgrade_logged
 from tracking.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
 from tracking.restore import params_from_logged
@@ -59,8 +60,26 @@ def test_runs_logged_with_seeds_split_read_it_as_data_split_seed(params, tags, s
     assert upgraded == {"seeds.base": "7", "data.split_seed": split_seed}
     assert "prov.seeds.split" not in kept and kept.get("prov.seeds.base") == tags.get("prov.seeds.base")
     assert Params.model_validate(params_from_logged(upgraded)).data.split_seed == int(split_seed)
-    if not tags:
-        assert params_from_logged(params) == params_from_logged(upgraded)
+
+
+def test_rerun_writes_an_old_run_s_keys_as_logged():
+    """`tracking rerun` re-creates a run at its own commit, whose schema has `seeds.split`, not `data.split_seed`."""
+    tree = params_from_logged({"seeds.base": "7", "seeds.split": "null"})
+    assert tree == {"seeds": {"base": 7, "split": None}}
+
+
+def snapshot(params: dict[str, str], tags: dict[str, str]) -> RunSnapshot:
+    return RunSnapshot("0" * 32, "run", "1", "FINISHED", params, {}, tags, {}, "")
+
+
+def test_diff_of_an_old_run_and_a_new_one_with_the_same_split_finds_nothing():
+    old = snapshot({"seeds.base": "42", "seeds.split": "null", "train.epochs": "2"},
+                   {"prov.seeds.base": "42", "prov.seeds.split": str(DEFAULT_SPLIT_SEED)})
+    new = snapshot({"seeds.base": "42", "data.split_seed": str(DEFAULT_SPLIT_SEED), "train.epochs": "2"},
+                   {"prov.seeds.base": "42"})
+    assert [group.name for group in group_diffs(old, new) if group.changes] == []
+    moved = snapshot({**new.params, "data.split_seed": "5"}, new.tags)
+    assert [group.name for group in group_diffs(old, moved) if group.changes] == ["data"]
 
 
 def test_runs_logged_since_are_read_as_they_are():

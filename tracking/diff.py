@@ -14,7 +14,7 @@ import math
 import os
 import re
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,7 @@ class RunDiff:
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:
-    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), in today's names."""
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name)."""
     from mlflow.exceptions import MlflowException
 
     run = None
@@ -133,10 +133,9 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
     if run is None:
         raise RunNotFound(f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
                           "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`")
-    params, tags = upgrade_logged(dict(run.data.params), dict(run.data.tags))
     return RunSnapshot(
         run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
-        status=run.info.status, params=params, metrics=dict(run.data.metrics), tags=tags,
+        status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics), tags=dict(run.data.tags),
         manifest=_artifact(client, run.info.run_id, "data/manifest.json", json.loads) or {},
         diff=_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "")
 
@@ -164,7 +163,8 @@ def compare_fields(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, list[Chan
 
 
 def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> list[GroupDiff]:
-    """Every group of `GROUP_ORDER`, in that order."""
+    """Every group of `GROUP_ORDER`, in that order, with runs of earlier versions read in today's names."""
+    a, b = _in_todays_names(a), _in_todays_names(b)
     sources = {
         "data": (_data_fields, "the examples trained and tested on"),
         "params": (_training_params, "hyperparameters"),
@@ -185,6 +185,11 @@ def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> lis
         compared, changes = compare_fields(fields(a), fields(b))
         groups.append(GroupDiff(name, compared, changes, note))
     return groups
+
+
+def _in_todays_names(run: RunSnapshot) -> RunSnapshot:
+    params, tags = upgrade_logged(run.params, run.tags)
+    return replace(run, params=params, tags=tags)
 
 
 def _training_params(run: RunSnapshot) -> dict[str, str]:

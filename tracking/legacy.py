@@ -1,4 +1,4 @@
-"""Runs logged by earlier versions of the pipeline, read in today's names so they can still be diffed and re-run."""
+"""Runs logged by earlier versions of the pipeline, read in today's names so they can be diffed against later runs."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
 
     A run logged before the split seed moved to `data.split_seed` has `seeds.split` (`null` when derived from
     `seeds.base`) and the seed it used as the tag `prov.seeds.split`; that seed becomes its `data.split_seed`,
-    so `tracking rerun` re-creates its split and `tracking diff` compares it with later runs as data, not as
-    a training seed.
+    so `tracking diff` compares it with later runs as data, not as a training seed. (`tracking rerun` writes
+    the keys as logged: it re-creates the run at its own commit, whose schema has `seeds.split`.)
     """
     if LEGACY_SPLIT_PARAM not in params:
         return params, tags

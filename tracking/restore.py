@@ -16,17 +16,17 @@ from typing import Any
 from tracking.dataset import MANIFEST, PREPARED
 from tracking.errors import RerunError
 from tracking.hashing import array_sha256, combine
-from tracking.legacy import upgrade_logged
 from tracking.params import Params, parse_yaml, yaml_editor
 
 
 def params_from_logged(logged: dict[str, str]) -> dict[str, Any]:
     """The nested params.yaml content of MLflow params logged by `Tracker.log_params` (dotted, JSON-spelled).
 
-    Params of runs logged by earlier versions are renamed as today's params.yaml names them (`tracking.legacy`).
+    The keys stay as logged, also for runs of earlier versions (`seeds.split`): the run is re-created at its
+    own commit, whose schema reads exactly those keys.
     """
     tree: dict[str, Any] = {}
-    for key, text in sorted(upgrade_logged(logged, {})[0].items()):
+    for key, text in sorted(logged.items()):
         *sections, name = key.split(".")
         node = tree
         for section in sections:
