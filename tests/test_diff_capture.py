@@ -163,3 +163,13 @@ def test_redaction_keeps_every_other_byte():
             "+api_key = 'new'\r\n \x0cpage\r\n\\ No newline at end of file\n")
     redacted = redact_diff(diff)
     assert redacted == diff.replace("'old'", "<redacted>").replace("'new'", "<redacted>")
+
+
+def test_an_invalid_dvc_yaml_is_one_error_naming_it(tmp_path: Path):
+    from tracking.errors import RepoError
+
+    root = make_repo(tmp_path / "repo")
+    (root / "sub").mkdir()
+    _write(root, "sub/dvc.yaml", b"stages:\n  - not a mapping\n")
+    with pytest.raises(RepoError, match=r"sub/dvc.yaml is not a valid dvc.yaml .*; fix it"):
+        gather_git(root)

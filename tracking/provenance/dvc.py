@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
+from tracking.errors import RepoError
 
 
 def gather_dvc(root: Path, stages: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -54,12 +55,16 @@ def declared_outputs(root: Path, top: Path) -> list[str]:
             return _outputs_from_dvc(root, top)
         folder = prefix / PurePosixPath(name).parent
         found.add(_normal(folder / "dvc.lock"))
-        for stage in ((yaml.safe_load(text) or {}).get("stages") or {}).values():
-            wdir = folder / stage.get("wdir", ".")
-            for section in _OUTPUT_SECTIONS:
-                for entry in stage.get(section) or []:
-                    for path in entry if isinstance(entry, dict) else [entry]:
-                        found.add(_normal(wdir / path))
+        try:
+            for stage in ((yaml.safe_load(text) or {}).get("stages") or {}).values():
+                wdir = folder / stage.get("wdir", ".")
+                for section in _OUTPUT_SECTIONS:
+                    for entry in stage.get(section) or []:
+                        for path in entry if isinstance(entry, dict) else [entry]:
+                            found.add(_normal(wdir / path))
+        except (yaml.YAMLError, AttributeError, TypeError) as err:
+            raise RepoError(f"{root / name} is not a valid dvc.yaml ({str(err).splitlines()[0]}); "
+                            "fix it (`dvc stage list` checks it)") from err
     return sorted(found)
 
 
