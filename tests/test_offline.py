@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from servers import free_port
-from tracking.offline import Journal, describe, pending_journals, read_journal, server_unavailable
+from tracking.offline import OFFLINE, Journal, describe, pending_journals, read_journal, server_unavailable
 from tracking.operations import artifact, batch, end
 
 
@@ -120,3 +120,53 @@ def test_a_run_kept_offline_is_not_taken_for_a_stale_one(tmp_path):
     assert [run.run_id for run in stale] == [killed]
     assert {run.run_id: run.verdict for run in running} == {lost: KEPT_OFFLINE, killed: STALE}
     assert client.get_run(lost).info.status == "RUNNING" and client.get_run(killed).info.status == "FAILED"
+
+
+@pytest.mark.slow
+def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_intact(tmp_path, monkeypatch):
+    """An artifact over 16 MiB, written through a temporary file the tracker deletes, then a real server killed."""
+    import hashlib
+    import secrets
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    from conftest import project_env
+    from servers import MlflowServer
+    from tracking.offline import SPOOL
+    from tracking.tracker import Tracker
+
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
+        monkeypatch.setenv(name, "")  # recorded, so what the tracker sets is undone after the test
+        monkeypatch.delenv(name)
+    root = tmp_path / "project"
+    (root / ".dvc").mkdir(parents=True)
+    text = secrets.token_hex(9 * 2**20)  # 18 MiB that do not compress
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    server = MlflowServer(f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", tmp_path / "server.log").start()
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
+        with Tracker("large", root=root) as tracker:
+            tracker.log_text(text, "data/large.txt")
+            server.kill()
+            tracker.set_tags({"written": "after the loss"})
+        run_id = tracker.run_id
+        folder = root / OFFLINE / run_id
+        header, ops = read_journal(folder)
+        (kept,) = [op for op in ops if op["op"] == "artifact" and op["artifact_path"] == "data"]
+        assert kept["online"] and hashlib.sha256(Path(kept["path"]).read_bytes()).hexdigest() == digest
+        assert ops[-1]["op"] == "end" and not (root / SPOOL / run_id).exists()
+
+        server.start()
+        done = subprocess.run([sys.executable, "-m", "tracking", "sync"], cwd=root, capture_output=True, text=True,
+                              env=project_env(MLFLOW_TRACKING_URI=server.uri), timeout=300)
+        assert done.returncode == 0, done.stderr
+        client = MlflowClient(server.uri)
+        synced = client.get_run(run_id)
+        assert synced.info.status == "FINISHED" and synced.data.tags["written"] == "after the loss"
+        uploaded = Path(client.download_artifacts(run_id, "data/large.txt", str(tmp_path)))
+        assert hashlib.sha256(uploaded.read_bytes()).hexdigest() == digest
+        assert pending_journals(root) == []
+    finally:
+        server.kill()

@@ -35,38 +35,54 @@ def assert_untouched(root: Path, files: dict[str, str], status: str) -> None:
 
 
 @pytest.mark.slow
-def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Path):
-    # The run is made with uncommitted code and params changes, then the user's tree moves on.
-    train = project / "pipelines/train.py"
-    train.write_text(train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) '))
-    write_params(project, train={"learning_rate": 0.002})
-    run(["dvc", "repro", "evaluate"], project)
-    (original,) = runs_of(project)
+def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Path, tmp_path: Path):
+    """The user's path: a fresh clone of a repo whose pipeline results are committed (as after `make run`), a run
+    made there with uncommitted code and params changes, the tree moved on, then the run re-created. The results
+    `dvc repro` rewrote (dvc.lock, metrics, plots with CRLF lines) are no part of the logged diff."""
+    run(["dvc", "repro", "train"], project)
     run(["git", "add", "-A"], project)
-    run(["git", "commit", "-qm", "after the run"], project)
+    run(["git", "commit", "-qm", "results of the pipeline"], project)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
+    train = clone / "pipelines/train.py"
+    train.write_text(train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) '))
+    write_params(clone, train={"learning_rate": 0.002})
+    run(["dvc", "repro", "evaluate"], clone)
+    changed = {line[3:] for line in run(["git", "status", "--porcelain"], clone).stdout.splitlines()}
+    assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv"} <= changed
+    assert b"\r\n" in (clone / "plots/train/history.csv").read_bytes()
+    (original,) = runs_of(clone)
+    record = json.loads(Path(client_for(clone).download_artifacts(original.info.run_id, "provenance/provenance.json",
+                                                                  str(tmp_path))).read_text())
+    assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv", "outputs/model.keras"} <= set(record["git"]["diff_excludes"])
+    assert [line for line in record["git"]["diff"].splitlines() if line.startswith("diff --git")] == [
+        "diff --git a/params.yaml b/params.yaml", "diff --git a/pipelines/train.py b/pipelines/train.py"]
+    run(["git", "add", "-A"], clone)
+    run(["git", "commit", "-qm", "after the run"], clone)
     train.write_text(train.read_text().replace("(uncommitted edit)", "(edited after the run)"))
-    write_params(project, train={"epochs": 3, "learning_rate": 0.003})
-    status = run(["git", "status", "--porcelain"], project).stdout
+    write_params(clone, train={"epochs": 3, "learning_rate": 0.003})
+    status = run(["git", "status", "--porcelain"], clone).stdout
 
     # Data missing from the DVC cache: one line naming the hash and the fix; nothing trained, nothing left.
     data_hash = original.data.tags["prov.dvc.deps.train.data/prepared"]
-    cached = project / ".dvc/cache/files/md5" / data_hash[:2] / data_hash[2:]
+    cached = clone / ".dvc/cache/files/md5" / data_hash[:2] / data_hash[2:]
     aside = cached.rename(cached.with_suffix(".aside"))
-    files = snapshot(project)
-    done = rerun(project, original.info.run_id)
+    files = snapshot(clone)
+    done = rerun(clone, original.info.run_id)
     assert_user_error(done, data_hash, "DVC cache", "dvc pull")
-    assert_untouched(project, files, status)
-    assert len(runs_of(project)) == 1
+    assert_untouched(clone, files, status)
+    assert len(runs_of(clone)) == 1
     aside.rename(cached)
 
-    files = snapshot(project)
-    done = rerun(project, original.info.run_id)
+    files = snapshot(clone)
+    done = rerun(clone, original.info.run_id)
     assert done.returncode == 0, done.stderr
+    assert "applied the logged uncommitted diff (2 file(s): params.yaml, pipelines/train.py)" in done.stdout
     assert "trained (uncommitted edit)" in done.stdout and "edited after the run" not in done.stdout
     assert "weights: bit-identical" in done.stdout
-    assert_untouched(project, files, status)
+    assert_untouched(clone, files, status)
 
-    new = next(found for found in runs_of(project) if found.info.run_id != original.info.run_id)
+    new = next(found for found in runs_of(clone) if found.info.run_id != original.info.run_id)
     assert new.info.status == "FINISHED" and new.info.experiment_id == original.info.experiment_id
     assert new.data.tags["rerun_of"] == original.info.run_id
     assert new.data.tags["prov.weights_sha256"] == original.data.tags["prov.weights_sha256"]
@@ -74,7 +90,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert new.data.params == original.data.params and new.data.params["train.epochs"] == "2"
     assert new.data.metrics["test_accuracy"] == original.data.metrics["test_accuracy"]
     assert not Path(new.data.tags["prov.environment.DVC_ROOT"]).exists()
-    diff = client_for(project).download_artifacts(new.info.run_id, "provenance/uncommitted.diff", str(project.parent))
+    diff = client_for(clone).download_artifacts(new.info.run_id, "provenance/uncommitted.diff", str(tmp_path))
     assert "trained (uncommitted edit)" in Path(diff).read_text()
 
 

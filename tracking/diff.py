@@ -21,6 +21,7 @@ from typing import Any
 from tracking.errors import TrackingError
 from tracking.legacy import upgrade_logged
 from tracking.noise import band_from_summary, holm
+from tracking.provenance.git import decode_diff
 
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
 CAUSES = ("data", "params", "code")
@@ -150,7 +151,8 @@ def _artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
         if name not in {Path(item.path).name for item in client.list_artifacts(run_id, folder)}:
             return None
         with tempfile.TemporaryDirectory() as scratch:
-            return parse(Path(client.download_artifacts(run_id, path, scratch)).read_text())
+            # Not read_text(): its newline translation would turn a diff's CRLF lines into LF.
+            return parse(decode_diff(Path(client.download_artifacts(run_id, path, scratch)).read_bytes()))
     except (MlflowException, OSError) as err:
         raise TrackingError(f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]}); "
                             "check the tracking server and its artifact store") from err

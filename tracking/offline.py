@@ -1,17 +1,19 @@
 """The offline journal: what a run would have written to a lost MLflow server, kept on disk in order.
 
 While the server answers, `RunWriter` writes each operation (tracking/operations.py) to it and remembers
-it (small artifact files by content, the model by reference). On the first write that fails because the
-server is gone (connection refused or reset, timeout, 5xx after retries), the loss is reported once on
-stderr, training goes on, and the whole run so far plus every later write are appended to
-`.tracking/offline/<run_id>/journal.jsonl` as numbered JSON lines (`online: true` for those the server had
-acknowledged), with a copy of each file under `files/`. So the journal alone holds the complete run, even
-if the server's store lost what it had. `tracking sync` (tracking/sync.py) replays it. Any other failure
-is a real error and is raised.
+it: an artifact file as a copy in `.tracking/spool/<run_id>/` (its own path may be a temporary file, deleted
+once written; the kernel makes the copy, so a file of any size costs no memory), the model by reference.
+On the first write that fails because the server is gone (connection refused or reset, timeout, 5xx after
+retries), the loss is reported once on stderr, training goes on, and the whole run so far plus every later
+write are appended to `.tracking/offline/<run_id>/journal.jsonl` as numbered JSON lines (`online: true` for
+those the server had acknowledged), with a copy of each file under `files/` (spooled copies are moved there).
+So the journal alone holds the complete run, even if the server's store lost what it had. `tracking sync`
+(tracking/sync.py) replays it. Any other failure is a real error and is raised.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -26,9 +28,10 @@ from tracking.operations import Op, apply
 
 OFFLINE = Path(".tracking/offline")
 SYNCED = Path(".tracking/synced")
+SPOOL = Path(".tracking/spool")
 JOURNAL = "journal.jsonl"
 FILES = "files"
-REMEMBERED_FILE_BYTES = 16 * 2**20  # larger artifact files are re-read from their path if the server is lost
+SPOOLED = "spooled"  # marks an artifact op whose path is RunWriter's own copy, moved (not copied) into a journal
 
 
 def journal_folder(root: Path, run_id: str) -> Path:
@@ -99,13 +102,13 @@ class Journal:
     def append(self, op: Op, online: bool = False) -> None:
         """Append `op`; `online` marks one the server had acknowledged before it was lost."""
         self._seq += 1
-        record = {key: value for key, value in op.items() if key not in ("model", "content")}
+        record = {key: value for key, value in op.items() if key not in ("model", SPOOLED)}
         if online:
             record["online"] = True
         else:
             self.after_loss += 1
         if op["op"] == "artifact":
-            record["path"] = self._keep(Path(op["path"]), op.get("content"))
+            record["path"] = self._keep(Path(op["path"]), bool(op.get(SPOOLED)))
             self.artifacts += 1
         elif op["op"] == "model":
             target = self._files_for(self._seq) / f"{op['name']}.keras"
@@ -124,11 +127,11 @@ class Journal:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    def _keep(self, source: Path, content: bytes | None) -> str:
-        """Copy `source` (or its remembered `content`) into the journal; return the copy's relative path."""
+    def _keep(self, source: Path, spooled: bool) -> str:
+        """Copy `source` into the journal (move it, if it is a spooled copy); return the copy's relative path."""
         target = self._files_for(self._seq) / source.name
-        if content is not None:
-            target.write_bytes(content)
+        if spooled:
+            shutil.move(source, target)
         else:
             shutil.copy2(source, target)
         return str(target.relative_to(self.folder))
@@ -176,6 +179,8 @@ class RunWriter:
         self.experiment = experiment
         self.journal: Journal | None = None
         self._written: list[Op] = []
+        self._spool = root / SPOOL / run_id
+        self._spooled = itertools.count()
         self._lock = threading.Lock()
 
     @property
@@ -186,18 +191,31 @@ class RunWriter:
         if self.journal is None:
             try:
                 apply(self.client, self.run_id, op)
-                with self._lock:
-                    if self.journal is None:
-                        self._written.append(_remember(op))
-                    else:
-                        self.journal.append(op, online=True)
-                return
             except Exception as err:
                 if not server_unavailable(err):
                     raise
                 self.lose(err)
+            else:
+                remembered = self._remember(op)
+                with self._lock:
+                    if self.journal is None:
+                        self._written.append(remembered)
+                    else:
+                        self.journal.append(remembered, online=True)
+                return
         with self._lock:
             self.journal.append(op)
+
+    def _remember(self, op: Op) -> Op:
+        """What is needed to journal `op` later: an artifact's file copied into the spool, since its own path may
+        be a temporary file deleted once written, whatever its size (the kernel copies it: no memory is held)."""
+        if op["op"] != "artifact":
+            return op
+        source = Path(op["path"])
+        target = self._spool / f"{next(self._spooled):06d}" / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        return {**op, "path": str(target), SPOOLED: True}
 
     def lose(self, error: BaseException) -> None:
         """Switch to the journal (once), saying so on stderr; later writes never try the server again."""
@@ -212,12 +230,14 @@ class RunWriter:
             for done in self._written:
                 self.journal.append(done, online=True)
             self._written.clear()
+            shutil.rmtree(self._spool, ignore_errors=True)
             print(f"warning: MLflow server {self.uri} lost during run {self.run_id} ({reason}); training goes on, "
                   f"the run's records are kept in {folder.relative_to(self.root)}", file=sys.stderr)
 
     def close(self) -> str | None:
         """Close the journal; return the line that tells what it holds and how to upload it (None if online)."""
         self._written.clear()
+        shutil.rmtree(self._spool, ignore_errors=True)
         if self.journal is None:
             return None
         self.journal.close()
@@ -226,12 +246,3 @@ class RunWriter:
         return (f"MLflow server lost during run {self.run_id}; the whole run ({journal.metric_values} metric values, "
                 f"{journal.artifacts} artifacts, {journal.operations} writes, {journal.after_loss} of them after the loss) "
                 f"is kept in {folder}; upload it with `tracking sync`")
-
-
-def _remember(op: Op) -> Op:
-    """What is needed to journal `op` later: a small artifact's bytes (its file may be temporary)."""
-    if op["op"] == "artifact":
-        path = Path(op["path"])
-        if path.stat().st_size <= REMEMBERED_FILE_BYTES:
-            return {**op, "content": path.read_bytes()}
-    return op

@@ -27,6 +27,7 @@ from tracking.offline import RunWriter, describe, has_journal, journal_folder, k
 from tracking.operations import apply, artifact, batch, end, inputs
 from tracking.operations import model as model_op
 from tracking.provenance import to_tags
+from tracking.provenance.git import encode_diff
 from tracking.stale import owner_tags, repair_stale_runs
 from tracking.store import connect, project_root, tracking_uri
 from tracking.writer import BackgroundWriter
@@ -217,7 +218,8 @@ class Tracker:
         self.log_text("\n".join(packages) + "\n", "provenance/packages.txt")
         git = record.get("git", {})
         if git.get("diff"):
-            self.log_text(git["diff"], "provenance/uncommitted.diff")
+            diff = encode_diff(git["diff"])  # git's bytes exactly, so that it applies byte for byte
+            self._write_file("provenance/uncommitted.diff", lambda path: path.write_bytes(diff))
         tags = to_tags(record)
         tags["mlflow.source.git.commit"] = git.get("commit", "")
         if git.get("branch"):

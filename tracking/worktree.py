@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracking.errors import RerunError
-from tracking.provenance.git import open_repository, was_redacted
+from tracking.provenance.git import encode_diff, open_repository, was_redacted
 
 _FILE_HEADER = re.compile(r"^\+\+\+ (?:b/)?(?P<path>.+)$")
+_BINARY = re.compile(r"^Binary files (?:a/)?(?P<old>.+) and (?:b/)?(?P<new>.+) differ$")
 
 
 @contextmanager
@@ -50,38 +51,46 @@ def temporary_worktree(root: Path, commit: str) -> Iterator[Path]:
 
 
 def apply_diff(tree: Path, diff: str, run_id: str) -> list[str]:
-    """Apply the logged uncommitted diff at the top of the worktree; return the files it changes.
+    """Apply the logged uncommitted diff at the top of the worktree, to the files and the index; return the
+    files it changes.
 
-    A diff whose secret-looking values were redacted when it was logged cannot be re-created faithfully,
-    so it is refused, naming the files, rather than applied with placeholders in the code.
+    git applies it byte for byte (line endings, modes, renames, new and deleted files). Applied to the index
+    too, new files are part of the diff the re-created run logs, as they were of the original's. A diff whose
+    secret-looking values were redacted, or that names binary files (whose content a logged diff does not
+    carry), cannot re-create the code faithfully, so it is refused, naming the files.
     """
-    files = changed_files(diff)
     redacted = redacted_files(diff)
     if redacted:
         raise RerunError(
             f"the uncommitted diff logged with run {run_id} has secret values redacted in {', '.join(redacted)}, so its code "
             "cannot be re-created faithfully; commit that change with the secret read from the environment instead, and train again"
         )
-    if not diff.strip():
-        return files
+    binary = binary_files(diff)
+    if binary:
+        raise RerunError(f"the uncommitted diff logged with run {run_id} changes binary file(s) {', '.join(binary)}, whose content "
+                         "it does not hold, so its code cannot be re-created; commit them (or track them with DVC) and train again")
+    if not diff:
+        return []
     top = _toplevel(tree)
     patch = top.parent / "uncommitted.diff"
-    patch.write_text(diff if diff.endswith("\n") else diff + "\n")  # GitPython strips git's final newline
-    done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=top, capture_output=True, text=True)
+    # git ends a diff with a newline; the runs logged before diffs were taken as git's own bytes lack it.
+    patch.write_bytes(encode_diff(diff if diff.endswith("\n") else diff + "\n"))
+    done = subprocess.run(["git", "apply", "--index", "--whitespace=nowarn", str(patch)], cwd=top, capture_output=True, text=True)
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
         raise RerunError(f"the uncommitted diff logged with run {run_id} does not apply to its commit ({reason}); "
                          "the run cannot be re-created from what was logged")
-    return files
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only", "-z", "HEAD"], cwd=top, capture_output=True, text=True, check=True)
+    return [name for name in staged.stdout.split("\0") if name]
 
 
-def changed_files(diff: str) -> list[str]:
-    """Files a unified git diff changes, from its `+++ b/...` headers (deleted files excepted)."""
+def binary_files(diff: str) -> list[str]:
+    """Files the diff names only as git's "Binary files a/... and b/... differ" line (the new name, or the old one if deleted)."""
     found = []
-    for line in diff.splitlines():
-        match = _FILE_HEADER.match(line)
-        if match and match["path"] != "/dev/null":
-            found.append(match["path"])
+    for line in diff.split("\n"):
+        match = _BINARY.match(line)
+        if match:
+            found.append(match["old"] if match["new"] == "/dev/null" else match["new"])
     return found
 
 
@@ -89,7 +98,7 @@ def redacted_files(diff: str) -> list[str]:
     """Files in which the diff's added, removed or context lines carry the redaction placeholder."""
     found: list[str] = []
     current = "?"
-    for line in diff.splitlines():
+    for line in diff.split("\n"):
         match = _FILE_HEADER.match(line)
         if match:
             current = match["path"]

@@ -17,7 +17,7 @@ from tracking.provenance.software import gather_software
 
 TAG_PREFIX = "prov."
 MAX_TAG_CHARS = 5000
-_ARTIFACT_ONLY = {("git", "diff"), ("git", "untracked_files"), ("software", "executable")}
+_ARTIFACT_ONLY = {("git", "diff"), ("git", "untracked_files"), ("git", "diff_excludes"), ("software", "executable")}
 
 
 def capture(root: Path, seeds: dict[str, int], determinism: dict[str, Any], stages: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -1,12 +1,17 @@
-"""DVC gatherer: the hashes DVC recorded for each stage's dependencies, and the experiment being run."""
+"""DVC gatherer: the hashes DVC recorded for each stage's dependencies, the experiment being run, and the
+outputs DVC declares (which the git gatherer leaves out of the captured diff: they are results, not code)."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import subprocess
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ruamel.yaml.error import YAMLError
+
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
+from tracking.errors import RepoError
 from tracking.params import parse_yaml
 
 
@@ -30,3 +35,59 @@ def lock_hashes(lock: Path, stages: tuple[str, ...] = ()) -> dict[str, dict[str,
             continue
         found[name] = {dep["path"]: dep.get("md5") or dep.get("hash") or "" for dep in stage.get("deps", [])}
     return found
+
+
+_OUTPUT_SECTIONS = ("outs", "metrics", "plots")
+_TEMPLATED = ("${", "foreach", "matrix")
+
+
+def declared_outputs(root: Path, top: Path) -> list[str]:
+    """Every output DVC declares in the project at `root` (outs, metrics and plots of every stage of every dvc.yaml,
+    `cache: false` ones too) and every dvc.lock, as POSIX paths relative to the git top folder `top`, sorted.
+
+    The dvc.yaml files are read as YAML, which costs milliseconds at stage start; only a project that uses
+    templating (`${...}`, `foreach`, `matrix`) is read through DVC's own API, which resolves it (about a second).
+    """
+    found: set[str] = set()
+    prefix = PurePosixPath(root.resolve().relative_to(top.resolve()).as_posix())
+    for name in _dvc_files(root):
+        text = (root / name).read_text(encoding="utf-8")
+        if any(marker in text for marker in _TEMPLATED):
+            return _outputs_from_dvc(root, top)
+        folder = prefix / PurePosixPath(name).parent
+        found.add(_normal(folder / "dvc.lock"))
+        try:
+            for stage in ((parse_yaml(text) or {}).get("stages") or {}).values():
+                wdir = folder / stage.get("wdir", ".")
+                for section in _OUTPUT_SECTIONS:
+                    for entry in stage.get(section) or []:
+                        for path in entry if isinstance(entry, dict) else [entry]:
+                            found.add(_normal(wdir / path))
+        except (YAMLError, AttributeError, TypeError) as err:
+            raise RepoError(f"{root / name} is not a valid dvc.yaml ({str(err).splitlines()[0]}); "
+                            "fix it (`dvc stage list` checks it)") from err
+    return sorted(found)
+
+
+def _dvc_files(root: Path) -> list[str]:
+    """The project's dvc.yaml files that git tracks or would track, relative to `root`."""
+    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ":(glob)**/dvc.yaml"],
+                          cwd=root, capture_output=True, check=True)
+    return sorted({name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name})
+
+
+def _outputs_from_dvc(root: Path, top: Path) -> list[str]:
+    """`declared_outputs` through DVC's API, for projects whose dvc.yaml files need templating resolved."""
+    from dvc.repo import Repo
+    from dvc.stage import PipelineStage
+
+    with Repo(str(root)) as repo:
+        stages = [stage for stage in repo.index.stages if isinstance(stage, PipelineStage)]  # not `.dvc` files
+        paths = {Path(out.fs_path) for stage in stages for out in stage.outs}
+        paths |= {Path(stage.dvcfile.path).with_name("dvc.lock") for stage in stages}
+    return sorted(_normal(PurePosixPath(path.resolve().relative_to(top.resolve()).as_posix())) for path in paths)
+
+
+def _normal(path: PurePosixPath) -> str:
+    """`path` without `.` parts and with `..` folded (`audit/../metrics/a.json` -> `metrics/a.json`)."""
+    return os.path.normpath(str(path)).replace(os.sep, "/")

@@ -1,5 +1,10 @@
 """Git gatherer: commit, branch, dirty flag, the uncommitted diff, and remotes without credentials.
 
+The diff is git's own bytes (CRLF lines, missing final newlines, modes, renames kept), so `git apply` re-creates
+the tree byte for byte; it leaves out every output DVC declares and every dvc.lock (results, not code; listed
+in the record as `diff_excludes`). A binary file appears as git's "Binary files ... differ" line only: a diff
+of it could be neither checked for secrets nor kept small, so `tracking rerun` refuses such a run.
+
 Remote URLs lose any user:password@ part and query string. In the diff (added, removed and context lines),
 assignments to a secret-looking name (password, token, api_key, ...) keep the name and lose the value,
 URLs lose their user:password@ part, and known token formats (ghp_..., AKIA..., sk-..., JWTs) are replaced;
@@ -9,12 +14,14 @@ a warning on stderr says how many lines were changed, since the captured diff is
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tracking.errors import RepoError
+from tracking.provenance.dvc import declared_outputs
 
 REDACTED = "<redacted>"
 _SECRET_ASSIGNMENT = re.compile(
@@ -29,6 +36,10 @@ _KNOWN_TOKEN = re.compile(
     r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+)"
 )
 _DIFF_HEADERS = ("diff --git ", "index ", "--- ", "+++ ")
+# Whatever the user's git configuration says: plain a/ b/ prefixes, no colour, no external or text-converting diff.
+_DIFF = ("git", "diff", "HEAD", "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "--src-prefix=a/",
+         "--dst-prefix=b/")
+_ENCODING = ("utf-8", "surrogateescape")  # a diff's bytes as text and back, unchanged whatever their encoding
 
 
 def open_repository(root: Path) -> Any:
@@ -50,16 +61,18 @@ def open_repository(root: Path) -> Any:
 def gather_git(root: Path) -> dict[str, Any]:
     """The repository state at `root`."""
     repo = open_repository(root)
+    top = Path(repo.working_tree_dir)
     commit = repo.head.commit.hexsha
     branch = None if repo.head.is_detached else repo.active_branch.name
-    raw = repo.git.diff("HEAD", "--no-color")
+    excludes = declared_outputs(root, top)
+    raw = uncommitted_diff(top, excludes)
     diff = redact_diff(raw)
-    redacted = sum(before != after for before, after in zip(raw.splitlines(), diff.splitlines()))
+    redacted = sum(before != after for before, after in zip(raw.split("\n"), diff.split("\n")))
     if redacted:
         print(f"warning: {redacted} line(s) of the uncommitted diff hold secret-looking values; they are redacted in "
               "the captured provenance/uncommitted.diff, which is therefore not exact; keep secrets out of tracked files "
               "(e.g. in environment variables) to capture the diff as it is", file=sys.stderr)
-    untracked = repo.untracked_files
+    untracked = [path for path in repo.untracked_files if not any(_within(path, output) for output in excludes)]
     return {
         "commit": commit,
         "branch": branch,
@@ -68,7 +81,29 @@ def gather_git(root: Path) -> dict[str, Any]:
         "remotes": {remote.name: strip_credentials(url) for remote in repo.remotes for url in remote.urls},
         "diff": diff,
         "diff_redacted_lines": redacted,
+        "diff_excludes": excludes,
     }
+
+
+def uncommitted_diff(top: Path, excludes: list[str]) -> str:
+    """`git diff HEAD` of the repository at `top` (staged and unstaged changes), without the `excludes` paths."""
+    done = subprocess.run([*_DIFF, "--", ".", *(f":(exclude,literal){path}" for path in excludes)], cwd=top, capture_output=True)
+    if done.returncode != 0:
+        raise RepoError(f"`git diff HEAD` failed in {top}: {decode_diff(done.stderr).strip()}")
+    return decode_diff(done.stdout)
+
+
+def decode_diff(data: bytes) -> str:
+    """A diff's bytes as text; `encode_diff` gives back the same bytes, even for files not in UTF-8."""
+    return data.decode(*_ENCODING)
+
+
+def encode_diff(diff: str) -> bytes:
+    return diff.encode(*_ENCODING)
+
+
+def _within(path: str, output: str) -> bool:
+    return path == output or path.startswith(output.rstrip("/") + "/")
 
 
 def strip_credentials(url: str) -> str:
@@ -86,16 +121,19 @@ def strip_credentials(url: str) -> str:
 def redact_diff(diff: str) -> str:
     """The diff with secret-looking values replaced by '<redacted>' in every line but the file headers.
 
-    Context lines are redacted too: a secret committed earlier would otherwise leave with the diff.
+    Context lines are redacted too: a secret committed earlier would otherwise leave with the diff. Lines are
+    split at "\n" only and a line's "\r" is kept, so every line left alone stays byte for byte as it was.
     """
-    lines = []
-    for line in diff.splitlines():
-        if not line.startswith(_DIFF_HEADERS):
-            line = _SECRET_ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}", line)
-            line = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", line)
-            line = _KNOWN_TOKEN.sub(REDACTED, line)
-        lines.append(line)
-    return "\n".join(lines) + ("\n" if diff.endswith("\n") else "")
+    return "\n".join(_redact_line(line) for line in diff.split("\n"))
+
+
+def _redact_line(line: str) -> str:
+    if line.startswith(_DIFF_HEADERS):
+        return line
+    body, end = (line[:-1], "\r") if line.endswith("\r") else (line, "")
+    body = _SECRET_ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}", body)
+    body = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", body)
+    return _KNOWN_TOKEN.sub(REDACTED, body) + end
 
 
 def was_redacted(line: str) -> bool:

@@ -1,0 +1,175 @@
+"""The uncommitted diff a run logs re-creates its tree byte for byte, and leaves DVC's outputs out.
+
+Each case changes a real git repository after its commit; the diff is captured as a stage captures it,
+logged to and read back from a real MLflow SQLite store, and applied in a fresh worktree at the commit,
+whose files (bytes and executable bits) must then equal the changed tree's.
+"""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import project_env, run
+from tracking.diff import load_run
+from tracking.errors import RerunError
+from tracking.provenance.git import encode_diff, gather_git, redact_diff
+from tracking.worktree import apply_diff, temporary_worktree
+
+BASE = {
+    "crlf.csv": b"epoch,loss\r\n0,1.5\r\n1,0.5\r\n",
+    "no_newline.txt": b"first\nlast without newline",
+    "gone.py": b"print('deleted')\n",
+    "old_name.py": b"".join(b"line %d\n" % n for n in range(20)),
+    "run.sh": b"#!/bin/sh\necho hi\n",
+    "latin1.txt": b"caf\xe9\n",
+    "image.bin": bytes(range(256)),
+}
+
+
+def _write(root: Path, name: str, data: bytes) -> None:
+    (root / name).write_bytes(data)
+
+
+def _rename(root: Path) -> None:
+    run(["git", "mv", "old_name.py", "new_name.py"], root)
+    _write(root, "new_name.py", BASE["old_name.py"] + b"line 20\n")
+
+
+CASES: dict[str, Callable[[Path], object]] = {
+    "crlf lines": lambda root: _write(root, "crlf.csv", b"epoch,loss\r\n0,1.25\r\n1,0.5\r\n2,0.25\r\n"),
+    "no final newline": lambda root: _write(root, "no_newline.txt", b"first\nchanged last, still without newline"),
+    "newline added at the end": lambda root: _write(root, "no_newline.txt", BASE["no_newline.txt"] + b"\n"),
+    "new file": lambda root: (_write(root, "added.py", b"x = 1\r\ny = 2"), run(["git", "add", "added.py"], root)),
+    "deleted file": lambda root: (root / "gone.py").unlink(),
+    "renamed file": _rename,
+    "executable bit": lambda root: (root / "run.sh").chmod(0o755),
+    "not utf-8": lambda root: _write(root, "latin1.txt", b"caf\xe9 cr\xe8me\n"),
+    "everything at once": lambda root: [change(root) for name, change in CASES.items() if name not in ("everything at once",
+                                                                                                       "newline added at the end")],
+}
+
+
+def make_repo(root: Path) -> Path:
+    root.mkdir()
+    for name, data in BASE.items():
+        _write(root, name, data)
+    run(["git", "init", "-q", "-b", "main"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "base"], root)
+    return root
+
+
+def tree(root: Path) -> dict[str, tuple[bytes, bool]]:
+    """Every file but git's own: its bytes and whether it is executable."""
+    return {path.relative_to(root).as_posix(): (path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR))
+            for path in sorted(root.rglob("*")) if path.is_file() and ".git" not in path.relative_to(root).parts}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory):
+    from mlflow.tracking import MlflowClient
+
+    folder = tmp_path_factory.mktemp("store")
+    client = MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}")
+    experiment = client.create_experiment("diffs", artifact_location=(folder / "artifacts").as_uri())
+    return client, experiment
+
+
+def logged_and_read_back(store, diff: str, tmp_path: Path) -> str:
+    """The diff as `tracking rerun` reads it: logged as the tracker logs it, read back through MLflow."""
+    client, experiment = store
+    run_id = client.create_run(experiment).info.run_id
+    folder = tmp_path / "logged"
+    folder.mkdir()
+    (folder / "uncommitted.diff").write_bytes(encode_diff(diff))
+    client.log_artifact(run_id, str(folder / "uncommitted.diff"), "provenance")
+    return load_run(client, run_id).diff
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_captured_diff_recreates_the_tree_byte_for_byte(case: str, tmp_path: Path, store):
+    root = make_repo(tmp_path / "repo")
+    commit = run(["git", "rev-parse", "HEAD"], root).stdout.strip()
+    CASES[case](root)
+    captured = gather_git(root)
+    assert captured["dirty"] and captured["diff_redacted_lines"] == 0 and captured["diff_excludes"] == []
+    diff = logged_and_read_back(store, captured["diff"], tmp_path)
+    assert encode_diff(diff) == subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    with temporary_worktree(root, commit) as copy:
+        changed = apply_diff(copy, diff, "run1")
+        assert tree(copy) == tree(root)
+        assert gather_git(copy)["diff"] == captured["diff"]  # the re-created run logs the same diff
+    assert changed and set(changed) <= set(tree(root)) | set(BASE)
+
+
+@pytest.mark.parametrize("change", ["modified", "new", "deleted"])
+def test_a_binary_file_in_the_diff_is_refused_naming_it(change: str, tmp_path: Path):
+    root = make_repo(tmp_path / "repo")
+    commit = run(["git", "rev-parse", "HEAD"], root).stdout.strip()
+    if change == "modified":
+        _write(root, "image.bin", bytes(reversed(range(256))))
+    elif change == "new":
+        _write(root, "other.bin", b"\0\1\2")
+        run(["git", "add", "other.bin"], root)
+    else:
+        (root / "image.bin").unlink()
+    _write(root, "crlf.csv", b"a,b\r\n")
+    diff = gather_git(root)["diff"]
+    with temporary_worktree(root, commit) as copy, pytest.raises(RerunError) as raised:
+        apply_diff(copy, diff, "run1")
+    name = "other.bin" if change == "new" else "image.bin"
+    assert f"changes binary file(s) {name}," in str(raised.value) and "commit them" in str(raised.value)
+
+
+def test_dvc_outputs_and_locks_are_left_out_of_the_diff(tmp_path: Path):
+    """Outs, metrics and plots of every stage of every dvc.yaml (wdir and `cache: false` included), and dvc.lock."""
+    root = make_repo(tmp_path / "repo")
+    (root / "sub").mkdir()
+    _write(root, "dvc.yaml", b"stages:\n  train:\n    cmd: python train.py\n    outs:\n      - out/\n    metrics:\n"
+                             b"      - metrics.json:\n          cache: false\n    plots:\n      - crlf.csv:\n          cache: false\n")
+    _write(root, "sub/dvc.yaml", b"stages:\n  audit:\n    wdir: ..\n    cmd: python audit.py\n    outs:\n"
+                                 b"      - report.md:\n          cache: false\n")
+    for name in ("dvc.lock", "sub/dvc.lock", "metrics.json", "report.md"):
+        _write(root, name, b"committed result\n")
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "results"], root)
+    for name in ("dvc.lock", "sub/dvc.lock", "metrics.json", "report.md", "crlf.csv"):
+        _write(root, name, b"new result\r\n")
+    (root / "out").mkdir()
+    _write(root, "out/new.json", b"{}")
+    _write(root, "run.sh", b"#!/bin/sh\necho code change\n")
+    captured = gather_git(root)
+    assert captured["diff_excludes"] == ["crlf.csv", "dvc.lock", "metrics.json", "out", "report.md", "sub/dvc.lock"]
+    assert [line for line in captured["diff"].split("\n") if line.startswith("diff --git")] == ["diff --git a/run.sh b/run.sh"]
+    assert captured["untracked_files"] == []
+
+
+def test_templated_dvc_yaml_outputs_are_resolved_through_dvc(tmp_path: Path):
+    root = make_repo(tmp_path / "repo")
+    run(["dvc", "init", "-q"], root, env=project_env())
+    _write(root, "dvc.yaml", b"vars:\n  - folder: results\nstages:\n  score:\n    foreach: [a, b]\n    do:\n"
+                             b"      cmd: python score.py ${item}\n      metrics:\n        - ${folder}/${item}.json:\n"
+                             b"            cache: false\n")
+    assert gather_git(root)["diff_excludes"] == ["dvc.lock", "results/a.json", "results/b.json"]
+
+
+def test_redaction_keeps_every_other_byte():
+    diff = ("diff --git a/s.py b/s.py\n--- a/s.py\n+++ b/s.py\n@@ -1,3 +1,3 @@\n a = 1\r\n-api_key = 'old'\r\n"
+            "+api_key = 'new'\r\n \x0cpage\r\n\\ No newline at end of file\n")
+    redacted = redact_diff(diff)
+    assert redacted == diff.replace("'old'", "<redacted>").replace("'new'", "<redacted>")
+
+
+def test_an_invalid_dvc_yaml_is_one_error_naming_it(tmp_path: Path):
+    from tracking.errors import RepoError
+
+    root = make_repo(tmp_path / "repo")
+    (root / "sub").mkdir()
+    _write(root, "sub/dvc.yaml", b"stages:\n  - not a mapping\n")
+    with pytest.raises(RepoError, match=r"sub/dvc.yaml is not a valid dvc.yaml .*; fix it"):
+        gather_git(root)
