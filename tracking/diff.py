@@ -26,6 +26,7 @@ from tracking.band_policy import (
     Differences,
     Judgement,
     choose_band,
+    family_verdict,
     is_calibrated_baseline,
     judge,
     judge_family,
@@ -133,6 +134,14 @@ class RunDiff:
     alpha: float
     conclusion: str = field(default="")
 
+    @property
+    def verdict(self) -> str | None:
+        """The band policy's verdict over the metrics judged (None without a band), as the compare stage gives it."""
+        judged = [delta.judgement for delta in self.deltas if delta.judgement is not None]
+        if self.band.get("variant") == CONTROL and self.weights_identical is False:
+            return EXCEEDS
+        return family_verdict(judged) if judged else None
+
     def changed(self, names: tuple[str, ...] = GROUP_ORDER) -> list[GroupDiff]:
         return [group for group in self.groups if group.changes and group.name in names]
 
@@ -140,7 +149,7 @@ class RunDiff:
         groups = [{**asdict(group), "identical": group.identical} for group in self.groups]
         return {"a": _run_summary(self.a), "b": _run_summary(self.b), "groups": groups,
                 "weights_identical": self.weights_identical, "metrics": [delta.as_dict() for delta in self.deltas],
-                "band": self.band, "alpha": self.alpha, "conclusion": self.conclusion}
+                "band": self.band, "alpha": self.alpha, "verdict": self.verdict, "conclusion": self.conclusion}
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:
