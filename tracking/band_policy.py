@@ -86,7 +86,7 @@ def choose_band(differences: Differences, available: Iterable[str]) -> BandChoic
     needed = differences.sources()
     kernels = f" ({', '.join(differences.kernels)})" if differences.kernels else ""
     if differences.causes:
-        reason = f"{', '.join(differences.causes)} changed: judged against the noise a reseeded run shows{kernels}"
+        reason = f"{', '.join(differences.causes)} changed (without an effect it would vary as a reseeded run does){kernels}"
     elif differences.seeds:
         reason = f"the runs differ in seeds{kernels}"
     elif differences.kernels:
