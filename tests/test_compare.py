@@ -60,7 +60,7 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     assert "Stage 'calibrate' didn't change, skipping" in second.stdout
     assert "Running stage 'train'" in second.stdout and "Running stage 'compare'" in second.stdout
     compare = json.loads((project / "metrics/compare.json").read_text())
-    assert compare["band_variant"] == "algo+impl"
+    assert compare["band_variant"] == "algo"  # op determinism on: a changed config varies as a reseeded run
     report = (project / "reports/compare.md").read_text()
     assert "train.learning_rate" in report and "Holm-Bonferroni" in report and "| primary | test_accuracy |" in report
 
