@@ -1,11 +1,13 @@
 """DVC stage `compare`: judge the candidate run against the noise band that fits it.
 
-Which band: a candidate whose configuration differs from the baseline is judged against the baseline's
-natural noise (`algo+impl`: did the change move the metric beyond chance?); one that differs only in seeds
-likewise; one with the same seeds and op determinism against `control`, where anything but bit-identical
-is drift. The main metrics and churn form the primary family, which decides the verdict; per-class and
-per-group checks are families of their own. Each family is corrected with Holm-Bonferroni at
-`compare.alpha`, so a seed-only candidate is flagged at most about alpha of the time.
+Which band, and the test, are `tracking.band_policy`'s (the policy `tracking diff` uses): a candidate whose
+data or configuration differs from the baseline, or only its seeds, is judged against the band of reseeded
+runs (`algo`, or `algo+impl` with kernel noise: did the change move the metric beyond chance?); one with the
+same seeds and op determinism against `control`, where anything but bit-identical is drift. The metrics of
+`compare.metrics` form the primary family, which decides the verdict (as `tracking diff` judges the same
+metrics); churn, per-class and per-group checks are families of their own, reported beside it. Each family
+is corrected with Holm-Bonferroni at `compare.alpha`, so a seed-only candidate is flagged at most about alpha
+of the time.
 """
 
 from __future__ import annotations
@@ -20,10 +22,22 @@ import numpy as np
 from pipelines.calibrate import NOISE_FILE, RUNS_FILE
 from pipelines.evaluate import EVAL_METRICS, PREDICTIONS, flat_metrics
 from pipelines.train import RUN_FILE
+from tracking.band_policy import (
+    CONFIG_SECTIONS,
+    CONTROL,
+    DETERMINISM,
+    EXCEEDS,
+    Differences,
+    changed_keys,
+    choose_band,
+    family_verdict,
+    judge,
+    judge_family,
+)
 from tracking.baseline import load_baseline
 from tracking.dataset import PREPARED, read_manifest
 from tracking.errors import RunStateError
-from tracking.noise import Band, band_from_summary, band_from_values, holm, judge, pairwise_churn
+from tracking.noise import Band, band_from_summary, band_from_values, pairwise_churn
 from tracking.params import Params, load_params
 from tracking.seeds import resolve_seeds
 from tracking.stage import run_main
@@ -34,60 +48,57 @@ COMPARE_METRICS = Path("metrics/compare.json")
 REPORT = Path("reports/compare.md")
 PLOTS = {"accuracy": Path("reports/accuracy_spread.png"), "churn": Path("reports/churn_heatmap.png"),
          "classes": Path("reports/per_class_spread.png")}
-_NOT_CONFIG = ("seeds.", "mlflow.", "calibration.", "compare.")
 
 
 def choose_variant(candidate: Params, baseline: Params, data_changed: bool, available: list[str]) -> tuple[str, str]:
-    """The calibration variant the candidate is judged against, and why."""
-    base_flat = baseline.flat()
-    changed = [key for key, value in candidate.flat().items() if not key.startswith(_NOT_CONFIG) and base_flat.get(key) != value]
-    changed = (["data content"] if data_changed else []) + changed
-    if changed:
-        preference, reason = ["algo+impl", "algo", "impl"], f"configuration differs from the baseline ({', '.join(changed)})"
-    elif resolve_seeds(candidate.seeds) != resolve_seeds(baseline.seeds):
-        preference, reason = ["algo+impl", "algo", "impl"], "differs from the baseline only in seeds"
-    elif candidate.determinism.op_determinism:
-        preference, reason = ["control"], "same configuration and seeds with op determinism: anything but bit-identical is drift"
-    else:
-        preference, reason = ["impl", "algo+impl"], "same configuration and seeds, non-deterministic kernels"
-    for variant in preference:
-        if variant in available:
-            return variant, reason
-    raise RunStateError(f"calibration has no variant for a candidate that {reason.split(':')[0]}; "
-                        f"add one of {', '.join(preference)} to calibration.variants and re-run `dvc repro`")
+    """The calibration variant the candidate is judged against, and why (the band policy's choice)."""
+    base, ran = baseline.flat(), candidate.flat()
+    causes = (("data content",) if data_changed else ()) + changed_keys(base, ran, CONFIG_SECTIONS)
+    # The variants set op determinism themselves; the candidate's own setting is what counts.
+    kernels = (() if candidate.determinism.op_determinism else ("op determinism off",)) + tuple(
+        f"{key} differs" for key in changed_keys(base, ran, (DETERMINISM,)) if key != "determinism.op_determinism")
+    seeds = resolve_seeds(candidate.seeds) != resolve_seeds(baseline.seeds)
+    choice = choose_band(Differences(causes, seeds, kernels), available)
+    if choice.variant is None:
+        raise RunStateError(f"the candidate cannot be judged: {choice.reason}, then re-run `dvc repro`")
+    return choice.variant, choice.reason
 
 
 def judge_candidate(params: Params, variant: dict[str, Any], metrics: dict[str, float], churn_values: np.ndarray,
                     baseline_churn: np.ndarray, weights_sha256: str, control: bool) -> dict[str, Any]:
     """Every check of the candidate's flat `metrics`, Holm-corrected within its family, and the verdict.
 
-    The primary family (the main metrics and churn) decides the verdict; per-class and per-group checks are
-    families of their own, reported beside it.
+    The primary family (the metrics of `compare.metrics`) decides the verdict; churn, per-class and per-group
+    checks are families of their own, reported beside it. A CONTROL band's zero spread is a measurement
+    (`exact`); any other band without spread cannot judge.
     """
     alpha = params.compare.alpha
-    families: dict[str, list] = {"primary": [], "class": [], "group": []}
+    families: dict[str, list] = {"primary": [], "churn": [], "class": [], "group": []}
     for metric in params.compare.metrics:
         declared = params.compare.known_bands.get(metric)
-        band = (band_from_summary(metric, declared.mean, declared.std, declared.n, alpha, "declared in compare.known_bands")
-                if declared else Band(**variant["bands"][metric]))
-        families["primary"].append(judge(metrics[metric], band))
-    families["primary"].append(judge(float(churn_values.mean()), band_from_values("churn", baseline_churn, alpha, "baseline pairwise churn")))
+        if declared:
+            band = band_from_summary(metric, declared.mean, declared.std, declared.n, alpha, "declared in compare.known_bands")
+        else:
+            band = Band(**variant["bands"][metric])
+        families["primary"].append(judge(metrics[metric], band, exact=control and not declared))
+    families["churn"].append(judge(float(churn_values.mean()), band_from_values("churn", baseline_churn, alpha, "baseline pairwise churn"),
+                                   exact=control))
     for name, value in metrics.items():
         family = "class" if name.startswith("test_accuracy_class_") else "group" if name.startswith("test_group_") else None
         if family and name in variant["bands"] and np.isfinite(value):
-            families[family].append(judge(value, Band(**variant["bands"][name])))
-    rows = []
-    for family, verdicts in families.items():
-        for verdict, reject in zip(verdicts, holm([v.p_value for v in verdicts], alpha)):
-            rows.append({**verdict.as_dict(), "family": family, "verdict": "exceeds_noise" if reject else "within_noise"})
+            families[family].append(judge(value, Band(**variant["bands"][name]), exact=control))
+    judged = {family: judge_family(found, alpha) for family, found in families.items()}
+    rows = [{**found.as_dict(), "family": family} for family, found_all in judged.items() for found in found_all]
     bit_identical = weights_sha256 in variant["weights_sha256"]
-    drift = any(row["verdict"] == "exceeds_noise" for row in rows if row["family"] == "primary")
-    exceeds = drift or (control and not bit_identical)
-    return {"verdict": "exceeds_noise" if exceeds else "within_noise", "checks": rows,
+    verdict = EXCEEDS if control and not bit_identical else family_verdict(judged["primary"])
+    unjudged = [found for found in judged["primary"] if found.z is None]
+    return {"verdict": verdict, "checks": rows,
             "bit_identical_to_control": bit_identical if control else None,
-            "secondary_exceeding": sum(row["verdict"] == "exceeds_noise" for row in rows if row["family"] != "primary"),
+            "secondary_exceeding": sum(row["verdict"] == EXCEEDS for row in rows if row["family"] != "primary"),
+            "cannot_judge": [f"{found.metric}: {found.note}" for found in unjudged],
             "correction": (f"Holm-Bonferroni at alpha={alpha} within each family: primary ({len(families['primary'])} checks,"
-                           f" decides the verdict), per-class ({len(families['class'])}), per-group ({len(families['group'])})"),
+                           f" decides the verdict), churn ({len(families['churn'])}), per-class ({len(families['class'])}), "
+                           f"per-group ({len(families['group'])})"),
             "candidate_churn": {"mean": float(churn_values.mean()), "max": float(churn_values.max())}}
 
 
@@ -112,7 +123,7 @@ def main() -> None:
         raise RunStateError("the candidate's test set differs in size from the calibration's; re-run `dvc repro` so both use data/prepared")
     churn_values = pairwise_churn(np.vstack([predictions[None, :], chosen]))[0, 1:]
     baseline_pairs = pairwise_churn(chosen)[np.triu_indices(len(chosen), k=1)]
-    result = judge_candidate(params, variant, flat_metrics(evaluation), churn_values, baseline_pairs, candidate_run["weights_sha256"], name == "control")
+    result = judge_candidate(params, variant, flat_metrics(evaluation), churn_values, baseline_pairs, candidate_run["weights_sha256"], name == CONTROL)
     result.update({"band_variant": name, "reason": reason, "data_changed": data_changed, "calibration_runs": len(variant["runs"])})
     summary = compare_metrics(result)
     with Tracker(params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage="compare") as tracker:
@@ -123,8 +134,9 @@ def main() -> None:
         tracker.log_json(result, "compare/compare.json")
         for path in (REPORT, *PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
-    print(f"{result['verdict']}: {reason}; judged against {name} ({len(variant['runs'])} runs). Report: {REPORT}")
-    if result["verdict"] == "exceeds_noise" and params.compare.fail_on_drift:
+    unjudged = "".join(f"; {line}" for line in result["cannot_judge"])
+    print(f"{result['verdict']}: {reason}; judged against {name} ({len(variant['runs'])} runs){unjudged}. Report: {REPORT}")
+    if result["verdict"] == EXCEEDS and params.compare.fail_on_drift:
         print("error: drift beyond noise and compare.fail_on_drift is true", file=sys.stderr)
         sys.exit(1)
 
@@ -144,7 +156,8 @@ def compare_metrics(result: dict[str, Any]) -> dict[str, Any]:
                                "secondary_exceeding": result["secondary_exceeding"]}
     for row in result["checks"]:
         if row["family"] == "primary":
-            summary[f"z_{row['metric']}"] = float(row["z"])
+            if row["z"] is not None:
+                summary[f"z_{row['metric']}"] = float(row["z"])
             summary[f"delta_{row['metric']}"] = float(row["delta"])
     return summary
 

@@ -16,19 +16,26 @@ def render_report(result: dict[str, Any]) -> str:
         f"# Compare: **{result['verdict']}**",
         "",
         f"- Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs): {result['reason']}.",
-        f"- {result['correction']}; intervals are t-based prediction intervals for one new run (std with ddof=1).",
+        f"- {result['correction']}; intervals are t-based prediction intervals for one new run (std with ddof=1); "
+        "z = (value - band mean) / (std * sqrt(1 + 1/n)), the statistic whose t-distribution gives p.",
         f"- Candidate churn against those runs: mean {result['candidate_churn']['mean']:.4f}, max {result['candidate_churn']['max']:.4f}.",
     ]
     if result["bit_identical_to_control"] is not None:
         lines.append(f"- Weights bit-identical to the CONTROL runs: **{result['bit_identical_to_control']}**.")
-    lines.append(f"- Per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}.")
-    lines += ["", "| family | check | value | band mean | band std | interval | delta | z (stds) | p | verdict |",
+    lines.append(f"- Churn, per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}.")
+    lines += [f"- Cannot judge {line}." for line in result["cannot_judge"]]
+    lines += ["", "| family | check | value | band mean | band std | interval | delta | z | p | verdict |",
               "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
     for row in result["checks"]:
         band = row["band"]
         lines.append(f"| {row['family']} | {row['metric']} | {row['value']:.4f} | {band['mean']:.4f} | {band['std']:.4f} | "
-                     f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {row['z']:+.2f} | {row['p_value']:.3g} | {row['verdict']} |")
+                     f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {_number(row['z'], '+.2f')} | "
+                     f"{_number(row['p_value'], '.3g')} | {row['verdict']} |")
     return "\n".join(lines) + "\n"
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def render_plots(paths: dict[str, Path], noise: dict, calibration: Any, predictions: np.ndarray, evaluation: dict,

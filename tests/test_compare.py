@@ -18,16 +18,20 @@ def test_choose_variant():
     baseline = Params()
     assert choose_variant(Params(), baseline, False, ALL)[0] == "control"
     seeds_only = Params.model_validate({"seeds": {"dropout": 5}})
-    assert choose_variant(seeds_only, baseline, False, ALL) == ("algo+impl", "differs from the baseline only in seeds")
+    assert choose_variant(seeds_only, baseline, False, ALL) == ("algo", "the runs differ in seeds")
     changed = Params.model_validate({"train": {"learning_rate": 0.01}, "seeds": {"base": 1}})
     variant, reason = choose_variant(changed, baseline, False, ALL)
-    assert variant == "algo+impl" and "train.learning_rate" in reason and "seeds" not in reason
+    assert variant == "algo" and reason.startswith("train.learning_rate changed") and "seeds" not in reason
     assert "data content" in choose_variant(Params(), baseline, True, ALL)[1]
     nondeterministic = Params.model_validate({"determinism": {"op_determinism": False}})
-    assert "determinism.op_determinism" in choose_variant(nondeterministic, baseline, False, ALL)[1]
-    assert choose_variant(seeds_only, baseline, False, ["algo"])[0] == "algo"
-    with pytest.raises(RunStateError, match="add one of control"):
-        choose_variant(Params(), baseline, False, ["algo"])
+    assert choose_variant(nondeterministic, baseline, False, ALL) == (
+        "impl", "same seeds and configuration; kernel numerics may differ (op determinism off)")
+    nondeterministic_seeds = Params.model_validate({"determinism": {"op_determinism": False}, "seeds": {"dropout": 5}})
+    assert choose_variant(nondeterministic_seeds, baseline, False, ALL)[0] == "algo+impl"
+    assert choose_variant(seeds_only, baseline, False, ["algo+impl"])[0] == "algo+impl"
+    assert choose_variant(Params(), baseline, False, ["algo"])[0] == "algo"
+    with pytest.raises(RunStateError, match="add one of algo, algo\\+impl to calibration.variants"):
+        choose_variant(seeds_only, baseline, False, ["impl", "control"])
 
 
 @pytest.mark.slow
@@ -56,7 +60,7 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     assert "Stage 'calibrate' didn't change, skipping" in second.stdout
     assert "Running stage 'train'" in second.stdout and "Running stage 'compare'" in second.stdout
     compare = json.loads((project / "metrics/compare.json").read_text())
-    assert compare["band_variant"] == "algo+impl"
+    assert compare["band_variant"] == "algo"  # op determinism on: a changed config varies as a reseeded run
     report = (project / "reports/compare.md").read_text()
     assert "train.learning_rate" in report and "Holm-Bonferroni" in report and "| primary | test_accuracy |" in report
 
@@ -94,8 +98,8 @@ def test_judge_candidate_families():
     churn, baseline_churn = np.array([0.02, 0.03, 0.025, 0.02]), np.array([0.02, 0.03, 0.025, 0.022, 0.028, 0.021])
     result = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=False)
     assert result["verdict"] == "within_noise"
-    assert [row["family"] for row in result["checks"]] == ["primary", "primary", "primary", "group"]
-    assert "primary (3 checks, decides the verdict)" in result["correction"]
+    assert [row["family"] for row in result["checks"]] == ["primary", "primary", "churn", "group"]
+    assert "primary (2 checks, decides the verdict)" in result["correction"]
     group_drop = judge_candidate(Params(), variant, {**inside, "test_group_a_accuracy": 0.50}, churn, baseline_churn, "x", control=False)
     assert group_drop["verdict"] == "within_noise" and group_drop["secondary_exceeding"] == 1
     assert group_drop["checks"][-1]["verdict"] == "exceeds_noise"
@@ -103,3 +107,25 @@ def test_judge_candidate_families():
     assert accuracy_drop["verdict"] == "exceeds_noise" and accuracy_drop["checks"][0]["verdict"] == "exceeds_noise"
     control = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=True)
     assert control["verdict"] == "exceeds_noise" and control["bit_identical_to_control"] is False
+
+
+def test_judge_candidate_on_a_tied_band_cannot_judge():
+    from pipelines.compare import judge_candidate
+    from tracking.noise import band_from_values
+
+    tied = band_from_values("test_accuracy", [356 / 360] * 3, 0.05, "calibration:algo+impl").as_dict()
+    loss = band_from_values("test_loss", [0.30, 0.31, 0.29], 0.05, "calibration:algo+impl").as_dict()
+    variant = {"bands": {"test_accuracy": tied, "test_loss": loss}, "weights_sha256": ["abc"]}
+    churn, baseline_churn = np.array([0.02, 0.03, 0.025]), np.array([0.02, 0.03, 0.025])
+    result = judge_candidate(Params(), variant, {"test_accuracy": 352 / 360, "test_loss": 0.30}, churn, baseline_churn, "x",
+                             control=False)
+    assert result["verdict"] == "cannot_judge" and result["checks"][0]["z"] is None
+    assert result["cannot_judge"] == ["test_accuracy: 3 identical values (0.988889) in calibration:algo+impl: no measured spread; "
+                                      "raise calibration.repeats"]
+    from pipelines.compare import compare_metrics
+    from pipelines.compare_report import render_report
+
+    summary = compare_metrics({**result, "band_variant": "algo+impl"})
+    assert "z_test_accuracy" not in summary and summary["delta_test_accuracy"] == pytest.approx(-4 / 360)
+    report = render_report({**result, "band_variant": "algo+impl", "reason": "r", "calibration_runs": 3})
+    assert "Cannot judge test_accuracy" in report and "| n/a | n/a | cannot_judge |" in report

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import client_for, project_env, run, write_params
-from tracking.diff import GroupDiff, RunSnapshot, choose_variant, split_diff
+from tracking.band_policy import CANNOT_JUDGE, choose_band
+from tracking.diff import Change, GroupDiff, RunDiff, RunSnapshot, conclude, differences, metric_deltas, split_diff
 
 DATA = "data/raw/digits.npz"
 
@@ -51,7 +52,7 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     assert data["train samples"][1] > data["train samples"][0] and "content_sha256" in data
     assert [change["key"] for change in changed["params"]["changes"]] == ["train.learning_rate"]
     assert found["conclusion"].startswith("data and train.learning_rate changed")
-    assert "cannot be called noise until they are restored" in found["conclusion"]
+    assert "sigma" in found["conclusion"] and found["band"]["variant"] == "algo"
 
     run(["git", "checkout", "--", f"{DATA}.dvc"], project)
     run(["dvc", "checkout", "-q", DATA], project)
@@ -61,6 +62,8 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     found = diff(project, colleague, restored)
     assert [group["name"] for group in found["groups"] if not group["identical"]] == ["seeds"]
     assert found["band"]["variant"] == "algo" and found["band"]["reason"] == "the runs differ in seeds"
+    # baseline.yaml still names sklearn:digits, so the colleague's run is not the calibrated baseline: B is judged around A
+    assert found["band"]["reference"] == "run A" and found["metrics"][0]["reference_runs"] == 1
     assert all(delta["within_noise"] for delta in found["metrics"]) and len(found["metrics"]) == 2
     assert found["weights_identical"] is False
     assert found["conclusion"].startswith("only seeds differ; the ") and found["conclusion"].endswith("inside the ALGO band "
@@ -87,21 +90,50 @@ def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):
         "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"]
 
 
-def snapshot(**tags: str) -> RunSnapshot:
-    return RunSnapshot("r", "", "0", "FINISHED", {}, {}, dict(tags), {}, "")
+def snapshot(metrics: dict[str, float] | None = None, **tags: str) -> RunSnapshot:
+    return RunSnapshot("r", "", "0", "FINISHED", {}, metrics or {}, dict(tags), {}, "")
+
+
+DET = {"prov.determinism.effective.op_determinism": "true"}
 
 
 def test_band_choice_follows_what_differs():
-    det, nondet = snapshot(**{"prov.determinism.effective.op_determinism": "true"}), snapshot()
-    group = lambda name: GroupDiff(name, 1, ["changed"])  # noqa: E731
+    det, nondet = snapshot(**DET), snapshot()
+    group = lambda name: GroupDiff(name, 1, [Change("train.learning_rate", "0.001", "0.01")])  # noqa: E731
     all_variants = ["algo+impl", "algo", "impl", "control"]
-    assert choose_variant([group("seeds")], det, det, all_variants)[0] == "algo"
-    assert choose_variant([group("seeds")], det, nondet, all_variants)[0] == "algo+impl"
-    assert choose_variant([], nondet, nondet, all_variants)[0] == "impl"
-    assert choose_variant([group("software")], det, det, all_variants)[0] == "impl"
-    assert choose_variant([], det, det, all_variants)[0] == "control"
-    assert choose_variant([group("params")], det, det, ["algo"])[1] == "for scale only: causes differ"
-    assert choose_variant([], det, det, ["algo"])[0] is None
+
+    def chosen(groups, a, b, available=all_variants):
+        return choose_band(differences(groups, a, b), available)
+
+    assert chosen([group("seeds")], det, det).variant == "algo"
+    assert chosen([group("seeds")], det, nondet).variant == "algo+impl"
+    assert chosen([group("seeds"), group("hardware")], det, det).variant == "algo+impl"
+    assert chosen([], nondet, nondet).variant == "impl"
+    assert chosen([group("software")], det, det).variant == "impl"
+    assert chosen([], det, det).variant == "control"
+    # a changed cause is judged (did it move the metric beyond reseeding?), as the compare stage does
+    params = chosen([group("params")], det, det)
+    assert params.variant == "algo" and params.reason.startswith("train.learning_rate changed")
+    assert chosen([group("params")], det, nondet).variant == "algo+impl"
+    # never a band narrower than the noise in play
+    missing = chosen([group("seeds")], det, nondet, ["algo"])
+    assert missing.variant is None and "add one of algo+impl to calibration.variants" in missing.reason
+    assert chosen([], det, det, ["algo"]).variant == "algo"
+
+
+def test_tied_band_cannot_judge_through_diff():
+    a, b = snapshot({"test_accuracy": 356 / 360, "test_loss": 0.05}, **DET), snapshot({"test_accuracy": 352 / 360, "test_loss": 0.06}, **DET)
+    tied = {"mean": 356 / 360, "std": 0.0, "n": 3, "source": "calibration:algo"}
+    spread = {"mean": 0.05, "std": 0.01, "n": 3, "source": "calibration:algo"}
+    deltas = metric_deltas(a, b, ["test_accuracy", "test_loss"], {"test_accuracy": tied, "test_loss": spread}, 0.05,
+                           baseline_reference=True)
+    assert [delta.verdict for delta in deltas] == [CANNOT_JUDGE, "within_noise"]
+    assert deltas[0].z is None and deltas[0].as_dict()["within_noise"] is None
+    groups = [GroupDiff("seeds", 7, [Change("init", "1", "2")])]
+    band = {"variant": "algo", "reason": "the runs differ in seeds", "calibration_run": "c", "repeats": 3, "reference": "run A"}
+    text = conclude(RunDiff(a, b, groups, False, deltas, band, 0.05))
+    assert text.startswith("only seeds differ; the ALGO band cannot judge test_accuracy: 3 identical values")
+    assert "raise calibration.repeats" in text and "inf" not in text
 
 
 def test_split_diff_keeps_each_file_part():

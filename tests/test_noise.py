@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tracking.band_policy import CANNOT_JUDGE, EXCEEDS, WITHIN, family_verdict, judge, judge_family
 from tracking.noise import (
     NoiseError,
     band_from_summary,
     band_from_values,
     churn,
     holm,
-    judge,
     off_diagonal_summary,
     pairwise_churn,
     pairwise_weight_distance,
@@ -40,17 +40,46 @@ def test_band_matches_scipy_prediction_interval():
 def test_judge_inside_outside_and_p_value():
     band = band_from_summary("acc", mean=0.9, std=0.01, n=10, alpha=0.05, source="declared")
     inside, outside = judge(0.905, band), judge(0.95, band)
-    assert inside.within_noise and inside.label == "within_noise" and inside.z == pytest.approx(0.5)
-    assert not outside.within_noise and outside.label == "exceeds_noise" and outside.z == pytest.approx(5.0)
-    expected_p = 2 * stats.t.sf(0.05 / (0.01 * math.sqrt(1.1)), 9)
-    assert outside.p_value == pytest.approx(expected_p)
+    scale = 0.01 * math.sqrt(1 + 1 / 10)  # the std of one new run minus the mean of 10
+    assert inside.within_noise and inside.verdict == WITHIN and inside.z == pytest.approx(0.005 / scale)
+    assert not outside.within_noise and outside.verdict == EXCEEDS and outside.z == pytest.approx(0.05 / scale)
+    assert outside.p_value == pytest.approx(2 * stats.t.sf(0.05 / scale, 9))
     assert (band.low < 0.905 < band.high) and not (band.low < 0.95 < band.high)
+    # z and the interval agree: within noise exactly when inside mean +- t * scale
+    edge = band.mean + stats.t.ppf(0.975, 9) * scale
+    assert judge(edge - 1e-9, band).within_noise and not judge(edge + 1e-9, band).within_noise
 
 
-def test_zero_spread_band_flags_any_difference():
-    band = band_from_values("acc", [0.9, 0.9, 0.9], alpha=0.05, source="control")
-    assert judge(0.9, band).within_noise
-    assert not judge(0.9000001, band).within_noise
+def test_judge_against_one_run_uses_the_difference_of_two_runs():
+    band = band_from_summary("acc", mean=0.9, std=0.01, n=5, alpha=0.05, source="declared")
+    found = judge(0.93, band, reference=0.91)
+    assert found.reference_runs == 1 and found.delta == pytest.approx(0.02)
+    assert found.scale == pytest.approx(0.01 * math.sqrt(2)) and found.z == pytest.approx(0.02 / (0.01 * math.sqrt(2)))
+    assert found.p_value == pytest.approx(2 * stats.t.sf(found.z, 4))
+
+
+def test_tied_band_cannot_judge_and_says_why():
+    # issue 9 item 11: three repeats that all scored 356/360 gave "-inf sigma, p=0, exceeds band" for a 1-point gap
+    tied = band_from_values("test_accuracy", [356 / 360] * 3, alpha=0.05, source="calibration:algo+impl")
+    found = judge(352 / 360, tied)
+    assert found.verdict == CANNOT_JUDGE and found.within_noise is None and found.z is None and found.p_value is None
+    assert "3 identical values" in found.note and "raise calibration.repeats" in found.note
+    assert judge(352 / 360, tied, reference=356 / 360).verdict == CANNOT_JUDGE
+    loss = band_from_values("test_loss", [0.30, 0.32, 0.31], alpha=0.05, source="calibration:algo+impl")
+    family = judge_family([found, judge(0.31, loss)], alpha=0.05)
+    assert [row.verdict for row in family] == [CANNOT_JUDGE, WITHIN] and family_verdict(family) == CANNOT_JUDGE
+    family = judge_family([found, judge(0.90, loss)], alpha=0.05)
+    assert family_verdict(family) == EXCEEDS  # a metric that can be judged and exceeds still decides
+    # one step of spread is enough to judge: 356, 356, 355 of 360
+    stepped = band_from_values("test_accuracy", [356 / 360, 356 / 360, 355 / 360], alpha=0.05, source="calibration:algo")
+    assert judge(353 / 360, stepped).verdict == WITHIN and judge(345 / 360, stepped).verdict == EXCEEDS
+
+
+def test_control_band_zero_spread_is_a_measurement():
+    band = band_from_values("acc", [0.9, 0.9, 0.9], alpha=0.05, source="calibration:control")
+    assert judge(0.9, band, exact=True).verdict == WITHIN
+    assert judge(0.9000001, band, exact=True).verdict == EXCEEDS
+    assert judge(0.9000001, band).verdict == CANNOT_JUDGE
 
 
 def test_too_few_runs_is_an_error():

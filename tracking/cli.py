@@ -137,9 +137,9 @@ def _baseline(args: argparse.Namespace) -> None:
 
 def _bands(args: argparse.Namespace) -> None:
     from tracking.groups import bands
-    from tracking.store import open_client, project_root
+    from tracking.store import find_project, open_client
 
-    open_client(project_root())
+    open_client(find_project())
     result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
@@ -147,9 +147,9 @@ def _bands(args: argparse.Namespace) -> None:
 
 def _compare_groups(args: argparse.Namespace) -> None:
     from tracking.groups import compare_groups, fetch_metric_values
-    from tracking.store import open_client, project_root
+    from tracking.store import find_project, open_client
 
-    open_client(project_root())
+    open_client(find_project())
     metrics = args.metric or DEFAULT_METRICS
     group_a = fetch_metric_values(args.experiment, args.a, metrics)
     group_b = fetch_metric_values(args.experiment, args.b, metrics)
@@ -187,12 +187,13 @@ def _audit(args: argparse.Namespace) -> None:
 def _diff(args: argparse.Namespace) -> None:
     from tracking.diff import diff_runs, load_run
     from tracking.diff_report import render
-    from tracking.store import open_client, project_root
+    from tracking.store import find_project, open_client
 
-    root = project_root()
+    root = find_project()
     client = open_client(root)
     run_a, run_b = load_run(client, args.run_a), load_run(client, args.run_b)
-    result = diff_runs(client, run_a, run_b, args.metric or DEFAULT_METRICS, args.alpha, args.calibration, repo=root)
+    # The code group reads commits from the git repository here, if there is one.
+    result = diff_runs(client, run_a, run_b, args.metric or DEFAULT_METRICS, args.alpha, args.calibration, repo=root or Path.cwd())
     sys.stdout.write(render(result, args.format))
 
 

@@ -3,14 +3,15 @@
 Groups, in rank order: data, params, seeds, determinism, code, software, hardware, environment. Data,
 params and code are *causes*: while one of them differs, a metric gap cannot be called chance. Seeds and
 determinism are the sources of noise the calibration measures; software and hardware explain runs that
-are not bitwise equal. Metric deltas are judged against the calibration band that fits what differs.
+are not bitwise equal. Metric gaps are judged by `tracking.band_policy`, the policy the compare stage uses:
+the band that fits what differs, around the calibrated baseline's mean when run A trained that baseline
+(as compare judges a candidate), else around run A's value.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import tempfile
@@ -18,9 +19,21 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tracking.band_policy import (
+    CANNOT_JUDGE,
+    CONTROL,
+    EXCEEDS,
+    Differences,
+    Judgement,
+    choose_band,
+    family_verdict,
+    is_calibrated_baseline,
+    judge,
+    judge_family,
+)
 from tracking.errors import TrackingError
 from tracking.legacy import upgrade_logged
-from tracking.noise import band_from_summary, holm
+from tracking.noise import band_from_summary
 from tracking.provenance.git import decode_diff
 
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
@@ -83,16 +96,33 @@ class GroupDiff:
 
 @dataclass(frozen=True)
 class MetricDelta:
-    """B minus A for one metric, in units of the noise of a difference between two runs (std · sqrt 2)."""
+    """B minus A for one metric, and B judged against the noise band (None: no band for it)."""
 
     metric: str
     a: float
     b: float
     delta: float
-    sigma: float | None
-    z: float | None
-    p_value: float | None
-    within_noise: bool | None
+    judgement: Judgement | None = None
+
+    @property
+    def z(self) -> float | None:
+        return None if self.judgement is None else self.judgement.z
+
+    @property
+    def verdict(self) -> str | None:
+        return None if self.judgement is None else self.judgement.verdict
+
+    @property
+    def within_noise(self) -> bool | None:
+        return None if self.judgement is None else self.judgement.within_noise
+
+    def as_dict(self) -> dict[str, Any]:
+        found = self.judgement
+        tested = {"reference": found.reference, "reference_runs": found.reference_runs, "sigma": found.scale, "z": found.z,
+                  "p_value": found.p_value, "verdict": found.verdict, "note": found.note} if found else {}
+        return {"metric": self.metric, "a": self.a, "b": self.b, "delta": self.delta,
+                **{key: None for key in ("reference", "reference_runs", "sigma", "z", "p_value", "verdict")}, "note": "",
+                **tested, "within_noise": self.within_noise}
 
 
 @dataclass(frozen=True)
@@ -106,14 +136,22 @@ class RunDiff:
     alpha: float
     conclusion: str = field(default="")
 
+    @property
+    def verdict(self) -> str | None:
+        """The band policy's verdict over the metrics judged (None without a band), as the compare stage gives it."""
+        judged = [delta.judgement for delta in self.deltas if delta.judgement is not None]
+        if self.band.get("variant") == CONTROL and self.weights_identical is False:
+            return EXCEEDS
+        return family_verdict(judged) if judged else None
+
     def changed(self, names: tuple[str, ...] = GROUP_ORDER) -> list[GroupDiff]:
         return [group for group in self.groups if group.changes and group.name in names]
 
     def as_dict(self) -> dict[str, Any]:
         groups = [{**asdict(group), "identical": group.identical} for group in self.groups]
         return {"a": _run_summary(self.a), "b": _run_summary(self.b), "groups": groups,
-                "weights_identical": self.weights_identical, "metrics": [asdict(delta) for delta in self.deltas],
-                "band": self.band, "alpha": self.alpha, "conclusion": self.conclusion}
+                "weights_identical": self.weights_identical, "metrics": [delta.as_dict() for delta in self.deltas],
+                "band": self.band, "alpha": self.alpha, "verdict": self.verdict, "conclusion": self.conclusion}
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:
@@ -304,51 +342,32 @@ def find_calibration(client: Any, experiment_ids: list[str], run_id: str | None 
     return run_id, noise
 
 
-def choose_variant(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot, available: list[str]) -> tuple[str | None, str]:
-    """The calibration variant whose band fits what differs between the runs, and why."""
-    changed = {group.name for group in groups if group.changes}
-    nondeterministic = not (a.op_determinism and b.op_determinism)
-    if changed & set(CAUSES):
-        preference, reason = ["algo+impl", "algo", "impl"], "for scale only: causes differ"
-    elif "seeds" in changed:
-        preference = ["algo+impl", "algo"] if nondeterministic else ["algo", "algo+impl"]
-        reason = "the runs differ in seeds"
-    elif nondeterministic or "determinism" in changed:
-        preference, reason = ["impl", "algo+impl"], "same seeds, non-deterministic kernels"
-    elif changed & {"software", "hardware"}:
-        preference, reason = ["impl", "algo+impl"], "same seeds and settings; software or hardware differs, which changes kernel numerics"
-    else:
-        preference, reason = ["control"], "same seeds, settings and environment with op determinism: anything but equal is drift"
-    chosen = next((variant for variant in preference if variant in available), None)
-    return chosen, reason
+def differences(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> Differences:
+    """What differs between the runs, as the band policy weighs it: causes, seeds, kernel numerics."""
+    changed = {group.name: group for group in groups if group.changes}
+    causes = tuple(_name_causes(changed[name]) for name in CAUSES if name in changed)
+    kernels = [f"op determinism off in {label}" for label, run in (("A", a), ("B", b)) if not run.op_determinism]
+    kernels += [f"{name} differs" for name in ("determinism", "software", "hardware") if name in changed]
+    return Differences(causes, "seeds" in changed, tuple(kernels))
 
 
 def metric_deltas(a: RunSnapshot, b: RunSnapshot, metrics: list[str], bands: dict[str, dict[str, Any]] | None,
-                  alpha: float) -> list[MetricDelta]:
-    """B - A per metric; with bands, a t test of the difference of two runs, Holm-corrected over the metrics."""
-    from scipy import stats
-
-    rows = []
+                  alpha: float, baseline_reference: bool = False, exact: bool = False) -> list[MetricDelta]:
+    """B - A per metric; with bands, B judged by the band policy (around the baseline's mean when
+    `baseline_reference`, else around A), Holm-corrected over the metrics."""
+    rows: list[tuple[str, float, float]] = []
+    judgements: dict[str, Judgement] = {}
     for metric in metrics:
         if metric not in a.metrics or metric not in b.metrics:
             continue
         value_a, value_b = a.metrics[metric], b.metrics[metric]
-        delta = value_b - value_a
+        rows.append((metric, value_a, value_b))
         band = (bands or {}).get(metric)
-        if band is None:
-            rows.append((metric, value_a, value_b, delta, None, None, None))
-            continue
-        checked = band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
-        sigma = checked.std * math.sqrt(2)
-        if sigma == 0:
-            z, p_value = (0.0, 1.0) if delta == 0 else (math.copysign(math.inf, delta), 0.0)
-        else:
-            z = delta / sigma
-            p_value = float(2 * stats.t.sf(abs(z), checked.n - 1))
-        rows.append((metric, value_a, value_b, delta, sigma, z, p_value))
-    tested = [row for row in rows if row[6] is not None]
-    rejected = dict(zip((row[0] for row in tested), holm([row[6] for row in tested], alpha))) if tested else {}
-    return [MetricDelta(*row, within_noise=None if row[6] is None else not rejected[row[0]]) for row in rows]
+        if band is not None:
+            checked = band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
+            judgements[metric] = judge(value_b, checked, None if baseline_reference else value_a, exact)
+    corrected = dict(zip(judgements, judge_family(list(judgements.values()), alpha)))
+    return [MetricDelta(metric, value_a, value_b, value_b - value_a, corrected.get(metric)) for metric, value_a, value_b in rows]
 
 
 def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str], alpha: float = 0.05,
@@ -359,44 +378,45 @@ def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str], a
     identical = hash_a == hash_b if hash_a and hash_b else None
     found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)
     band: dict[str, Any] = {"variant": None, "reason": "no calibration found: run `dvc repro calibrate` for noise bands"}
-    bands = None
+    bands, baseline_reference = None, False
     if found:
         run_id, noise = found
-        variant, reason = choose_variant(groups, a, b, list(noise["variants"]))
-        band = {"variant": variant, "reason": reason, "calibration_run": run_id,
-                "repeats": noise.get("repeats"), "data_sha256": noise.get("data_sha256")}
-        if variant is None:
-            band["reason"] = f"{reason}; the calibration has no variant for that (add it to calibration.variants)"
-        else:
-            bands = noise["variants"][variant]["bands"]
-    deltas = metric_deltas(a, b, metrics, bands, alpha)
+        choice = choose_band(differences(groups, a, b), list(noise["variants"]))
+        baseline_reference = is_calibrated_baseline(a.params, a.manifest.get("content_sha256"), noise)
+        band = {"variant": choice.variant, "reason": choice.reason, "calibration_run": run_id,
+                "repeats": noise.get("repeats"), "data_sha256": noise.get("data_sha256"),
+                "reference": "the calibrated baseline's mean (run A trained its data and configuration)" if baseline_reference
+                else "run A"}
+        if choice.variant is not None:
+            bands = noise["variants"][choice.variant]["bands"]
+    deltas = metric_deltas(a, b, metrics, bands, alpha, baseline_reference, exact=band["variant"] == CONTROL)
     result = RunDiff(a, b, groups, identical, deltas, band, alpha)
     return RunDiff(**{**result.__dict__, "conclusion": conclude(result)})
 
 
 def conclude(diff: RunDiff) -> str:
-    """One plain sentence: what changed, and whether the (first) metric's gap is chance."""
+    """One plain sentence: what changed, and whether the metrics' gaps are beyond noise."""
     causes = [_name_causes(group) for group in diff.changed(CAUSES)]
     noise_sources = [group.name for group in diff.changed(("seeds", "determinism", "software", "hardware"))]
     variant = (diff.band.get("variant") or "").upper()
-    gaps = [delta for delta in diff.deltas if delta.z is not None]
-    primary = gaps[0] if gaps else None
+    judged = [delta for delta in diff.deltas if delta.judgement is not None]
     if diff.weights_identical:
         return "weights are bit-identical: the runs trained the same model" + (f" ({_join(causes)} changed without effect)" if causes else "")
-    if causes:
-        text = f"{_join(causes)} changed"
-        if primary is not None:
-            text += (f"; the {_gap(primary)} is {abs(primary.z):.1f} sigma of the {variant} band, but it cannot be called "
-                     "noise until they are restored")
-        return text
-    if primary is None:
-        return f"only {_join(noise_sources) or 'nothing logged'} differ; no noise band to judge the gap (run `dvc repro calibrate`)"
-    exceeded = [delta for delta in gaps if not delta.within_noise]
-    differs = _join(noise_sources) or "nothing logged"
-    if not exceeded:
-        return f"only {differs} differ; the {_gap(primary)} is inside the {variant} band ({abs(primary.z):.1f} sigma): noise"
-    return (f"only {differs} differ, yet the {_gap(exceeded[0])} is {abs(exceeded[0].z):.1f} sigma beyond the {variant} "
-            "band: drift that chance does not explain; look at software and hardware, or re-run with `tracking rerun`")
+    subject = f"{_join(causes)} changed" if causes else f"only {_join(noise_sources) or 'nothing logged'} differ"
+    if not judged:
+        return f"{subject}; no noise band to judge the gap ({diff.band['reason']})"
+    exceeded = [delta for delta in judged if delta.verdict == EXCEEDS]
+    unjudged = [delta for delta in judged if delta.verdict == CANNOT_JUDGE]
+    if exceeded:
+        beyond = f"the {_gap(exceeded[0])} is {abs(exceeded[0].z):.1f} sigma beyond the {variant} band"
+        if causes:
+            return f"{subject}; {beyond}: the change moved it beyond noise"
+        return (f"{subject}, yet {beyond}: drift that chance does not explain; look at software and hardware, "
+                "or re-run with `tracking rerun`")
+    if unjudged:
+        return f"{subject}; the {variant} band cannot judge {unjudged[0].metric}: {unjudged[0].judgement.note}"
+    inside = f"the {_gap(judged[0])} is inside the {variant} band ({abs(judged[0].z):.1f} sigma)"
+    return f"{subject}; {inside}: " + ("its effect cannot be told from noise" if causes else "noise")
 
 
 def _name_causes(group: GroupDiff) -> str:
@@ -410,9 +430,13 @@ def _name_causes(group: GroupDiff) -> str:
 
 
 def _gap(delta: MetricDelta) -> str:
+    """The gap that was judged, e.g. "1.1 point test_accuracy gap to the baseline mean"."""
+    found = delta.judgement
+    size = abs(found.delta if found else delta.delta)
+    to = " to the baseline mean" if found and found.reference_runs > 1 else ""
     if "accuracy" in delta.metric:
-        return f"{abs(delta.delta) * 100:.1f} point {delta.metric} gap"
-    return f"{abs(delta.delta):.4g} {delta.metric} gap"
+        return f"{size * 100:.1f} point {delta.metric} gap{to}"
+    return f"{size:.4g} {delta.metric} gap{to}"
 
 
 def _join(items: list[str]) -> str:

@@ -87,24 +87,24 @@ def _weights_line(diff: RunDiff) -> str:
 def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
     band = diff.band
     if band.get("variant"):
-        head = (f"Metrics, B - A, against the {band['variant'].upper()} band of calibration run {band['calibration_run']} "
-                f"(n={band['repeats']}; chosen because {band['reason']}; sigma = std of the difference of two runs; "
-                f"alpha {diff.alpha}, Holm over the metrics)")
+        head = (f"Metrics, B - A; B judged against the {band['variant'].upper()} band of calibration run {band['calibration_run']} "
+                f"(n={band['repeats']}; chosen because {band['reason']}) around {band['reference']}; "
+                f"z = gap / (std * sqrt(1 + 1/m)), m runs in that reference; alpha {diff.alpha}, Holm over the metrics")
     else:
         head = f"Metrics, B - A (no band: {band['reason']})"
     lines = [f"## {head}" if markdown else f"{head}:"]
     if markdown:
-        lines += ["", "| metric | A | B | B - A | sigma | p | verdict |", "|---|---|---|---|---|---|---|"]
-    scale_only = band.get("reason", "").startswith("for scale only")
+        lines += ["", "| metric | A | B | B - A | z | p | verdict |", "|---|---|---|---|---|---|---|"]
     for delta in diff.deltas:
-        verdict = "n/a" if delta.within_noise is None else "within noise" if delta.within_noise else "exceeds noise"
-        verdict = verdict.replace("noise", "band (for scale)") if scale_only and delta.within_noise is not None else verdict
+        found = delta.judgement
+        verdict = "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
         z = "" if delta.z is None else f"{delta.z:+.2f}"
-        p = "" if delta.p_value is None else f"{delta.p_value:.3g}"
+        gap = f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g})" if found and found.reference_runs > 1 else ""
+        p = "" if found is None or found.p_value is None else f"{found.p_value:.3g}"
         if markdown:
-            lines.append(f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g} | {z} | {p} | {verdict} |")
+            lines.append(f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {z} | {p} | {verdict} |")
         else:
-            lines.append(f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}  "
+            lines.append(f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}  "
                          f"{z + ' sigma' if z else ''}{'  p=' + p if p else ''}  {verdict}")
     if not diff.deltas:
         lines.append("  (neither run has the metrics asked for)")

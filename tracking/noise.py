@@ -6,6 +6,8 @@
   (disagreement, not agreement).
 - Weight distance is the L2 distance between two runs' flattened weights, each scaled to unit length.
 - Pairwise matrices of both come from one matrix product, so 1,000 runs stay fast.
+
+Which band judges a value, and the test itself, are the policy of `tracking.band_policy`.
 """
 
 from __future__ import annotations
@@ -44,27 +46,6 @@ class Band:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """One value judged against a band: delta from the mean, delta in stds, two-sided p-value."""
-
-    metric: str
-    value: float
-    delta: float
-    z: float
-    p_value: float
-    within_noise: bool
-    band: Band
-
-    @property
-    def label(self) -> str:
-        return "within_noise" if self.within_noise else "exceeds_noise"
-
-    def as_dict(self) -> dict[str, object]:
-        return {"metric": self.metric, "value": self.value, "delta": self.delta, "z": self.z, "p_value": self.p_value,
-                "verdict": self.label, "band": self.band.as_dict()}
-
-
 def band_from_values(metric: str, values: Sequence[float], alpha: float, source: str) -> Band:
     """The band of `values` (one per run); at least two finite values are needed."""
     array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
@@ -82,21 +63,6 @@ def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float
         raise NoiseError(f"band for '{metric}' needs n >= 2, std >= 0 and 0 < alpha < 1; got n={n}, std={std}, alpha={alpha}")
     half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * std * math.sqrt(1 + 1 / n)
     return Band(metric=metric, n=n, mean=mean, std=std, alpha=alpha, low=mean - half, high=mean + half, source=source)
-
-
-def judge(value: float, band: Band) -> Verdict:
-    """Is `value` inside the band? The p-value is that of the prediction interval's t statistic."""
-    from scipy import stats
-
-    delta = value - band.mean
-    scale = band.std * math.sqrt(1 + 1 / band.n)
-    if scale == 0:
-        p_value = 1.0 if delta == 0 else 0.0
-        z = 0.0 if delta == 0 else math.copysign(math.inf, delta)
-    else:
-        z = delta / band.std
-        p_value = float(2 * stats.t.sf(abs(delta) / scale, band.n - 1))
-    return Verdict(band.metric, value, delta, z, p_value, p_value > band.alpha, band)
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:

@@ -82,7 +82,7 @@ class CalibrationParams(_Section):
     """Repeated training of the frozen baseline, per noise variant (Zhuang et al. 2021)."""
 
     baseline: Annotated[str, Field(min_length=1)] = "baseline.yaml"
-    repeats: Annotated[int, Field(ge=3, le=1000)] = 3
+    repeats: Annotated[int, Field(ge=3, le=1000)] = 5
     variants: Annotated[list[Variant], Field(min_length=1)] = list(VARIANTS)
     simulate_impl_noise: bool = True
 

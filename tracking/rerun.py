@@ -145,6 +145,9 @@ def report(result: Rerun) -> str:
 
 
 def _band_verdict(delta: Any) -> str:
-    if delta.within_noise is None:
+    found = delta.judgement
+    if found is None:
         return "(no band)"
-    return f"{'within' if delta.within_noise else 'OUTSIDE'} the band (z {delta.z:+.2f})"
+    if found.z is None:
+        return f"cannot judge: {found.note}"
+    return f"{'within' if found.within_noise else 'OUTSIDE'} the band (z {found.z:+.2f})"

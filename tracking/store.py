@@ -1,5 +1,9 @@
 """Where runs go: `MLFLOW_TRACKING_URI` when set, else the SQLite file `mlflow.db` at the project root.
 
+Commands that only read runs (`tracking bands`, `compare-groups`, `diff`) work from any folder on any store:
+with `MLFLOW_TRACKING_URI` set they use it anywhere; without it, inside a project, the project's `mlflow.db`;
+outside one, one error line naming `MLFLOW_TRACKING_URI` (`find_project` gives None there, `open_client` says so).
+
 `connect` checks the store answers before any training time is spent. Experiments that DVC's queue runs in
 a temporary copy of the project (`.dvc/tmp/exps/...`) log to the store of the project that owns the copy, so
 their runs outlive the copy and show in `mlflow ui` at the project root.
@@ -40,6 +44,14 @@ def project_root(start: Path | None = None) -> Path:
     raise RepoError(f"{here} is not inside a DVC project (no .dvc/ folder found); run `dvc init` or cd to the project root")
 
 
+def find_project(start: Path | None = None) -> Path | None:
+    """The DVC project root as `project_root` finds it, or None outside any project."""
+    try:
+        return project_root(start)
+    except RepoError:
+        return None
+
+
 def owning_project(root: Path) -> Path:
     """The project whose `.dvc/tmp/` holds `root` (a DVC queue's temporary experiment copy), else `root` itself."""
     for folder in root.parents:
@@ -48,8 +60,15 @@ def owning_project(root: Path) -> Path:
     return root
 
 
-def tracking_uri(root: Path) -> str:
-    return os.environ.get(MLFLOW_TRACKING_URI) or f"sqlite:///{owning_project(root) / DEFAULT_DB}"
+def tracking_uri(root: Path | None) -> str:
+    """`MLFLOW_TRACKING_URI` when set, else the project's `mlflow.db`; outside a project (`root` None) it must be set."""
+    if os.environ.get(MLFLOW_TRACKING_URI):
+        return os.environ[MLFLOW_TRACKING_URI]
+    if root is None:
+        raise RepoError(f"{Path.cwd()} is not inside a DVC project and {MLFLOW_TRACKING_URI} is not set; set {MLFLOW_TRACKING_URI} "
+                        "to the store that holds the runs (e.g. sqlite:////path/to/mlflow.db or http://host:5000), "
+                        "or cd into the project")
+    return f"sqlite:///{owning_project(root) / DEFAULT_DB}"
 
 
 def default_artifact_location(uri: str) -> str | None:
@@ -58,8 +77,8 @@ def default_artifact_location(uri: str) -> str | None:
     return None if database is None else (database.parent / DEFAULT_ARTIFACTS).as_uri()
 
 
-def open_client(root: Path) -> Any:
-    """An `MlflowClient` on the project's store, checked to answer (for commands that only read runs).
+def open_client(root: Path | None) -> Any:
+    """An `MlflowClient` on the store of `tracking_uri(root)`, checked to answer (for commands that only read runs).
 
     A missing SQLite file is an error rather than a new, empty store created as a side effect; one that a
     training is creating right now is read only once it is complete (`creation_lock`).

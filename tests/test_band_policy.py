@@ -1,0 +1,94 @@
+"""One noise policy on one real store: `tracking diff` and the compare stage judge the same pair of runs alike,
+and the commands that only read MLflow work from any folder (issue 9 items 3 and 4)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_user_error, client_for, make_project, project_env, run, write_params
+
+pytestmark = pytest.mark.slow
+
+PAIRS = {"reseeded": ["-S", "seeds.init=7", "-S", "seeds.shuffle=8", "-S", "seeds.dropout=9"],
+         "faster": ["-S", "train.learning_rate=1e-2"]}
+ALGO_RUNS = "tags.\"noise.variant\" = 'algo'"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`dvc repro` of the tiny pipeline (ALGO+IMPL, ALGO and CONTROL calibrated: where diff and compare used to
+    disagree), then two `dvc exp run` candidates: one that differs only in seeds, one with a changed learning rate."""
+    root = make_project(tmp_path_factory.mktemp("policy") / "project")
+    write_params(root, calibration={"variants": ["algo+impl", "algo", "control"]})
+    run(["git", "commit", "-qam", "calibrate without IMPL"], root)
+    run(["dvc", "repro"], root)
+    baseline = json.loads((root / "outputs/run.json").read_text())["run_id"]
+    for name, settings in PAIRS.items():
+        run(["git", "checkout", "--", "params.yaml"], root)
+        run(["dvc", "exp", "run", "-n", name, *settings], root)
+    return {"root": root, "baseline": baseline, "uri": f"sqlite:///{root / 'mlflow.db'}"}
+
+
+def tracking(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "tracking", *args], cwd, env=project_env(**env), check=False)
+
+
+def compare_result(root: Path, exp_name: str) -> dict:
+    """What the compare stage logged with the experiment's candidate run."""
+    client = client_for(root)
+    experiment = client.get_experiment_by_name("test").experiment_id
+    (candidate,) = client.search_runs([experiment], filter_string=f"tags.`dvc.exp_name` = '{exp_name}'")
+    path = client.download_artifacts(candidate.info.run_id, "compare/compare.json", str(root / ".dvc/tmp"))
+    return json.loads(Path(path).read_text())
+
+
+@pytest.mark.parametrize("exp_name, reason", [("reseeded", "the runs differ in seeds"),
+                                              ("faster", "train.learning_rate changed")])
+def test_diff_and_compare_give_the_same_band_z_and_verdict(store: dict, exp_name: str, reason: str):
+    root = store["root"]
+    compared = compare_result(root, exp_name)
+    done = tracking(["diff", store["baseline"], exp_name, "--format", "json"], root)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["band"]["variant"] == compared["band_variant"] == "algo"
+    assert compared["reason"].startswith(reason) and found["band"]["reason"].startswith(reason)
+    assert found["band"]["reference"].startswith("the calibrated baseline's mean")
+    primary = {row["metric"]: row for row in compared["checks"] if row["family"] == "primary"}
+    assert set(primary) == {delta["metric"] for delta in found["metrics"]} == {"test_accuracy", "test_loss"}
+    for delta in found["metrics"]:
+        row = primary[delta["metric"]]
+        assert delta["b"] == pytest.approx(row["value"]) and delta["reference"] == pytest.approx(row["band"]["mean"])
+        assert (delta["z"] is None) == (row["z"] is None)
+        if delta["z"] is not None:
+            assert delta["z"] == pytest.approx(row["z"]) and delta["p_value"] == pytest.approx(row["p_value"])
+        assert delta["verdict"] == row["verdict"]
+    assert found["verdict"] == compared["verdict"]
+    text = tracking(["diff", store["baseline"], exp_name], root).stdout
+    assert "(B - baseline mean " in text and "Conclusion: " in text and "inf sigma" not in text
+
+
+def test_read_only_commands_work_outside_any_project_with_the_uri(store: dict, tmp_path: Path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    uri = store["uri"]
+    bands = tracking(["bands", "--experiment", "test", "--filter", ALGO_RUNS, "--metric", "test_loss"], elsewhere,
+                     MLFLOW_TRACKING_URI=uri)
+    assert bands.returncode == 0, bands.stderr
+    assert json.loads(bands.stdout)["test_loss"]["n"] == 3
+    groups = tracking(["compare-groups", "--experiment", "test", "--a", ALGO_RUNS, "--b", "tags.\"noise.variant\" = 'control'",
+                       "--metric", "test_loss", "--json"], elsewhere, MLFLOW_TRACKING_URI=uri)
+    assert groups.returncode == 0, groups.stderr
+    assert (json.loads(groups.stdout)["test_loss"]["n_a"], json.loads(groups.stdout)["test_loss"]["n_b"]) == (3, 3)
+    outside = tracking(["diff", store["baseline"], "reseeded", "--format", "json"], elsewhere, MLFLOW_TRACKING_URI=uri)
+    inside = tracking(["diff", store["baseline"], "reseeded", "--format", "json"], store["root"])
+    assert outside.returncode == 0, outside.stderr
+    assert json.loads(outside.stdout)["metrics"] == json.loads(inside.stdout)["metrics"]
+    assert json.loads(outside.stdout)["band"]["variant"] == "algo"
+
+    for args in (["bands", "--experiment", "test"], ["compare-groups", "--experiment", "test", "--a", "", "--b", ""],
+                 ["diff", store["baseline"], "reseeded"]):
+        assert_user_error(tracking(args, elsewhere), "is not inside a DVC project", "MLFLOW_TRACKING_URI is not set",
+                          "set MLFLOW_TRACKING_URI to the store")
