@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.evaluate import flat_metrics, scores
+from pipelines.scoring import flat_metrics, scores
 from pipelines.training import train_model
 from tracking.baseline import load_baseline
 from tracking.dataset import PREPARED, load_splits, read_manifest
