@@ -17,6 +17,10 @@ from tracking.sqlite import creation_lock, database_path, use_wal
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
+# MLflow 3's UI opens an experiment without this tag on its GenAI overview (traces, tokens); this kind opens
+# it on the runs table. The value is the UI's `custom_model_development` ("Machine learning").
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 _HTTP_TIMEOUT_S = "10"
 _HTTP_RETRIES = "1"
 
@@ -100,7 +104,7 @@ def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
 
 
 def connect(root: Path, experiment: str) -> str:
-    """Point MLflow at the store, make sure it answers and holds `experiment`; return the experiment id."""
+    """Point MLflow at the store, make sure it answers and holds `experiment` (shown as training runs); return its id."""
     import mlflow
     from mlflow.exceptions import MlflowException
 
@@ -111,8 +115,11 @@ def connect(root: Path, experiment: str) -> str:
         with creation_lock(uri):
             found = mlflow.get_experiment_by_name(experiment)
             use_wal(uri)
-            if found:
-                return found.experiment_id
-            return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri))
+            if found is None:
+                return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri),
+                                                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+            if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
+                mlflow.MlflowClient().set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+            return found.experiment_id
     except (MlflowException, OSError) as err:
         raise _unreachable(uri, err) from err

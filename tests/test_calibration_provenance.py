@@ -1,0 +1,49 @@
+"""Calibration repeats carry the provenance that applies to them, so they line up with the candidate's run."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run, runs_of
+
+# Tags of the candidate's run that cannot apply to a repeat: the dvc.lock hashes of the `train` stage's deps,
+# which `evaluate` logs because the candidate was made by `train`; a repeat is made by `calibrate` (its data
+# content and code are recorded in full: the manifest, prov.dvc.deps.prepare.*, the git commit and diff).
+NOT_FOR_REPEATS = ("prov.dvc.deps.train.",)
+
+
+def candidate_and_repeat(project: Path):
+    candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
+    runs = {found.info.run_id: found for found in runs_of(project)}
+    repeat = next(found for found in runs.values() if found.data.tags.get("noise.repeat") == "0")
+    return runs[candidate], repeat
+
+
+@pytest.mark.slow
+@pytest.mark.format
+def test_a_repeat_carries_every_provenance_tag_the_candidate_has(calibrated: Path):
+    candidate, repeat = candidate_and_repeat(calibrated)
+    expected = {key for key in candidate.data.tags if key.startswith("prov.") and not key.startswith(NOT_FOR_REPEATS)}
+    assert len(expected) > 50
+    assert expected - set(repeat.data.tags) == set()
+    assert {key for key in candidate.data.tags if key.startswith(NOT_FOR_REPEATS)}, "the exception list is stale"
+    same = ("prov.git.commit", "prov.software.versions.keras", "prov.cpu.model", "prov.dvc.deps.prepare.data/raw")
+    assert {key: repeat.data.tags[key] for key in same} == {key: candidate.data.tags[key] for key in same}
+    assert repeat.data.tags["prov.seeds.init"] != candidate.data.tags["prov.seeds.init"]
+    assert repeat.data.tags["prov.weights_sha256"] != candidate.data.tags["prov.weights_sha256"]
+    assert set(candidate.data.params) - set(repeat.data.params) <= {"mlflow.experiment"} | {
+        key for key in candidate.data.params if key.startswith(("calibration.", "compare."))}
+    assert [dataset.dataset.digest for dataset in repeat.inputs.dataset_inputs] == [
+        dataset.dataset.digest for dataset in candidate.inputs.dataset_inputs]
+
+
+@pytest.mark.slow
+def test_diff_of_a_repeat_and_the_candidate_names_only_the_seeds(calibrated: Path):
+    candidate, repeat = candidate_and_repeat(calibrated)
+    done = run([sys.executable, "-m", "tracking", "diff", repeat.info.run_id, candidate.info.run_id, "--format", "json"],
+               calibrated)
+    found = json.loads(done.stdout)
+    assert [group["name"] for group in found["groups"] if not group["identical"]] == ["seeds"], found["groups"]
+    assert found["conclusion"].startswith("only seeds differ"), found["conclusion"]
