@@ -21,7 +21,7 @@ import numpy as np
 
 from pipelines.scoring import flat_metrics, scores
 from pipelines.training import train_model
-from tracking.baseline import load_baseline
+from tracking.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.dataset import PREPARED, load_splits, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
@@ -82,12 +82,13 @@ def train_and_score(params: Params, seeds: Seeds, train: dict, val: dict | None,
 
 
 def trained_on(run_params: Params, params: Params) -> dict[str, Any]:
-    """A repeat's params: the baseline's training setup, and the `data.*` of the data it trained on.
+    """The params a calibration run applies: the baseline's training sections, the rest from params.yaml.
 
-    The calibration trains on `data/prepared`, which `prepare` made from params.yaml's data section, not
-    from the baseline's; logging the baseline's data params would make a repeat look trained on other data.
+    The rest includes `data.*`: the calibration trains on `data/prepared`, which `prepare` made from
+    params.yaml, so the baseline's data section would describe data the runs never saw.
     """
-    return {**run_params.flat(), **{key: value for key, value in params.flat().items() if key.startswith("data.")}}
+    training = set(FROZEN_SECTIONS) - {"data"}
+    return {**params.flat(), **{key: value for key, value in run_params.flat().items() if key.split(".", 1)[0] in training}}
 
 
 def log_repeat_setup(child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any],
@@ -145,7 +146,7 @@ def main() -> None:
         gpu = bool(tf.config.list_physical_devices("GPU"))
         record = capture(root, base_seeds.as_dict(), as_record(baseline.determinism, effective), stages=("prepare",))
         packages = installed_packages()
-        parent.log_params({**trained_on(baseline, params), **{k: v for k, v in params.flat().items() if k.startswith("calibration.")}})
+        parent.log_params(trained_on(baseline, params))
         parent.log_provenance(record, packages)
         parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
         for variant, repeat in tqdm(plan, desc="calibrate", unit="run", file=sys.stderr):

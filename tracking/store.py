@@ -17,8 +17,9 @@ from tracking.sqlite import creation_lock, database_path, use_wal
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
-# MLflow 3's UI opens an experiment without this tag on its GenAI overview (traces, tokens); this kind opens
-# it on the runs table. The value is the UI's `custom_model_development` ("Machine learning").
+# The experiment type (the UI's "Machine learning"). MLflow's UI opens an experiment on its runs, not its GenAI
+# overview, by this tag when its GenAI/Model training switch is off (a build-time flag, on in 3.17, whose UI
+# follows the switch the user picks instead; see README "Two commands").
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 _HTTP_TIMEOUT_S = "10"
@@ -104,7 +105,7 @@ def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
 
 
 def connect(root: Path, experiment: str) -> str:
-    """Point MLflow at the store, make sure it answers and holds `experiment` (shown as training runs); return its id."""
+    """Point MLflow at the store, make sure it answers and holds `experiment` (typed as model training); return its id."""
     import mlflow
     from mlflow.exceptions import MlflowException
 
