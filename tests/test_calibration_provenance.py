@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run, runs_of
+from conftest import client_for, run, runs_of
+from tracking.diff import load_run
 
 # Tags of the candidate's run that cannot apply to a repeat: the dvc.lock hashes of the `train` stage's deps,
 # which `evaluate` logs because the candidate was made by `train`; a repeat is made by `calibrate` (its data
@@ -48,3 +49,12 @@ def test_diff_of_a_repeat_and_the_candidate_names_only_the_seeds(calibrated: Pat
     found = json.loads(done.stdout)
     assert [group["name"] for group in found["groups"] if not group["identical"]] == ["seeds"], found["groups"]
     assert found["conclusion"].startswith("only seeds differ"), found["conclusion"]
+
+
+def test_an_experiment_name_means_its_candidate_not_its_later_calibration_runs(tmp_path: Path):
+    client = client_for(tmp_path)
+    experiment = client.create_experiment("test")
+    tags = {"dvc.exp_name": "lucky-lamb"}
+    candidate = client.create_run(experiment, tags={**tags, "pipeline.stage": "evaluate"}, start_time=1000)
+    client.create_run(experiment, tags={**tags, "pipeline.stage": "calibrate"}, start_time=2000)
+    assert load_run(client, "lucky-lamb").run_id == candidate.info.run_id

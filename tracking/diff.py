@@ -115,7 +115,10 @@ class RunDiff:
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:
-    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name)."""
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name).
+
+    By name, the experiment's candidate run: its calibration runs carry the name too, and start later.
+    """
     from mlflow.exceptions import MlflowException
 
     run = None
@@ -126,8 +129,9 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
             run = None
     if run is None and _EXP_NAME.match(ref):
         experiments = [found.experiment_id for found in client.search_experiments()]
-        matches = client.search_runs(experiments, filter_string=f"tags.`dvc.exp_name` = '{ref}'",
-                                     order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+        named = f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != 'calibrate'"
+        matches = client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"],
+                                     max_results=1) if experiments else []
         run = matches[0] if matches else None
     if run is None:
         raise RunNotFound(f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
