@@ -3,8 +3,8 @@
 The rule (README, "What each stage depends on"): a stage lists in `deps` every project module it imports,
 directly or through other project modules (function-level imports and `python -m` children included), except
 the logging plumbing in `PLUMBING`. That plumbing decides what goes to MLflow, not what a stage writes, and
-its version is recorded with every run instead (`prov.git.commit`, `prov.git.dirty`, the uncommitted diff and
-`prov.software.versions.tracking`; see test_pipeline.py::test_dvc_repro_logs_a_finished_run_with_full_provenance).
+its version is recorded with every run instead (`prov.git.commit`, `prov.git.dirty` and the uncommitted diff;
+see test_pipeline.py::test_dvc_repro_logs_a_finished_run_with_full_provenance).
 """
 
 from __future__ import annotations
