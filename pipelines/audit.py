@@ -23,14 +23,13 @@ from typing import Any, NoReturn
 from tracking.audit import (DONE, GO, MODE_LABELS, MODES, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, AuditError, Trace,
                             UnsupportedOpError, median_step_seconds, summarise, unsupported_line)
 from tracking.audit_report import figure, render, render_unsupported
-from tracking.cli import at_least
 from tracking.dataset import PREPARED, read_manifest
 from tracking.env import TRACKING_PROJECT_ROOT
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
-from tracking.stage import run_main
+from tracking.stage import at_least, run_main
 from tracking.store import project_root
 from tracking.tracker import Tracker
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pipelines.evaluate import flat_metrics, scores
+from pipelines.scoring import flat_metrics, scores
 from pipelines.training import train_model
-from tracking.baseline import load_baseline
+from tracking.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.dataset import PREPARED, load_splits, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
@@ -80,6 +81,28 @@ def train_and_score(params: Params, seeds: Seeds, train: dict, val: dict | None,
                    np.concatenate([w.ravel() for w in model_weights]).astype(np.float32), weights_sha256(model_weights))
 
 
+def trained_on(run_params: Params, params: Params) -> dict[str, Any]:
+    """The params a calibration run applies: the baseline's training sections, the rest from params.yaml.
+
+    The rest includes `data.*`: the calibration trains on `data/prepared`, which `prepare` made from
+    params.yaml, so the baseline's data section would describe data the runs never saw.
+    """
+    training = set(FROZEN_SECTIONS) - {"data"}
+    return {**params.flat(), **{key: value for key, value in run_params.flat().items() if key.split(".", 1)[0] in training}}
+
+
+def log_repeat_setup(child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any],
+                     manifest: dict, train: dict) -> None:
+    """What the candidate's run holds, for one repeat: params, provenance and the training data.
+
+    The record is the calibration's one capture with this repeat's seeds and determinism, so a repeat costs
+    no new capture; the writes run on the child's background writer while it trains.
+    """
+    child.log_params(flat)
+    child.log_provenance(record, packages)
+    child.log_dataset(manifest, train["x"], train["y"], location=child.root / PREPARED, context="training")
+
+
 def summarise(runs: list[dict[str, Any]], predictions: np.ndarray, weights: np.ndarray, alpha: float) -> dict[str, Any]:
     """Bands of every metric and pairwise churn / weight-distance summaries, per variant."""
     summary = {}
@@ -122,8 +145,10 @@ def main() -> None:
         effective = seed_frameworks(baseline, base_seeds)
         gpu = bool(tf.config.list_physical_devices("GPU"))
         record = capture(root, base_seeds.as_dict(), as_record(baseline.determinism, effective), stages=("prepare",))
-        parent.log_params({**baseline.flat(), **{k: v for k, v in params.flat().items() if k.startswith("calibration.")}})
-        parent.log_provenance(record, installed_packages())
+        packages = installed_packages()
+        parent.log_params(trained_on(baseline, params))
+        parent.log_provenance(record, packages)
+        parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
         for variant, repeat in tqdm(plan, desc="calibrate", unit="run", file=sys.stderr):
             run_params, seeds, within, source = variant_setup(
                 variant, repeat, baseline, base_seeds, params.calibration.simulate_impl_noise, gpu)
@@ -131,12 +156,12 @@ def main() -> None:
             with Tracker(params.mlflow.experiment, root, stage="calibrate", run_name=f"{variant} #{repeat}",
                          nested=True, tags=tags) as child:
                 actual = seed_frameworks(run_params, seeds)
+                own = {**record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
+                child.in_background(partial(log_repeat_setup, child, own, packages, trained_on(run_params, params), manifest, train))
                 trained = train_and_score(run_params, seeds, train, val, test, manifest["n_classes"], within)
                 metrics, digest = trained.metrics, trained.weights_sha256
-                child.log_params(run_params.flat())
                 child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
-                child.set_tags({"prov.weights_sha256": digest, "prov.determinism.effective.op_determinism": str(actual.op_determinism).lower(),
-                                **{f"prov.seeds.{name}": value for name, value in seeds.as_dict().items()}})
+                child.set_tags({"prov.weights_sha256": digest})
             runs.append({"variant": variant, "repeat": repeat, "run_id": child.run_id, "impl_noise": source,
                          "weights_sha256": digest, "metrics": metrics, "seeds": seeds.as_dict()})
             predictions.append(trained.predicted)

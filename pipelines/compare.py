@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from pipelines.calibrate import NOISE_FILE, RUNS_FILE
-from pipelines.evaluate import EVAL_METRICS, PREDICTIONS, flat_metrics
+from pipelines.evaluate import EVAL_METRICS, PREDICTIONS
+from pipelines.scoring import flat_metrics
 from pipelines.train import RUN_FILE
 from tracking.band_policy import (
     CONFIG_SECTIONS,

@@ -103,3 +103,18 @@ def runs_of(root: Path, experiment: str = "test") -> list:
     client = client_for(root)
     found = client.get_experiment_by_name(experiment)
     return client.search_runs([found.experiment_id]) if found else []
+
+
+@pytest.fixture(scope="session")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny project after a real `dvc repro evaluate calibrate`: one candidate run and three ALGO repeats.
+
+    Shared by the tests that only read it or undo their edits (one training of the pipeline for all).
+    """
+    project = make_project(tmp_path_factory.mktemp("calibrated") / "project")
+    write_params(project, train={"epochs": 1}, calibration={"variants": ["algo"], "repeats": 3})
+    freeze(project / "params.yaml", project / "baseline.yaml")
+    run(["git", "commit", "-qam", "tiny calibration"], project)
+    run(["dvc", "repro", "evaluate", "calibrate"], project)
+    return project
+

@@ -67,3 +67,16 @@ def test_unknown_run_id_is_a_user_error(root):
     with pytest.raises(RunStateError, match="not in sqlite:///"):
         with Tracker("t", root, run_id="f" * 32):
             pass
+
+
+@pytest.mark.format
+def test_experiments_open_on_training_runs_in_the_mlflow_ui(root):
+    """MLflow 3's UI shows an experiment without `mlflow.experimentKind` as a GenAI app (traces, tokens)."""
+    with Tracker("new", root):
+        pass
+    client = client_for(root)
+    older = client.create_experiment("older")
+    with Tracker("older", root):
+        pass
+    for experiment_id in (client.get_experiment_by_name("new").experiment_id, older):
+        assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from tracking.stage import run_main
+from tracking.stage import at_least, run_main
 
 DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 
@@ -79,20 +79,6 @@ def _probability(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
     return value
-
-
-def at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer no smaller than `low`."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from err
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
-        return value
-
-    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -155,7 +155,10 @@ class RunDiff:
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:
-    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name)."""
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name).
+
+    By name, the experiment's candidate run: its calibration runs carry the name too, and start later.
+    """
     from mlflow.exceptions import MlflowException
 
     run = None
@@ -166,8 +169,9 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
             run = None
     if run is None and _EXP_NAME.match(ref):
         experiments = [found.experiment_id for found in client.search_experiments()]
-        matches = client.search_runs(experiments, filter_string=f"tags.`dvc.exp_name` = '{ref}'",
-                                     order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+        named = f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != 'calibrate'"
+        matches = client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"],
+                                     max_results=1) if experiments else []
         run = matches[0] if matches else None
     if run is None:
         raise RunNotFound(f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
@@ -205,8 +209,9 @@ def compare_fields(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, list[Chan
 def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> list[GroupDiff]:
     """Every group of `GROUP_ORDER`, in that order, with runs of earlier versions read in today's names."""
     a, b = _in_todays_names(a), _in_todays_names(b)
+    stages = _shared_stages(a, b)
     sources = {
-        "data": (_data_fields, "the examples trained and tested on"),
+        "data": (lambda run: _data_fields(run, stages), "the examples trained and tested on"),
         "params": (_training_params, "hyperparameters"),
         "seeds": (lambda run: run.provenance("seeds") or _params(run, "seeds."), "varies results by chance (ALGO noise)"),
         "determinism": (lambda run: run.provenance("determinism") or _params(run, "determinism."),
@@ -219,7 +224,7 @@ def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> lis
     groups = []
     for name in GROUP_ORDER:
         if name == "code":
-            groups.append(_code_group(a, b, repo))
+            groups.append(_code_group(a, b, repo, stages))
             continue
         fields, note = sources[name]
         compared, changes = compare_fields(fields(a), fields(b))
@@ -246,17 +251,26 @@ def _params(run: RunSnapshot, prefix: str) -> dict[str, str]:
     return {key[len(prefix):]: value for key, value in run.params.items() if key.startswith(prefix)}
 
 
-def _dvc_deps(run: RunSnapshot, data: bool) -> dict[str, str]:
-    """The DVC stage dependencies logged with the run: data ones (folders, paths under data/) or code ones."""
+def _shared_stages(a: RunSnapshot, b: RunSnapshot) -> set[str]:
+    """The DVC stages whose dependency hashes both runs logged.
+
+    A stage only one run logged says how that run was made (a calibration repeat is made by `calibrate`, not
+    by `train`), not that its inputs changed; the data content and the code are compared in full anyway.
+    """
+    return {key.split(".", 1)[0] for key in a.provenance("dvc.deps")} & {key.split(".", 1)[0] for key in b.provenance("dvc.deps")}
+
+
+def _dvc_deps(run: RunSnapshot, data: bool, stages: set[str]) -> dict[str, str]:
+    """The DVC dependencies of `stages` logged with the run: data ones (folders, paths under data/) or code ones."""
     return {key: value for key, value in run.provenance("dvc.deps").items()
-            if (value.endswith(".dir") or "data/" in key) == data}
+            if key.split(".", 1)[0] in stages and (value.endswith(".dir") or "data/" in key) == data}
 
 
-def _data_fields(run: RunSnapshot) -> dict[str, Any]:
+def _data_fields(run: RunSnapshot, stages: set[str]) -> dict[str, Any]:
     """The manifest's hashes and counts (per split and class), DVC's data dependency hashes, the data.* params."""
     manifest = run.manifest
     fields: dict[str, Any] = {f"param {key}": value for key, value in run.params.items() if key.startswith("data.")}
-    fields.update({f"dvc dep {key}": value for key, value in _dvc_deps(run, data=True).items()})
+    fields.update({f"dvc dep {key}": value for key, value in _dvc_deps(run, data=True, stages=stages).items()})
     for key in ("source", "content_sha256", "source_sha256", "n_classes"):
         if key in manifest:
             fields[key] = manifest[key]
@@ -268,7 +282,7 @@ def _data_fields(run: RunSnapshot) -> dict[str, Any]:
     return fields
 
 
-def _code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None) -> GroupDiff:
+def _code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[str]) -> GroupDiff:
     """Code files that differ: between the commits (when the repo has both) and in the uncommitted diffs.
 
     Changes to params.yaml, *.dvc pins, dvc.lock and outputs are left to the data and params groups.
@@ -288,7 +302,7 @@ def _code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None) -> GroupDiff:
             changes.append(Change(f"file {path}", _digest(per_file_a.get(path)), _digest(per_file_b.get(path))))
         else:
             changes.append(Change(f"file {path}", f"as in {commit_a[:10]}", f"as in {commit_b[:10]}"))
-    compared, deps = compare_fields(_dvc_deps(a, data=False), _dvc_deps(b, data=False))
+    compared, deps = compare_fields(_dvc_deps(a, data=False, stages=stages), _dvc_deps(b, data=False, stages=stages))
     changes += [Change(f"dvc dep {change.key}", change.a, change.b) for change in deps]
     note = f"commit {commit_a[:10] or 'not logged'}" + ("" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}")
     if not changes and (dirty or between):

@@ -21,6 +21,11 @@ from tracking.sqlite import creation_lock, database_path, use_wal
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
+# The experiment type (the UI's "Machine learning"). MLflow's UI opens an experiment on its runs, not its GenAI
+# overview, by this tag when its GenAI/Model training switch is off (a build-time flag, on in 3.17, whose UI
+# follows the switch the user picks instead; see README "Two commands").
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 _HTTP_TIMEOUT_S = "10"
 _HTTP_RETRIES = "1"
 
@@ -119,7 +124,7 @@ def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
 
 
 def connect(root: Path, experiment: str) -> str:
-    """Point MLflow at the store, make sure it answers and holds `experiment`; return the experiment id."""
+    """Point MLflow at the store, make sure it answers and holds `experiment` (typed as model training); return its id."""
     import mlflow
     from mlflow.exceptions import MlflowException
 
@@ -130,8 +135,11 @@ def connect(root: Path, experiment: str) -> str:
         with creation_lock(uri):
             found = mlflow.get_experiment_by_name(experiment)
             use_wal(uri)
-            if found:
-                return found.experiment_id
-            return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri))
+            if found is None:
+                return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri),
+                                                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+            if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
+                mlflow.MlflowClient().set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+            return found.experiment_id
     except (MlflowException, OSError) as err:
         raise _unreachable(uri, err) from err

@@ -21,6 +21,7 @@ from typing import Any
 from tracking.errors import TrackingServerError
 from tracking.offline import SYNCED, describe, pending_journals, read_journal, server_unavailable
 from tracking.operations import Op, apply
+from tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 
 PROGRESS = "progress.json"
 SOURCE_TAG = "tracking.offline.source_run_id"
@@ -139,7 +140,8 @@ def _target_run(client: Any, header: dict[str, Any]) -> str:
         if err.error_code != "RESOURCE_DOES_NOT_EXIST":
             raise
     experiment = client.get_experiment_by_name(header["experiment"])
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(header["experiment"])
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
+        header["experiment"], tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
     linked = client.search_runs([experiment_id], filter_string=f"tags.`{SOURCE_TAG}` = '{header['run_id']}'")
     if linked:  # an earlier sync created it and lost its progress file
         return linked[0].info.run_id

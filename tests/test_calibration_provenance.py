@@ -1,0 +1,60 @@
+"""Calibration repeats carry the provenance that applies to them, so they line up with the candidate's run."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import client_for, run, runs_of
+from tracking.diff import load_run
+
+# Tags of the candidate's run that cannot apply to a repeat: the dvc.lock hashes of the `train` stage's deps,
+# which `evaluate` logs because the candidate was made by `train`; a repeat is made by `calibrate` (its data
+# content and code are recorded in full: the manifest, prov.dvc.deps.prepare.*, the git commit and diff).
+NOT_FOR_REPEATS = ("prov.dvc.deps.train.",)
+
+
+def candidate_and_repeat(project: Path):
+    candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
+    runs = {found.info.run_id: found for found in runs_of(project)}
+    repeat = next(found for found in runs.values() if found.data.tags.get("noise.repeat") == "0")
+    return runs[candidate], repeat
+
+
+@pytest.mark.slow
+@pytest.mark.format
+def test_a_repeat_carries_every_provenance_tag_the_candidate_has(calibrated: Path):
+    candidate, repeat = candidate_and_repeat(calibrated)
+    expected = {key for key in candidate.data.tags if key.startswith("prov.") and not key.startswith(NOT_FOR_REPEATS)}
+    assert len(expected) > 50
+    assert expected - set(repeat.data.tags) == set()
+    assert {key for key in candidate.data.tags if key.startswith(NOT_FOR_REPEATS)}, "the exception list is stale"
+    same = ("prov.git.commit", "prov.software.versions.keras", "prov.cpu.model", "prov.dvc.deps.prepare.data/raw")
+    assert {key: repeat.data.tags[key] for key in same} == {key: candidate.data.tags[key] for key in same}
+    assert repeat.data.tags["prov.seeds.init"] != candidate.data.tags["prov.seeds.init"]
+    assert repeat.data.tags["prov.weights_sha256"] != candidate.data.tags["prov.weights_sha256"]
+    assert repeat.data.params.keys() == candidate.data.params.keys()
+    assert {key: value for key, value in repeat.data.params.items() if not key.startswith("seeds.")} == {
+        key: value for key, value in candidate.data.params.items() if not key.startswith("seeds.")}
+    assert [dataset.dataset.digest for dataset in repeat.inputs.dataset_inputs] == [
+        dataset.dataset.digest for dataset in candidate.inputs.dataset_inputs]
+
+
+@pytest.mark.slow
+def test_diff_of_a_repeat_and_the_candidate_names_only_the_seeds(calibrated: Path):
+    candidate, repeat = candidate_and_repeat(calibrated)
+    done = run([sys.executable, "-m", "tracking", "diff", repeat.info.run_id, candidate.info.run_id, "--format", "json"],
+               calibrated)
+    found = json.loads(done.stdout)
+    assert [group["name"] for group in found["groups"] if not group["identical"]] == ["seeds"], found["groups"]
+    assert found["conclusion"].startswith("only seeds differ"), found["conclusion"]
+
+
+def test_an_experiment_name_means_its_candidate_not_its_later_calibration_runs(tmp_path: Path):
+    client = client_for(tmp_path)
+    experiment = client.create_experiment("test")
+    tags = {"dvc.exp_name": "lucky-lamb"}
+    candidate = client.create_run(experiment, tags={**tags, "pipeline.stage": "evaluate"}, start_time=1000)
+    client.create_run(experiment, tags={**tags, "pipeline.stage": "calibrate"}, start_time=2000)
+    assert load_run(client, "lucky-lamb").run_id == candidate.info.run_id

@@ -1,0 +1,140 @@
+"""Every DVC stage depends on the project code that decides its outputs, so an edit re-runs what it changes.
+
+The rule (README, "What each stage depends on"): a stage lists in `deps` every project module it imports,
+directly or through other project modules (function-level imports and `python -m` children included), except
+the logging plumbing in `PLUMBING`. That plumbing decides what goes to MLflow, not what a stage writes, and
+its version is recorded with every run instead (`prov.git.commit`, `prov.git.dirty` and the uncommitted diff;
+see test_pipeline.py::test_dvc_repro_logs_a_finished_run_with_full_provenance).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run
+
+STAGE_FILES = ("dvc.yaml", "audit/dvc.yaml")
+PACKAGES = ("pipelines", "tracking")
+# The exempt list: the one home of which project modules a stage may import without depending on them.
+PLUMBING = {
+    "pipelines/__init__.py": "empty package marker",
+    "tracking/__init__.py": "re-exports only",
+    "tracking/errors.py": "exception types and exit status",
+    "tracking/stage.py": "entry point: error lines, exit status, argparse types",
+    "tracking/lifecycle.py": "signal handling that ends a run KILLED",
+    "tracking/tracker.py": "the MLflow run",
+    "tracking/keras_callback.py": "per-epoch metrics to MLflow, Ctrl-C check",
+    "tracking/store.py": "where the MLflow store is",
+    "tracking/sqlite.py": "SQLite store locking",
+    "tracking/writer.py": "background MLflow writes",
+    "tracking/operations.py": "MLflow write operations",
+    "tracking/offline.py": "offline journal",
+    "tracking/sync.py": "offline journal upload",
+    "tracking/stale.py": "runs left RUNNING",
+    "tracking/provenance/__init__.py": "provenance record",
+    "tracking/provenance/dvc.py": "provenance: DVC lock hashes",
+    "tracking/provenance/environment.py": "provenance: environment variables",
+    "tracking/provenance/git.py": "provenance: git commit and diff",
+    "tracking/provenance/hardware.py": "provenance: CPU, GPU, OS",
+    "tracking/provenance/software.py": "provenance: package versions",
+}
+
+
+def module_file(name: str) -> Path | None:
+    """The repository file of a project module (`pipelines.train`, `tracking.provenance`), None if not ours."""
+    if name.split(".")[0] not in PACKAGES:
+        return None
+    base = REPO.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imported_names(path: Path) -> set[str]:
+    """Modules `path` may load: every import statement at any depth, their parent packages, and dotted string
+    constants naming a project module (what `subprocess` starts with `python -m`)."""
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]) if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", node.value):
+            names.add(node.value)
+    return {".".join(name.split(".")[:end]) for name in names for end in range(1, name.count(".") + 2)}
+
+
+def import_closure(module: str) -> dict[str, str]:
+    """Every project file that `python -m module` may load, each with the file that first imports it."""
+    start = module_file(module)
+    assert start is not None, f"{module} is not a module of this project"
+    found = {str(start.relative_to(REPO)): "the stage command"}
+    todo = [start]
+    while todo:
+        path = todo.pop()
+        for name in sorted(imported_names(path)):
+            target = module_file(name)
+            if target is not None and str(target.relative_to(REPO)) not in found:
+                found[str(target.relative_to(REPO))] = str(path.relative_to(REPO))
+                todo.append(target)
+    return found
+
+
+def stages() -> list[tuple[str, str, str, list[str]]]:
+    """(stage file, stage name, module its command runs, deps relative to the repository root) of every stage."""
+    found = []
+    for stage_file in STAGE_FILES:
+        folder = (REPO / stage_file).parent
+        for name, stage in yaml.safe_load((REPO / stage_file).read_text())["stages"].items():
+            command = re.fullmatch(r"python3? -m ([\w.]+)", stage["cmd"])
+            assert command, f"{stage_file}: stage {name} does not run `python -m <module>`: {stage['cmd']!r}"
+            wdir = (folder / stage.get("wdir", ".")).resolve()
+            deps = [str((wdir / dep).resolve().relative_to(REPO)) for dep in stage.get("deps", [])]
+            found.append((stage_file, name, command.group(1), deps))
+    return found
+
+
+@pytest.mark.parametrize(("stage_file", "name", "module", "deps"), stages(), ids=[s[1] for s in stages()])
+def test_every_stage_depends_on_the_project_code_it_imports(stage_file: str, name: str, module: str, deps: list[str]):
+    missing = {path: via for path, via in import_closure(module).items()
+               if path not in PLUMBING and not any(path == dep or path.startswith(f"{dep}/") for dep in deps)}
+    assert not missing, (f"{stage_file}: stage {name} does not depend on "
+                         + ", ".join(f"{path} (imported by {via})" for path, via in sorted(missing.items()))
+                         + "; add it to the stage's deps, or to PLUMBING if it only logs to MLflow")
+    stale = [dep for dep in deps if dep.endswith(".py") and not (REPO / dep).is_file()]
+    assert not stale, f"{stage_file}: stage {name} depends on files that do not exist: {stale}"
+
+
+def test_the_exempt_list_names_real_modules_and_no_stage_code():
+    assert all((REPO / path).is_file() for path in PLUMBING)
+    assert [path for path in PLUMBING if path.startswith("pipelines/")] == ["pipelines/__init__.py"]
+
+
+def test_closure_follows_function_level_imports_and_python_m_children():
+    assert "tracking/keras_callback.py" in import_closure("pipelines.train")  # imported inside a function
+    assert "pipelines/scoring.py" in import_closure("pipelines.audit")  # via `python -m pipelines.audit_training`
+
+
+@pytest.mark.slow
+def test_editing_the_scoring_code_marks_calibrate_and_evaluate_changed(calibrated: Path):
+    assert json.loads(run(["dvc", "status", "--json"], calibrated).stdout).keys() == {"compare"}  # never run
+    scoring = calibrated / "pipelines/scoring.py"
+    try:
+        with open(scoring, "a") as handle:
+            handle.write("# an edit to the scoring code\n")
+        status = json.loads(run(["dvc", "status", "--json"], calibrated).stdout)
+    finally:
+        run(["git", "checkout", "--", "pipelines/scoring.py"], calibrated)
+    assert {"evaluate", "calibrate"} <= set(status), status
+    assert {"changed deps": {"pipelines/scoring.py": "modified"}} in status["calibrate"], status["calibrate"]
