@@ -8,7 +8,8 @@ UV_VERSION := 0.13.8
 # Which TensorFlow build to install: cpu, or gpu for CUDA machines (`make run TF_BUILD=gpu`).
 TF_BUILD ?= cpu
 # Test processes in parallel (pytest-xdist); CI has 2 cores. Work stealing keeps both busy to the end:
-# the long end-to-end tests would otherwise leave one worker idle while the other finishes its queue.
+# the long end-to-end tests would otherwise leave one worker idle while the other finishes its queue. The 20
+# slowest tests are listed at the end, to show where the suite's time goes.
 TEST_WORKERS ?= 2
 # Prefer a uv on PATH; otherwise bootstrap the pinned one into the venv.
 UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
@@ -43,7 +44,7 @@ run: venv
 	@echo "then pick 'Model training' at the top left of http://127.0.0.1:5000 (MLflow 3.17 starts in its GenAI view)."
 
 test: venv
-	pytest -ra -n $(TEST_WORKERS) --dist worksteal
+	pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=20
 
 clean:
 	rm -rf $(VENV)

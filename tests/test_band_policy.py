@@ -8,28 +8,43 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_user_error, client_for, make_project, project_env, run, write_params
+from conftest import assert_user_error, client_for, make_project, project_env, run, runs_of, write_params
+from tracking.params import DEFAULT_SPLIT_SEED, parse_yaml
 
 pytestmark = pytest.mark.slow
 
-PAIRS = {"reseeded": ["-S", "seeds.init=7", "-S", "seeds.shuffle=8", "-S", "seeds.dropout=9"],
-         "faster": ["-S", "train.learning_rate=1e-2"]}
+PAIRS = {"reseeded": ["-S", "seeds.base=7"], "faster": ["-S", "train.learning_rate=1e-2"]}
+STAGES = ("prepare", "train", "evaluate", "calibrate", "compare")
 ALGO_RUNS = "tags.\"noise.variant\" = 'algo'"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """`dvc repro` of the tiny pipeline (ALGO+IMPL, ALGO and CONTROL calibrated: where diff and compare used to
-    disagree), then two `dvc exp run` candidates: one that differs only in seeds, one with a changed learning rate."""
+    disagree), then two `dvc exp run` candidates: one that differs only in seeds (`seeds.base`, as users vary
+    it), one with a changed learning rate. Keeps which stages each experiment ran and the lock before them."""
     root = make_project(tmp_path_factory.mktemp("policy") / "project")
     write_params(root, calibration={"variants": ["algo+impl", "algo", "control"]})
     run(["git", "commit", "-qam", "calibrate without IMPL"], root)
     run(["dvc", "repro"], root)
     baseline = json.loads((root / "outputs/run.json").read_text())["run_id"]
+    lock, ran = parse_yaml((root / "dvc.lock").read_text())["stages"], {}
     for name, settings in PAIRS.items():
         run(["git", "checkout", "--", "params.yaml"], root)
-        run(["dvc", "exp", "run", "-n", name, *settings], root)
-    return {"root": root, "baseline": baseline, "uri": f"sqlite:///{root / 'mlflow.db'}"}
+        done = run(["dvc", "exp", "run", "-n", name, *settings], root)
+        ran[name] = {stage for stage in STAGES if f"Running stage '{stage}'" in done.stdout}
+        lock_after = parse_yaml((root / "dvc.lock").read_text())["stages"]
+        ran[name] |= {f"{stage} outs changed" for stage in ("prepare", "calibrate")
+                      if lock_after[stage]["outs"] != lock[stage]["outs"]}
+    return {"root": root, "baseline": baseline, "uri": f"sqlite:///{root / 'mlflow.db'}", "ran": ran}
+
+
+def test_varying_seeds_base_keeps_the_split_and_the_calibration(store: dict):
+    """`dvc exp run -S seeds.base=7`: the split belongs to the data, so prepare and calibrate stay cached and their
+    outputs unchanged; train, evaluate and compare run; the run logs the default `data.split_seed`."""
+    assert store["ran"]["reseeded"] == {"train", "evaluate", "compare"}
+    trained = [found for found in runs_of(store["root"]) if found.data.params.get("seeds.base") == "7"]
+    assert len(trained) == 1 and trained[0].data.params["data.split_seed"] == json.dumps(DEFAULT_SPLIT_SEED)
 
 
 def tracking(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:

@@ -1,12 +1,10 @@
 import hashlib
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO, make_project, run, runs_of, write_params
+from conftest import REPO
 from tracking.diff import RunSnapshot, group_diffs
 from tracking.legacy import upgrade_logged
 from tracking.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
@@ -85,25 +83,3 @@ def test_diff_of_an_old_run_and_a_new_one_with_the_same_split_finds_nothing():
 def test_runs_logged_since_are_read_as_they_are():
     params, tags = {"seeds.base": "7", "data.split_seed": "5"}, {"prov.seeds.base": "7"}
     assert upgrade_logged(params, tags) == (params, tags)
-
-
-def lock_stage(root: Path, stage: str) -> dict:
-    from tracking.params import parse_yaml
-
-    return parse_yaml((root / "dvc.lock").read_text())["stages"][stage]
-
-
-@pytest.mark.slow
-def test_varying_seeds_base_keeps_the_split_and_the_calibration(tmp_path: Path):
-    """`dvc exp run -S seeds.base=7` after `dvc repro`: prepare and calibrate stay cached, the data hash stays."""
-    root = make_project(tmp_path / "project")
-    write_params(root, calibration={"variants": ["control", "algo"]})
-    run(["git", "commit", "-qam", "two calibration variants (the candidate itself, and seeds varied), to keep the test short"], root)
-    run(["dvc", "repro", "-q"], root)
-    prepared, calibration = lock_stage(root, "prepare")["outs"], lock_stage(root, "calibrate")["outs"]
-    done = run(["dvc", "exp", "run", "-S", "seeds.base=7"], root)
-    ran = {stage for stage in ("prepare", "train", "evaluate", "calibrate", "compare") if f"Running stage '{stage}'" in done.stdout}
-    assert ran == {"train", "evaluate", "compare"}, done.stdout
-    assert lock_stage(root, "prepare")["outs"] == prepared and lock_stage(root, "calibrate")["outs"] == calibration
-    trained = [found for found in runs_of(root) if found.data.params.get("seeds.base") == "7"]
-    assert len(trained) == 1 and trained[0].data.params["data.split_seed"] == json.dumps(DEFAULT_SPLIT_SEED)
