@@ -43,3 +43,7 @@ class RunStateError(TrackingError):
 
 class RerunError(TrackingError):
     """A logged run cannot be re-created: its commit, diff or data is not available as it was logged."""
+
+
+class UserCodeError(TrackingError):
+    """A "module:function" in params.yaml that does not import, is not callable, or returns the wrong thing."""

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracking.errors import ParamsError
 
@@ -24,6 +24,10 @@ Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
 # derive_seed(42, "split"): the split seed that seeds.base 42 gave when the split still derived from it, so the
 # default pipeline keeps exactly the split (and the prepared data) it always had.
 DEFAULT_SPLIT_SEED = 1714860770
+# "package.module:function", found at the project root or among installed packages.
+CALLABLE_SPEC_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+CallableSpec = Annotated[str, Field(pattern=CALLABLE_SPEC_PATTERN)]
+Task = Literal["classification", "regression"]
 
 
 class _Section(BaseModel):
@@ -35,11 +39,25 @@ class MlflowParams(_Section):
 
 
 class DataParams(_Section):
-    source: Annotated[str, Field(min_length=1)] = "sklearn:digits"
+    """Where the samples come from (a built-in or `.npz` `source`, or a `loader` function: exactly one) and their split."""
+
+    source: Annotated[str, Field(min_length=1)] | None = "sklearn:digits"
+    loader: CallableSpec | None = None
+    kwargs: dict[str, Any] = {}
+    task: Task = "classification"
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
     val_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1
     sha256: Annotated[str, Field(pattern=SHA256_PATTERN)] | None = None
     split_seed: Seed = DEFAULT_SPLIT_SEED  # the split belongs to the data: fixed while the training seeds vary
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> DataParams:
+        if (self.source is None) == (self.loader is None):
+            given = "both are set" if self.source is not None else "neither is set"
+            raise ValueError(f"exactly one of data.source and data.loader must be set, the other null; {given}")
+        if self.source is not None and self.kwargs:
+            raise ValueError("data.kwargs is passed to data.loader only; with data.source set it must be {}")
+        return self
 
 
 class SeedParams(_Section):
@@ -58,20 +76,22 @@ class DeterminismParams(_Section):
 
 
 class ModelParams(_Section):
-    name: Literal["small_cnn", "mlp"] = "small_cnn"
-    filters: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=3, max_length=3)] = [32, 64, 128]
-    hidden_units: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = [64]
-    dense_units: Annotated[int, Field(ge=1)] = 128
-    batch_norm: bool = False
-    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    """The model: a builder `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`."""
+
+    builder: CallableSpec = "pipelines.models:small_cnn"
+    kwargs: dict[str, Any] = {}
 
 
 class TrainParams(_Section):
+    """How the model is compiled and fitted; a null loss or metrics list means the task's default."""
+
     epochs: Annotated[int, Field(ge=1, le=10_000)] = 20
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 32
-    optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
+    optimizer: Annotated[str, Field(min_length=1)] = "adam"
+    optimizer_kwargs: dict[str, Any] = {}
     learning_rate: Annotated[float, Field(gt=0, le=10)] = 0.001
-    augment: bool = False
+    loss: Annotated[str, Field(min_length=1)] | None = None
+    metrics: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
 Variant = Literal["algo+impl", "algo", "impl", "control"]
@@ -104,7 +124,7 @@ class KnownBand(_Section):
 
 class CompareParams(_Section):
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
-    metrics: Annotated[list[Literal["test_accuracy", "test_loss"]], Field(min_length=1)] = ["test_accuracy", "test_loss"]
+    metrics: Annotated[dict[str, Literal["max", "min"]], Field(min_length=1)] | None = None  # null: the task's default
     fail_on_drift: bool = False
     known_bands: dict[str, KnownBand] = {}
 
@@ -203,6 +223,9 @@ def _describe(path: Path, err: ValidationError) -> str:
         hint = f"did you mean '{'.'.join([*loc[:-1], close[0]])}'? " if close else ""
         where = f"'{'.'.join(loc[:-1])}'" if loc[:-1] else "the top level"
         return f"{path}: unknown key '{key}'; {hint}valid keys in {where}: {', '.join(valid)}{more}"
+    if first["type"] == "value_error":
+        reason = first["msg"].removeprefix("Value error, ")
+        return f"{path}: {key}: {reason}; fix it in {path}{more}"
     received = first.get("input")
     expected = _expected(first)
     return f"{path}: {key}: {expected}, got {received!r}; fix it in {path}{more}"
@@ -224,4 +247,7 @@ def _expected(error: dict[str, Any]) -> str:
     message = re.sub(r"^Input should be ", "expected ", message)
     message = re.sub(r"^String should match pattern '\^\[0-9a-f\]\{64\}\$'", "expected 64 lowercase hex digits (a SHA-256)", message)
     message = re.sub(r"^List should have ", "expected a list with ", message)
+    message = re.sub(r"^String should match pattern '.*:\[A-Za-z_\]\[A-Za-z0-9_\]\*\$'",
+                     "expected 'package.module:function'", message)
+    message = re.sub(r"^Dictionary should have at least 1 item.*", "expected at least one metric: max|min", message)
     return message[0].lower() + message[1:]
