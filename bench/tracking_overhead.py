@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines.data import split  # noqa: E402
-from tracking.dataset import build_manifest, load_source  # noqa: E402
+from tracking.dataset import build_manifest, load_source, output_size  # noqa: E402
 from tracking.params import load_params  # noqa: E402
 from tracking.process import reproducible_process  # noqa: E402
 from tracking.store import project_root  # noqa: E402
@@ -57,7 +57,7 @@ def main() -> None:
 
     def untracked() -> str:
         seed_frameworks(params, seeds)
-        model, history = train_model(params, seeds, splits["train"], splits.get("val"), manifest["n_classes"])
+        model, history = train_model(params, seeds, splits["train"], splits.get("val"), output_size(manifest))
         digest = weights_sha256(model.get_weights())
         write_outputs(scratch / "untracked", model, history, digest)
         return digest
@@ -80,7 +80,7 @@ def main() -> None:
             times[name].append(time.perf_counter() - started)
         print(f"repeat {repeat + 1}/{args.repeats}: untracked {times['untracked'][-1]:.2f} s, tracked {times['tracked'][-1]:.2f} s")
     ratio = statistics.median(t / u for t, u in zip(times["tracked"], times["untracked"]))
-    print(f"model {params.model.name}, {params.train.epochs} epochs, {len(splits['train']['y'])} training samples")
+    print(f"model {params.model.builder}, {params.train.epochs} epochs, {len(splits['train']['y'])} training samples")
     print(f"median untracked {statistics.median(times['untracked']):.2f} s, tracked {statistics.median(times['tracked']):.2f} s;"
           f" fastest untracked {min(times['untracked']):.2f} s, tracked {min(times['tracked']):.2f} s")
     print(f"ratio tracked/untracked (median of the paired repeats): {ratio:.3f} (target <= {TARGET})"

@@ -81,7 +81,7 @@ def main() -> None:
         return verdict["verdict"] == "exceeds_noise"
 
     band = variant["bands"]["test_accuracy"]
-    print(f"model {params.model.name}, {params.train.epochs} epochs; {args.repeats} calibration runs "
+    print(f"model {params.model.builder}, {params.train.epochs} epochs; {args.repeats} calibration runs "
           f"(kernel noise: {source_kind}); test accuracy {band['mean']:.4f} +- {band['std']:.4f} (std, ddof=1)")
     false_alarms = sum(flagged(c) for c in results["seed-only"])
     rate = false_alarms / len(results["seed-only"])

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for trace in traces.values():
             log_children(parent, params, trace)
         det = traces["det"].meta
-        settings = {"model": params.model.name, "repeats": repeats, "steps": traces["det"].steps,
+        settings = {"model": params.model.builder, "repeats": repeats, "steps": traces["det"].steps,
                     "configured_steps": det["configured_steps"], "batch_size": params.train.batch_size,
                     "optimizer": params.train.optimizer, "gpu": det["gpu"], "tensorflow": det["tensorflow"],
                     "device": "a GPU" if det["gpu"] else "the CPU", "data_sha256": manifest["content_sha256"]}
@@ -89,7 +89,7 @@ def train_modes(root: Path, repeats: int, steps: int, scratch: Path, parent: Tra
         for text in iter(workers[mode].stdout.readline, ""):
             if text.strip() == line:
                 return
-        stopped(mode, workers[mode].wait(), scratch / mode, root, parent, params.model.name)
+        stopped(mode, workers[mode].wait(), scratch / mode, root, parent, params.model.builder)
 
     try:
         for mode in MODES:
@@ -107,7 +107,7 @@ def train_modes(root: Path, repeats: int, steps: int, scratch: Path, parent: Tra
                     bar.update(1)
         for mode in MODES:
             if workers[mode].wait() != 0:
-                stopped(mode, workers[mode].returncode, scratch / mode, root, parent, params.model.name)
+                stopped(mode, workers[mode].returncode, scratch / mode, root, parent, params.model.builder)
     finally:
         for worker in workers.values():
             if worker.poll() is None:

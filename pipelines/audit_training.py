@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 
 from pipelines.calibrate import variant_setup
-from pipelines.models import build_model, make_optimizer
-from pipelines.training import batch_orders
+from pipelines.training import batch_orders, build_model, make_optimizer
 from tracking.audit import DONE, GO, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, Trace, diagnose, is_determinism_error
-from tracking.dataset import PREPARED, load_splits, read_manifest
+from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import array_sha256, weights_sha256
 from tracking.params import Params, load_params
@@ -55,7 +54,7 @@ def train_traced(model: Any, params: Params, seeds: Seeds, train: dict, test: di
     import keras
     import tensorflow as tf
 
-    optimizer = make_optimizer(params.train.optimizer, params.train.learning_rate)
+    optimizer = make_optimizer(params)
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
     variables = model.trainable_variables
 
@@ -120,8 +119,7 @@ def main() -> None:
         effective = seed_frameworks(run_params, seeds)
         model = None
         try:
-            model = build_model(run_params.model, tuple(train["x"].shape[1:]), manifest["n_classes"], seeds,
-                                run_params.train.augment)
+            model = build_model(run_params, tuple(train["x"].shape[1:]), output_size(manifest), seeds, root)
             runs.append(train_traced(model, run_params, seeds, train, test, args.steps, within))
         except Exception as err:
             if not (effective.op_determinism and is_determinism_error(err)):

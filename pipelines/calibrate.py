@@ -22,7 +22,7 @@ import numpy as np
 from pipelines.scoring import flat_metrics, scores
 from pipelines.training import train_model
 from tracking.baseline import FROZEN_SECTIONS, load_baseline
-from tracking.dataset import PREPARED, load_splits, read_manifest
+from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.noise import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance
@@ -158,7 +158,7 @@ def main() -> None:
                 actual = seed_frameworks(run_params, seeds)
                 own = {**record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
                 child.in_background(partial(log_repeat_setup, child, own, packages, trained_on(run_params, params), manifest, train))
-                trained = train_and_score(run_params, seeds, train, val, test, manifest["n_classes"], within)
+                trained = train_and_score(run_params, seeds, train, val, test, output_size(manifest), within)
                 metrics, digest = trained.metrics, trained.weights_sha256
                 child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
                 child.set_tags({"prov.weights_sha256": digest})

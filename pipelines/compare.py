@@ -75,7 +75,7 @@ def judge_candidate(params: Params, variant: dict[str, Any], metrics: dict[str, 
     """
     alpha = params.compare.alpha
     families: dict[str, list] = {"primary": [], "churn": [], "class": [], "group": []}
-    for metric in params.compare.metrics:
+    for metric in params.compare_metrics():
         declared = params.compare.known_bands.get(metric)
         if declared:
             band = band_from_summary(metric, declared.mean, declared.std, declared.n, alpha, "declared in compare.known_bands")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.training import train_model
-from tracking.dataset import PREPARED, load_splits, read_manifest
+from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.params import Params, load_params
@@ -46,7 +46,7 @@ def main() -> None:
     except BaseException:
         remove_outputs(root)
         raise
-    print(f"trained {params.model.name}: weights sha256 {digest}; MLflow run {tracker.run_id}")
+    print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
 
 
 def tracked_training(params: Params, seeds: Seeds, root: Path, manifest: dict, train: dict, val: dict | None,
@@ -64,7 +64,7 @@ def tracked_training(params: Params, seeds: Seeds, root: Path, manifest: dict, t
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
 
     tracker.in_background(log_setup)
-    model, history = train_model(params, seeds, train, val, manifest["n_classes"], [MlflowMetricsCallback(tracker)])
+    model, history = train_model(params, seeds, train, val, output_size(manifest), [MlflowMetricsCallback(tracker)])
     digest = weights_sha256(model.get_weights())
     tracker.log_metrics(final_metrics(history))
     tracker.set_tags({"prov.weights_sha256": digest})

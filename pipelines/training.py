@@ -2,15 +2,50 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pipelines.models import build_model, make_optimizer
 from tracking.lifecycle import deferred_interrupts
 from tracking.params import Params
 from tracking.seeds import Seeds
+from tracking.user_code import load_callable
+
+# What a task compiles with when params.yaml leaves train.loss or train.metrics null.
+DEFAULT_METRICS = {"classification": ["accuracy"], "regression": ["mae"]}
+
+
+def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, seeds: Seeds, root: Path = Path(".")) -> Any:
+    """The model `model.builder` returns for `model.kwargs`; a builder declaring `seeds` or `task` receives them."""
+    builder = load_callable(params.model.builder, "model.builder", root)
+    accepted = inspect.signature(builder).parameters
+    extra = {name: value for name, value in (("seeds", seeds), ("task", params.data.task)) if name in accepted}
+    return builder(input_shape, n_outputs, **extra, **params.model.kwargs)
+
+
+def make_optimizer(params: Params) -> Any:
+    """`train.optimizer` (a Keras identifier) with `train.learning_rate` and `train.optimizer_kwargs`."""
+    import keras
+
+    config = {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs}
+    return keras.optimizers.get({"class_name": params.train.optimizer, "config": config})
+
+
+def default_loss(task: str, n_outputs: int) -> str:
+    """The task's loss: cross-entropy on integer labels (binary for one output), mean squared error for regression."""
+    if task == "regression":
+        return "mean_squared_error"
+    return "sparse_categorical_crossentropy" if n_outputs > 1 else "binary_crossentropy"
+
+
+def compile_model(model: Any, params: Params, n_outputs: int) -> None:
+    """Compile with the configured optimizer, loss and metrics (the task's defaults where params.yaml says null)."""
+    model.compile(optimizer=make_optimizer(params),
+                  loss=params.train.loss or default_loss(params.data.task, n_outputs),
+                  metrics=params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task])
 
 
 def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None) -> np.ndarray:
@@ -47,14 +82,13 @@ def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, se
 
 
 def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val: dict[str, np.ndarray] | None,
-                n_classes: int, callbacks: list[Any] = (), within_batch_seed: int | None = None,
+                n_outputs: int, callbacks: list[Any] = (), within_batch_seed: int | None = None,
                 ) -> tuple[Any, dict[str, list[float]]]:
     """Build and fit the configured model; return it with its per-epoch history."""
     from tracking.keras_callback import InterruptCheck
 
-    model = build_model(params.model, tuple(train["x"].shape[1:]), n_classes, seeds, params.train.augment)
-    model.compile(optimizer=make_optimizer(params.train.optimizer, params.train.learning_rate),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model = build_model(params, tuple(train["x"].shape[1:]), n_outputs, seeds)
+    compile_model(model, params, n_outputs)
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
     batches = epoch_batches(train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle,
                             within_batch_seed)

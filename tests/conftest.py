@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TINY = {
     "mlflow": {"experiment": "test"},
-    "model": {"name": "small_cnn", "filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2},
+    "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
     "train": {"epochs": 2, "batch_size": 64},
     "calibration": {"repeats": 3},
 }

@@ -85,8 +85,7 @@ def test_diagnose_finds_the_layer_whose_call_raised():
 def test_traced_steps_reproduce_keras_fit_bit_for_bit():
     """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
     from pipelines.audit_training import train_traced
-    from pipelines.models import build_model
-    from pipelines.training import train_model
+    from pipelines.training import build_model, train_model
     from tracking.dataset import load_source
     from tracking.hashing import weights_sha256
     from tracking.params import Params
@@ -95,13 +94,13 @@ def test_traced_steps_reproduce_keras_fit_bit_for_bit():
 
     source = load_source("sklearn:digits")
     data = {"x": source.x[:200], "y": source.y[:200]}
-    params = Params.model_validate({"model": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2},
+    params = Params.model_validate({"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
                                     "train": {"epochs": 2, "batch_size": 64}})
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
     fitted, _ = train_model(params, seeds, data, None, 10, within_batch_seed=7)
     seed_frameworks(params, seeds)
-    model = build_model(params.model, (8, 8, 1), 10, seeds, augment=False)
+    model = build_model(params, (8, 8, 1), 10, seeds)
     traced = train_traced(model, params, seeds, data, data, steps=8, within_batch_seed=7)
     assert traced["weights_sha256"] == weights_sha256(fitted.get_weights())
     assert len(traced["hashes"]) == 8

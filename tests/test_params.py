@@ -20,7 +20,7 @@ def test_repository_params_are_valid_and_flatten_to_dvc_names():
     flat = params.flat()
     assert flat["train.learning_rate"] == params.train.learning_rate
     assert flat["seeds.base"] == params.seeds.base
-    assert flat["model.filters"] == list(params.model.filters)
+    assert flat["model.kwargs.filters"] == params.model.kwargs["filters"]
     assert all("." in key for key in flat)
 
 
@@ -36,13 +36,15 @@ def test_flatten_nested_mappings():
         ("train:\n  epochs: 0\n", "train.epochs: expected greater than or equal to 1, got 0"),
         ("train:\n  batch_size: -4\n", "train.batch_size"),
         ("train:\n  epochs: '10'\n", "train.epochs: expected a valid integer, got '10'"),
-        ("model:\n  name: resnet\n", "model.name: expected 'small_cnn' or 'mlp', got 'resnet'"),
-        ("train:\n  optimizer: adamw\n", "train.optimizer"),
+        ("model:\n  builder: resnet\n", "model.builder: expected 'package.module:function', got 'resnet'"),
+        ("model:\n  name: resnet\n", "unknown key 'model.name'; valid keys in 'model': builder, kwargs"),
+        ("data:\n  loader: mine:load\n", "data: exactly one of data.source and data.loader must be set"),
+        ("compare:\n  metrics: {test_accuracy: best}\n", "compare.metrics.test_accuracy: expected 'max' or 'min', got 'best'"),
         ("data:\n  sha256: abc\n", "data.sha256: expected 64 lowercase hex digits"),
         ("seeds:\n  dropout: -1\n", "seeds.dropout"),
         ("train: [1\n", "YAML syntax error at line"),
         ("- 1\n- 2\n", "expected a mapping of sections"),
-        ("train:\n  augment: yes\n", "train.augment: expected a valid boolean, got 'yes'"),
+        ("data:\n  task: ranking\n", "data.task: expected 'classification' or 'regression', got 'ranking'"),
         ("train:\n  epochs: 2\n  epochs: 3\n", "YAML syntax error at line 3, column 3: found duplicate key"),
     ],
 )

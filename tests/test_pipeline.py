@@ -83,7 +83,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     found = runs[0]
     assert found.info.status == "FINISHED"
     params = found.data.params
-    assert params["train.learning_rate"] == "0.001" and params["model.filters"] == "[4, 4, 4]"
+    assert params["train.learning_rate"] == "0.001" and params["model.kwargs.filters"] == "[4, 4, 4]"
     assert params["seeds.dropout"] == "null" and params["determinism.op_determinism"] == "true"
     metrics = found.data.metrics
     eval_json = json.loads((project / "metrics/eval.json").read_text())

@@ -116,7 +116,7 @@ def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):
     path = tmp_path / "params.yaml"
     path.write_text("# kept\nmlflow:\n  experiment: digits   # kept too\ntrain:\n  epochs: 20\n")
     logged = {"mlflow.experiment": "123", "train.epochs": "2", "train.learning_rate": "1e-05", "data.sha256": "null",
-              "model.filters": "[4, 4, 4]", "compare.known_bands.test_accuracy.mean": "0.95"}
+              "model.kwargs.filters": "[4, 4, 4]", "compare.known_bands.test_accuracy.mean": "0.95"}
     assert write_logged_params(path, logged)
     text = path.read_text()
     assert "# kept" in text and "# kept too" in text

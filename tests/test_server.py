@@ -59,7 +59,7 @@ def test_pipeline_through_a_postgres_backed_server(project, postgres, tmp_path):
         found = only_run(server)
         run_id = found.info.run_id
         assert found.info.status == "FINISHED"
-        assert found.data.params["train.epochs"] == "2" and found.data.params["model.filters"] == "[4, 4, 4]"
+        assert found.data.params["train.epochs"] == "2" and found.data.params["model.kwargs.filters"] == "[4, 4, 4]"
         assert {"test_accuracy", "final_loss"} <= set(found.data.metrics)
         assert history_counts(server, run_id, ["epoch_loss"]) == {"epoch_loss": [0, 1]}
         record = json.loads(Path(client(server).download_artifacts(run_id, "provenance/provenance.json")).read_text())

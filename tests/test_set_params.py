@@ -20,11 +20,11 @@ ACCEPTED = [
     ("train.learning_rate", "1e-5", 1e-05),
     ("compare.known_bands.test_accuracy.mean", "1E+3", 1000.0),
     ("compare.alpha", ".5", 0.5),
-    ("model.dropout", "-0.0", -0.0),
+    ("model.kwargs.dropout", "-0.0", -0.0),
     ("seeds.init", "1_000", 1000),
-    ("model.batch_norm", "true", True),
+    ("model.kwargs.batch_norm", "true", True),
     ("data.sha256", "null", None),
-    ("model.hidden_units", "[1, 2]", [1, 2]),
+    ("model.kwargs.hidden_units", "[1, 2]", [1, 2]),
     ("mlflow.experiment", '"1e-5"', "1e-5"),
 ]
 # key, as typed after -S, the stage's one-line error (the value as DVC read it)
@@ -32,7 +32,7 @@ REJECTED = [
     ("train.learning_rate", "-0.0", "train.learning_rate: expected greater than 0, got -0.0"),
     ("train.epochs", "null", "train.epochs: expected a valid integer, got None"),
     ("train.epochs", '"2"', "train.epochs: expected a valid integer, got '2'"),
-    ("train.augment", "yes", "train.augment: expected a valid boolean, got 'yes'"),
+    ("data.task", "yes", "data.task: expected 'classification' or 'regression', got 'yes'"),
 ]
 
 

@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 
-from pipelines.models import build_model
-from pipelines.training import epoch_batches, train_model
+from pipelines.training import build_model, epoch_batches, train_model
 from tracking.dataset import load_source
 from tracking.hashing import weights_sha256
 from tracking.params import Params
 from tracking.process import seed_frameworks
 from tracking.seeds import resolve_seeds
 
-TINY = {"model": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3}, "train": {"epochs": 2, "batch_size": 64}}
+TINY = {"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3, "augment": True}},
+        "train": {"epochs": 2, "batch_size": 64}}
 
 
 def params_with(**seeds) -> Params:
@@ -26,7 +26,7 @@ def digits():
 
 def initial_weights(params: Params) -> str:
     seeds = resolve_seeds(params.seeds)
-    return weights_sha256(build_model(params.model, (8, 8, 1), 10, seeds, augment=True).get_weights())
+    return weights_sha256(build_model(params, (8, 8, 1), 10, seeds).get_weights())
 
 
 def trained_weights(params: Params, data) -> str:

@@ -164,6 +164,11 @@ def _totals(per_split: dict[str, dict[str, int]]) -> dict[str, int]:
     return dict(totals)
 
 
+def output_size(manifest: dict[str, Any]) -> int:
+    """How many outputs the model needs for the prepared data: `n_outputs` (or, in older manifests, `n_classes`)."""
+    return int(manifest.get("n_outputs", manifest["n_classes"]))
+
+
 def read_manifest(prepared: Path) -> dict[str, Any]:
     path = prepared / MANIFEST
     if not path.is_file():

@@ -28,6 +28,11 @@ DEFAULT_SPLIT_SEED = 1714860770
 CALLABLE_SPEC_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 CallableSpec = Annotated[str, Field(pattern=CALLABLE_SPEC_PATTERN)]
 Task = Literal["classification", "regression"]
+# What the compare stage and `tracking diff` judge when `compare.metrics` is null: each metric to max or min.
+DEFAULT_COMPARE_METRICS: dict[str, dict[str, str]] = {
+    "classification": {"test_accuracy": "max", "test_loss": "min"},
+    "regression": {"test_loss": "min", "test_mae": "min"},
+}
 
 
 class _Section(BaseModel):
@@ -148,6 +153,10 @@ class Params(_Section):
     calibration: CalibrationParams = CalibrationParams()
     compare: CompareParams = CompareParams()
     audit: AuditParams = AuditParams()
+
+    def compare_metrics(self) -> dict[str, str]:
+        """`compare.metrics`, or the task's default: each judged metric to `max` or `min`."""
+        return dict(self.compare.metrics or DEFAULT_COMPARE_METRICS[self.data.task])
 
     def flat(self) -> dict[str, Any]:
         """The params under DVC's dotted names (`train.learning_rate`), as MLflow and `dvc exp show` list them."""
