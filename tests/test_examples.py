@@ -1,0 +1,112 @@
+"""The examples/ projects as a team runs them: copied out as their README says, `dvc repro`, rerun, diff.
+
+Each test types the README's first shell block (copy, `git init`, `dvc init`, commit, `dvc repro`) in a folder
+that holds this repository's `examples/`, then re-runs the train stage's run with `tracking rerun` and reads
+both runs' logged models back through MLflow's API to check their weights are bit-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, client_for, run
+from tracking.baseline import freeze
+
+EXAMPLES = REPO / "examples"
+REGRESSION = "diabetes-regression"
+BINARY = "breast-cancer-groups"
+LIMIT_S = 120  # each example must run end to end in well under this on 2 cores
+
+
+def readme_blocks(example: str) -> list[str]:
+    """The fenced ```bash blocks of the example's README, in order."""
+    return re.findall(r"```bash\n(.*?)```", (EXAMPLES / example / "README.md").read_text(), re.S)
+
+
+def start_as_the_readme_says(example: str, where: Path) -> tuple[Path, float]:
+    """Type the README's first block where `examples/` is this repository's; the project it made and its seconds."""
+    block = readme_blocks(example)[0]
+    (where / "examples").symlink_to(EXAMPLES)
+    started = time.monotonic()
+    run(["bash", "-ec", block], where)
+    seconds = time.monotonic() - started
+    (name,) = re.findall(rf"^cp -r examples/{example} (\S+) && cd \1$", block, re.M)
+    return where / name, seconds
+
+
+def train_run_id(root: Path) -> str:
+    return json.loads((root / "outputs/run.json").read_text())["run_id"]
+
+
+def logged_weights(root: Path, run_id: str, into: Path) -> list[np.ndarray]:
+    """The weights of the model run `run_id` logged, downloaded through MLflow and read from its `.keras` file."""
+    import h5py
+    import mlflow
+
+    client = client_for(root)
+    experiment = client.get_run(run_id).info.experiment_id
+    (model,) = client.search_logged_models([experiment], filter_string=f"source_run_id = '{run_id}'")
+    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
+    folder = Path(mlflow.artifacts.download_artifacts(model.artifact_location, dst_path=str(into / run_id)))
+    (keras_file,) = folder.rglob("*.keras")
+    with zipfile.ZipFile(keras_file) as archive, h5py.File(archive.open("model.weights.h5")) as weights:
+        found: list[np.ndarray] = []
+        weights.visititems(lambda name, item: found.append(item[()]) if isinstance(item, h5py.Dataset) else None)
+    return found
+
+
+def rerun_bit_identical(root: Path, tmp_path: Path) -> None:
+    """`tracking rerun` of the train stage's run: a new run, tagged rerun_of, with bit-identical logged weights."""
+    original = train_run_id(root)
+    done = run(["tracking", "rerun", original], root)
+    assert "weights: bit-identical" in done.stdout, done.stdout
+    client = client_for(root)
+    experiment = client.get_run(original).info.experiment_id
+    (new,) = client.search_runs([experiment], filter_string=f"tags.rerun_of = '{original}'")
+    assert new.info.status == "FINISHED"
+    assert new.data.tags["prov.weights_sha256"] == client.get_run(original).data.tags["prov.weights_sha256"]
+    before, after = logged_weights(root, original, tmp_path), logged_weights(root, new.info.run_id, tmp_path)
+    assert len(before) == len(after) > 0
+    assert all(a.dtype == b.dtype and a.tobytes() == b.tobytes() for a, b in zip(before, after))
+
+
+@pytest.mark.parametrize("example", [REGRESSION, BINARY])
+def test_baseline_is_what_tracking_baseline_writes(example: str, tmp_path: Path):
+    """Each example's committed baseline.yaml is `tracking baseline` of its params.yaml (so calibration trains it)."""
+    freeze(EXAMPLES / example / "params.yaml", tmp_path / "baseline.yaml")
+    assert (tmp_path / "baseline.yaml").read_text() == (EXAMPLES / example / "baseline.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_regression_example_end_to_end(tmp_path: Path):
+    """The diabetes project with its own model module: repro, a verdict on test_loss/test_mae, rerun, an exp and diff."""
+    root, seconds = start_as_the_readme_says(REGRESSION, tmp_path)
+    print(f"{REGRESSION}: dvc repro in {seconds:.0f} s")
+    assert seconds < LIMIT_S
+    report = (root / "reports/compare.md").read_text()
+    assert "test_loss" in report and "test_mae" in report
+    rerun_bit_identical(root, tmp_path)
+    done = run(["dvc", "exp", "run", "-S", "model.kwargs.width=16"], root)
+    (name,) = re.findall(r"Ran experiment\(s\): (\S+)", done.stdout)
+    done = run(["tracking", "diff", train_run_id(root), name], root)
+    assert re.search(r"model\.kwargs\.width\s+32 -> 16", done.stdout), done.stdout
+
+
+@pytest.mark.slow
+def test_binary_example_end_to_end(tmp_path: Path):
+    """The breast cancer project with its own loader and groups: repro, per-group FPR/FNR bands, rerun."""
+    root, seconds = start_as_the_readme_says(BINARY, tmp_path)
+    print(f"{BINARY}: dvc repro in {seconds:.0f} s")
+    assert seconds < LIMIT_S
+    report = (root / "reports/compare.md").read_text()
+    assert "test_auc" in report
+    for group in ("q1", "q2", "q3"):
+        assert re.search(rf"{group}.*FPR|FPR.*{group}", report) and re.search(rf"{group}.*FNR|FNR.*{group}", report), report
+    rerun_bit_identical(root, tmp_path)
