@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.scoring import flat_metrics, scores
-from pipelines.training import train_model
+from pipelines.training import require_code_deps, train_model
 from tracking.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
@@ -132,6 +132,7 @@ def main() -> None:
     baseline = load_baseline(params.calibration.baseline)
     base_seeds = reproducible_process(baseline)
     root = project_root()
+    require_code_deps(baseline, "calibrate", root)
     manifest = read_manifest(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, val, test = splits["train"], splits.get("val"), splits["test"]
