@@ -9,6 +9,7 @@ from tracking.errors import DataError
 from tracking.params import DataParams, load_params
 from tracking.stage import run_main
 from tracking.store import project_root
+from tracking.user_code import load_callable, require_stage_dep
 
 
 def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np.ndarray]]:
@@ -38,6 +39,8 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np
 def main() -> None:
     params = load_params()
     root = project_root()
+    if params.data.loader is not None:
+        require_stage_dep(load_callable(params.data.loader, "data.loader", root), "data.loader", "prepare", root)
     source = load_data(params.data, root)
     splits = split(source, params.data, params.data.split_seed)
     manifest = build_manifest(splits, source, params.data.task)

@@ -275,7 +275,7 @@ def _totals(per_split: dict[str, dict[str, int]]) -> dict[str, int]:
 
 def output_size(manifest: dict[str, Any]) -> int:
     """How many outputs the model needs for the prepared data: `n_outputs` (or, in older manifests, `n_classes`)."""
-    return int(manifest.get("n_outputs", manifest["n_classes"]))
+    return int(manifest["n_outputs"] if "n_outputs" in manifest else manifest["n_classes"])
 
 
 def read_manifest(prepared: Path) -> dict[str, Any]:
