@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipelines.training import train_model
+from pipelines.training import require_code_deps, train_model
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
@@ -32,6 +32,7 @@ def main() -> None:
     params = load_params()
     seeds = reproducible_process(params)
     root = project_root()
+    require_code_deps(params, "train", root)
     manifest = read_manifest(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")

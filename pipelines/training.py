@@ -12,10 +12,17 @@ import numpy as np
 from tracking.lifecycle import deferred_interrupts
 from tracking.params import Params
 from tracking.seeds import Seeds
-from tracking.user_code import load_callable
+from tracking.user_code import DVC_FILE, load_callable, require_stage_dep
 
 # What a task compiles with when params.yaml leaves train.loss or train.metrics null.
 DEFAULT_METRICS = {"classification": ["accuracy"], "regression": ["mae"]}
+
+
+def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
+    """The team's code `stage` trains with (model.builder, a "module:function" train.loss) is a DVC dep of it."""
+    for key, spec in (("model.builder", params.model.builder), ("train.loss", params.train.loss)):
+        if spec and ":" in spec:
+            require_stage_dep(load_callable(spec, key, root), key, stage, root, dvc_file)
 
 
 def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, seeds: Seeds, root: Path = Path(".")) -> Any:

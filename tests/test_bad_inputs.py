@@ -131,6 +131,25 @@ def baseline_text(text: str) -> Setup:
     return setup
 
 
+USER_BUILDER = """\
+def build(input_shape, n_outputs, width=8):
+    import keras
+
+    inputs = keras.Input(input_shape)
+    hidden = keras.layers.Dense(width, activation="relu")(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))
+"""
+
+
+def user_builder(text: str = USER_BUILDER, **model: object) -> Setup:
+    """A team's builder at models/net.py named by model.builder (not listed among the train stage's deps)."""
+    def setup(root: Path) -> None:
+        (root / "models").mkdir()
+        (root / "models/net.py").write_text(text)
+        write_params(root, model={"builder": "models.net:build", "kwargs": {}, **model})
+    return setup
+
+
 def case(name: str, setup: Setup, command: list[str], *expected: str):
     """One row: what breaks the project, the command run, and the texts its `error:` line must hold."""
     return pytest.param(setup, command, expected, id=name)
@@ -235,6 +254,10 @@ CASES = [
     case("rerun-unknown-run-id", unchanged, tracking("rerun", UNKNOWN_RUN_ID),
          f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
     case("pin-data-before-prepare", remove("data/prepared"), tracking("pin-data"), "run the prepare stage first", "dvc repro prepare"),
+    # a team's own model
+    case("builder-not-a-stage-dep-dvc-repro", user_builder(), repro("train"),
+         "model.builder: models/net.py is not a dependency of stage train",
+         "add `- models/net.py` under deps of stage train in dvc.yaml"),
 ]
 
 
