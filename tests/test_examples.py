@@ -62,8 +62,10 @@ def logged_weights(root: Path, run_id: str, into: Path) -> list[np.ndarray]:
     return found
 
 
-def rerun_bit_identical(root: Path, tmp_path: Path) -> None:
-    """`tracking rerun` of the train stage's run: a new run, tagged rerun_of, with bit-identical logged weights."""
+def rerun_bit_identical(root: Path, tmp_path: Path) -> str:
+    """`tracking rerun` of the train stage's run: a new run, tagged rerun_of, with bit-identical logged weights.
+
+    Returns the train stage's run id (outputs/run.json holds it only until the next training)."""
     original = train_run_id(root)
     done = run(["tracking", "rerun", original], root)
     assert "weights: bit-identical" in done.stdout, done.stdout
@@ -75,6 +77,7 @@ def rerun_bit_identical(root: Path, tmp_path: Path) -> None:
     before, after = logged_weights(root, original, tmp_path), logged_weights(root, new.info.run_id, tmp_path)
     assert len(before) == len(after) > 0
     assert all(a.dtype == b.dtype and a.tobytes() == b.tobytes() for a, b in zip(before, after))
+    return original
 
 
 @pytest.mark.parametrize("example", [REGRESSION, BINARY])
@@ -92,10 +95,10 @@ def test_regression_example_end_to_end(tmp_path: Path):
     assert seconds < LIMIT_S
     report = (root / "reports/compare.md").read_text()
     assert "test_loss" in report and "test_mae" in report
-    rerun_bit_identical(root, tmp_path)
+    original = rerun_bit_identical(root, tmp_path)
     done = run(["dvc", "exp", "run", "-S", "model.kwargs.width=16"], root)
     (name,) = re.findall(r"Ran experiment\(s\): (\S+)", done.stdout)
-    done = run(["tracking", "diff", train_run_id(root), name], root)
+    done = run(["tracking", "diff", original, name], root)
     assert re.search(r"model\.kwargs\.width\s+32 -> 16", done.stdout), done.stdout
 
 
