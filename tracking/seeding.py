@@ -13,7 +13,7 @@ numbering (their k-th kernel initializer used `seeds.init + k`), so their weight
 
 Randomness that cannot be attributed to a layer's stream is seeded from `seeds.base` and named in the
 run's provenance (`prov.seeds.unattributed`): a `keras.random` call without a generator (Keras's global
-generator), a stateful `tf.random` op, an initializer that is not a Keras one, or a variable made outside
+generator), a stateful `tf.random` op, an initializer that is not a Keras one and draws, or a variable made outside
 `add_weight`. It is also warned about once.
 """
 
@@ -128,7 +128,7 @@ def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[in
             config = {**initializer.get_config(), "seed": seeds.init + k}
             variable.assign(type(initializer).from_config(config)(variable.shape, dtype=variable.dtype))
             k += 1
-        elif name not in _DETERMINISTIC_INITIALIZERS:
+        elif name not in _DETERMINISTIC_INITIALIZERS and _draws(initializer, variable):
             unattributed.append(f"initializer {name} of {_describe(layer, order)}")
     captured = {id(variable) for _, variable, _ in created.weights}
     for layer in layers:
@@ -187,6 +187,15 @@ def warn_unattributed(sources: tuple[str, ...]) -> None:
         log.warning("randomness no layer's seed covers, seeded from seeds.base (recorded in prov.seeds.unattributed): %s; "
                     "give the layer its own keras.random.SeedGenerator so seeds.dropout or seeds.augment decides it",
                     "; ".join(sources))
+
+
+def _draws(initializer: Any, variable: Any) -> bool:
+    """Whether an initializer that is not a Keras random one (e.g. LSTM's forget-gate bias function) draws
+    randomness: two calls differ."""
+    import numpy as np
+
+    first, second = (np.asarray(initializer(variable.shape, dtype=variable.dtype)) for _ in range(2))
+    return not np.array_equal(first, second)
 
 
 def _describe(layer: Any, order: dict[int, int]) -> str:
