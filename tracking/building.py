@@ -114,7 +114,7 @@ def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
     try:
         return keras.optimizers.get({"class_name": name, "config": dict(config)})
     except (TypeError, ValueError) as err:
-        raise UserCodeError(f"train.optimizer_kwargs: optimizer '{name}' rejects {dict(config)}: {_first_line(err)}; "
+        raise UserCodeError(f"train.optimizer_kwargs: optimizer '{name}' rejects them: {_first_line(err)}; "
                             "fix train.optimizer_kwargs in params.yaml") from err
 
 
