@@ -150,6 +150,31 @@ def user_builder(text: str = USER_BUILDER, **model: object) -> Setup:
     return setup
 
 
+def user_loader(body: str, dep: bool = True, **data: object) -> Setup:
+    """A team's loader at team_data.py named by data.loader; `dep`: listed among the prepare stage's deps."""
+    def setup(root: Path) -> None:
+        (root / "team_data.py").write_text(f"import numpy as np\n\n\ndef load(n=40):\n    {body}\n")
+        if dep:
+            dvc_file = root / "dvc.yaml"
+            dvc_file.write_text(dvc_file.read_text().replace("      - data/raw\n", "      - data/raw\n      - team_data.py\n", 1))
+        write_params(root, data={"source": None, "loader": "team_data:load", **data})
+    return setup
+
+
+def compare_inputs(**compare: object) -> Setup:
+    """The files the compare stage reads, as a calibrated pipeline leaves them, and `compare` in params.yaml."""
+    def setup(root: Path) -> None:
+        for folder in ("outputs", "metrics", "calibration"):
+            (root / folder).mkdir(exist_ok=True)
+        (root / "outputs/run.json").write_text(f'{{"run_id": "{UNKNOWN_RUN_ID}", "weights_sha256": ""}}\n')
+        (root / "metrics/eval.json").write_text('{"test_loss": 0.3, "test_accuracy": 0.9, "per_class_accuracy": {"0": 0.9}}\n')
+        (root / "calibration/noise.json").write_text('{"data_sha256": "", "variants": {"algo": {"bands": {}, "runs": []}}}\n')
+        np.save(root / "outputs/predictions.npy", np.zeros(3, dtype="int64"))
+        np.savez(root / "outputs/calibration.npz", predictions=np.zeros((3, 3), dtype="int16"))
+        write_params(root, compare=compare)
+    return setup
+
+
 def case(name: str, setup: Setup, command: list[str], *expected: str):
     """One row: what breaks the project, the command run, and the texts its `error:` line must hold."""
     return pytest.param(setup, command, expected, id=name)
@@ -258,6 +283,34 @@ CASES = [
     case("builder-not-a-stage-dep-dvc-repro", user_builder(), repro("train"),
          "model.builder: models/net.py is not a dependency of stage train",
          "add `- models/net.py` under deps of stage train in dvc.yaml"),
+    # a team's own data and task
+    case("loader-wrong-keys", user_loader("return {'x': np.zeros((n, 3)), 'labels': np.arange(n) % 2}"), stage("data"),
+         "data.loader: 'team_data:load' returned a mapping that lacks y", "return exactly the keys x, y and optionally groups"),
+    case("loader-not-a-mapping", user_loader("return np.zeros((n, 3)), np.arange(n) % 2"), stage("data"),
+         "data.loader: 'team_data:load' returned a tuple, not a mapping", "return a dict with arrays x, y"),
+    case("loader-list-not-array", user_loader("return {'x': np.zeros((n, 3)), 'y': list(range(n))}"), stage("data"),
+         "data.loader: 'team_data:load' returned y as a list", "return NumPy arrays"),
+    case("loader-lengths-differ", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n + 1) % 2}"), stage("data"),
+         "arrays differ in length", "one entry per sample"),
+    case("loader-x-without-features", user_loader("return {'x': np.zeros(n), 'y': np.arange(n) % 2}"), stage("data"),
+         "array x must hold at least one sample of features", "shape (n_samples, features...)"),
+    case("loader-float-labels-for-classification", user_loader("return {'x': np.zeros((n, 3)), 'y': np.linspace(0, 1, n)}"),
+         stage("data"), "array y must be 1-D integer class labels for data.task classification", "set data.task: regression"),
+    case("loader-string-targets-for-regression", user_loader("return {'x': np.zeros((n, 3)), 'y': np.array(['a'] * n)}",
+                                                             task="regression"),
+         stage("data"), "array y must hold numeric targets for data.task regression", "y.astype('float32')"),
+    case("loader-2d-groups", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2, 'groups': np.zeros((n, 2))}"),
+         stage("data"), "array groups must be 1-D integers or strings", "one group id per sample"),
+    case("loader-kwargs-do-not-fit", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", kwargs={"size": 3}),
+         stage("data"), "data.loader: 'team_data:load' cannot be called with data.kwargs", "make data.kwargs match"),
+    case("loader-not-a-stage-dep", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", dep=False), stage("data"),
+         "data.loader: team_data.py is not a dependency of stage prepare", "add `- team_data.py` under deps of stage prepare"),
+    case("regression-source-with-classification", params(data={"source": "sklearn:diabetes"}), stage("data"),
+         "data.task: 'sklearn:diabetes' is a regression set", "set data.task: regression"),
+    case("classification-source-with-regression", params(data={"source": "sklearn:breast_cancer", "task": "regression"}),
+         stage("data"), "data.task: 'sklearn:breast_cancer' is a classification set", "set data.task: classification"),
+    case("compare-metric-not-logged", compare_inputs(metrics={"test_accuracy": "max", "test_auc": "max"}), stage("compare"),
+         "compare.metrics.test_auc: the evaluate stage does not log it", "test_accuracy, test_accuracy_class_0, test_loss"),
 ]
 
 
