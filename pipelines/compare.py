@@ -154,6 +154,7 @@ def check_compare_metrics(params: Params, logged: dict[str, float], noise: dict[
         if metric not in logged:
             raise ParamsError(f"compare.metrics.{metric}: the evaluate stage does not log it; it logs "
                               f"{', '.join(sorted(logged))}: name one of those in params.yaml")
+    for metric in params.compare_metrics():
         if metric not in params.compare.known_bands and not all(metric in variant["bands"] for variant in noise["variants"].values()):
             raise RunStateError(f"compare.metrics.{metric}: the calibration in {NOISE_FILE} has no band for it; re-run the "
                                 "calibration (`dvc repro -f calibrate`) or declare one in compare.known_bands")

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipelines.training import require_code_deps, train_model
+from pipelines.training import Built, fit_model, prepare_model, require_code_deps
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
-from tracking.determinism import as_record
+from tracking.determinism import EffectiveDeterminism, as_record
 from tracking.hashing import weights_sha256
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
-from tracking.provenance import capture
+from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
 from tracking.provenance.git import open_repository, strip_credentials
 from tracking.provenance.software import installed_packages
 from tracking.seeds import Seeds
@@ -37,9 +37,11 @@ def main() -> None:
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")
     open_repository(root)
+    effective = seed_frameworks(params, seeds)
+    built = prepare_model(params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest))
     try:
         with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
-            model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)
+            model, history, digest = tracked_training(params, seeds, effective, built, root, manifest, train, val, tracker)
             write_outputs(root, model, history, digest)
             run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": strip_credentials(tracker.uri),
                    "weights_sha256": digest}
@@ -50,28 +52,42 @@ def main() -> None:
     print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
 
 
-def tracked_training(params: Params, seeds: Seeds, root: Path, manifest: dict, train: dict, val: dict | None,
-                     tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
-    """Train with everything logged to `tracker`'s run: params, provenance, data, per-epoch metrics, model."""
-    # Imported only now: it loads TensorFlow, which must see the settings `reproducible_process` made.
-    from tracking.keras_callback import MlflowMetricsCallback
+def target_shape(manifest: dict) -> tuple[int, ...] | None:
+    """The regression targets' shape per sample as prepare recorded it (None when the manifest predates it)."""
+    shape = manifest.get("target_shape")
+    return None if shape is None else tuple(shape)
 
-    effective = seed_frameworks(params, seeds)
+
+def tracked_training(params: Params, seeds: Seeds, effective: EffectiveDeterminism, built: Built, root: Path,
+                     manifest: dict, train: dict, val: dict | None, tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
+    """Train the built model with everything logged to `tracker`'s run: params, provenance (the builder and its
+    seeding too), data, initial and trained weights' hashes, per-epoch metrics, model."""
+    from tracking.keras_callback import MlflowMetricsCallback
 
     def log_setup() -> None:
         tracker.log_params(params.flat())
         record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
-        tracker.log_provenance(record, installed_packages())
+        tracker.log_provenance(with_model(record, built), installed_packages())
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
 
     tracker.in_background(log_setup)
-    model, history = train_model(params, seeds, train, val, output_size(manifest), [MlflowMetricsCallback(tracker)])
+    tracker.set_tags({INITIAL_WEIGHTS_TAG: built.initial_weights_sha256})
+    model = built.model
+    history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker)])
     digest = weights_sha256(model.get_weights())
     tracker.log_metrics(final_metrics(history))
-    tracker.set_tags({"prov.weights_sha256": digest})
+    tracker.set_tags({WEIGHTS_TAG: digest})
     tracker.in_background(lambda: tracker.log_figure(curves_figure(history), "plots/training_curves.png"))
     tracker.log_keras_model(model, train["x"][:2])
     return model, history, digest
+
+
+def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
+    """The provenance record with the builder (`prov.model.*`: spec, kwargs, file hash, package version, dtype
+    policy, jit_compile, seeded counts) and the randomness no seed covers (`prov.seeds.unattributed`)."""
+    seeding = built.seeding.as_record()
+    unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
+    return {**record, "seeds": {**record["seeds"], **unattributed}, "model": {**built.builder, **seeding}}
 
 
 def final_metrics(history: dict[str, list[float]]) -> dict[str, float]:

@@ -82,10 +82,19 @@ def test_diagnose_finds_the_layer_whose_call_raised():
     assert unsupported_line(found).startswith("op tf.nn.fractional_max_pool in layer 'pool' (Pool) has no deterministic")
 
 
-def test_traced_steps_reproduce_keras_fit_bit_for_bit():
+CNN = {"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}}, "train": {"epochs": 2, "batch_size": 64}}
+# Another builder, task, loss and optimizer: the step loop must use what params.yaml configures, not a fixed one.
+HUBER_SGD = {"model": {"builder": "pipelines.models:mlp", "kwargs": {"hidden_units": [8], "batch_norm": True}},
+             "data": {"task": "regression"},
+             "train": {"epochs": 2, "batch_size": 64, "loss": "huber", "optimizer": "sgd",
+                       "optimizer_kwargs": {"momentum": 0.9, "nesterov": True}}}
+
+
+@pytest.mark.parametrize("config", [CNN, HUBER_SGD], ids=["small_cnn-default", "mlp-huber-sgd-regression"])
+def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
     """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
     from pipelines.audit_training import train_traced
-    from pipelines.training import build_model, train_model
+    from pipelines.training import prepare_model, train_model
     from tracking.dataset import load_source
     from tracking.hashing import weights_sha256
     from tracking.params import Params
@@ -93,14 +102,15 @@ def test_traced_steps_reproduce_keras_fit_bit_for_bit():
     from tracking.seeds import resolve_seeds
 
     source = load_source("sklearn:digits")
-    data = {"x": source.x[:200], "y": source.y[:200]}
-    params = Params.model_validate({"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
-                                    "train": {"epochs": 2, "batch_size": 64}})
+    params = Params.model_validate(config)
+    regression = params.data.task == "regression"
+    data = {"x": source.x[:200], "y": source.y[:200].astype("float32") if regression else source.y[:200]}
+    outputs = 1 if regression else 10
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
-    fitted, _ = train_model(params, seeds, data, None, 10, within_batch_seed=7)
+    fitted, _ = train_model(params, seeds, data, None, outputs, within_batch_seed=7)
     seed_frameworks(params, seeds)
-    model = build_model(params, (8, 8, 1), 10, seeds)
+    model = prepare_model(params, seeds, (8, 8, 1), outputs).model
     traced = train_traced(model, params, seeds, data, data, steps=8, within_batch_seed=7)
     assert traced["weights_sha256"] == weights_sha256(fitted.get_weights())
     assert len(traced["hashes"]) == 8

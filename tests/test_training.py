@@ -26,7 +26,7 @@ def digits():
 
 def initial_weights(params: Params) -> str:
     seeds = resolve_seeds(params.seeds)
-    return weights_sha256(build_model(params, (8, 8, 1), 10, seeds).get_weights())
+    return build_model(params, (8, 8, 1), 10, seeds).initial_weights_sha256
 
 
 def trained_weights(params: Params, data) -> str:
