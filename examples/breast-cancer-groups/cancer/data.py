@@ -20,4 +20,5 @@ def load(group_feature: str = "mean texture", n_groups: int = 3) -> dict[str, np
     values = bunch.data[:, names.index(group_feature)]
     edges = np.quantile(values, np.linspace(0, 1, n_groups + 1)[1:-1])
     groups = np.array([f"q{index + 1}" for index in np.searchsorted(edges, values, side="right")])
-    return {"x": bunch.data.astype("float32"), "y": (1 - bunch.target).astype("int64"), "groups": groups}
+    x = (bunch.data - bunch.data.mean(axis=0)) / bunch.data.std(axis=0)  # features span 1e-3..1e3: standardise
+    return {"x": x.astype("float32"), "y": (1 - bunch.target).astype("int64"), "groups": groups}
