@@ -1,8 +1,8 @@
 """DVC stage `evaluate`: the task's test scores and the model's compiled metrics, per-class and per-group rows,
 the confusion matrix (classification) or predicted against actual (regression), and the predictions.
 
-The saved model is reloaded with the team's code imported first (model.builder's module, a "module:function"
-train.loss), so custom layers registered there are known, and compiled again as train compiled it. Resumes the MLflow run that `train` opened (its id comes through `outputs/run.json`) and finishes it.
+The saved model is reloaded with the custom layers and loss of the team's modules (model.builder's, a
+"module:function" train.loss) and compiled again as train compiled it, so its compiled metrics can be scored. Resumes the MLflow run that `train` opened (its id comes through `outputs/run.json`) and finishes it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
 from pipelines.train import MODEL, RUN_FILE
 from pipelines.training import compile_model
+from tracking.building import custom_objects
 from tracking.dataset import PREPARED, load_split, output_size, read_manifest
 from tracking.errors import RunStateError
 from tracking.params import Params, load_params
@@ -25,7 +26,6 @@ from tracking.provenance.dvc import gather_dvc
 from tracking.stage import run_main
 from tracking.store import project_root
 from tracking.tracker import Tracker
-from tracking.user_code import load_callable
 
 EVAL_METRICS = Path("metrics/eval.json")
 CONFUSION = Path("plots/confusion.json")
@@ -46,7 +46,7 @@ def main() -> None:
     task, n_outputs = manifest.get("task", CLASSIFICATION), output_size(manifest)
     with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage="evaluate") as tracker:
         seed_frameworks(params, seeds)
-        model = load_trained_model(params, root, n_outputs)
+        model = load_trained_model(params, root)
         outputs = model.predict(test["x"], batch_size=512, verbose=0)
         compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
         result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled)
@@ -66,18 +66,12 @@ def main() -> None:
     print(f"{shown}; MLflow run {tracker.run_id}")
 
 
-def load_trained_model(params: Params, root: Path, n_outputs: int) -> Any:
-    """The trained model, compiled as train compiled it; the team's modules are imported first so that the
-    custom layers and losses they register are known when Keras rebuilds the model."""
+def load_trained_model(params: Params, root: Path) -> Any:
+    """The trained model, compiled as train compiled it, with the custom layers and loss of the team's modules."""
     import keras
 
-    custom = {}
-    for key, spec in (("model.builder", params.model.builder), ("train.loss", params.train.loss)):
-        if spec and ":" in spec:
-            function = load_callable(spec, key, root)
-            custom[function.__name__] = function
-    model = keras.models.load_model(root / MODEL, custom_objects=custom, compile=False)
-    compile_model(model, params, n_outputs)
+    model = keras.models.load_model(root / MODEL, custom_objects=custom_objects(params, root), compile=False)
+    compile_model(model, params, root)
     return model
 
 

@@ -23,7 +23,7 @@ CLASSIFICATION = "classification"
 
 def class_probabilities(outputs: np.ndarray, n_classes: int) -> np.ndarray:
     """(N, K) class probabilities from the model's outputs: K columns, or one sigmoid column for binary."""
-    outputs = np.asarray(outputs, dtype=np.float64)
+    outputs = np.asarray(outputs)  # its own dtype: the default model's float32 losses stay as they were
     if outputs.ndim == 2 and outputs.shape[1] == n_classes:
         return outputs
     if n_classes == 2 and outputs.reshape(len(outputs), -1).shape[1] == 1:
