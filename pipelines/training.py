@@ -88,6 +88,20 @@ def prepare_model(params: Params, seeds: Seeds, input_shape: tuple[int, ...], n_
     return replace(built, builder={**built.builder, "jit_compile": str(built.model.jit_compile).lower()})
 
 
+def target_shape(manifest: dict) -> tuple[int, ...] | None:
+    """The regression targets' shape per sample as prepare recorded it (None when the manifest predates it)."""
+    shape = manifest.get("target_shape")
+    return None if shape is None else tuple(shape)
+
+
+def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
+    """The provenance record with the builder (`prov.model.*`: spec, kwargs, file hash, package version, dtype
+    policy, jit_compile, seeded counts) and the randomness no seed covers (`prov.seeds.unattributed`)."""
+    seeding = built.seeding.as_record()
+    unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
+    return {**record, "seeds": {**record["seeds"], **unattributed}, "model": {**built.builder, **seeding}}
+
+
 def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None) -> np.ndarray:
     """The (epochs, n) example order of each epoch, drawn from `seed` alone.
 
