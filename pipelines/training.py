@@ -51,7 +51,8 @@ def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, se
                              {"seeds": seeds, "task": params.data.task})
     check_output(model, params.model.builder, params.data.task, n_outputs, target_shape)
     report = seed_model(model, created, seeds, input_shape)
-    described = {**describe_callable(params.model.builder, builder, root), "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
+    described = {**describe_callable(params.model.builder, builder, root),
+                 "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
                  "dtype_policy": keras.config.dtype_policy().name}
     return Built(model, weights_sha256(model.get_weights()), report, described)
 

@@ -173,7 +173,8 @@ def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int)
         graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(
             tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32)).graph
     except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
-        return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {(str(err).splitlines() or [""])[0][:200]})"]
+        first = (str(err).splitlines() or [""])[0][:200]
+        return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]
     finally:
         seed_generator.global_seed_generator = original
     found = [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(global_calls)]
