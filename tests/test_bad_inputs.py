@@ -338,7 +338,7 @@ CASES = [
     case("loader-x-without-features", user_loader("return {'x': np.zeros(n), 'y': np.arange(n) % 2}"), stage("data"),
          "array x must hold at least one sample of features", "shape (n_samples, features...)"),
     case("loader-float-labels-for-classification", user_loader("return {'x': np.zeros((n, 3)), 'y': np.linspace(0, 1, n)}"),
-         stage("data"), "array y must be 1-D integer class labels for data.task classification", "set data.task: regression"),
+         stage("data"), "array y must be 1-D integer class labels, got float64", "set data.task: regression"),
     case("loader-string-targets-for-regression", user_loader("return {'x': np.zeros((n, 3)), 'y': np.array(['a'] * n)}",
                                                              task="regression"),
          stage("data"), "array y must hold numeric targets for data.task regression", "y.astype('float32')"),

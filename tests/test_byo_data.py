@@ -8,6 +8,7 @@ team's loader with groups (a memory-mapped `.npy`).
 from __future__ import annotations
 
 import json
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -124,6 +125,18 @@ def test_regression_pipeline_judges_regression_churn(regression: Path):
     assert logged["test_r2"] == pytest.approx(evaluation["test_r2"]) and logged["test_mae"] == pytest.approx(evaluation["test_mae"])
     repeats = [r for r in runs_of(regression) if r.data.tags.get("noise.variant") == "algo"]
     assert len(repeats) == 3 and all("test_rmse" in r.data.metrics for r in repeats)
+
+
+def test_diff_of_regression_runs_judges_the_runs_own_compare_metrics(regression: Path):
+    candidate = json.loads((regression / "outputs/run.json").read_text())["run_id"]
+    repeat = json.loads((regression / "calibration/noise.json").read_text())["runs"][0]
+    done = run([sys.executable, "-m", "tracking", "diff", candidate, repeat["run_id"], "--format", "json"], regression)
+    rows = {row["metric"]: row for row in json.loads(done.stdout)["metrics"]}
+    assert list(rows) == ["test_loss", "test_mae", "test_r2"]  # compare.metrics of run B, not test_accuracy
+    for metric, mode in (("test_loss", "min"), ("test_mae", "min"), ("test_r2", "max")):
+        gap = rows[metric]["delta"]
+        assert rows[metric]["direction"] == ("same" if gap == 0 else "better" if (gap > 0) == (mode == "max") else "worse")
+        assert rows[metric]["verdict"] is not None
 
 
 def test_loader_groups_fpr_fnr_are_banded_for_a_one_sigmoid_model(binary_groups: Path):

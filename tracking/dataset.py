@@ -61,7 +61,8 @@ def load_source(source: str, root: Path = Path("."), task: str = "classification
                             f"set data.task: {BUILTIN_TASKS[source]} in params.yaml")
         return _builtin(source)
     if source.startswith("sklearn:"):
-        raise DataError(f"data.source: unknown built-in '{source}'; use one of {', '.join(BUILTIN_TASKS)} or a path to an .npz file")
+        names = ", ".join(f"'{name}'" for name in BUILTIN_TASKS)
+        raise DataError(f"data.source: unknown built-in '{source}'; use {names}, or a path to an .npz file")
     path = root / source
     if not path.is_file():
         raise DataError(f"data.source: file '{source}' not found; check the path or run `dvc pull` to fetch it")
@@ -151,8 +152,8 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
 def _labels(y: np.ndarray, where: str) -> np.ndarray:
     """Class labels 0..K-1 as int64, every class present."""
     if not np.issubdtype(y.dtype, np.integer) or y.ndim != 1:
-        raise DataError(f"{where} array y must be 1-D integer class labels for data.task classification, got {y.dtype} with "
-                        f"shape {y.shape}; save class indices (e.g. y.argmax(axis=1) for one-hot rows, y.astype(int) for "
+        raise DataError(f"{where} array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}; for data.task "
+                        "classification save class indices (e.g. y.argmax(axis=1) for one-hot rows, y.astype(int) for "
                         "whole-number floats), or set data.task: regression for float targets")
     if y.min() < 0:
         raise DataError(f"{where} array y has negative label {y.min()}; labels must be 0..n_classes-1")
