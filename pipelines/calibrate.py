@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
-from pipelines.training import require_code_deps, train_model
+from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
 from tracking.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
@@ -28,7 +28,7 @@ from tracking.hashing import weights_sha256
 from tracking.noise import band_from_values, churn_measure, off_diagonal_summary, pairwise_disagreement, pairwise_weight_distance
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
-from tracking.provenance import capture
+from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
 from tracking.seeds import Seeds, derive_seed
@@ -71,10 +71,12 @@ class Trained:
     weights_sha256: str
 
 
-def train_and_score(params: Params, seeds: Seeds, train: dict, val: dict | None, test: dict, n_outputs: int,
+def train_and_score(built: Built, params: Params, seeds: Seeds, train: dict, val: dict | None, test: dict, n_outputs: int,
                     within_batch_seed: int | None, task: str = CLASSIFICATION) -> Trained:
-    """Train one repeat (frameworks already seeded) and score it on the test set as evaluate does, compiled metrics too."""
-    model, _ = train_model(params, seeds, train, val, n_outputs, within_batch_seed=within_batch_seed)
+    """Train one repeat's built model (frameworks already seeded) and score it on the test set as evaluate does,
+    compiled metrics too."""
+    model = built.model
+    fit_model(model, params, seeds, train, val, within_batch_seed=within_batch_seed)
     compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
     result = scores(test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled)
     model_weights = model.get_weights()
@@ -163,11 +165,14 @@ def main() -> None:
                          nested=True, tags=tags) as child:
                 actual = seed_frameworks(run_params, seeds)
                 own = {**record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
-                child.in_background(partial(log_repeat_setup, child, own, packages, trained_on(run_params, params), manifest, train))
-                trained = train_and_score(run_params, seeds, train, val, test, output_size(manifest), within, task)
+                built = prepare_model(run_params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root,
+                                      target_shape(manifest))
+                child.in_background(partial(log_repeat_setup, child, with_model(own, built), packages,
+                                            trained_on(run_params, params), manifest, train))
+                trained = train_and_score(built, run_params, seeds, train, val, test, output_size(manifest), within, task)
                 metrics, digest = trained.metrics, trained.weights_sha256
                 child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
-                child.set_tags({"prov.weights_sha256": digest})
+                child.set_tags({WEIGHTS_TAG: digest, INITIAL_WEIGHTS_TAG: built.initial_weights_sha256})
             runs.append({"variant": variant, "repeat": repeat, "run_id": child.run_id, "impl_noise": source,
                          "weights_sha256": digest, "metrics": metrics, "seeds": seeds.as_dict()})
             predictions.append(trained.predicted)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipelines.training import Built, fit_model, prepare_model, require_code_deps
+from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import EffectiveDeterminism, as_record
 from tracking.hashing import weights_sha256
@@ -52,12 +52,6 @@ def main() -> None:
     print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
 
 
-def target_shape(manifest: dict) -> tuple[int, ...] | None:
-    """The regression targets' shape per sample as prepare recorded it (None when the manifest predates it)."""
-    shape = manifest.get("target_shape")
-    return None if shape is None else tuple(shape)
-
-
 def tracked_training(params: Params, seeds: Seeds, effective: EffectiveDeterminism, built: Built, root: Path,
                      manifest: dict, train: dict, val: dict | None, tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
     """Train the built model with everything logged to `tracker`'s run: params, provenance (the builder and its
@@ -80,14 +74,6 @@ def tracked_training(params: Params, seeds: Seeds, effective: EffectiveDetermini
     tracker.in_background(lambda: tracker.log_figure(curves_figure(history), "plots/training_curves.png"))
     tracker.log_keras_model(model, train["x"][:2])
     return model, history, digest
-
-
-def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
-    """The provenance record with the builder (`prov.model.*`: spec, kwargs, file hash, package version, dtype
-    policy, jit_compile, seeded counts) and the randomness no seed covers (`prov.seeds.unattributed`)."""
-    seeding = built.seeding.as_record()
-    unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
-    return {**record, "seeds": {**record["seeds"], **unattributed}, "model": {**built.builder, **seeding}}
 
 
 def final_metrics(history: dict[str, list[float]]) -> dict[str, float]:

@@ -51,7 +51,8 @@ def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, se
                              {"seeds": seeds, "task": params.data.task})
     check_output(model, params.model.builder, params.data.task, n_outputs, target_shape)
     report = seed_model(model, created, seeds, input_shape)
-    described = {**describe_callable(params.model.builder, builder, root), "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
+    described = {**describe_callable(params.model.builder, builder, root),
+                 "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
                  "dtype_policy": keras.config.dtype_policy().name}
     return Built(model, weights_sha256(model.get_weights()), report, described)
 
@@ -86,6 +87,20 @@ def prepare_model(params: Params, seeds: Seeds, input_shape: tuple[int, ...], n_
     built = build_model(params, input_shape, n_outputs, seeds, root, target_shape)
     compile_model(built.model, params, root)
     return replace(built, builder={**built.builder, "jit_compile": str(built.model.jit_compile).lower()})
+
+
+def target_shape(manifest: dict) -> tuple[int, ...] | None:
+    """The regression targets' shape per sample as prepare recorded it (None when the manifest predates it)."""
+    shape = manifest.get("target_shape")
+    return None if shape is None else tuple(shape)
+
+
+def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
+    """The provenance record with the builder (`prov.model.*`: spec, kwargs, file hash, package version, dtype
+    policy, jit_compile, seeded counts) and the randomness no seed covers (`prov.seeds.unattributed`)."""
+    seeding = built.seeding.as_record()
+    unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
+    return {**record, "seeds": {**record["seeds"], **unattributed}, "model": {**built.builder, **seeding}}
 
 
 def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None) -> np.ndarray:

@@ -14,16 +14,22 @@ from conftest import REPO, assert_user_error, client_for, make_project, run, run
 from tracking.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
 
 AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]
-UNSEEDED_LAYER = '''
-    class UnseededNoise(layers.Layer):
-        """Noise from a random op without a seed: under op determinism TensorFlow refuses to run it."""
+NOISY_BUILDER = '''\
+import keras
+import tensorflow as tf
 
-        def call(self, x):
-            import tensorflow as tf
 
-            return x + 0.01 * tf.raw_ops.RandomUniform(shape=tf.shape(x), dtype=x.dtype)
+class UnseededNoise(keras.layers.Layer):
+    """Noise from a random op without a seed: under op determinism TensorFlow refuses to run it."""
 
-    stack: list[layers.Layer] = [keras.Input(input_shape), UnseededNoise(name="unseeded_noise")]
+    def call(self, x):
+        return x + 0.01 * tf.raw_ops.RandomUniform(shape=tf.shape(x), dtype=x.dtype)
+
+
+def build(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    x = keras.layers.Flatten()(UnseededNoise(name="unseeded_noise")(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
 '''
 
 
@@ -174,9 +180,11 @@ def test_op_without_deterministic_implementation_is_named_not_crashed(tmp_path):
     root = audit_project(tmp_path / "project")
     assert_user_error(run(AUDIT, root, check=False), "data/prepared/manifest.json not found", "dvc repro prepare")
     assert runs_of(root) == []
-    models = root / "pipelines/models.py"
-    models.write_text(models.read_text().replace("    stack: list[layers.Layer] = [keras.Input(input_shape)]\n", UNSEEDED_LAYER))
-    write_params(root, audit={"steps": 2})
+    (root / "models").mkdir()
+    (root / "models/noisy.py").write_text(NOISY_BUILDER)  # a team's builder, listed as the audit stage's dep
+    audit_stage = root / "audit/dvc.yaml"
+    audit_stage.write_text(audit_stage.read_text().replace("      - pipelines/audit.py\n", "      - models/noisy.py\n      - pipelines/audit.py\n"))
+    write_params(root, audit={"steps": 2}, model={"builder": "models.noisy:build", "kwargs": {}})
     run(["dvc", "repro", "prepare"], root)
     done = run([sys.executable, "-m", "tracking", "audit"], root, check=False)
     assert_user_error(done, "op RandomUniform in layer 'unseeded_noise' (UnseededNoise) has no deterministic implementation",

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import BIN, client_for, make_project, project_env, run, write_params
+from tracking.params import parse_yaml, yaml_editor
 
 Setup = Callable[[Path], dict[str, str] | None]
 UNKNOWN_RUN_ID = "0123456789abcdef0123456789abcdef"
@@ -141,12 +142,17 @@ def build(input_shape, n_outputs, width=8):
 """
 
 
-def user_builder(text: str = USER_BUILDER, **model: object) -> Setup:
-    """A team's builder at models/net.py named by model.builder (not listed among the train stage's deps)."""
+def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
+    """A team's builder at models/net.py named by model.builder, listed among the train stage's deps or not."""
     def setup(root: Path) -> None:
         (root / "models").mkdir()
         (root / "models/net.py").write_text(text)
-        write_params(root, model={"builder": "models.net:build", "kwargs": {}, **model})
+        write_params(root, model={"builder": "models.net:build", "kwargs": {}})
+        if listed:
+            content = parse_yaml((root / "dvc.yaml").read_text())
+            content["stages"]["train"]["deps"].append("models/net.py")
+            with open(root / "dvc.yaml", "w", encoding="utf-8") as handle:
+                yaml_editor().dump(content, handle)
     return setup
 
 
@@ -173,6 +179,19 @@ def compare_inputs(**compare: object) -> Setup:
         np.savez(root / "outputs/calibration.npz", predictions=np.zeros((3, 3), dtype="int16"))
         write_params(root, compare=compare)
     return setup
+
+
+def user_loss(root: Path) -> None:
+    """A team's loss at models/losses.py named by train.loss, not listed among the train stage's deps."""
+    (root / "models").mkdir()
+    (root / "models/losses.py").write_text("def focal(y_true, y_pred):\n    return y_pred\n")
+    write_params(root, train={"loss": "models.losses:focal"})
+
+
+def builder_returning(expression: str) -> Setup:
+    """A listed team builder whose return statement is `expression` (with `keras` and `n_outputs` at hand)."""
+    return user_builder(USER_BUILDER.replace("    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation=\"softmax\")(hidden))",
+                                             f"    return {expression}"))
 
 
 def case(name: str, setup: Setup, command: list[str], *expected: str):
@@ -280,7 +299,7 @@ CASES = [
          f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
     case("pin-data-before-prepare", remove("data/prepared"), tracking("pin-data"), "run the prepare stage first", "dvc repro prepare"),
     # a team's own model
-    case("builder-not-a-stage-dep-dvc-repro", user_builder(), repro("train"),
+    case("builder-not-a-stage-dep-dvc-repro", user_builder(listed=False), repro("train"),
          "model.builder: models/net.py is not a dependency of stage train",
          "add `- models/net.py` under deps of stage train in dvc.yaml"),
     # a team's own data and task
@@ -311,6 +330,30 @@ CASES = [
          stage("data"), "data.task: 'sklearn:breast_cancer' is a classification set", "set data.task: classification"),
     case("compare-metric-not-logged", compare_inputs(metrics={"test_accuracy": "max", "test_auc": "max"}), stage("compare"),
          "compare.metrics.test_auc: the evaluate stage does not log it", "test_accuracy, test_accuracy_class_0, test_loss"),
+    case("loss-not-a-stage-dep", user_loss, stage("train"), "train.loss: models/losses.py is not a dependency of stage train",
+         "add `- models/losses.py` under deps of stage train in dvc.yaml"),
+    case("builder-unknown-kwarg", params(model={"kwargs": {"filters": [4, 4, 4], "widht": 3}}), stage("train"),
+         "model.kwargs: builder 'pipelines.models:small_cnn' has no parameter 'widht'",
+         "its parameters: input_shape, n_outputs, task, filters, dense_units", "fix model.kwargs in params.yaml"),
+    case("filters-wrong-type", params(model={"kwargs": {"filters": 4}}), stage("train"),
+         "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
+         "filters: expected a list of 3 positive integers, got 4", "fix model.kwargs in params.yaml"),
+    case("filters-wrong-length", params(model={"kwargs": {"filters": [4, 4]}}), stage("train"),
+         "filters: expected a list of 3 positive integers, got [4, 4]", "fix model.kwargs in params.yaml"),
+    case("builder-returns-no-model", builder_returning("{'logits': hidden}"), stage("train"),
+         "model.builder: 'models.net:build' returned dict, not a keras.Model", "return keras.Model(inputs, outputs)"),
+    case("builder-output-does-not-fit-task", builder_returning("keras.Model(inputs, keras.layers.Dense(3)(hidden))"),
+         stage("train"), "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
+         "data.task classification with 10 output(s) needs (10,)", "change the last layer"),
+    case("unknown-loss", params(train={"loss": "mean_squared_eror"}), stage("train"),
+         "train.loss: unknown Keras loss 'mean_squared_eror'", "list them with", "or name your own as 'module:function'"),
+    case("unknown-metric", params(train={"metrics": ["accuracy", "aucc"]}), stage("train"),
+         "train.metrics: unknown Keras metric 'aucc'", "list them with"),
+    case("unknown-optimizer", params(train={"optimizer": "adamm"}), stage("train"),
+         "train.optimizer: unknown Keras optimizer 'adamm'", "list them with"),
+    case("optimizer-kwargs-rejected", params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
+         stage("train"), "train.optimizer_kwargs: optimizer 'sgd' rejects them", "{'momentumm': 0.9}",
+         "fix train.optimizer_kwargs in params.yaml"),
 ]
 
 

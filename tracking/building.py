@@ -43,7 +43,8 @@ def call_builder(builder: Callable[..., Any], spec: str, input_shape: tuple[int,
         model = builder(input_shape, n_outputs, **accepted, **kwargs)
     except (TypeError, ValueError) as err:
         raise UserCodeError(f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs {dict(kwargs)}: "
-                            f"{_first_line(err)}; its parameters: {parameters}; fix model.kwargs in params.yaml") from err
+                            f"{_first_line(err)}; its parameters: {parameters}; "
+                            "fix model.kwargs in params.yaml (or the builder)") from err
     if not isinstance(model, keras.Model):
         raise UserCodeError(f"model.builder: '{spec}' returned {type(model).__name__}, not a keras.Model; "
                             "return keras.Model(inputs, outputs) (uncompiled) from it")
@@ -114,7 +115,7 @@ def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
     try:
         return keras.optimizers.get({"class_name": name, "config": dict(config)})
     except (TypeError, ValueError) as err:
-        raise UserCodeError(f"train.optimizer_kwargs: optimizer '{name}' rejects {dict(config)}: {_first_line(err)}; "
+        raise UserCodeError(f"train.optimizer_kwargs: optimizer '{name}' rejects them: {_first_line(err)}; "
                             "fix train.optimizer_kwargs in params.yaml") from err
 
 

@@ -165,10 +165,16 @@ def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int)
         global_calls.append(tf.get_current_name_scope() or "the model")
         return original()
 
+    inputs = getattr(model, "inputs", None) or []
+    if len(inputs) > 1:
+        return [f"not checked: the model takes {len(inputs)} inputs, the check traces one"]
     seed_generator.global_seed_generator = recording
     try:
         graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(
-            tf.TensorSpec((None, *input_shape), model.inputs[0].dtype if getattr(model, "inputs", None) else tf.float32)).graph
+            tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32)).graph
+    except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
+        first = (str(err).splitlines() or [""])[0][:200]
+        return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]
     finally:
         seed_generator.global_seed_generator = original
     found = [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(global_calls)]

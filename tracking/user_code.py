@@ -135,7 +135,8 @@ def _stage_deps_from_dvc(root: Path, stage: str, path: Path) -> list[PurePosixPa
         for found in repo.index.stages:
             if getattr(found, "name", None) == stage and Path(found.dvcfile.path).resolve() == path.resolve():
                 paths = [Path(dep.fs_path).resolve() for dep in found.deps]
-                return [_relative(PurePosixPath(path.relative_to(root).as_posix())) for path in paths if path.is_relative_to(root)]
+                inside = [path for path in paths if path.is_relative_to(root)]
+                return [_relative(PurePosixPath(path.relative_to(root).as_posix())) for path in inside]
     return None
 
 
