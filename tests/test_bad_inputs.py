@@ -156,19 +156,6 @@ def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
     return setup
 
 
-def user_loss(root: Path) -> None:
-    """A team's loss at models/losses.py named by train.loss, not listed among the train stage's deps."""
-    (root / "models").mkdir()
-    (root / "models/losses.py").write_text("def focal(y_true, y_pred):\n    return y_pred\n")
-    write_params(root, train={"loss": "models.losses:focal"})
-
-
-def builder_returning(expression: str) -> Setup:
-    """A listed team builder whose return statement is `expression` (with `keras` and `n_outputs` at hand)."""
-    return user_builder(USER_BUILDER.replace("    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation=\"softmax\")(hidden))",
-                                             f"    return {expression}"))
-
-
 def user_loader(body: str, dep: bool = True, **data: object) -> Setup:
     """A team's loader at team_data.py named by data.loader; `dep`: listed among the prepare stage's deps."""
     def setup(root: Path) -> None:
@@ -192,6 +179,19 @@ def compare_inputs(**compare: object) -> Setup:
         np.savez(root / "outputs/calibration.npz", predictions=np.zeros((3, 3), dtype="int16"))
         write_params(root, compare=compare)
     return setup
+
+
+def user_loss(root: Path) -> None:
+    """A team's loss at models/losses.py named by train.loss, not listed among the train stage's deps."""
+    (root / "models").mkdir()
+    (root / "models/losses.py").write_text("def focal(y_true, y_pred):\n    return y_pred\n")
+    write_params(root, train={"loss": "models.losses:focal"})
+
+
+def builder_returning(expression: str) -> Setup:
+    """A listed team builder whose return statement is `expression` (with `keras` and `n_outputs` at hand)."""
+    return user_builder(USER_BUILDER.replace("    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation=\"softmax\")(hidden))",
+                                             f"    return {expression}"))
 
 
 def case(name: str, setup: Setup, command: list[str], *expected: str):
@@ -302,30 +302,6 @@ CASES = [
     case("builder-not-a-stage-dep-dvc-repro", user_builder(listed=False), repro("train"),
          "model.builder: models/net.py is not a dependency of stage train",
          "add `- models/net.py` under deps of stage train in dvc.yaml"),
-    case("loss-not-a-stage-dep", user_loss, stage("train"), "train.loss: models/losses.py is not a dependency of stage train",
-         "add `- models/losses.py` under deps of stage train in dvc.yaml"),
-    case("builder-unknown-kwarg", params(model={"kwargs": {"filters": [4, 4, 4], "widht": 3}}), stage("train"),
-         "model.kwargs: builder 'pipelines.models:small_cnn' has no parameter 'widht'",
-         "its parameters: input_shape, n_outputs, task, filters, dense_units", "fix model.kwargs in params.yaml"),
-    case("filters-wrong-type", params(model={"kwargs": {"filters": 4}}), stage("train"),
-         "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
-         "filters: expected a list of 3 positive integers, got 4", "fix model.kwargs in params.yaml"),
-    case("filters-wrong-length", params(model={"kwargs": {"filters": [4, 4]}}), stage("train"),
-         "filters: expected a list of 3 positive integers, got [4, 4]", "fix model.kwargs in params.yaml"),
-    case("builder-returns-no-model", builder_returning("{'logits': hidden}"), stage("train"),
-         "model.builder: 'models.net:build' returned dict, not a keras.Model", "return keras.Model(inputs, outputs)"),
-    case("builder-output-does-not-fit-task", builder_returning("keras.Model(inputs, keras.layers.Dense(3)(hidden))"),
-         stage("train"), "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
-         "data.task classification with 10 output(s) needs (10,)", "change the last layer"),
-    case("unknown-loss", params(train={"loss": "mean_squared_eror"}), stage("train"),
-         "train.loss: unknown Keras loss 'mean_squared_eror'", "list them with", "or name your own as 'module:function'"),
-    case("unknown-metric", params(train={"metrics": ["accuracy", "aucc"]}), stage("train"),
-         "train.metrics: unknown Keras metric 'aucc'", "list them with"),
-    case("unknown-optimizer", params(train={"optimizer": "adamm"}), stage("train"),
-         "train.optimizer: unknown Keras optimizer 'adamm'", "list them with"),
-    case("optimizer-kwargs-rejected", params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
-         stage("train"), "train.optimizer_kwargs: optimizer 'sgd' rejects them", "{'momentumm': 0.9}",
-         "fix train.optimizer_kwargs in params.yaml"),
     # a team's own data and task
     case("loader-wrong-keys", user_loader("return {'x': np.zeros((n, 3)), 'labels': np.arange(n) % 2}"), stage("data"),
          "data.loader: 'team_data:load' returned a mapping that lacks y", "return exactly the keys x, y and optionally groups"),
@@ -354,6 +330,30 @@ CASES = [
          stage("data"), "data.task: 'sklearn:breast_cancer' is a classification set", "set data.task: classification"),
     case("compare-metric-not-logged", compare_inputs(metrics={"test_accuracy": "max", "test_auc": "max"}), stage("compare"),
          "compare.metrics.test_auc: the evaluate stage does not log it", "test_accuracy, test_accuracy_class_0, test_loss"),
+    case("loss-not-a-stage-dep", user_loss, stage("train"), "train.loss: models/losses.py is not a dependency of stage train",
+         "add `- models/losses.py` under deps of stage train in dvc.yaml"),
+    case("builder-unknown-kwarg", params(model={"kwargs": {"filters": [4, 4, 4], "widht": 3}}), stage("train"),
+         "model.kwargs: builder 'pipelines.models:small_cnn' has no parameter 'widht'",
+         "its parameters: input_shape, n_outputs, task, filters, dense_units", "fix model.kwargs in params.yaml"),
+    case("filters-wrong-type", params(model={"kwargs": {"filters": 4}}), stage("train"),
+         "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
+         "filters: expected a list of 3 positive integers, got 4", "fix model.kwargs in params.yaml"),
+    case("filters-wrong-length", params(model={"kwargs": {"filters": [4, 4]}}), stage("train"),
+         "filters: expected a list of 3 positive integers, got [4, 4]", "fix model.kwargs in params.yaml"),
+    case("builder-returns-no-model", builder_returning("{'logits': hidden}"), stage("train"),
+         "model.builder: 'models.net:build' returned dict, not a keras.Model", "return keras.Model(inputs, outputs)"),
+    case("builder-output-does-not-fit-task", builder_returning("keras.Model(inputs, keras.layers.Dense(3)(hidden))"),
+         stage("train"), "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
+         "data.task classification with 10 output(s) needs (10,)", "change the last layer"),
+    case("unknown-loss", params(train={"loss": "mean_squared_eror"}), stage("train"),
+         "train.loss: unknown Keras loss 'mean_squared_eror'", "list them with", "or name your own as 'module:function'"),
+    case("unknown-metric", params(train={"metrics": ["accuracy", "aucc"]}), stage("train"),
+         "train.metrics: unknown Keras metric 'aucc'", "list them with"),
+    case("unknown-optimizer", params(train={"optimizer": "adamm"}), stage("train"),
+         "train.optimizer: unknown Keras optimizer 'adamm'", "list them with"),
+    case("optimizer-kwargs-rejected", params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
+         stage("train"), "train.optimizer_kwargs: optimizer 'sgd' rejects them", "{'momentumm': 0.9}",
+         "fix train.optimizer_kwargs in params.yaml"),
 ]
 
 
