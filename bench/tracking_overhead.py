@@ -36,7 +36,7 @@ def main() -> None:
     root = project_root()
     source = load_source(params.data.source, root)
     splits = split(source, params.data, params.data.split_seed)
-    manifest = build_manifest(splits, source, int(source.y.max()) + 1)
+    manifest = build_manifest(splits, source, params.data.task)
     scratch = Path(tempfile.mkdtemp(prefix="bench-tracking-"))
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{scratch / 'mlflow.db'}"
 

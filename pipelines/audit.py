@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from tracking.audit import (DONE, GO, MODE_LABELS, MODES, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, AuditError, Trace,
                             UnsupportedOpError, median_step_seconds, summarise, unsupported_line)
+from pipelines.training import require_code_deps
 from tracking.audit_report import figure, render, render_unsupported
 from tracking.dataset import PREPARED, read_manifest
 from tracking.env import TRACKING_PROJECT_ROOT
@@ -37,6 +38,9 @@ REPORT = Path("reports/audit.md")
 FIGURE = Path("reports/audit.png")
 METRICS = Path("metrics/audit.json")
 
+# The audit's stage lives in a dvc.yaml of its own, out of the default pipeline.
+AUDIT_DVC_FILE = "audit/dvc.yaml"
+
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pipelines.audit", description=__doc__.splitlines()[0])
@@ -50,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     params = load_params()
     reproducible_process(params)
     root = project_root()
+    require_code_deps(params, "audit", root, AUDIT_DVC_FILE)
     manifest = read_manifest(root / PREPARED)
     open_repository(root)
     repeats, steps = args.repeats or params.audit.repeats, args.steps or params.audit.steps

@@ -5,7 +5,7 @@
 algorithm choices) made under one setting must not serve the other, so each mode gets a fresh process.
 Both processes start together; each says `ready` on stdout once set up, then trains one repeat per `go`
 line on stdin and answers `done`, so the stage can alternate the modes repeat by repeat and time them fairly.
-The step reproduces `training.train_model`: the same model builder, optimizer, loss, seeds and NumPy batch
+The step reproduces `training.train_model`: the same model builder, compiled optimizer and loss, seeds and NumPy batch
 order (checked bit for bit against Keras' `fit` by the tests); a tf.GradientTape step exposes the gradients.
 `det` is the calibration's `control` variant (op determinism on), `nondet` its `impl` variant (op
 determinism off and, on a CPU, examples permuted inside each batch with a different seed per repeat).
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.calibrate import variant_setup
-from pipelines.training import batch_orders, build_model, make_optimizer
+from pipelines.training import batch_orders, prepare_model
 from tracking.audit import DONE, GO, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, Trace, diagnose, is_determinism_error
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
@@ -50,18 +50,17 @@ def step_batches(n: int, batch_size: int, epochs: int, steps: int, seed: int, wi
 
 def train_traced(model: Any, params: Params, seeds: Seeds, train: dict, test: dict, steps: int,
                  within_batch_seed: int | None) -> dict[str, Any]:
-    """Train `steps` steps of `model` (frameworks already seeded), hashing loss, gradients and weights after every step."""
-    import keras
+    """Train `steps` steps of the compiled `model` (frameworks already seeded) as `fit`'s train step does, with the
+    configured loss and optimizer, hashing loss, gradients and weights after every step."""
     import tensorflow as tf
 
-    optimizer = make_optimizer(params)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    optimizer = model.optimizer
     variables = model.trainable_variables
 
     @tf.function
     def step(x: Any, y: Any) -> tuple[Any, list[Any]]:
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
+            loss = optimizer.scale_loss(model.compute_loss(x=x, y=y, y_pred=model(x, training=True), training=True))
         gradients = tape.gradient(loss, variables)
         gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables)]
         optimizer.apply(gradients, variables)
@@ -119,7 +118,7 @@ def main() -> None:
         effective = seed_frameworks(run_params, seeds)
         model = None
         try:
-            model = build_model(run_params, tuple(train["x"].shape[1:]), output_size(manifest), seeds, root)
+            model = prepare_model(run_params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root).model
             runs.append(train_traced(model, run_params, seeds, train, test, args.steps, within))
         except Exception as err:
             if not (effective.op_determinism and is_determinism_error(err)):

@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.scoring import flat_metrics, scores
-from pipelines.training import train_model
+from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
+from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
 from tracking.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
-from tracking.noise import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance
+from tracking.noise import band_from_values, churn_measure, off_diagonal_summary, pairwise_disagreement, pairwise_weight_distance
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
-from tracking.provenance import capture
+from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
 from tracking.seeds import Seeds, derive_seed
@@ -63,7 +63,7 @@ def variant_setup(variant: str, repeat: int, baseline: Params, seeds: Seeds, sim
 
 @dataclass(frozen=True)
 class Trained:
-    """One repeat's test metrics, predicted classes and flattened weights."""
+    """One repeat's test metrics, predictions (classes, or values for regression) and flattened weights."""
 
     metrics: dict[str, float]
     predicted: np.ndarray
@@ -71,13 +71,17 @@ class Trained:
     weights_sha256: str
 
 
-def train_and_score(params: Params, seeds: Seeds, train: dict, val: dict | None, test: dict, n_classes: int,
-                    within_batch_seed: int | None) -> Trained:
-    """Train one repeat (frameworks already seeded) and score it on the test set."""
-    model, _ = train_model(params, seeds, train, val, n_classes, within_batch_seed=within_batch_seed)
-    result = scores(test["y"], np.asarray(model(test["x"], training=False)), n_classes, test.get("groups"))
+def train_and_score(built: Built, params: Params, seeds: Seeds, train: dict, val: dict | None, test: dict, n_outputs: int,
+                    within_batch_seed: int | None, task: str = CLASSIFICATION) -> Trained:
+    """Train one repeat's built model (frameworks already seeded) and score it on the test set as evaluate does,
+    compiled metrics too."""
+    model = built.model
+    fit_model(model, params, seeds, train, val, within_batch_seed=within_batch_seed)
+    compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
+    result = scores(test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled)
     model_weights = model.get_weights()
-    return Trained(flat_metrics(result), result["predicted"].astype(np.int16),
+    predicted = result["predicted"].astype(np.int16 if task == CLASSIFICATION else np.float32)
+    return Trained(flat_metrics(summary_metrics(result)), predicted,
                    np.concatenate([w.ravel() for w in model_weights]).astype(np.float32), weights_sha256(model_weights))
 
 
@@ -103,8 +107,9 @@ def log_repeat_setup(child: Tracker, record: dict[str, Any], packages: list[str]
     child.log_dataset(manifest, train["x"], train["y"], location=child.root / PREPARED, context="training")
 
 
-def summarise(runs: list[dict[str, Any]], predictions: np.ndarray, weights: np.ndarray, alpha: float) -> dict[str, Any]:
-    """Bands of every metric and pairwise churn / weight-distance summaries, per variant."""
+def summarise(runs: list[dict[str, Any]], predictions: np.ndarray, weights: np.ndarray, alpha: float,
+              task: str = CLASSIFICATION, target_std: float | None = None) -> dict[str, Any]:
+    """Bands of every metric and pairwise churn (the task's) / weight-distance summaries, per variant."""
     summary = {}
     for variant in dict.fromkeys(run["variant"] for run in runs):
         index = [i for i, run in enumerate(runs) if run["variant"] == variant]
@@ -116,7 +121,7 @@ def summarise(runs: list[dict[str, Any]], predictions: np.ndarray, weights: np.n
             "runs": index,
             "bands": {name: band_from_values(name, values, alpha, f"calibration:{variant}").as_dict()
                       for name, values in metrics.items()},
-            "churn": off_diagonal_summary(pairwise_churn(predictions[index])),
+            "churn": off_diagonal_summary(pairwise_disagreement(predictions[index], task, target_std)),
             "weight_distance": off_diagonal_summary(pairwise_weight_distance(weights[index])),
             "bit_identical": len(hashes) == 1,
             "weights_sha256": hashes,
@@ -132,9 +137,12 @@ def main() -> None:
     baseline = load_baseline(params.calibration.baseline)
     base_seeds = reproducible_process(baseline)
     root = project_root()
+    require_code_deps(baseline, "calibrate", root)
     manifest = read_manifest(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, val, test = splits["train"], splits.get("val"), splits["test"]
+    task = manifest.get("task", CLASSIFICATION)
+    target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
     open_repository(root)
     plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
     runs, predictions, weights = [], [], []
@@ -157,11 +165,14 @@ def main() -> None:
                          nested=True, tags=tags) as child:
                 actual = seed_frameworks(run_params, seeds)
                 own = {**record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
-                child.in_background(partial(log_repeat_setup, child, own, packages, trained_on(run_params, params), manifest, train))
-                trained = train_and_score(run_params, seeds, train, val, test, output_size(manifest), within)
+                built = prepare_model(run_params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root,
+                                      target_shape(manifest))
+                child.in_background(partial(log_repeat_setup, child, with_model(own, built), packages,
+                                            trained_on(run_params, params), manifest, train))
+                trained = train_and_score(built, run_params, seeds, train, val, test, output_size(manifest), within, task)
                 metrics, digest = trained.metrics, trained.weights_sha256
                 child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
-                child.set_tags({"prov.weights_sha256": digest})
+                child.set_tags({WEIGHTS_TAG: digest, INITIAL_WEIGHTS_TAG: built.initial_weights_sha256})
             runs.append({"variant": variant, "repeat": repeat, "run_id": child.run_id, "impl_noise": source,
                          "weights_sha256": digest, "metrics": metrics, "seeds": seeds.as_dict()})
             predictions.append(trained.predicted)
@@ -169,8 +180,9 @@ def main() -> None:
         stacked_predictions, stacked_weights = np.stack(predictions), np.stack(weights)
         noise = {"baseline": baseline.flat(), "data_sha256": manifest["content_sha256"], "alpha": STORED_ALPHA,
                  "repeats": params.calibration.repeats, "simulate_impl_noise": params.calibration.simulate_impl_noise,
-                 "gpu": gpu, "parent_run_id": parent.run_id, "runs": runs,
-                 "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA)}
+                 "gpu": gpu, "parent_run_id": parent.run_id, "runs": runs, "task": task,
+                 "churn_measure": churn_measure(task), "target_std": target_std,
+                 "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std)}
         control = noise["variants"].get("control")
         parent.set_tags({"noise.control_bit_identical": str(control["bit_identical"]).lower() if control else "n/a"})
         parent.log_json(noise, "calibration/noise.json")

@@ -31,14 +31,15 @@ from tracking.band_policy import (
     Differences,
     changed_keys,
     choose_band,
+    direction,
     family_verdict,
     judge,
     judge_family,
 )
 from tracking.baseline import load_baseline
 from tracking.dataset import PREPARED, read_manifest
-from tracking.errors import RunStateError
-from tracking.noise import Band, band_from_summary, band_from_values, pairwise_churn
+from tracking.errors import ParamsError, RunStateError
+from tracking.noise import CLASSIFICATION_CHURN, Band, band_from_summary, band_from_values, pairwise_disagreement
 from tracking.params import Params, load_params
 from tracking.seeds import resolve_seeds
 from tracking.stage import run_main
@@ -84,12 +85,14 @@ def judge_candidate(params: Params, variant: dict[str, Any], metrics: dict[str, 
         families["primary"].append(judge(metrics[metric], band, exact=control and not declared))
     families["churn"].append(judge(float(churn_values.mean()), band_from_values("churn", baseline_churn, alpha, "baseline pairwise churn"),
                                    exact=control))
+    modes = {**params.compare_metrics(), "churn": "min"}
     for name, value in metrics.items():
         family = "class" if name.startswith("test_accuracy_class_") else "group" if name.startswith("test_group_") else None
         if family and name in variant["bands"] and np.isfinite(value):
             families[family].append(judge(value, Band(**variant["bands"][name]), exact=control))
     judged = {family: judge_family(found, alpha) for family, found in families.items()}
-    rows = [{**found.as_dict(), "family": family} for family, found_all in judged.items() for found in found_all]
+    rows = [{**found.as_dict(), "family": family, "mode": modes.get(found.metric), "direction": direction(found.delta, modes.get(found.metric))}
+            for family, found_all in judged.items() for found in found_all]
     bit_identical = weights_sha256 in variant["weights_sha256"]
     verdict = EXCEEDS if control and not bit_identical else family_verdict(judged["primary"])
     unjudged = [found for found in judged["primary"] if found.z is None]
@@ -113,6 +116,7 @@ def main() -> None:
     noise = at_alpha(json.loads((root / NOISE_FILE).read_text()), params.compare.alpha)
     calibration = np.load(root / RUNS_FILE)
     evaluation = json.loads((root / EVAL_METRICS).read_text())
+    check_compare_metrics(params, flat_metrics(evaluation), noise)
     candidate_run = json.loads((root / RUN_FILE).read_text())
     manifest = read_manifest(root / PREPARED)
     data_changed = manifest["content_sha256"] != noise["data_sha256"]
@@ -122,10 +126,12 @@ def main() -> None:
     chosen = calibration["predictions"][variant["runs"]]
     if chosen.shape[1] != len(predictions):
         raise RunStateError("the candidate's test set differs in size from the calibration's; re-run `dvc repro` so both use data/prepared")
-    churn_values = pairwise_churn(np.vstack([predictions[None, :], chosen]))[0, 1:]
-    baseline_pairs = pairwise_churn(chosen)[np.triu_indices(len(chosen), k=1)]
+    task, target_std = noise.get("task", "classification"), noise.get("target_std")
+    churn_values = pairwise_disagreement(np.concatenate([predictions[None], chosen]), task, target_std)[0, 1:]
+    baseline_pairs = pairwise_disagreement(chosen, task, target_std)[np.triu_indices(len(chosen), k=1)]
     result = judge_candidate(params, variant, flat_metrics(evaluation), churn_values, baseline_pairs, candidate_run["weights_sha256"], name == CONTROL)
-    result.update({"band_variant": name, "reason": reason, "data_changed": data_changed, "calibration_runs": len(variant["runs"])})
+    result.update({"band_variant": name, "reason": reason, "data_changed": data_changed, "calibration_runs": len(variant["runs"]),
+                   "churn_measure": noise.get("churn_measure", CLASSIFICATION_CHURN)})
     summary = compare_metrics(result)
     with Tracker(params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage="compare") as tracker:
         write_outputs(root, result, summary, noise, calibration, predictions, evaluation)
@@ -140,6 +146,18 @@ def main() -> None:
     if result["verdict"] == EXCEEDS and params.compare.fail_on_drift:
         print("error: drift beyond noise and compare.fail_on_drift is true", file=sys.stderr)
         sys.exit(1)
+
+
+def check_compare_metrics(params: Params, logged: dict[str, float], noise: dict[str, Any]) -> None:
+    """Stop before any MLflow run when a metric of `compare.metrics` is not logged by evaluate or not banded."""
+    for metric in params.compare_metrics():
+        if metric not in logged:
+            raise ParamsError(f"compare.metrics.{metric}: the evaluate stage does not log it; it logs "
+                              f"{', '.join(sorted(logged))}: name one of those in params.yaml")
+    for metric in params.compare_metrics():
+        if metric not in params.compare.known_bands and not all(metric in variant["bands"] for variant in noise["variants"].values()):
+            raise RunStateError(f"compare.metrics.{metric}: the calibration in {NOISE_FILE} has no band for it; re-run the "
+                                "calibration (`dvc repro -f calibrate`) or declare one in compare.known_bands")
 
 
 def at_alpha(noise: dict[str, Any], alpha: float) -> dict[str, Any]:

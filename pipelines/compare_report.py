@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.noise import pairwise_churn
+from tracking.noise import pairwise_disagreement
 
 
 def render_report(result: dict[str, Any]) -> str:
@@ -18,18 +18,20 @@ def render_report(result: dict[str, Any]) -> str:
         f"- Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs): {result['reason']}.",
         f"- {result['correction']}; intervals are t-based prediction intervals for one new run (std with ddof=1); "
         "z = (value - band mean) / (std * sqrt(1 + 1/n)), the statistic whose t-distribution gives p.",
-        f"- Candidate churn against those runs: mean {result['candidate_churn']['mean']:.4f}, max {result['candidate_churn']['max']:.4f}.",
+        f"- Candidate churn against those runs: mean {result['candidate_churn']['mean']:.4f}, max {result['candidate_churn']['max']:.4f} "
+        f"(churn: {result.get('churn_measure', 'fraction of test predictions whose class differs between two runs')}).",
     ]
     if result["bit_identical_to_control"] is not None:
         lines.append(f"- Weights bit-identical to the CONTROL runs: **{result['bit_identical_to_control']}**.")
     lines.append(f"- Churn, per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}.")
     lines += [f"- Cannot judge {line}." for line in result["cannot_judge"]]
-    lines += ["", "| family | check | value | band mean | band std | interval | delta | z | p | verdict |",
-              "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
+    lines += ["", "| family | check | value | band mean | band std | interval | delta | better/worse | z | p | verdict |",
+              "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |"]
     for row in result["checks"]:
         band = row["band"]
+        goal = f"{row['direction']} ({row['mode']})" if row.get("direction") else "n/a"
         lines.append(f"| {row['family']} | {row['metric']} | {row['value']:.4f} | {band['mean']:.4f} | {band['std']:.4f} | "
-                     f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {_number(row['z'], '+.2f')} | "
+                     f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {goal} | {_number(row['z'], '+.2f')} | "
                      f"{_number(row['p_value'], '.3g')} | {row['verdict']} |")
     return "\n".join(lines) + "\n"
 
@@ -40,49 +42,56 @@ def _number(value: float | None, spec: str) -> str:
 
 def render_plots(paths: dict[str, Path], noise: dict, calibration: Any, predictions: np.ndarray, evaluation: dict,
                  result: dict) -> None:
-    """Per-variant accuracy spread with the candidate marked, a churn heat map, and the per-class spread."""
+    """Per-variant spread of the first compare metric with the candidate marked, a churn heat map, and the
+    spread of the per-class (or per-group; else every other banded) metrics."""
     from matplotlib.figure import Figure
+
+    from pipelines.scoring import flat_metrics
 
     runs = noise["runs"]
     variants = list(noise["variants"])
+    primary = next(row["metric"] for row in result["checks"] if row["family"] == "primary")
+    candidate = flat_metrics(evaluation)
     figure = Figure(figsize=(7, 4), layout="tight")
     axis = figure.subplots()
     for index, variant in enumerate(variants):
-        values = [run["metrics"]["test_accuracy"] for run in runs if run["variant"] == variant]
-        band = noise["variants"][variant]["bands"]["test_accuracy"]
-        axis.vlines(index, band["low"], band["high"], color="lightgray", linewidth=8, label="interval" if index == 0 else None)
+        values = [run["metrics"][primary] for run in runs if run["variant"] == variant and primary in run["metrics"]]
+        band = noise["variants"][variant]["bands"].get(primary)
+        if band:
+            axis.vlines(index, band["low"], band["high"], color="lightgray", linewidth=8, label="interval" if index == 0 else None)
         axis.scatter(np.full(len(values), index) + np.linspace(-0.1, 0.1, len(values)), values, color="tab:blue", zorder=3,
                      label="calibration runs" if index == 0 else None)
-    axis.axhline(evaluation["test_accuracy"], color="tab:red", linestyle="--", label=f"candidate ({result['verdict']})")
+    axis.axhline(candidate[primary], color="tab:red", linestyle="--", label=f"candidate ({result['verdict']})")
     axis.set_xticks(range(len(variants)), variants)
-    axis.set_ylabel("test accuracy")
-    axis.set_title(f"spread of test accuracy per variant (judged against {result['band_variant']})")
+    axis.set_ylabel(primary)
+    axis.set_title(f"spread of {primary} per variant (judged against {result['band_variant']})")
     axis.legend(fontsize=8)
     figure.savefig(paths["accuracy"], dpi=110)
 
-    matrix = pairwise_churn(np.vstack([predictions[None, :], calibration["predictions"]]))
+    task, target_std = noise.get("task", "classification"), noise.get("target_std")
+    matrix = pairwise_disagreement(np.concatenate([predictions[None], calibration["predictions"]]), task, target_std)
     labels = ["candidate"] + [f"{run['variant']}#{run['repeat']}" for run in runs]
     figure = Figure(figsize=(1.2 + 0.45 * len(labels), 1 + 0.45 * len(labels)), layout="tight")
     axis = figure.subplots()
     image = axis.imshow(matrix, cmap="viridis")
     axis.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
     axis.set_yticks(range(len(labels)), labels, fontsize=7)
-    axis.set_title("pairwise predictive churn (fraction of test predictions that differ)")
+    axis.set_title("pairwise churn" if task == "classification" else "pairwise churn (mean |difference| / target std)")
     figure.colorbar(image)
     figure.savefig(paths["churn"], dpi=110)
 
     chosen = [runs[i] for i in noise["variants"][result["band_variant"]]["runs"]]
-    classes = sorted(evaluation["per_class_accuracy"], key=int)
-    figure = Figure(figsize=(7, 4), layout="tight")
+    banded = noise["variants"][result["band_variant"]]["bands"]
+    breakdown = [name for name in banded if name.startswith(("test_accuracy_class_", "test_group_"))]
+    names = [name for name in (breakdown or list(banded)) if name in candidate]
+    figure = Figure(figsize=(max(7.0, 0.5 * len(names)), 4), layout="tight")
     axis = figure.subplots()
-    for index, label in enumerate(classes):
-        values = [run["metrics"][f"test_accuracy_class_{label}"] for run in chosen]
+    for index, name in enumerate(names):
+        values = [run["metrics"][name] for run in chosen if name in run["metrics"]]
         axis.scatter(np.full(len(values), index), values, color="tab:blue", s=12, label="calibration runs" if index == 0 else None)
-        axis.scatter(index, evaluation["per_class_accuracy"][label], color="tab:red", marker="x", s=50,
-                     label="candidate" if index == 0 else None)
-    axis.set_xticks(range(len(classes)), classes)
-    axis.set_xlabel("class")
-    axis.set_ylabel("test accuracy")
-    axis.set_title(f"per-class accuracy: {result['band_variant']} runs and the candidate")
+        axis.scatter(index, candidate[name], color="tab:red", marker="x", s=50, label="candidate" if index == 0 else None)
+    axis.set_xticks(range(len(names)), [name.removeprefix("test_") for name in names], rotation=60, fontsize=7)
+    axis.set_ylabel("value")
+    axis.set_title(f"per-class / per-group metrics: {result['band_variant']} runs and the candidate")
     axis.legend(fontsize=8)
     figure.savefig(paths["classes"], dpi=110)

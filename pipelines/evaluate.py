@@ -1,6 +1,8 @@
-"""DVC stage `evaluate`: test loss and accuracy, per-class accuracy, confusion matrix, predictions.
+"""DVC stage `evaluate`: the task's test scores and the model's compiled metrics, per-class and per-group rows,
+the confusion matrix (classification) or predicted against actual (regression), and the predictions.
 
-Resumes the MLflow run that `train` opened (its id comes through `outputs/run.json`) and finishes it.
+The saved model is reloaded with the custom layers and loss of the team's modules (model.builder's, a
+"module:function" train.loss) and compiled again as train compiled it, so its compiled metrics can be scored. Resumes the MLflow run that `train` opened (its id comes through `outputs/run.json`) and finishes it.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.scoring import flat_metrics, scores
+from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
 from pipelines.train import MODEL, RUN_FILE
-from tracking.dataset import PREPARED, load_split, read_manifest
+from pipelines.training import compile_model
+from tracking.building import custom_objects
+from tracking.dataset import PREPARED, load_split, output_size, read_manifest
 from tracking.errors import RunStateError
-from tracking.params import load_params
+from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
 from tracking.provenance import to_tags
 from tracking.provenance.dvc import gather_dvc
@@ -39,33 +43,66 @@ def main() -> None:
     run = json.loads((root / RUN_FILE).read_text())
     manifest = read_manifest(root / PREPARED)
     test = load_split(root / PREPARED, "test")
+    task, n_outputs = manifest.get("task", CLASSIFICATION), output_size(manifest)
     with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage="evaluate") as tracker:
-        import keras
-
         seed_frameworks(params, seeds)
-        model = keras.models.load_model(root / MODEL)
-        probabilities = model.predict(test["x"], batch_size=512, verbose=0)
-        result = scores(test["y"], probabilities, manifest["n_classes"], test.get("groups"))
-        metrics = {key: result[key] for key in ("test_accuracy", "test_loss", "per_class_accuracy", "per_group") if key in result}
-        write_outputs(root, metrics, result, probabilities, test["y"])
-        tracker.log_metrics({key: value for key, value in flat_metrics(result).items() if np.isfinite(value)})
+        model = load_trained_model(params, root)
+        outputs = model.predict(test["x"], batch_size=512, verbose=0)
+        compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
+        result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled)
+        metrics = summary_metrics(result)
+        write_outputs(root, metrics, result, outputs, test["y"])
+        tracker.log_metrics({key: value for key, value in flat_metrics(metrics).items() if np.isfinite(value)})
         tracker.log_dataset(manifest, test["x"], test["y"], location=root / PREPARED, context="evaluation")
-        tracker.log_json({"matrix": result["confusion"].tolist(), "rows": "actual", "columns": "predicted"},
-                         "evaluation/confusion_matrix.json")
-        tracker.log_figure(confusion_figure(result["confusion"]), "plots/confusion_matrix.png")
+        if "confusion" in result:
+            tracker.log_json({"matrix": result["confusion"].tolist(), "rows": "actual", "columns": "predicted"},
+                             "evaluation/confusion_matrix.json")
+            tracker.log_figure(confusion_figure(result["confusion"]), "plots/confusion_matrix.png")
+        else:
+            tracker.log_figure(predicted_figure(test["y"], result["predicted"]), "plots/predicted_vs_actual.png")
         tracker.log_artifact(root / PREDICTIONS, "evaluation")
         tracker.set_tags(to_tags({"dvc": {"deps": gather_dvc(root, ("prepare", "train"))["deps"]}}))
-    print(f"test accuracy {metrics['test_accuracy']:.4f}, loss {metrics['test_loss']:.4f}; MLflow run {tracker.run_id}")
+    shown = ", ".join(f"{name.replace('_', ' ')} {value:.4f}" for name, value in metrics.items() if isinstance(value, float))
+    print(f"{shown}; MLflow run {tracker.run_id}")
 
 
-def write_outputs(root: Path, metrics: dict, result: dict, probabilities: np.ndarray, y: np.ndarray) -> None:
+def load_trained_model(params: Params, root: Path) -> Any:
+    """The trained model, compiled as train compiled it, with the custom layers and loss of the team's modules."""
+    import keras
+
+    model = keras.models.load_model(root / MODEL, custom_objects=custom_objects(params, root), compile=False)
+    compile_model(model, params, root)
+    return model
+
+
+def write_outputs(root: Path, metrics: dict, result: dict, outputs: np.ndarray, y: np.ndarray) -> None:
+    """Metrics, predictions (classes, or values shaped like the targets), raw outputs, and the pairs DVC plots."""
     for path in (EVAL_METRICS, CONFUSION, PREDICTIONS):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-    np.save(root / PREDICTIONS, result["predicted"].astype("int64"))
-    np.save(root / PROBABILITIES, probabilities.astype("float32"))
-    pairs = [{"actual": int(a), "predicted": int(p)} for a, p in zip(y, result["predicted"])]
+    predicted = result["predicted"]
+    classes = "confusion" in result
+    np.save(root / PREDICTIONS, predicted.astype("int64" if classes else "float32"))
+    np.save(root / PROBABILITIES, np.asarray(outputs).astype("float32"))
+    cast = int if classes else float
+    pairs = [{"actual": cast(a), "predicted": cast(p)} for a, p in zip(y.reshape(len(y), -1)[:, 0], predicted.reshape(len(y), -1)[:, 0])]
     (root / CONFUSION).write_text(json.dumps(pairs) + "\n")
     (root / EVAL_METRICS).write_text(json.dumps(metrics, indent=2) + "\n")
+
+
+def predicted_figure(y: np.ndarray, predicted: np.ndarray) -> Any:
+    """Predicted against actual test targets, every target value one point (a pyplot-free figure)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5, 4.5), layout="tight")
+    axis = figure.subplots()
+    actual, found = y.ravel(), predicted.ravel()
+    axis.scatter(actual, found, s=8)
+    low, high = float(min(actual.min(), found.min())), float(max(actual.max(), found.max()))
+    axis.plot([low, high], [low, high], color="gray", linestyle="--", linewidth=1)
+    axis.set_xlabel("actual")
+    axis.set_ylabel("predicted")
+    axis.set_title("test predictions")
+    return figure
 
 
 def confusion_figure(confusion: np.ndarray) -> Any:

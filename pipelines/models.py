@@ -1,7 +1,8 @@
 """The built-in model builders, `pipelines.models:small_cnn` and `pipelines.models:mlp`, builders like a team's own.
 
-Each is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`; every initializer,
-dropout and augmentation layer gets its own seed from the run's `Seeds`.
+Each is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`, and seeds nothing
+itself: the training core seeds every initializer, dropout and augmentation layer by its position
+(`tracking.seeding`). Each checks its own kwargs and says in one line what it expects.
 """
 
 from __future__ import annotations
@@ -9,76 +10,78 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracking.seeds import Seeds
+CNN_BLOCKS = 3  # conv blocks of small_cnn: three 2x2 poolings take 8x8 digits down to 1x1
 
 
-def small_cnn(input_shape: tuple[int, ...], n_outputs: int, seeds: Seeds, task: str = "classification",
+def small_cnn(input_shape: tuple[int, ...], n_outputs: int, task: str = "classification",
               filters: Sequence[int] = (32, 64, 128), dense_units: int = 128, batch_norm: bool = False,
               dropout: float = 0.2, augment: bool = False) -> Any:
     """Conv+ReLU+max-pool blocks, one per entry of `filters`, then a dense layer, dropout and the output."""
     from keras import layers
 
-    layer = _Layers(seeds)
-    stack = [*layer.inputs(input_shape, augment)]
+    _expect_widths("filters", filters, CNN_BLOCKS)
+    _expect_positive("dense_units", dense_units)
+    stack = _inputs(input_shape, augment)
     for width in filters:
-        stack += [layers.Conv2D(width, 3, padding="same", use_bias=not batch_norm, kernel_initializer=layer.init())]
+        stack += [layers.Conv2D(width, 3, padding="same", use_bias=not batch_norm)]
         stack += [layers.BatchNormalization()] if batch_norm else []
         stack += [layers.ReLU(), layers.MaxPooling2D(2, padding="same")]
-    stack += [layers.Flatten(), layers.Dense(dense_units, activation="relu", kernel_initializer=layer.init())]
-    stack += [layer.dropout(dropout, 0)] if dropout > 0 else []
-    return layer.model([*stack, layer.output(n_outputs, task)], "small_cnn")
+    stack += [layers.Flatten(), layers.Dense(dense_units, activation="relu")]
+    stack += [layers.Dropout(dropout)] if dropout > 0 else []
+    return _model([*stack, _output(n_outputs, task)], "small_cnn")
 
 
-def mlp(input_shape: tuple[int, ...], n_outputs: int, seeds: Seeds, task: str = "classification",
+def mlp(input_shape: tuple[int, ...], n_outputs: int, task: str = "classification",
         hidden_units: Sequence[int] = (64,), batch_norm: bool = False, dropout: float = 0.2, augment: bool = False) -> Any:
     """Flatten, then a dense+ReLU layer (with dropout) per entry of `hidden_units`, then the output."""
     from keras import layers
 
-    layer = _Layers(seeds)
-    stack = [*layer.inputs(input_shape, augment), layers.Flatten()]
-    for index, units in enumerate(hidden_units):
-        stack += [layers.Dense(units, use_bias=not batch_norm, kernel_initializer=layer.init())]
+    _expect_widths("hidden_units", hidden_units, None)
+    stack = [*_inputs(input_shape, augment), layers.Flatten()]
+    for units in hidden_units:
+        stack += [layers.Dense(units, use_bias=not batch_norm)]
         stack += [layers.BatchNormalization()] if batch_norm else []
         stack += [layers.ReLU()]
-        stack += [layer.dropout(dropout, index)] if dropout > 0 else []
-    return layer.model([*stack, layer.output(n_outputs, task)], "mlp")
+        stack += [layers.Dropout(dropout)] if dropout > 0 else []
+    return _model([*stack, _output(n_outputs, task)], "mlp")
 
 
-class _Layers:
-    """Seeded layers: initializers numbered in creation order, dropout and augmentation from their own seeds."""
+def _expect_widths(name: str, widths: Any, count: int | None) -> None:
+    """A ValueError (shown as a model.kwargs error line) unless `widths` is a list of `count` (or, with None, one
+    or more) positive integers."""
+    if not isinstance(widths, (list, tuple)) or not widths or (count is not None and len(widths) != count) or \
+            not all(_positive_int(width) for width in widths):
+        raise ValueError(f"{name}: expected a list of {count or 'one or more'} positive integers, got {widths!r}")
 
-    def __init__(self, seeds: Seeds) -> None:
-        self.seeds = seeds
-        self.counter = iter(range(1_000_000))
 
-    def init(self) -> Any:
-        import keras
+def _expect_positive(name: str, value: Any) -> None:
+    if not _positive_int(value):
+        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
 
-        return keras.initializers.GlorotUniform(seed=self.seeds.init + next(self.counter))
 
-    def dropout(self, rate: float, index: int) -> Any:
-        from keras import layers
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
-        return layers.Dropout(rate, seed=self.seeds.dropout + index)
 
-    def inputs(self, input_shape: tuple[int, ...], augment: bool) -> list[Any]:
-        import keras
-        from keras import layers
+def _inputs(input_shape: tuple[int, ...], augment: bool) -> list[Any]:
+    import keras
+    from keras import layers
 
-        stack = [keras.Input(input_shape)]
-        if augment:
-            stack += [layers.RandomTranslation(0.125, 0.125, fill_mode="constant", seed=self.seeds.augment),
-                      layers.RandomRotation(0.04, fill_mode="constant", seed=self.seeds.augment + 1)]
-        return stack
+    stack = [keras.Input(input_shape)]
+    if augment:
+        stack += [layers.RandomTranslation(0.125, 0.125, fill_mode="constant"), layers.RandomRotation(0.04, fill_mode="constant")]
+    return stack
 
-    def output(self, n_outputs: int, task: str) -> Any:
-        """Class probabilities (softmax; a sigmoid for one output) or, for regression, linear values."""
-        from keras import layers
 
-        activation = "linear" if task == "regression" else "softmax" if n_outputs > 1 else "sigmoid"
-        return layers.Dense(n_outputs, activation=activation, kernel_initializer=self.init())
+def _output(n_outputs: int, task: str) -> Any:
+    """Class probabilities (softmax; a sigmoid for one output) or, for regression, linear values."""
+    from keras import layers
 
-    def model(self, stack: list[Any], name: str) -> Any:
-        import keras
+    activation = "linear" if task == "regression" else "softmax" if n_outputs > 1 else "sigmoid"
+    return layers.Dense(n_outputs, activation=activation)
 
-        return keras.Sequential(stack, name=name)
+
+def _model(stack: list[Any], name: str) -> Any:
+    import keras
+
+    return keras.Sequential(stack, name=name)

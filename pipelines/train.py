@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipelines.training import train_model
+from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
-from tracking.determinism import as_record
+from tracking.determinism import EffectiveDeterminism, as_record
 from tracking.hashing import weights_sha256
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
-from tracking.provenance import capture
+from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
 from tracking.provenance.git import open_repository, strip_credentials
 from tracking.provenance.software import installed_packages
 from tracking.seeds import Seeds
@@ -32,13 +32,16 @@ def main() -> None:
     params = load_params()
     seeds = reproducible_process(params)
     root = project_root()
+    require_code_deps(params, "train", root)
     manifest = read_manifest(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")
     open_repository(root)
+    effective = seed_frameworks(params, seeds)
+    built = prepare_model(params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest))
     try:
         with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
-            model, history, digest = tracked_training(params, seeds, root, manifest, train, val, tracker)
+            model, history, digest = tracked_training(params, seeds, effective, built, root, manifest, train, val, tracker)
             write_outputs(root, model, history, digest)
             run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": strip_credentials(tracker.uri),
                    "weights_sha256": digest}
@@ -49,25 +52,25 @@ def main() -> None:
     print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
 
 
-def tracked_training(params: Params, seeds: Seeds, root: Path, manifest: dict, train: dict, val: dict | None,
-                     tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
-    """Train with everything logged to `tracker`'s run: params, provenance, data, per-epoch metrics, model."""
-    # Imported only now: it loads TensorFlow, which must see the settings `reproducible_process` made.
+def tracked_training(params: Params, seeds: Seeds, effective: EffectiveDeterminism, built: Built, root: Path,
+                     manifest: dict, train: dict, val: dict | None, tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
+    """Train the built model with everything logged to `tracker`'s run: params, provenance (the builder and its
+    seeding too), data, initial and trained weights' hashes, per-epoch metrics, model."""
     from tracking.keras_callback import MlflowMetricsCallback
-
-    effective = seed_frameworks(params, seeds)
 
     def log_setup() -> None:
         tracker.log_params(params.flat())
         record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
-        tracker.log_provenance(record, installed_packages())
+        tracker.log_provenance(with_model(record, built), installed_packages())
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
 
     tracker.in_background(log_setup)
-    model, history = train_model(params, seeds, train, val, output_size(manifest), [MlflowMetricsCallback(tracker)])
+    tracker.set_tags({INITIAL_WEIGHTS_TAG: built.initial_weights_sha256})
+    model = built.model
+    history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker)])
     digest = weights_sha256(model.get_weights())
     tracker.log_metrics(final_metrics(history))
-    tracker.set_tags({"prov.weights_sha256": digest})
+    tracker.set_tags({WEIGHTS_TAG: digest})
     tracker.in_background(lambda: tracker.log_figure(curves_figure(history), "plots/training_curves.png"))
     tracker.log_keras_model(model, train["x"][:2])
     return model, history, digest

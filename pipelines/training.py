@@ -1,37 +1,60 @@
-"""Training core shared by the `train` stage and the benchmarks: seeded batches, compile, fit."""
+"""Training core shared by the `train`, `calibrate` and `audit` stages and the benchmarks: build, seed, compile, fit."""
 
 from __future__ import annotations
 
-import inspect
+import json
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tracking import building
+from tracking.building import call_builder, check_metrics, check_output, resolve_loss
+from tracking.hashing import weights_sha256
 from tracking.lifecycle import deferred_interrupts
 from tracking.params import Params
+from tracking.seeding import SeedReport, capturing_weights, seed_model
 from tracking.seeds import Seeds
-from tracking.user_code import load_callable
+from tracking.user_code import DVC_FILE, describe_callable, load_callable, require_stage_dep
 
 # What a task compiles with when params.yaml leaves train.loss or train.metrics null.
 DEFAULT_METRICS = {"classification": ["accuracy"], "regression": ["mae"]}
 
 
-def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, seeds: Seeds, root: Path = Path(".")) -> Any:
-    """The model `model.builder` returns for `model.kwargs`; a builder declaring `seeds` or `task` receives them."""
-    builder = load_callable(params.model.builder, "model.builder", root)
-    accepted = inspect.signature(builder).parameters
-    extra = {name: value for name, value in (("seeds", seeds), ("task", params.data.task)) if name in accepted}
-    return builder(input_shape, n_outputs, **extra, **params.model.kwargs)
+def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
+    """The team's code `stage` trains with (model.builder, a "module:function" train.loss) is a DVC dep of it."""
+    for key, spec in (("model.builder", params.model.builder), ("train.loss", params.train.loss)):
+        if spec and ":" in spec:
+            require_stage_dep(load_callable(spec, key, root), key, stage, root, dvc_file)
 
 
-def make_optimizer(params: Params) -> Any:
-    """`train.optimizer` (a Keras identifier) with `train.learning_rate` and `train.optimizer_kwargs`."""
+@dataclass(frozen=True)
+class Built:
+    """A built, seeded model with what provenance records of it (`prov.model.*`, `prov.seeds.*`)."""
+
+    model: Any
+    initial_weights_sha256: str
+    seeding: SeedReport
+    builder: dict[str, Any]
+
+
+def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, seeds: Seeds, root: Path = Path("."),
+                target_shape: tuple[int, ...] | None = None) -> Built:
+    """The model `model.builder` returns for `model.kwargs`, checked against the task and seeded by position."""
     import keras
 
-    config = {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs}
-    return keras.optimizers.get({"class_name": params.train.optimizer, "config": config})
+    builder = load_callable(params.model.builder, "model.builder", root)
+    with capturing_weights() as created:
+        model = call_builder(builder, params.model.builder, input_shape, n_outputs, params.model.kwargs,
+                             {"seeds": seeds, "task": params.data.task})
+    check_output(model, params.model.builder, params.data.task, n_outputs, target_shape)
+    report = seed_model(model, created, seeds, input_shape)
+    described = {**describe_callable(params.model.builder, builder, root),
+                 "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
+                 "dtype_policy": keras.config.dtype_policy().name}
+    return Built(model, weights_sha256(model.get_weights()), report, described)
 
 
 def default_loss(task: str, n_outputs: int) -> str:
@@ -41,11 +64,43 @@ def default_loss(task: str, n_outputs: int) -> str:
     return "sparse_categorical_crossentropy" if n_outputs > 1 else "binary_crossentropy"
 
 
-def compile_model(model: Any, params: Params, n_outputs: int) -> None:
-    """Compile with the configured optimizer, loss and metrics (the task's defaults where params.yaml says null)."""
-    model.compile(optimizer=make_optimizer(params),
-                  loss=params.train.loss or default_loss(params.data.task, n_outputs),
-                  metrics=params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task])
+def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
+    """Compile with the configured optimizer, loss and metrics (the task's defaults where params.yaml says null);
+    the default loss follows the model's output (one sigmoid output for two classes: binary cross-entropy)."""
+    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else 2
+    loss = resolve_loss(params.train.loss, root) if params.train.loss else default_loss(params.data.task, outputs)
+    metrics = params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task]
+    check_metrics(metrics)
+    model.compile(optimizer=make_optimizer(params), loss=loss, metrics=metrics)
+
+
+def make_optimizer(params: Params) -> Any:
+    """`train.optimizer` (a Keras identifier) with `train.learning_rate` and `train.optimizer_kwargs`."""
+    return building.make_optimizer(params.train.optimizer,
+                                   {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs})
+
+
+def prepare_model(params: Params, seeds: Seeds, input_shape: tuple[int, ...], n_outputs: int, root: Path = Path("."),
+                  target_shape: tuple[int, ...] | None = None) -> Built:
+    """Build, seed and compile (frameworks already seeded): every mistake in the team's code or in params.yaml
+    surfaces here, before a stage opens its MLflow run."""
+    built = build_model(params, input_shape, n_outputs, seeds, root, target_shape)
+    compile_model(built.model, params, root)
+    return replace(built, builder={**built.builder, "jit_compile": str(built.model.jit_compile).lower()})
+
+
+def target_shape(manifest: dict) -> tuple[int, ...] | None:
+    """The regression targets' shape per sample as prepare recorded it (None when the manifest predates it)."""
+    shape = manifest.get("target_shape")
+    return None if shape is None else tuple(shape)
+
+
+def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
+    """The provenance record with the builder (`prov.model.*`: spec, kwargs, file hash, package version, dtype
+    policy, jit_compile, seeded counts) and the randomness no seed covers (`prov.seeds.unattributed`)."""
+    seeding = built.seeding.as_record()
+    unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
+    return {**record, "seeds": {**record["seeds"], **unattributed}, "model": {**built.builder, **seeding}}
 
 
 def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None) -> np.ndarray:
@@ -85,10 +140,15 @@ def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val:
                 n_outputs: int, callbacks: list[Any] = (), within_batch_seed: int | None = None,
                 ) -> tuple[Any, dict[str, list[float]]]:
     """Build and fit the configured model; return it with its per-epoch history."""
+    model = prepare_model(params, seeds, tuple(train["x"].shape[1:]), n_outputs).model
+    return model, fit_model(model, params, seeds, train, val, callbacks, within_batch_seed)
+
+
+def fit_model(model: Any, params: Params, seeds: Seeds, train: dict[str, np.ndarray], val: dict[str, np.ndarray] | None,
+              callbacks: list[Any] = (), within_batch_seed: int | None = None) -> dict[str, list[float]]:
+    """Fit a compiled model on the seeded batch order; return its per-epoch history."""
     from tracking.keras_callback import InterruptCheck
 
-    model = build_model(params, tuple(train["x"].shape[1:]), n_outputs, seeds)
-    compile_model(model, params, n_outputs)
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
     batches = epoch_batches(train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle,
                             within_batch_seed)
@@ -96,4 +156,4 @@ def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val:
     with deferred_interrupts():
         history = model.fit(batches, epochs=params.train.epochs, steps_per_epoch=steps, validation_data=validation,
                             callbacks=[InterruptCheck(), *callbacks], shuffle=False, verbose=0)
-    return model, history.history
+    return history.history

@@ -14,16 +14,22 @@ from conftest import REPO, assert_user_error, client_for, make_project, run, run
 from tracking.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
 
 AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]
-UNSEEDED_LAYER = '''
-    class UnseededNoise(layers.Layer):
-        """Noise from a random op without a seed: under op determinism TensorFlow refuses to run it."""
+NOISY_BUILDER = '''\
+import keras
+import tensorflow as tf
 
-        def call(self, x):
-            import tensorflow as tf
 
-            return x + 0.01 * tf.raw_ops.RandomUniform(shape=tf.shape(x), dtype=x.dtype)
+class UnseededNoise(keras.layers.Layer):
+    """Noise from a random op without a seed: under op determinism TensorFlow refuses to run it."""
 
-    stack: list[layers.Layer] = [keras.Input(input_shape), UnseededNoise(name="unseeded_noise")]
+    def call(self, x):
+        return x + 0.01 * tf.raw_ops.RandomUniform(shape=tf.shape(x), dtype=x.dtype)
+
+
+def build(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    x = keras.layers.Flatten()(UnseededNoise(name="unseeded_noise")(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
 '''
 
 
@@ -82,10 +88,19 @@ def test_diagnose_finds_the_layer_whose_call_raised():
     assert unsupported_line(found).startswith("op tf.nn.fractional_max_pool in layer 'pool' (Pool) has no deterministic")
 
 
-def test_traced_steps_reproduce_keras_fit_bit_for_bit():
+CNN = {"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}}, "train": {"epochs": 2, "batch_size": 64}}
+# Another builder, task, loss and optimizer: the step loop must use what params.yaml configures, not a fixed one.
+HUBER_SGD = {"model": {"builder": "pipelines.models:mlp", "kwargs": {"hidden_units": [8], "batch_norm": True}},
+             "data": {"task": "regression"},
+             "train": {"epochs": 2, "batch_size": 64, "loss": "huber", "optimizer": "sgd",
+                       "optimizer_kwargs": {"momentum": 0.9, "nesterov": True}}}
+
+
+@pytest.mark.parametrize("config", [CNN, HUBER_SGD], ids=["small_cnn-default", "mlp-huber-sgd-regression"])
+def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
     """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
     from pipelines.audit_training import train_traced
-    from pipelines.training import build_model, train_model
+    from pipelines.training import prepare_model, train_model
     from tracking.dataset import load_source
     from tracking.hashing import weights_sha256
     from tracking.params import Params
@@ -93,14 +108,15 @@ def test_traced_steps_reproduce_keras_fit_bit_for_bit():
     from tracking.seeds import resolve_seeds
 
     source = load_source("sklearn:digits")
-    data = {"x": source.x[:200], "y": source.y[:200]}
-    params = Params.model_validate({"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
-                                    "train": {"epochs": 2, "batch_size": 64}})
+    params = Params.model_validate(config)
+    regression = params.data.task == "regression"
+    data = {"x": source.x[:200], "y": source.y[:200].astype("float32") if regression else source.y[:200]}
+    outputs = 1 if regression else 10
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
-    fitted, _ = train_model(params, seeds, data, None, 10, within_batch_seed=7)
+    fitted, _ = train_model(params, seeds, data, None, outputs, within_batch_seed=7)
     seed_frameworks(params, seeds)
-    model = build_model(params, (8, 8, 1), 10, seeds)
+    model = prepare_model(params, seeds, (8, 8, 1), outputs).model
     traced = train_traced(model, params, seeds, data, data, steps=8, within_batch_seed=7)
     assert traced["weights_sha256"] == weights_sha256(fitted.get_weights())
     assert len(traced["hashes"]) == 8
@@ -164,9 +180,11 @@ def test_op_without_deterministic_implementation_is_named_not_crashed(tmp_path):
     root = audit_project(tmp_path / "project")
     assert_user_error(run(AUDIT, root, check=False), "data/prepared/manifest.json not found", "dvc repro prepare")
     assert runs_of(root) == []
-    models = root / "pipelines/models.py"
-    models.write_text(models.read_text().replace("    stack: list[layers.Layer] = [keras.Input(input_shape)]\n", UNSEEDED_LAYER))
-    write_params(root, audit={"steps": 2})
+    (root / "models").mkdir()
+    (root / "models/noisy.py").write_text(NOISY_BUILDER)  # a team's builder, listed as the audit stage's dep
+    audit_stage = root / "audit/dvc.yaml"
+    audit_stage.write_text(audit_stage.read_text().replace("      - pipelines/audit.py\n", "      - models/noisy.py\n      - pipelines/audit.py\n"))
+    write_params(root, audit={"steps": 2}, model={"builder": "models.noisy:build", "kwargs": {}})
     run(["dvc", "repro", "prepare"], root)
     done = run([sys.executable, "-m", "tracking", "audit"], root, check=False)
     assert_user_error(done, "op RandomUniform in layer 'unseeded_noise' (UnseededNoise) has no deterministic implementation",

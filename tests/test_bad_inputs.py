@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import BIN, client_for, make_project, project_env, run, write_params
+from tracking.params import parse_yaml, yaml_editor
 
 Setup = Callable[[Path], dict[str, str] | None]
 UNKNOWN_RUN_ID = "0123456789abcdef0123456789abcdef"
@@ -131,6 +132,68 @@ def baseline_text(text: str) -> Setup:
     return setup
 
 
+USER_BUILDER = """\
+def build(input_shape, n_outputs, width=8):
+    import keras
+
+    inputs = keras.Input(input_shape)
+    hidden = keras.layers.Dense(width, activation="relu")(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))
+"""
+
+
+def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
+    """A team's builder at models/net.py named by model.builder, listed among the train stage's deps or not."""
+    def setup(root: Path) -> None:
+        (root / "models").mkdir()
+        (root / "models/net.py").write_text(text)
+        write_params(root, model={"builder": "models.net:build", "kwargs": {}})
+        if listed:
+            content = parse_yaml((root / "dvc.yaml").read_text())
+            content["stages"]["train"]["deps"].append("models/net.py")
+            with open(root / "dvc.yaml", "w", encoding="utf-8") as handle:
+                yaml_editor().dump(content, handle)
+    return setup
+
+
+def user_loader(body: str, dep: bool = True, **data: object) -> Setup:
+    """A team's loader at team_data.py named by data.loader; `dep`: listed among the prepare stage's deps."""
+    def setup(root: Path) -> None:
+        (root / "team_data.py").write_text(f"import numpy as np\n\n\ndef load(n=40):\n    {body}\n")
+        if dep:
+            dvc_file = root / "dvc.yaml"
+            dvc_file.write_text(dvc_file.read_text().replace("      - data/raw\n", "      - data/raw\n      - team_data.py\n", 1))
+        write_params(root, data={"source": None, "loader": "team_data:load", **data})
+    return setup
+
+
+def compare_inputs(**compare: object) -> Setup:
+    """The files the compare stage reads, as a calibrated pipeline leaves them, and `compare` in params.yaml."""
+    def setup(root: Path) -> None:
+        for folder in ("outputs", "metrics", "calibration"):
+            (root / folder).mkdir(exist_ok=True)
+        (root / "outputs/run.json").write_text(f'{{"run_id": "{UNKNOWN_RUN_ID}", "weights_sha256": ""}}\n')
+        (root / "metrics/eval.json").write_text('{"test_loss": 0.3, "test_accuracy": 0.9, "per_class_accuracy": {"0": 0.9}}\n')
+        (root / "calibration/noise.json").write_text('{"data_sha256": "", "variants": {"algo": {"bands": {}, "runs": []}}}\n')
+        np.save(root / "outputs/predictions.npy", np.zeros(3, dtype="int64"))
+        np.savez(root / "outputs/calibration.npz", predictions=np.zeros((3, 3), dtype="int16"))
+        write_params(root, compare=compare)
+    return setup
+
+
+def user_loss(root: Path) -> None:
+    """A team's loss at models/losses.py named by train.loss, not listed among the train stage's deps."""
+    (root / "models").mkdir()
+    (root / "models/losses.py").write_text("def focal(y_true, y_pred):\n    return y_pred\n")
+    write_params(root, train={"loss": "models.losses:focal"})
+
+
+def builder_returning(expression: str) -> Setup:
+    """A listed team builder whose return statement is `expression` (with `keras` and `n_outputs` at hand)."""
+    return user_builder(USER_BUILDER.replace("    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation=\"softmax\")(hidden))",
+                                             f"    return {expression}"))
+
+
 def case(name: str, setup: Setup, command: list[str], *expected: str):
     """One row: what breaks the project, the command run, and the texts its `error:` line must hold."""
     return pytest.param(setup, command, expected, id=name)
@@ -235,6 +298,62 @@ CASES = [
     case("rerun-unknown-run-id", unchanged, tracking("rerun", UNKNOWN_RUN_ID),
          f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
     case("pin-data-before-prepare", remove("data/prepared"), tracking("pin-data"), "run the prepare stage first", "dvc repro prepare"),
+    # a team's own model
+    case("builder-not-a-stage-dep-dvc-repro", user_builder(listed=False), repro("train"),
+         "model.builder: models/net.py is not a dependency of stage train",
+         "add `- models/net.py` under deps of stage train in dvc.yaml"),
+    # a team's own data and task
+    case("loader-wrong-keys", user_loader("return {'x': np.zeros((n, 3)), 'labels': np.arange(n) % 2}"), stage("data"),
+         "data.loader: 'team_data:load' returned a mapping that lacks y", "return exactly the keys x, y and optionally groups"),
+    case("loader-not-a-mapping", user_loader("return np.zeros((n, 3)), np.arange(n) % 2"), stage("data"),
+         "data.loader: 'team_data:load' returned a tuple, not a mapping", "return a dict with arrays x, y"),
+    case("loader-list-not-array", user_loader("return {'x': np.zeros((n, 3)), 'y': list(range(n))}"), stage("data"),
+         "data.loader: 'team_data:load' returned y as a list", "return NumPy arrays"),
+    case("loader-lengths-differ", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n + 1) % 2}"), stage("data"),
+         "arrays differ in length", "one entry per sample"),
+    case("loader-x-without-features", user_loader("return {'x': np.zeros(n), 'y': np.arange(n) % 2}"), stage("data"),
+         "array x must hold at least one sample of features", "shape (n_samples, features...)"),
+    case("loader-float-labels-for-classification", user_loader("return {'x': np.zeros((n, 3)), 'y': np.linspace(0, 1, n)}"),
+         stage("data"), "array y must be 1-D integer class labels, got float64", "set data.task: regression"),
+    case("loader-string-targets-for-regression", user_loader("return {'x': np.zeros((n, 3)), 'y': np.array(['a'] * n)}",
+                                                             task="regression"),
+         stage("data"), "array y must hold numeric targets for data.task regression", "y.astype('float32')"),
+    case("loader-2d-groups", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2, 'groups': np.zeros((n, 2))}"),
+         stage("data"), "array groups must be 1-D integers or strings", "one group id per sample"),
+    case("loader-kwargs-do-not-fit", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", kwargs={"size": 3}),
+         stage("data"), "data.loader: 'team_data:load' cannot be called with data.kwargs", "make data.kwargs match"),
+    case("loader-not-a-stage-dep", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", dep=False), stage("data"),
+         "data.loader: team_data.py is not a dependency of stage prepare", "add `- team_data.py` under deps of stage prepare"),
+    case("regression-source-with-classification", params(data={"source": "sklearn:diabetes"}), stage("data"),
+         "data.task: 'sklearn:diabetes' is a regression set", "set data.task: regression"),
+    case("classification-source-with-regression", params(data={"source": "sklearn:breast_cancer", "task": "regression"}),
+         stage("data"), "data.task: 'sklearn:breast_cancer' is a classification set", "set data.task: classification"),
+    case("compare-metric-not-logged", compare_inputs(metrics={"test_accuracy": "max", "test_auc": "max"}), stage("compare"),
+         "compare.metrics.test_auc: the evaluate stage does not log it", "test_accuracy, test_accuracy_class_0, test_loss"),
+    case("loss-not-a-stage-dep", user_loss, stage("train"), "train.loss: models/losses.py is not a dependency of stage train",
+         "add `- models/losses.py` under deps of stage train in dvc.yaml"),
+    case("builder-unknown-kwarg", params(model={"kwargs": {"filters": [4, 4, 4], "widht": 3}}), stage("train"),
+         "model.kwargs: builder 'pipelines.models:small_cnn' has no parameter 'widht'",
+         "its parameters: input_shape, n_outputs, task, filters, dense_units", "fix model.kwargs in params.yaml"),
+    case("filters-wrong-type", params(model={"kwargs": {"filters": 4}}), stage("train"),
+         "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
+         "filters: expected a list of 3 positive integers, got 4", "fix model.kwargs in params.yaml"),
+    case("filters-wrong-length", params(model={"kwargs": {"filters": [4, 4]}}), stage("train"),
+         "filters: expected a list of 3 positive integers, got [4, 4]", "fix model.kwargs in params.yaml"),
+    case("builder-returns-no-model", builder_returning("{'logits': hidden}"), stage("train"),
+         "model.builder: 'models.net:build' returned dict, not a keras.Model", "return keras.Model(inputs, outputs)"),
+    case("builder-output-does-not-fit-task", builder_returning("keras.Model(inputs, keras.layers.Dense(3)(hidden))"),
+         stage("train"), "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
+         "data.task classification with 10 output(s) needs (10,)", "change the last layer"),
+    case("unknown-loss", params(train={"loss": "mean_squared_eror"}), stage("train"),
+         "train.loss: unknown Keras loss 'mean_squared_eror'", "list them with", "or name your own as 'module:function'"),
+    case("unknown-metric", params(train={"metrics": ["accuracy", "aucc"]}), stage("train"),
+         "train.metrics: unknown Keras metric 'aucc'", "list them with"),
+    case("unknown-optimizer", params(train={"optimizer": "adamm"}), stage("train"),
+         "train.optimizer: unknown Keras optimizer 'adamm'", "list them with"),
+    case("optimizer-kwargs-rejected", params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
+         stage("train"), "train.optimizer_kwargs: optimizer 'sgd' rejects them", "{'momentumm': 0.9}",
+         "fix train.optimizer_kwargs in params.yaml"),
 ]
 
 

@@ -76,7 +76,7 @@ def test_group_scores_accuracy_fpr_fnr_by_hand():
     y = np.array([0, 1, 1, 0, 1, 0])
     probabilities = np.eye(2)[[0, 1, 0, 1, 1, 0]]
     groups = np.array(["a", "a", "a", "b", "b", "b"])
-    result = scores(y, probabilities, 2, groups)
+    result = scores(y, probabilities, "classification", 2, groups)
     assert result["per_group"]["a"] == {"accuracy": pytest.approx(2 / 3), "fpr": 0.0, "fnr": 0.5}
     assert result["per_group"]["b"] == {"accuracy": pytest.approx(2 / 3), "fpr": 0.5, "fnr": 0.0}
     flat = flat_metrics(result)

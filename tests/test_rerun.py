@@ -121,7 +121,7 @@ def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):
     text = path.read_text()
     assert "# kept" in text and "# kept too" in text
     assert dvc_parse_yaml(text, "params.yaml") == {"mlflow": {"experiment": "123"}, "train": {"epochs": 2, "learning_rate": 1e-05},
-                                                   "data": {"sha256": None}, "model": {"filters": [4, 4, 4]},
+                                                   "data": {"sha256": None}, "model": {"kwargs": {"filters": [4, 4, 4]}},
                                                    "compare": {"known_bands": {"test_accuracy": {"mean": 0.95}}}}
     assert not write_logged_params(path, logged)
     assert json.dumps(dvc_parse_yaml(text, "params.yaml")["train"]["learning_rate"]) == "1e-05"

@@ -1,4 +1,5 @@
 import hashlib
+import json
 import subprocess
 import sys
 
@@ -83,3 +84,23 @@ def test_diff_of_an_old_run_and_a_new_one_with_the_same_split_finds_nothing():
 def test_runs_logged_since_are_read_as_they_are():
     params, tags = {"seeds.base": "7", "data.split_seed": "5"}, {"prov.seeds.base": "7"}
     assert upgrade_logged(params, tags) == (params, tags)
+
+
+def logged(flat: dict) -> dict[str, str]:
+    """Params as `Tracker.log_params` writes them."""
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in flat.items()}
+
+
+def test_diff_of_a_pre_builder_run_and_a_new_one_of_the_same_model_finds_nothing():
+    new = logged(load_params(REPO / "params.yaml").flat())
+    added = ("model.", "train.loss", "train.metrics", "data.loader", "data.task", "compare.metrics")
+    old = {key: value for key, value in new.items() if not key.startswith(added)}
+    old.update({"model.name": "small_cnn", "model.filters": "[32, 64, 128]", "model.hidden_units": "[64]",
+                "model.dense_units": "128", "model.batch_norm": "false", "model.dropout": "0.2", "train.augment": "false",
+                "compare.metrics": '["test_accuracy", "test_loss"]'})
+    tags = {"prov.seeds.base": "42"}
+    assert [group.name for group in group_diffs(snapshot(old, tags), snapshot(new, tags)) if group.changes] == []
+    narrower = snapshot({**old, "model.dense_units": "64"}, tags)
+    changed = [group for group in group_diffs(narrower, snapshot(new, tags)) if group.changes]
+    assert [group.name for group in changed] == ["params"]
+    assert "model.kwargs.dense_units" in str(changed[0].changes)

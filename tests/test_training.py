@@ -26,7 +26,7 @@ def digits():
 
 def initial_weights(params: Params) -> str:
     seeds = resolve_seeds(params.seeds)
-    return weights_sha256(build_model(params, (8, 8, 1), 10, seeds).get_weights())
+    return build_model(params, (8, 8, 1), 10, seeds).initial_weights_sha256
 
 
 def trained_weights(params: Params, data) -> str:
@@ -64,3 +64,45 @@ def test_training_twice_is_bit_identical_and_each_seed_matters(digits):
     assert trained_weights(params_with(), digits) == baseline
     assert trained_weights(params_with(dropout=777), digits) != baseline
     assert trained_weights(params_with(shuffle=777), digits) != baseline
+
+
+TEAM = '''\
+import keras
+
+
+class Scale(keras.layers.Layer):
+    def call(self, x):
+        return 0.5 * x
+
+
+def build(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    hidden = Scale()(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))
+
+
+def smooth_loss(y_true, y_pred):
+    return keras.losses.sparse_categorical_crossentropy(y_true, y_pred) + 0.1 * keras.ops.mean(y_pred ** 2, axis=-1)
+'''
+
+
+def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_path, digits):
+    """What the evaluate stage does with `custom_objects(params, root)`: the saved model reloads and predicts the same."""
+    import keras
+
+    from pipelines.training import prepare_model
+    from tracking.building import custom_objects
+
+    (tmp_path / "team_code.py").write_text(TEAM)
+    params = Params.model_validate({"model": {"builder": "team_code:build", "kwargs": {}},
+                                    "train": {"epochs": 1, "batch_size": 64, "loss": "team_code:smooth_loss"}})
+    seeds = resolve_seeds(params.seeds)
+    seed_frameworks(params, seeds)
+    model = prepare_model(params, seeds, (8, 8, 1), 10, tmp_path).model
+    model.fit(digits["x"][:128], digits["y"][:128], epochs=1, verbose=0)
+    model.save(tmp_path / "model.keras")
+    found = custom_objects(params, tmp_path)
+    assert set(found) == {"Scale", "smooth_loss"}
+    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects=found)
+    np.testing.assert_array_equal(reloaded.predict(digits["x"][:8], verbose=0), model.predict(digits["x"][:8], verbose=0))
+    assert reloaded.loss.__name__ == "smooth_loss"

@@ -170,6 +170,16 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
     return Judgement(band.metric, value, reference, runs, delta, None, None, None, CANNOT_JUDGE, note, band)
 
 
+def direction(delta: float, mode: str | None) -> str:
+    """Whether a gap is `better` or `worse` for a metric to `max` or `min` (Keras's `mode`); `same` for none,
+    '' when the metric's mode is not known."""
+    if mode not in ("max", "min"):
+        return ""
+    if delta == 0:
+        return "same"
+    return "better" if (delta > 0) == (mode == "max") else "worse"
+
+
 def judge_family(judgements: Sequence[Judgement], alpha: float) -> list[Judgement]:
     """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged."""
     tested = [index for index, found in enumerate(judgements) if found.p_value is not None]

@@ -47,13 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
     diff.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (same forms)")
     diff.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default: text)")
-    diff.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
+    diff.add_argument("--metric", action="append", help="metric to compare (repeatable; default: run B's compare.metrics, "
+                      "else its task's default: test_accuracy, test_loss or test_loss, test_mae)")
     diff.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
     diff.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run whose bands to use (default: the latest)")
     diff.set_defaults(handler=_diff)
     rerun = commands.add_parser("rerun", help="re-create a logged run in a temporary git worktree, train it again and compare")
     rerun.add_argument("run", metavar="RUN_ID", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
-    rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: test_accuracy, test_loss)")
+    rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: the run's compare.metrics, "
+                       "else its task's default)")
     rerun.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
     rerun.set_defaults(handler=_rerun)
     doctor = commands.add_parser("doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED")
@@ -179,7 +181,7 @@ def _diff(args: argparse.Namespace) -> None:
     client = open_client(root)
     run_a, run_b = load_run(client, args.run_a), load_run(client, args.run_b)
     # The code group reads commits from the git repository here, if there is one.
-    result = diff_runs(client, run_a, run_b, args.metric or DEFAULT_METRICS, args.alpha, args.calibration, repo=root or Path.cwd())
+    result = diff_runs(client, run_a, run_b, args.metric, args.alpha, args.calibration, repo=root or Path.cwd())
     sys.stdout.write(render(result, args.format))
 
 
@@ -187,7 +189,7 @@ def _rerun(args: argparse.Namespace) -> None:
     from tracking.rerun import report, rerun
     from tracking.store import project_root
 
-    result = rerun(args.run, project_root(), args.metric or DEFAULT_METRICS, args.alpha)
+    result = rerun(args.run, project_root(), args.metric, args.alpha)
     sys.stdout.write(report(result))
 
 

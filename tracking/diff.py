@@ -26,6 +26,7 @@ from tracking.band_policy import (
     Differences,
     Judgement,
     choose_band,
+    direction,
     family_verdict,
     is_calibrated_baseline,
     judge,
@@ -34,6 +35,7 @@ from tracking.band_policy import (
 from tracking.errors import TrackingError
 from tracking.legacy import upgrade_logged
 from tracking.noise import band_from_summary
+from tracking.params import DEFAULT_COMPARE_METRICS
 from tracking.provenance.git import decode_diff
 
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
@@ -103,6 +105,7 @@ class MetricDelta:
     b: float
     delta: float
     judgement: Judgement | None = None
+    direction: str = ""
 
     @property
     def z(self) -> float | None:
@@ -120,7 +123,7 @@ class MetricDelta:
         found = self.judgement
         tested = {"reference": found.reference, "reference_runs": found.reference_runs, "sigma": found.scale, "z": found.z,
                   "p_value": found.p_value, "verdict": found.verdict, "note": found.note} if found else {}
-        return {"metric": self.metric, "a": self.a, "b": self.b, "delta": self.delta,
+        return {"metric": self.metric, "a": self.a, "b": self.b, "delta": self.delta, "direction": self.direction,
                 **{key: None for key in ("reference", "reference_runs", "sigma", "z", "p_value", "verdict")}, "note": "",
                 **tested, "within_noise": self.within_noise}
 
@@ -365,6 +368,15 @@ def differences(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> Diff
     return Differences(causes, "seeds" in changed, tuple(kernels))
 
 
+def logged_compare_metrics(params: dict[str, Any]) -> dict[str, str]:
+    """The metrics a run's own configuration judges, each to max or min: its `compare.metrics.*` params, else the
+    default of its `data.task` (classification for runs logged before tasks existed)."""
+    declared = {key.removeprefix("compare.metrics."): str(value) for key, value in params.items()
+                if key.startswith("compare.metrics.")}
+    return declared or dict(DEFAULT_COMPARE_METRICS.get(str(params.get("data.task", "classification")),
+                                                        DEFAULT_COMPARE_METRICS["classification"]))
+
+
 def metric_deltas(a: RunSnapshot, b: RunSnapshot, metrics: list[str], bands: dict[str, dict[str, Any]] | None,
                   alpha: float, baseline_reference: bool = False, exact: bool = False) -> list[MetricDelta]:
     """B - A per metric; with bands, B judged by the band policy (around the baseline's mean when
@@ -381,12 +393,15 @@ def metric_deltas(a: RunSnapshot, b: RunSnapshot, metrics: list[str], bands: dic
             checked = band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
             judgements[metric] = judge(value_b, checked, None if baseline_reference else value_a, exact)
     corrected = dict(zip(judgements, judge_family(list(judgements.values()), alpha)))
-    return [MetricDelta(metric, value_a, value_b, value_b - value_a, corrected.get(metric)) for metric, value_a, value_b in rows]
+    modes = logged_compare_metrics(b.params)
+    return [MetricDelta(metric, value_a, value_b, value_b - value_a, corrected.get(metric), direction(value_b - value_a, modes.get(metric)))
+            for metric, value_a, value_b in rows]
 
 
-def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str], alpha: float = 0.05,
+def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str] | None = None, alpha: float = 0.05,
               calibration: str | None = None, repo: Path | None = None) -> RunDiff:
-    """Everything `tracking diff` reports about two runs."""
+    """Everything `tracking diff` reports about two runs; `metrics` None: those run B's configuration judges."""
+    metrics = metrics or list(logged_compare_metrics(b.params))
     groups = group_diffs(a, b, repo)
     hash_a, hash_b = a.tags.get("prov.weights_sha256"), b.tags.get("prov.weights_sha256")
     identical = hash_a == hash_b if hash_a and hash_b else None

@@ -94,7 +94,7 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
         head = f"Metrics, B - A (no band: {band['reason']})"
     lines = [f"## {head}" if markdown else f"{head}:"]
     if markdown:
-        lines += ["", "| metric | A | B | B - A | z | p | verdict |", "|---|---|---|---|---|---|---|"]
+        lines += ["", "| metric | A | B | B - A | better/worse | z | p | verdict |", "|---|---|---|---|---|---|---|---|"]
     for delta in diff.deltas:
         found = delta.judgement
         verdict = "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
@@ -102,9 +102,9 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
         gap = f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g})" if found and found.reference_runs > 1 else ""
         p = "" if found is None or found.p_value is None else f"{found.p_value:.3g}"
         if markdown:
-            lines.append(f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {z} | {p} | {verdict} |")
+            lines.append(f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {delta.direction} | {z} | {p} | {verdict} |")
         else:
-            lines.append(f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}  "
+            lines.append(f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}{' ' + delta.direction if delta.direction else ''}  "
                          f"{z + ' sigma' if z else ''}{'  p=' + p if p else ''}  {verdict}")
     if not diff.deltas:
         lines.append("  (neither run has the metrics asked for)")

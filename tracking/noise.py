@@ -3,7 +3,8 @@
 - A `Band` summarises n runs of one metric: mean, sample standard deviation (ddof=1) and a t-based
   prediction interval for one new run, mean ± t(1-α/2, n-1) · s · sqrt(1 + 1/n).
 - Predictive churn is the fraction of examples whose predicted class differs between two runs
-  (disagreement, not agreement).
+  (disagreement, not agreement); for regression its analogue is the mean absolute difference between two
+  runs' test predictions divided by the standard deviation of the test targets (`REGRESSION_CHURN`).
 - Weight distance is the L2 distance between two runs' flattened weights, each scaled to unit length.
 - Pairwise matrices of both come from one matrix product, so 1,000 runs stay fast.
 
@@ -21,6 +22,8 @@ import numpy as np
 from tracking.errors import TrackingError
 
 DDOF = 1
+CLASSIFICATION_CHURN = "fraction of test predictions whose class differs between two runs"
+REGRESSION_CHURN = "mean absolute difference of two runs' test predictions / std of the test targets"
 
 
 class NoiseError(TrackingError):
@@ -84,6 +87,14 @@ def churn(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(a != b))
 
 
+def regression_churn(a: np.ndarray, b: np.ndarray, target_std: float) -> float:
+    """Mean absolute difference between two runs' predictions, in standard deviations of the test targets."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise NoiseError(f"predictions differ in shape ({a.shape} vs {b.shape}); compare runs on the same test set")
+    return float(np.mean(np.abs(a - b)) / _scale(target_std))
+
+
 def weight_distance(a: np.ndarray, b: np.ndarray) -> float:
     """L2 distance between two flattened weight vectors after scaling each to unit length."""
     ua, ub = _unit(np.asarray(a, dtype=np.float64).ravel()), _unit(np.asarray(b, dtype=np.float64).ravel())
@@ -99,6 +110,25 @@ def pairwise_churn(predictions: np.ndarray) -> np.ndarray:
         hits = (predictions == label).astype(np.float32)
         agree += hits @ hits.T
     return 1.0 - agree / examples
+
+
+def pairwise_regression_churn(predictions: np.ndarray, target_std: float) -> np.ndarray:
+    """(R, R) `regression_churn` between every pair of R runs' predictions, given as an (R, N, ...) array."""
+    flat = np.asarray(predictions, dtype=np.float64).reshape(len(predictions), -1)
+    matrix = np.stack([np.abs(row[None, :] - flat).mean(axis=1) for row in flat])
+    return matrix / _scale(target_std)
+
+
+def pairwise_disagreement(predictions: np.ndarray, task: str, target_std: float | None = None) -> np.ndarray:
+    """The task's pairwise churn: predicted classes for classification, scaled differences for regression."""
+    if task == "regression":
+        return pairwise_regression_churn(predictions, target_std if target_std is not None else 1.0)
+    return pairwise_churn(predictions)
+
+
+def churn_measure(task: str) -> str:
+    """What churn means for `task`, as the reports state it."""
+    return REGRESSION_CHURN if task == "regression" else CLASSIFICATION_CHURN
 
 
 def pairwise_weight_distance(weights: np.ndarray, block: int = 128) -> np.ndarray:
@@ -129,6 +159,11 @@ def off_diagonal_summary(matrix: np.ndarray) -> dict[str, float]:
     if upper.size == 0:
         raise NoiseError("a pairwise matrix needs at least 2 runs")
     return {"mean": float(upper.mean()), "max": float(upper.max()), "pairs": int(upper.size)}
+
+
+def _scale(target_std: float) -> float:
+    """The targets' std as a divisor: constant targets leave the differences unscaled rather than infinite."""
+    return float(target_std) if target_std and math.isfinite(target_std) else 1.0
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

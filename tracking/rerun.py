@@ -39,7 +39,7 @@ class Rerun:
     diff: Any
 
 
-def rerun(ref: str, root: Path, metrics: list[str], alpha: float = 0.05) -> Rerun:
+def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float = 0.05) -> Rerun:
     """Re-create run `ref` (a run id or DVC experiment name) of the project at `root` and train it again."""
     from tracking.diff import diff_runs, load_run
     from tracking.store import open_client, tracking_uri

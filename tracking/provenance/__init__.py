@@ -16,6 +16,9 @@ from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
 from tracking.provenance.software import gather_software
 
 TAG_PREFIX = "prov."
+# The trained weights' SHA-256, and beside it the initial weights' (equal across runs that change no init seed).
+WEIGHTS_TAG = f"{TAG_PREFIX}weights_sha256"
+INITIAL_WEIGHTS_TAG = f"{TAG_PREFIX}initial_weights_sha256"
 MAX_TAG_CHARS = 5000
 _ARTIFACT_ONLY = {("git", "diff"), ("git", "untracked_files"), ("git", "diff_excludes"), ("software", "executable")}
 

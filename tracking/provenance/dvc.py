@@ -38,7 +38,8 @@ def lock_hashes(lock: Path, stages: tuple[str, ...] = ()) -> dict[str, dict[str,
 
 
 _OUTPUT_SECTIONS = ("outs", "metrics", "plots")
-_TEMPLATED = ("${", "foreach", "matrix")
+# Text that marks a dvc.yaml needing DVC to resolve it (templating) before its stages can be read.
+TEMPLATED = ("${", "foreach", "matrix")
 
 
 def declared_outputs(root: Path, top: Path) -> list[str]:
@@ -52,17 +53,17 @@ def declared_outputs(root: Path, top: Path) -> list[str]:
     prefix = PurePosixPath(root.resolve().relative_to(top.resolve()).as_posix())
     for name in _dvc_files(root):
         text = (root / name).read_text(encoding="utf-8")
-        if any(marker in text for marker in _TEMPLATED):
+        if any(marker in text for marker in TEMPLATED):
             return _outputs_from_dvc(root, top)
         folder = prefix / PurePosixPath(name).parent
-        found.add(_normal(folder / "dvc.lock"))
+        found.add(normal_path(folder / "dvc.lock"))
         try:
             for stage in ((parse_yaml(text) or {}).get("stages") or {}).values():
                 wdir = folder / stage.get("wdir", ".")
                 for section in _OUTPUT_SECTIONS:
                     for entry in stage.get(section) or []:
                         for path in entry if isinstance(entry, dict) else [entry]:
-                            found.add(_normal(wdir / path))
+                            found.add(normal_path(wdir / path))
         except (YAMLError, AttributeError, TypeError) as err:
             raise RepoError(f"{root / name} is not a valid dvc.yaml ({str(err).splitlines()[0]}); "
                             "fix it (`dvc stage list` checks it)") from err
@@ -85,9 +86,9 @@ def _outputs_from_dvc(root: Path, top: Path) -> list[str]:
         stages = [stage for stage in repo.index.stages if isinstance(stage, PipelineStage)]  # not `.dvc` files
         paths = {Path(out.fs_path) for stage in stages for out in stage.outs}
         paths |= {Path(stage.dvcfile.path).with_name("dvc.lock") for stage in stages}
-    return sorted(_normal(PurePosixPath(path.resolve().relative_to(top.resolve()).as_posix())) for path in paths)
+    return sorted(normal_path(PurePosixPath(path.resolve().relative_to(top.resolve()).as_posix())) for path in paths)
 
 
-def _normal(path: PurePosixPath) -> str:
+def normal_path(path: PurePosixPath) -> str:
     """`path` without `.` parts and with `..` folded (`audit/../metrics/a.json` -> `metrics/a.json`)."""
     return os.path.normpath(str(path)).replace(os.sep, "/")

@@ -1,0 +1,136 @@
+"""Seeds for any model: a team's model, written without a single seed, gets each stream of randomness from its
+own seed (init, dropout, augment) by layer position; randomness no stream covers is found and named."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ZOO = '''\
+import keras
+import tensorflow as tf
+
+
+class Jitter(keras.layers.Layer):
+    """A custom stochastic layer drawing from its own generator."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.generator = keras.random.SeedGenerator()
+
+    def call(self, x, training=False):
+        return x + keras.random.normal(keras.ops.shape(x), seed=self.generator) if training else x
+
+
+class Unseeded(keras.layers.Layer):
+    """Randomness no generator of the layer makes: Keras's global generator and a stateful tf.random op."""
+
+    def call(self, x, training=False):
+        if not training:
+            return x
+        return x + keras.random.normal(keras.ops.shape(x)) + tf.random.uniform(tf.shape(x))
+
+
+def everything(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    x = keras.layers.RandomFlip("horizontal")(inputs)
+    x = keras.layers.RandomTranslation(0.25, 0.25)(x)
+    x = keras.layers.Conv2D(4, 3, padding="same")(x)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.SpatialDropout2D(0.3)(x)
+    x = keras.layers.Reshape((input_shape[0], input_shape[1] * 4))(x)
+    x = keras.layers.GaussianNoise(0.5)(x)
+    x = keras.layers.LSTM(6, return_sequences=True, dropout=0.3, recurrent_dropout=0.3)(x)
+    x = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, dropout=0.3)(x, x)
+    x = Jitter()(x)
+    x = keras.layers.Dropout(0.4)(keras.layers.Flatten()(x))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
+
+
+def unseeded(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    x = Unseeded()(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
+'''
+SHAPE = (6, 6, 1)
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project root holding a team's module `seeding_zoo` (imported from the root, as a builder is)."""
+    root = tmp_path_factory.mktemp("zoo")
+    (root / "seeding_zoo.py").write_text(ZOO)
+    return root
+
+
+def build(root: Path, builder: str = "everything", **seeds: int):
+    from pipelines.training import build_model
+    from tracking.params import Params
+    from tracking.process import seed_frameworks
+    from tracking.seeds import resolve_seeds
+
+    params = Params.model_validate({"model": {"builder": f"seeding_zoo:{builder}", "kwargs": {}},
+                                    "seeds": {"base": 5, "init": 11, "dropout": 22, "augment": 33, **seeds}})
+    resolved = resolve_seeds(params.seeds)
+    seed_frameworks(params, resolved)
+    return build_model(params, SHAPE, 3, resolved, root)
+
+
+def digest(*arrays) -> str:
+    hashed = hashlib.sha256()
+    for array in arrays:
+        hashed.update(np.ascontiguousarray(np.asarray(array, dtype=np.float32)).tobytes())
+    return hashed.hexdigest()
+
+
+def streams(built) -> dict[str, str]:
+    """Each stream's draws, taken from the layers themselves on fixed inputs in training mode."""
+    import keras
+
+    layers = {type(layer).__name__: layer for layer in built.model._flatten_layers()}
+    image = np.linspace(0, 1, 2 * 36, dtype=np.float32).reshape(2, *SHAPE)
+    ones = np.ones((2, 6, 6, 4), dtype=np.float32)
+    sequence = np.ones((2, 6, 6), dtype=np.float32)
+    cell = layers["LSTMCell"]
+    dropout = [layers["SpatialDropout2D"](ones, training=True), layers["GaussianNoise"](sequence, training=True),
+               cell.get_dropout_mask(keras.ops.ones((2, 24))), cell.get_recurrent_dropout_mask(keras.ops.ones((2, 6))),
+               layers["MultiHeadAttention"]._dropout_layer(sequence, training=True), layers["Jitter"](sequence, training=True),
+               layers["Dropout"](ones, training=True)]
+    augment = [layers["RandomFlip"](image, training=True), layers["RandomTranslation"](image, training=True)]
+    return {"init": built.initial_weights_sha256, "dropout": digest(*dropout), "augment": digest(*augment)}
+
+
+@pytest.fixture(scope="module")
+def reference(zoo: Path) -> dict[str, str]:
+    return streams(build(zoo))
+
+
+@pytest.mark.parametrize("seed", ["init", "dropout", "augment"])
+def test_each_seed_changes_its_own_stream_alone(zoo: Path, reference: dict[str, str], seed: str):
+    changed = streams(build(zoo, **{seed: 99}))
+    assert changed[seed] != reference[seed], f"seeds.{seed} does not reach its stream"
+    others = {name: value for name, value in changed.items() if name != seed}
+    assert others == {name: reference[name] for name in others}, f"seeds.{seed} leaks into another stream"
+
+
+def test_the_same_seeds_rebuild_the_same_model_and_every_generator_is_seeded(zoo: Path, reference: dict[str, str]):
+    built = build(zoo)
+    assert streams(built) == reference
+    # SpatialDropout2D, GaussianNoise, the LSTM cell, MultiHeadAttention's dropout, Jitter, Dropout; flip, translation.
+    assert (built.seeding.dropout, built.seeding.augment) == (6, 2)
+    assert built.seeding.unattributed == ()
+
+
+def test_randomness_without_a_generator_is_named_and_warned_about(zoo: Path, caplog: pytest.LogCaptureFixture):
+    import tracking.seeding
+
+    tracking.seeding._warned = False
+    built = build(zoo, "unseeded")
+    found = built.seeding.unattributed
+    assert len(found) == 2, found
+    assert "keras.random without a SeedGenerator" in found[0] and "unseeded" in found[0]
+    assert found[1].startswith("tf.random op RandomUniform at ")
+    assert [record.message for record in caplog.records if "seeds.base" in record.message]
