@@ -21,6 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines.calibrate import summarise, train_and_score, variant_setup  # noqa: E402
+from pipelines.training import prepare_model  # noqa: E402
 from pipelines.compare import judge_candidate  # noqa: E402
 from pipelines.data import split  # noqa: E402
 from tracking.dataset import load_source  # noqa: E402
@@ -66,7 +67,8 @@ def main() -> None:
     for group, repeat, config, data in tqdm(plan, desc="train", unit="run", file=sys.stderr):
         run_params, run_seeds, within, source_kind = variant_setup("algo+impl", repeat, config, seeds, simulate, gpu)
         seed_frameworks(run_params, run_seeds)
-        trained = train_and_score(run_params, run_seeds, data, val, test, n_classes, within)
+        built = prepare_model(run_params, run_seeds, tuple(data["x"].shape[1:]), n_classes)
+        trained = train_and_score(built, run_params, run_seeds, data, val, test, n_classes, within)
         results.setdefault(group, []).append(trained)
     calibration = results["calibration"]
     runs = [{"variant": "algo+impl", "metrics": t.metrics, "weights_sha256": t.weights_sha256, "impl_noise": source_kind}

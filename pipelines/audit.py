@@ -33,6 +33,7 @@ from tracking.provenance.software import installed_packages
 from tracking.stage import at_least, run_main
 from tracking.store import project_root
 from tracking.tracker import Tracker
+from tracking.provenance import WEIGHTS_TAG
 
 REPORT = Path("reports/audit.md")
 FIGURE = Path("reports/audit.png")
@@ -142,7 +143,7 @@ def log_children(parent: Tracker, params: Params, trace: Trace) -> None:
     flat = {**params.flat(), "determinism.op_determinism": meta["op_determinism"]}
     for repeat in range(trace.repeats):
         tags = {"audit.mode": trace.mode, "audit.repeat": repeat, "audit.kernel_noise": meta["kernel_noise"],
-                "prov.weights_sha256": meta["weights_sha256"][repeat],
+                WEIGHTS_TAG: meta["weights_sha256"][repeat],
                 "prov.determinism.effective.op_determinism": str(meta["op_determinism"]).lower()}
         with Tracker(parent.experiment, parent.root, stage="audit", run_name=f"{MODE_LABELS[trace.mode]} #{repeat}",
                      nested=True, tags=tags) as child:

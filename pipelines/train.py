@@ -100,11 +100,13 @@ def remove_outputs(root: Path) -> None:
 
 
 def curves_figure(history: dict[str, list[float]]) -> Any:
-    """Loss and accuracy per epoch, training and validation (a pyplot-free figure, safe off the main thread)."""
+    """The loss and the first compiled metric per epoch, training and validation (a pyplot-free figure, safe off
+    the main thread): accuracy for the default classifier, mae for regression, whatever train.metrics names first."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(9, 3.5), layout="tight")
-    for axis, metric in zip(figure.subplots(1, 2), ("loss", "accuracy")):
+    shown = ["loss", *[key for key in history if key != "loss" and not key.startswith("val_")][:1]]
+    figure = Figure(figsize=(4.5 * len(shown), 3.5), layout="tight")
+    for axis, metric in zip(figure.subplots(1, len(shown), squeeze=False)[0], shown):
         for key in (metric, f"val_{metric}"):
             if key in history:
                 axis.plot(range(len(history[key])), history[key], label=key)

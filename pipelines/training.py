@@ -70,7 +70,7 @@ def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
     outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else 2
     loss = resolve_loss(params.train.loss, root) if params.train.loss else default_loss(params.data.task, outputs)
     metrics = params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task]
-    check_metrics(metrics)
+    check_metrics(metrics, params.data.task, outputs)
     model.compile(optimizer=make_optimizer(params), loss=loss, metrics=metrics)
 
 

@@ -117,3 +117,9 @@ def test_pairwise_matrices_match_pair_by_pair():
             assert distances[i, j] == pytest.approx(weight_distance(weights[i], weights[j]), abs=1e-5)
     summary = off_diagonal_summary(churns)
     assert summary["pairs"] == 15 and summary["max"] >= summary["mean"] > 0
+
+
+def test_identical_runs_have_exactly_their_value_as_band_mean():
+    value = 0.1  # three copies sum to a float whose third is not this value
+    assert float(np.mean([value] * 3)) != value
+    assert band_from_values("test_accuracy", [value] * 3, 0.05, "control").mean == value

@@ -18,6 +18,10 @@ from tracking.user_code import load_callable
 
 # Where the valid identifiers are listed, for the error lines.
 LIST_LOSSES = "python -c \"import keras; print(sorted(n for n in dir(keras.losses) if n[0].islower()))\""
+# Keras metrics that threshold one probability per sample: a softmax over classes fails them mid-training.
+THRESHOLD_METRICS = {"auc", "precision", "recall", "truepositives", "truenegatives", "falsepositives",
+                     "falsenegatives", "precisionatrecall", "recallatprecision", "sensitivityatspecificity",
+                     "specificityatsensitivity", "f1score", "fbetascore"}
 LIST_METRICS = "python -c \"import keras; print(sorted(n for n in dir(keras.metrics) if n[0].islower()))\""
 LIST_OPTIMIZERS = "python -c \"import keras; print(sorted(n for n in dir(keras.optimizers) if n[0].isupper()))\""
 
@@ -91,11 +95,16 @@ def resolve_loss(loss: str, root: Path) -> Any:
     return loss
 
 
-def check_metrics(metrics: Sequence[str]) -> None:
-    """A `UserCodeError` for a `train.metrics` entry Keras does not know."""
+def check_metrics(metrics: Sequence[str], task: str = "classification", outputs: int | None = None) -> None:
+    """A `UserCodeError` for a `train.metrics` entry Keras does not know, or a threshold metric (AUC, precision,
+    recall, ...) on a classifier with several outputs, which Keras would only reject in the middle of training."""
     import keras
 
     for metric in metrics:
+        if task == "classification" and (outputs or 1) > 1 and metric.lower().replace("_", "") in THRESHOLD_METRICS:
+            raise UserCodeError(f"train.metrics: '{metric}' reads one probability per sample, but the model outputs "
+                                f"{outputs} class probabilities; for two classes build the last layer as "
+                                "Dense(1, activation='sigmoid'), or drop it (evaluate logs test_auc for two classes)")
         if metric in ("accuracy", "acc", "crossentropy", "ce"):
             continue  # resolved by compile against the loss and output
         try:

@@ -37,6 +37,7 @@ from tracking.legacy import upgrade_logged
 from tracking.noise import band_from_summary
 from tracking.params import DEFAULT_COMPARE_METRICS
 from tracking.provenance.git import decode_diff
+from tracking.provenance import WEIGHTS_TAG
 
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
 CAUSES = ("data", "params", "code")
@@ -403,7 +404,7 @@ def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str] | 
     """Everything `tracking diff` reports about two runs; `metrics` None: those run B's configuration judges."""
     metrics = metrics or list(logged_compare_metrics(b.params))
     groups = group_diffs(a, b, repo)
-    hash_a, hash_b = a.tags.get("prov.weights_sha256"), b.tags.get("prov.weights_sha256")
+    hash_a, hash_b = a.tags.get(WEIGHTS_TAG), b.tags.get(WEIGHTS_TAG)
     identical = hash_a == hash_b if hash_a and hash_b else None
     found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)
     band: dict[str, Any] = {"variant": None, "reason": "no calibration found: run `dvc repro calibrate` for noise bands"}
@@ -474,4 +475,4 @@ def _join(items: list[str]) -> str:
 
 def _run_summary(run: RunSnapshot) -> dict[str, Any]:
     return {"run_id": run.run_id, "name": run.name, "status": run.status, "experiment_id": run.experiment_id,
-            "dvc_exp_name": run.tags.get("dvc.exp_name"), "weights_sha256": run.tags.get("prov.weights_sha256")}
+            "dvc_exp_name": run.tags.get("dvc.exp_name"), "weights_sha256": run.tags.get(WEIGHTS_TAG)}

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from tracking.diff import Change, GroupDiff, RunDiff
+from tracking.provenance import WEIGHTS_TAG
 
 FORMATS = ("text", "md", "json")
 _SHOWN = 8
@@ -80,7 +81,7 @@ def _step(group: GroupDiff, change: Change) -> str:
 def _weights_line(diff: RunDiff) -> str:
     if diff.weights_identical is None:
         return "Weights: not comparable (a run lacks prov.weights_sha256)"
-    a, b = diff.a.tags["prov.weights_sha256"], diff.b.tags["prov.weights_sha256"]
+    a, b = diff.a.tags[WEIGHTS_TAG], diff.b.tags[WEIGHTS_TAG]
     return f"Weights: bit-identical (sha256 {a[:16]}...)" if diff.weights_identical else f"Weights: differ (sha256 {a[:16]}... vs {b[:16]}...)"
 
 

@@ -55,7 +55,10 @@ def band_from_values(metric: str, values: Sequence[float], alpha: float, source:
     if len(array) < 2:
         raise NoiseError(f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2: "
                          "select more runs or run more repeats")
-    return band_from_summary(metric, float(array.mean()), float(array.std(ddof=DDOF)), len(array), alpha, source)
+    # Identical values (CONTROL runs) have exactly that mean: a float sum divided by n can miss it by one ulp,
+    # and a candidate equal to every run would then read as a tiny gap.
+    mean = float(array[0]) if (array == array[0]).all() else float(array.mean())
+    return band_from_summary(metric, mean, float(array.std(ddof=DDOF)), len(array), alpha, source)
 
 
 def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float, source: str) -> Band:

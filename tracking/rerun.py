@@ -20,6 +20,7 @@ from typing import Any
 from tracking.dataset import PREPARED
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RerunError
+from tracking.provenance import WEIGHTS_TAG
 
 STAGES = ("train", "evaluate")
 STEPS = ("worktree", "code", "params", "data", *STAGES)
@@ -123,7 +124,7 @@ def report(result: Rerun) -> str:
     """The rerun's verdict: bit-identical weights or not, the metric verdict, and the environment differences."""
     original, new, diff = result.original, result.new, result.diff
     lines = [f"re-ran {original.run_id} as {new.run_id} (tag {RERUN_OF}={original.run_id})"]
-    hash_a, hash_b = original.tags.get("prov.weights_sha256"), new.tags.get("prov.weights_sha256")
+    hash_a, hash_b = original.tags.get(WEIGHTS_TAG), new.tags.get(WEIGHTS_TAG)
     if diff.weights_identical:
         lines.append(f"weights: bit-identical (sha256 {hash_b})")
     elif diff.weights_identical is None:
