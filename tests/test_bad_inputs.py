@@ -349,6 +349,8 @@ CASES = [
          "train.loss: unknown Keras loss 'mean_squared_eror'", "list them with", "or name your own as 'module:function'"),
     case("unknown-metric", params(train={"metrics": ["accuracy", "aucc"]}), stage("train"),
          "train.metrics: unknown Keras metric 'aucc'", "list them with"),
+    case("threshold-metric-on-softmax", params(train={"metrics": ["accuracy", "auc"]}), stage("train"),
+         "train.metrics: 'auc' reads one probability per sample", "Dense(1, activation='sigmoid')"),
     case("unknown-optimizer", params(train={"optimizer": "adamm"}), stage("train"),
          "train.optimizer: unknown Keras optimizer 'adamm'", "list them with"),
     case("optimizer-kwargs-rejected", params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
