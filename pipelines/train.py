@@ -18,7 +18,7 @@ from tracking.provenance.git import open_repository, strip_credentials
 from tracking.provenance.software import installed_packages
 from tracking.seeds import Seeds
 from tracking.stage import run_main
-from tracking.store import project_root
+from tracking.store import connect, project_root
 from tracking.tracker import Tracker
 
 OUTPUTS = Path("outputs")
@@ -37,6 +37,7 @@ def main() -> None:
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")
     open_repository(root)
+    connect(root, params.mlflow.experiment)  # an unreachable store stops the stage before TensorFlow loads
     effective = seed_frameworks(params, seeds)
     built = prepare_model(params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest))
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import client_for, make_project, run, write_params
+from conftest import TINY, client_for, make_project, run, write_params
 from tracking.params import flatten, load_params
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,7 @@ ACCEPTED = [
     ("seeds.init", "1_000", 1000),
     ("model.kwargs.batch_norm", "true", True),
     ("data.sha256", "null", None),
-    ("model.kwargs.hidden_units", "[1, 2]", [1, 2]),
+    ("model.kwargs.filters", "[1, 2, 3]", [1, 2, 3]),
     ("mlflow.experiment", '"1e-5"', "1e-5"),
 ]
 # key, as typed after -S, the stage's one-line error (the value as DVC read it)
@@ -39,8 +39,11 @@ REJECTED = [
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_project(tmp_path_factory.mktemp("set-params") / "project")
-    write_params(root, compare={"known_bands": {"test_accuracy": {"mean": 0.95, "std": 0.004, "n": 10}}})
-    run(["git", "commit", "-qam", "a declared band, to set a nested key"], root)
+    # -S sets keys params.yaml has (Hydra's rule; a new key needs `+`): a declared band, and batch_norm as in
+    # the default params.yaml's model.kwargs
+    write_params(root, compare={"known_bands": {"test_accuracy": {"mean": 0.95, "std": 0.004, "n": 10}}},
+                 model={"kwargs": {**TINY["model"]["kwargs"], "batch_norm": False}})
+    run(["git", "commit", "-qam", "a declared band and batch_norm, to set nested keys"], root)
     return root
 
 
