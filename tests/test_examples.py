@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import zipfile
 from pathlib import Path
 
@@ -22,9 +21,6 @@ from tracking.baseline import freeze
 EXAMPLES = REPO / "examples"
 REGRESSION = "diabetes-regression"
 BINARY = "breast-cancer-groups"
-# `dvc repro` of each example took 76 to 109 s on a 2-core machine shared with other test runs (load ~3): a guard
-# against a configuration grown by mistake, with room for a loaded CI.
-LIMIT_S = 180
 
 
 def readme_blocks(example: str) -> list[str]:
@@ -32,15 +28,13 @@ def readme_blocks(example: str) -> list[str]:
     return re.findall(r"```bash\n(.*?)```", (EXAMPLES / example / "README.md").read_text(), re.S)
 
 
-def start_as_the_readme_says(example: str, where: Path) -> tuple[Path, float]:
-    """Type the README's first block where `examples/` is this repository's; the project it made and its seconds."""
+def start_as_the_readme_says(example: str, where: Path) -> Path:
+    """Type the README's first block where `examples/` is this repository's; the project it made."""
     block = readme_blocks(example)[0]
     (where / "examples").symlink_to(EXAMPLES)
-    started = time.monotonic()
     run(["bash", "-ec", block], where)
-    seconds = time.monotonic() - started
     (name,) = re.findall(rf"^cp -r examples/{example} (\S+) && cd \1$", block, re.M)
-    return where / name, seconds
+    return where / name
 
 
 def train_run_id(root: Path) -> str:
@@ -116,9 +110,7 @@ def test_baseline_is_what_tracking_baseline_writes(example: str, tmp_path: Path)
 @pytest.mark.slow
 def test_regression_example_end_to_end(tmp_path: Path):
     """The diabetes project with its own model module: repro, a verdict on test_loss/test_mae, rerun, diff."""
-    root, seconds = start_as_the_readme_says(REGRESSION, tmp_path)
-    print(f"{REGRESSION}: dvc repro in {seconds:.0f} s")
-    assert seconds < LIMIT_S
+    root = start_as_the_readme_says(REGRESSION, tmp_path)
     report = (root / "reports/compare.md").read_text()
     assert "test_loss" in report and "test_mae" in report
     assert json.loads((root / "metrics/eval.json").read_text())["test_mae"] < 0.7  # in target stds; the mean scores ~0.8
@@ -129,9 +121,7 @@ def test_regression_example_end_to_end(tmp_path: Path):
 @pytest.mark.slow
 def test_binary_example_end_to_end(tmp_path: Path):
     """The breast cancer project with its own loader and groups: repro, per-group FPR/FNR bands, rerun."""
-    root, seconds = start_as_the_readme_says(BINARY, tmp_path)
-    print(f"{BINARY}: dvc repro in {seconds:.0f} s")
-    assert seconds < LIMIT_S
+    root = start_as_the_readme_says(BINARY, tmp_path)
     report = (root / "reports/compare.md").read_text()
     assert "test_auc" in report
     assert json.loads((root / "metrics/eval.json").read_text())["test_accuracy"] > 0.9  # the majority class scores ~0.63
