@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
+from pipelines.scoring import flat_metrics, scores, summary_metrics
 from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
 from tracking.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
 from tracking.noise import band_from_values, churn_measure, off_diagonal_summary, pairwise_disagreement, pairwise_weight_distance
-from tracking.params import Params, load_params
+from tracking.params import CLASSIFICATION, Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
 from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
 from tracking.provenance.git import open_repository

@@ -40,7 +40,7 @@ from tracking.baseline import load_baseline
 from tracking.dataset import PREPARED, read_manifest
 from tracking.errors import ParamsError, RunStateError
 from tracking.noise import CLASSIFICATION_CHURN, Band, band_from_summary, band_from_values, pairwise_disagreement
-from tracking.params import Params, load_params
+from tracking.params import CLASSIFICATION, Params, load_params
 from tracking.seeds import resolve_seeds
 from tracking.stage import run_main
 from tracking.store import project_root
@@ -126,7 +126,7 @@ def main() -> None:
     chosen = calibration["predictions"][variant["runs"]]
     if chosen.shape[1] != len(predictions):
         raise RunStateError("the candidate's test set differs in size from the calibration's; re-run `dvc repro` so both use data/prepared")
-    task, target_std = noise.get("task", "classification"), noise.get("target_std")
+    task, target_std = noise.get("task", CLASSIFICATION), noise.get("target_std")
     churn_values = pairwise_disagreement(np.concatenate([predictions[None], chosen]), task, target_std)[0, 1:]
     baseline_pairs = pairwise_disagreement(chosen, task, target_std)[np.triu_indices(len(chosen), k=1)]
     result = judge_candidate(params, variant, flat_metrics(evaluation), churn_values, baseline_pairs, candidate_run["weights_sha256"], name == CONTROL)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tracking.noise import pairwise_disagreement
+from tracking.params import CLASSIFICATION
 
 
 def render_report(result: dict[str, Any]) -> str:
@@ -68,7 +69,7 @@ def render_plots(paths: dict[str, Path], noise: dict, calibration: Any, predicti
     axis.legend(fontsize=8)
     figure.savefig(paths["accuracy"], dpi=110)
 
-    task, target_std = noise.get("task", "classification"), noise.get("target_std")
+    task, target_std = noise.get("task", CLASSIFICATION), noise.get("target_std")
     matrix = pairwise_disagreement(np.concatenate([predictions[None], calibration["predictions"]]), task, target_std)
     labels = ["candidate"] + [f"{run['variant']}#{run['repeat']}" for run in runs]
     figure = Figure(figsize=(1.2 + 0.45 * len(labels), 1 + 0.45 * len(labels)), layout="tight")
@@ -76,7 +77,7 @@ def render_plots(paths: dict[str, Path], noise: dict, calibration: Any, predicti
     image = axis.imshow(matrix, cmap="viridis")
     axis.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
     axis.set_yticks(range(len(labels)), labels, fontsize=7)
-    axis.set_title("pairwise churn" if task == "classification" else "pairwise churn (mean |difference| / target std)")
+    axis.set_title("pairwise churn" if task == CLASSIFICATION else "pairwise churn (mean |difference| / target std)")
     figure.colorbar(image)
     figure.savefig(paths["churn"], dpi=110)
 

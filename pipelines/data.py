@@ -6,7 +6,7 @@ import numpy as np
 
 from tracking.dataset import PINS_DIR, PREPARED, Source, build_manifest, check_pin, load_data, write_splits
 from tracking.errors import DataError
-from tracking.params import DataParams, load_params
+from tracking.params import CLASSIFICATION, DataParams, load_params
 from tracking.stage import run_main
 from tracking.store import project_root
 from tracking.user_code import load_callable, require_stage_dep
@@ -18,7 +18,7 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np
 
     arrays = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
     index = np.arange(len(source.y))
-    classes = data.task == "classification"
+    classes = data.task == CLASSIFICATION
     stratify = source.y if classes and np.bincount(source.y).min() >= 2 else None
     try:
         rest, test = train_test_split(index, test_size=data.test_fraction, random_state=seed, stratify=stratify)

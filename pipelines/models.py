@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tracking.params import CLASSIFICATION, REGRESSION
+
 CNN_BLOCKS = 3  # conv blocks of small_cnn: three 2x2 poolings take 8x8 digits down to 1x1
 
 
-def small_cnn(input_shape: tuple[int, ...], n_outputs: int, task: str = "classification",
+def small_cnn(input_shape: tuple[int, ...], n_outputs: int, task: str = CLASSIFICATION,
               filters: Sequence[int] = (32, 64, 128), dense_units: int = 128, batch_norm: bool = False,
               dropout: float = 0.2, augment: bool = False) -> Any:
     """Conv+ReLU+max-pool blocks, one per entry of `filters`, then a dense layer, dropout and the output."""
@@ -31,7 +33,7 @@ def small_cnn(input_shape: tuple[int, ...], n_outputs: int, task: str = "classif
     return _model([*stack, _output(n_outputs, task)], "small_cnn")
 
 
-def mlp(input_shape: tuple[int, ...], n_outputs: int, task: str = "classification",
+def mlp(input_shape: tuple[int, ...], n_outputs: int, task: str = CLASSIFICATION,
         hidden_units: Sequence[int] = (64,), batch_norm: bool = False, dropout: float = 0.2, augment: bool = False) -> Any:
     """Flatten, then a dense+ReLU layer (with dropout) per entry of `hidden_units`, then the output."""
     from keras import layers
@@ -77,7 +79,7 @@ def _output(n_outputs: int, task: str) -> Any:
     """Class probabilities (softmax; a sigmoid for one output) or, for regression, linear values."""
     from keras import layers
 
-    activation = "linear" if task == "regression" else "softmax" if n_outputs > 1 else "sigmoid"
+    activation = "linear" if task == REGRESSION else "softmax" if n_outputs > 1 else "sigmoid"
     return layers.Dense(n_outputs, activation=activation)
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from tracking.errors import UserCodeError
+from tracking.params import CLASSIFICATION
 
-CLASSIFICATION = "classification"
 
 
 def class_probabilities(outputs: np.ndarray, n_classes: int) -> np.ndarray:

@@ -14,13 +14,13 @@ from tracking import building
 from tracking.building import call_builder, check_metrics, check_output, resolve_loss
 from tracking.hashing import weights_sha256
 from tracking.lifecycle import deferred_interrupts
-from tracking.params import Params
+from tracking.params import CLASSIFICATION, REGRESSION, Params
 from tracking.seeding import SeedReport, capturing_weights, seed_model
 from tracking.seeds import Seeds
 from tracking.user_code import DVC_FILE, describe_callable, load_callable, require_stage_dep
 
 # What a task compiles with when params.yaml leaves train.loss or train.metrics null.
-DEFAULT_METRICS = {"classification": ["accuracy"], "regression": ["mae"]}
+DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"]}
 
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
@@ -59,7 +59,7 @@ def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, se
 
 def default_loss(task: str, n_outputs: int) -> str:
     """The task's loss: cross-entropy on integer labels (binary for one output), mean squared error for regression."""
-    if task == "regression":
+    if task == REGRESSION:
         return "mean_squared_error"
     return "sparse_categorical_crossentropy" if n_outputs > 1 else "binary_crossentropy"
 

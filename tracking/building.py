@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.errors import UserCodeError
-from tracking.params import Params
+from tracking.params import CLASSIFICATION, Params
 from tracking.user_code import load_callable
 
 # Where the valid identifiers are listed, for the error lines.
@@ -60,7 +60,7 @@ def call_builder(builder: Callable[..., Any], spec: str, input_shape: tuple[int,
 def expected_output(task: str, n_outputs: int, target_shape: Sequence[int] | None) -> list[tuple[int, ...]]:
     """The output shapes (without the batch axis) that fit the task: K class scores (or 1 for two classes),
     or the targets' shape ((1,) for 1-D targets)."""
-    if task == "classification":
+    if task == CLASSIFICATION:
         return [(n_outputs,), (1,)] if n_outputs == 2 else [(n_outputs,)]
     shape = tuple(target_shape) if target_shape is not None else (n_outputs,)
     return [shape or (1,)]
@@ -95,13 +95,13 @@ def resolve_loss(loss: str, root: Path) -> Any:
     return loss
 
 
-def check_metrics(metrics: Sequence[str], task: str = "classification", outputs: int | None = None) -> None:
+def check_metrics(metrics: Sequence[str], task: str = CLASSIFICATION, outputs: int | None = None) -> None:
     """A `UserCodeError` for a `train.metrics` entry Keras does not know, or a threshold metric (AUC, precision,
     recall, ...) on a classifier with several outputs, which Keras would only reject in the middle of training."""
     import keras
 
     for metric in metrics:
-        if task == "classification" and (outputs or 1) > 1 and metric.lower().replace("_", "") in THRESHOLD_METRICS:
+        if task == CLASSIFICATION and (outputs or 1) > 1 and metric.lower().replace("_", "") in THRESHOLD_METRICS:
             raise UserCodeError(f"train.metrics: '{metric}' reads one probability per sample, but the model outputs "
                                 f"{outputs} class probabilities; for two classes build the last layer as "
                                 "Dense(1, activation='sigmoid'), or drop it (evaluate logs test_auc for two classes)")

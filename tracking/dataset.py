@@ -21,7 +21,7 @@ import numpy as np
 
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.hashing import array_sha256, combine
-from tracking.params import DataParams
+from tracking.params import CLASSIFICATION, REGRESSION, DataParams
 from tracking.user_code import load_callable
 
 SPLITS = ("train", "val", "test")
@@ -31,8 +31,8 @@ PREPARED = Path("data/prepared")
 
 
 # scikit-learn's shipped sets (no download) and the task each one is for.
-BUILTIN_TASKS = {"sklearn:digits": "classification", "sklearn:breast_cancer": "classification",
-                 "sklearn:diabetes": "regression"}
+BUILTIN_TASKS = {"sklearn:digits": CLASSIFICATION, "sklearn:breast_cancer": CLASSIFICATION,
+                 "sklearn:diabetes": REGRESSION}
 LOADER_KEYS = ("x", "y", "groups")
 
 
@@ -53,7 +53,7 @@ def load_data(data: DataParams, root: Path = Path(".")) -> Source:
     return load_source(data.source, root, data.task)
 
 
-def load_source(source: str, root: Path = Path("."), task: str = "classification") -> Source:
+def load_source(source: str, root: Path = Path("."), task: str = CLASSIFICATION) -> Source:
     """Load a scikit-learn built-in or a user `.npz`, checking shapes, labels and values for `task`."""
     if source in BUILTIN_TASKS:
         if BUILTIN_TASKS[source] != task:
@@ -133,7 +133,7 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
     lengths = {"x": len(x), "y": len(y) if y.ndim else 0, **({"groups": len(groups)} if groups is not None else {})}
     if len(set(lengths.values())) != 1:
         raise DataError(f"{where} arrays differ in length ({lengths}); every array needs one entry per sample")
-    if task == "classification":
+    if task == CLASSIFICATION:
         y = _labels(y, where)
     else:
         y = _targets(y, where)
@@ -202,7 +202,7 @@ def _absent_classes(y: np.ndarray, shown: int = 10) -> str:
     return listed + (f" and {missing_count - len(missing)} more" if missing_count > len(missing) else "")
 
 
-def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, task: str = "classification") -> dict[str, Any]:
+def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, task: str = CLASSIFICATION) -> dict[str, Any]:
     """Hashes of every array written, sample counts (and class counts), outputs the model needs, the content hash.
 
     `n_outputs` is the class count K for classification, the product of the target shape (1 for 1-D
@@ -222,7 +222,7 @@ def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, tas
         "shapes": {split: list(arrays["x"].shape[1:]) for split, arrays in splits.items()},
         "has_groups": all("groups" in arrays for arrays in splits.values()),
     }
-    if task == "classification":
+    if task == CLASSIFICATION:
         n_classes = int(source.y.max()) + 1
         manifest.update({"n_classes": n_classes, "n_outputs": n_classes,
                          "class_counts": {split: _class_counts(arrays["y"], n_classes) for split, arrays in splits.items()}})

@@ -35,7 +35,7 @@ from tracking.band_policy import (
 from tracking.errors import TrackingError
 from tracking.legacy import upgrade_logged
 from tracking.noise import band_from_summary
-from tracking.params import DEFAULT_COMPARE_METRICS
+from tracking.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
 from tracking.provenance.git import decode_diff
 from tracking.provenance import WEIGHTS_TAG
 
@@ -374,8 +374,8 @@ def logged_compare_metrics(params: dict[str, Any]) -> dict[str, str]:
     default of its `data.task` (classification for runs logged before tasks existed)."""
     declared = {key.removeprefix("compare.metrics."): str(value) for key, value in params.items()
                 if key.startswith("compare.metrics.")}
-    return declared or dict(DEFAULT_COMPARE_METRICS.get(str(params.get("data.task", "classification")),
-                                                        DEFAULT_COMPARE_METRICS["classification"]))
+    return declared or dict(DEFAULT_COMPARE_METRICS.get(str(params.get("data.task", CLASSIFICATION)),
+                                                        DEFAULT_COMPARE_METRICS[CLASSIFICATION]))
 
 
 def metric_deltas(a: RunSnapshot, b: RunSnapshot, metrics: list[str], bands: dict[str, dict[str, Any]] | None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tracking.params import DEFAULT_COMPARE_METRICS
+from tracking.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
 from tracking.provenance import TAG_PREFIX
 from tracking.seeds import derive_seed
 
@@ -23,7 +23,7 @@ LEGACY_MODEL_KWARGS = {"small_cnn": ("filters", "dense_units", "batch_norm", "dr
 LEGACY_MODEL_SETTINGS = ("filters", "hidden_units", "dense_units", "batch_norm", "dropout")
 LEGACY_AUGMENT_PARAM = "train.augment"
 # Keys added with builders whose value then was fixed: what such a run used, in today's spelling.
-ADDED_WITH_BUILDERS = {"data.loader": "null", "data.task": "classification", "train.loss": "null", "train.metrics": "null"}
+ADDED_WITH_BUILDERS = {"data.loader": "null", "data.task": CLASSIFICATION, "train.loss": "null", "train.metrics": "null"}
 LEGACY_COMPARE_METRICS = "compare.metrics"
 
 
@@ -71,7 +71,7 @@ def _upgrade_model(params: dict[str, str]) -> dict[str, str]:
         params.setdefault(key, value)
     if LEGACY_COMPARE_METRICS in params and params[LEGACY_COMPARE_METRICS].startswith("["):
         named = json.loads(params[LEGACY_COMPARE_METRICS])
-        default = DEFAULT_COMPARE_METRICS["classification"]
+        default = DEFAULT_COMPARE_METRICS[CLASSIFICATION]
         modes = {metric: default.get(metric, "max") for metric in named}
         params[LEGACY_COMPARE_METRICS] = "null" if modes == default else json.dumps(modes)
     return params

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tracking.errors import TrackingError
+from tracking.params import REGRESSION
 
 DDOF = 1
 CLASSIFICATION_CHURN = "fraction of test predictions whose class differs between two runs"
@@ -124,14 +125,14 @@ def pairwise_regression_churn(predictions: np.ndarray, target_std: float) -> np.
 
 def pairwise_disagreement(predictions: np.ndarray, task: str, target_std: float | None = None) -> np.ndarray:
     """The task's pairwise churn: predicted classes for classification, scaled differences for regression."""
-    if task == "regression":
+    if task == REGRESSION:
         return pairwise_regression_churn(predictions, target_std if target_std is not None else 1.0)
     return pairwise_churn(predictions)
 
 
 def churn_measure(task: str) -> str:
     """What churn means for `task`, as the reports state it."""
-    return REGRESSION_CHURN if task == "regression" else CLASSIFICATION_CHURN
+    return REGRESSION_CHURN if task == REGRESSION else CLASSIFICATION_CHURN
 
 
 def pairwise_weight_distance(weights: np.ndarray, block: int = 128) -> np.ndarray:

@@ -27,11 +27,13 @@ DEFAULT_SPLIT_SEED = 1714860770
 # "package.module:function", found at the project root or among installed packages.
 CALLABLE_SPEC_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 CallableSpec = Annotated[str, Field(pattern=CALLABLE_SPEC_PATTERN)]
+# The two tasks (`data.task`), named here once.
+CLASSIFICATION, REGRESSION = "classification", "regression"
 Task = Literal["classification", "regression"]
 # What the compare stage and `tracking diff` judge when `compare.metrics` is null: each metric to max or min.
 DEFAULT_COMPARE_METRICS: dict[str, dict[str, str]] = {
-    "classification": {"test_accuracy": "max", "test_loss": "min"},
-    "regression": {"test_loss": "min", "test_mae": "min"},
+    CLASSIFICATION: {"test_accuracy": "max", "test_loss": "min"},
+    REGRESSION: {"test_loss": "min", "test_mae": "min"},
 }
 
 
