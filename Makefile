@@ -1,5 +1,5 @@
 # `make run`: set up .venv from uv.lock (if missing or stale), then run the pipeline end to end.
-# `make test`: same set-up, then the test suite.
+# `make test`: same set-up, then the linter (`make lint`) and the test suite.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -22,7 +22,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 # Nothing leaves the machine unasked: MLflow's usage telemetry stays off unless set to false in the environment.
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: run test venv clean
+.PHONY: run test lint venv clean
 
 venv: $(VENV)/.synced
 
@@ -46,8 +46,13 @@ run: venv
 	@echo "  MLFLOW_DISABLE_TELEMETRY=$(MLFLOW_DISABLE_TELEMETRY) $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000"
 	@echo "then pick 'Model training' at the top left of http://127.0.0.1:5000 (MLflow 3.17 starts in its GenAI view)."
 
-test: venv
+test: venv lint
 	pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=20
+
+# The linter and formatter configured in pyproject.toml; `ruff format .` and `ruff check --fix .` mend most of it.
+lint: venv
+	ruff check .
+	ruff format --check .
 
 clean:
 	rm -rf $(VENV)

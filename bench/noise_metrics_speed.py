@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracking.noise import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance  # noqa: E402
+from tracking.noise import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance
 
 TIME_LIMIT_S, MEMORY_LIMIT_GIB = 10.0, 2.0
 
@@ -34,8 +34,9 @@ def main() -> None:
     truth = rng.integers(0, args.classes, args.predictions)
     flips = rng.random((args.runs, args.predictions)) < 0.05
     predictions = np.where(flips, rng.integers(0, args.classes, (args.runs, args.predictions)), truth).astype(np.int16)
-    weights = (rng.standard_normal(args.weights, dtype=np.float32)
-               + 0.01 * rng.standard_normal((args.runs, args.weights), dtype=np.float32))
+    weights = rng.standard_normal(args.weights, dtype=np.float32) + 0.01 * rng.standard_normal(
+        (args.runs, args.weights), dtype=np.float32
+    )
     accuracy = (predictions == truth).mean(axis=1)
     print(f"inputs: predictions {predictions.nbytes / 2**20:.0f} MiB, weights {weights.nbytes / 2**20:.0f} MiB")
 
@@ -54,16 +55,22 @@ def main() -> None:
     tracemalloc.stop()
 
     print(f"{args.runs} runs x {args.predictions} predictions x {args.weights} weights")
-    print(f"pairwise churn {churn_done - started:.2f} s, pairwise weight distance {distance_done - churn_done:.2f} s, "
-          f"summaries and band {total - (distance_done - started):.2f} s")
-    print(f"churn mean {summaries['churn']['mean']:.4f} max {summaries['churn']['max']:.4f}; "
-          f"weight distance mean {summaries['weight_distance']['mean']:.4f}; accuracy band std {band.std:.5f}")
+    print(
+        f"pairwise churn {churn_done - started:.2f} s, pairwise weight distance {distance_done - churn_done:.2f} s, "
+        f"summaries and band {total - (distance_done - started):.2f} s"
+    )
+    print(
+        f"churn mean {summaries['churn']['mean']:.4f} max {summaries['churn']['max']:.4f}; "
+        f"weight distance mean {summaries['weight_distance']['mean']:.4f}; accuracy band std {band.std:.5f}"
+    )
     peak_gib = peak / 2**30
     process_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     ok = total < TIME_LIMIT_S and process_gib < MEMORY_LIMIT_GIB
-    print(f"total {total:.2f} s (limit {TIME_LIMIT_S:.0f} s); peak allocated by the metrics {peak_gib:.2f} GiB, "
-          f"peak resident memory of the whole process, inputs included, {process_gib:.2f} GiB "
-          f"(limit {MEMORY_LIMIT_GIB:.0f} GiB): {'OK' if ok else 'OVER LIMIT'}")
+    print(
+        f"total {total:.2f} s (limit {TIME_LIMIT_S:.0f} s); peak allocated by the metrics {peak_gib:.2f} GiB, "
+        f"peak resident memory of the whole process, inputs included, {process_gib:.2f} GiB "
+        f"(limit {MEMORY_LIMIT_GIB:.0f} GiB): {'OK' if ok else 'OVER LIMIT'}"
+    )
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.data import split  # noqa: E402
-from tracking.dataset import build_manifest, load_source, output_size  # noqa: E402
-from tracking.params import load_params  # noqa: E402
-from tracking.process import reproducible_process  # noqa: E402
-from tracking.store import project_root  # noqa: E402
+from pipelines.data import split
+from tracking.dataset import build_manifest, load_source, output_size
+from tracking.params import load_params
+from tracking.process import reproducible_process
+from tracking.store import project_root
 
 TARGET = 1.05
 
@@ -64,7 +64,9 @@ def main() -> None:
 
     def tracked() -> str:
         with Tracker("bench-overhead", root, stage="bench") as tracker:
-            model, history, digest = tracked_training(params, seeds, root, manifest, splits["train"], splits.get("val"), tracker)
+            model, history, digest = tracked_training(
+                params, seeds, root, manifest, splits["train"], splits.get("val"), tracker
+            )
             write_outputs(scratch / "tracked", model, history, digest)
         return digest
 
@@ -78,13 +80,19 @@ def main() -> None:
             started = time.perf_counter()
             digests.add(run())
             times[name].append(time.perf_counter() - started)
-        print(f"repeat {repeat + 1}/{args.repeats}: untracked {times['untracked'][-1]:.2f} s, tracked {times['tracked'][-1]:.2f} s")
-    ratio = statistics.median(t / u for t, u in zip(times["tracked"], times["untracked"]))
+        print(
+            f"repeat {repeat + 1}/{args.repeats}: untracked {times['untracked'][-1]:.2f} s, tracked {times['tracked'][-1]:.2f} s"
+        )
+    ratio = statistics.median(t / u for t, u in zip(times["tracked"], times["untracked"], strict=False))
     print(f"model {params.model.builder}, {params.train.epochs} epochs, {len(splits['train']['y'])} training samples")
-    print(f"median untracked {statistics.median(times['untracked']):.2f} s, tracked {statistics.median(times['tracked']):.2f} s;"
-          f" fastest untracked {min(times['untracked']):.2f} s, tracked {min(times['tracked']):.2f} s")
-    print(f"ratio tracked/untracked (median of the paired repeats): {ratio:.3f} (target <= {TARGET})"
-          f" {'OK' if ratio <= TARGET else 'OVER TARGET'}")
+    print(
+        f"median untracked {statistics.median(times['untracked']):.2f} s, tracked {statistics.median(times['tracked']):.2f} s;"
+        f" fastest untracked {min(times['untracked']):.2f} s, tracked {min(times['tracked']):.2f} s"
+    )
+    print(
+        f"ratio tracked/untracked (median of the paired repeats): {ratio:.3f} (target <= {TARGET})"
+        f" {'OK' if ratio <= TARGET else 'OVER TARGET'}"
+    )
     print(f"weights identical in every run, tracked or not: {len(digests) == 1}")
     print(f"one-off per process: import mlflow {import_s:.2f} s, open the store {connect_s:.2f} s")
 

@@ -27,9 +27,17 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
 RENDER_BUDGET_MS = 20000
 START_TIMEOUT_S = 240  # `mlflow ui` takes over a minute to start on 2 busy cores
 MODEL_TRAINING = "workflowType=machine_learning"  # the UI's GenAI / Model training switch, as a URL query
@@ -70,9 +78,23 @@ def start_ui(database: Path, port: int) -> subprocess.Popen:
     """`mlflow ui` on the SQLite store, answering on /health before this returns."""
     mlflow = Path(sys.executable).parent / "mlflow"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
-    server = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{database}", "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "1"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(mlflow),
+            "ui",
+            "--backend-store-uri",
+            f"sqlite:///{database}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
@@ -87,17 +109,39 @@ def start_ui(database: Path, port: int) -> subprocess.Popen:
 def screenshot(chromium: str, url: str, path: Path, height: int) -> None:
     """One headless Chromium screenshot of `url`, in a fresh profile, after the React UI has rendered."""
     with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={path}",
-                        f"--window-size=1600,{height}", f"--virtual-time-budget={RENDER_BUDGET_MS}", url],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                chromium,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--screenshot={path}",
+                f"--window-size=1600,{height}",
+                f"--virtual-time-budget={RENDER_BUDGET_MS}",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     print(f"{path}: {url}")
 
 
 def rendered_dom(chromium: str, url: str) -> str:
     with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
-                               f"--virtual-time-budget={RENDER_BUDGET_MS}", url], check=True, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [
+                chromium,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                "--dump-dom",
+                f"--virtual-time-budget={RENDER_BUDGET_MS}",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     return done.stdout
 
 
@@ -127,7 +171,9 @@ def pick_runs(database: Path, project: Path, experiment: str) -> tuple[str, str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=Path("."), help="project root holding mlflow.db (default: .)")
-    parser.add_argument("--experiment", help="experiment name (default: mlflow.experiment in the project's params.yaml)")
+    parser.add_argument(
+        "--experiment", help="experiment name (default: mlflow.experiment in the project's params.yaml)"
+    )
     parser.add_argument("--out", type=Path, default=Path("docs/images"), help="folder for the PNG files")
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -145,15 +191,23 @@ def main() -> None:
     server = start_ui(database, port)
     try:
         base = f"http://127.0.0.1:{port}/#"
-        screenshot(chromium, f"{base}/experiments/{experiment_id}", args.out / "mlflow_experiment_fresh_browser.png", 1000)
-        screenshot(chromium, f"{base}/experiments/{experiment_id}?{MODEL_TRAINING}", args.out / "mlflow_experiment_runs.png",
-                   1000)
+        screenshot(
+            chromium, f"{base}/experiments/{experiment_id}", args.out / "mlflow_experiment_fresh_browser.png", 1000
+        )
+        screenshot(
+            chromium,
+            f"{base}/experiments/{experiment_id}?{MODEL_TRAINING}",
+            args.out / "mlflow_experiment_runs.png",
+            1000,
+        )
         runs, experiments = quote(json.dumps([repeat, candidate])), quote(json.dumps([experiment_id]))
         compare = f"{base}/compare-runs?runs={runs}&experiments={experiments}&{MODEL_TRAINING}"
         screenshot(chromium, compare, args.out / "mlflow_compare_repeat_candidate.png", COMPARE_HEIGHT)
         shown, blank_repeat, blank_candidate = blank_tags(rendered_dom(chromium, compare))
-        print(f"compare view: {shown} prov.* tag rows; blank for the repeat: {blank_repeat or 'none'}; "
-              f"blank for the candidate: {blank_candidate or 'none'}")
+        print(
+            f"compare view: {shown} prov.* tag rows; blank for the repeat: {blank_repeat or 'none'}; "
+            f"blank for the candidate: {blank_candidate or 'none'}"
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)

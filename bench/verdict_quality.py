@@ -20,14 +20,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.calibrate import summarise, train_and_score, variant_setup  # noqa: E402
-from pipelines.training import prepare_model  # noqa: E402
-from pipelines.compare import judge_candidate  # noqa: E402
-from pipelines.data import split  # noqa: E402
-from tracking.dataset import load_source  # noqa: E402
-from tracking.noise import pairwise_churn  # noqa: E402
-from tracking.params import load_params  # noqa: E402
-from tracking.process import reproducible_process, seed_frameworks  # noqa: E402
+from pipelines.calibrate import summarise, train_and_score, variant_setup
+from pipelines.compare import judge_candidate
+from pipelines.data import split
+from pipelines.training import prepare_model
+from tracking.dataset import load_source
+from tracking.noise import pairwise_churn
+from tracking.params import load_params
+from tracking.process import reproducible_process, seed_frameworks
 
 
 def main() -> None:
@@ -53,12 +53,19 @@ def main() -> None:
     chosen = rng.random(len(shuffled["y"])) < 0.2
     shuffled["y"][chosen] = rng.permutation(shuffled["y"][chosen])
     without_zero = {key: array[train["y"] != 0] for key, array in train.items()}
-    faster = params.model_copy(update={"train": params.train.model_copy(update={"learning_rate": params.train.learning_rate * 10})})
-    changes = {"learning rate x10": (faster, train), "20% labels shuffled": (params, shuffled),
-               "class 0 removed from training": (params, without_zero)}
-    plan = ([("calibration", repeat, params, train) for repeat in range(args.repeats)]
-            + [("seed-only", 1000 + i, params, train) for i in range(args.candidates)]
-            + [(name, 2000 + i, cfg, data) for name, (cfg, data) in changes.items() for i in range(args.per_change)])
+    faster = params.model_copy(
+        update={"train": params.train.model_copy(update={"learning_rate": params.train.learning_rate * 10})}
+    )
+    changes = {
+        "learning rate x10": (faster, train),
+        "20% labels shuffled": (params, shuffled),
+        "class 0 removed from training": (params, without_zero),
+    }
+    plan = (
+        [("calibration", repeat, params, train) for repeat in range(args.repeats)]
+        + [("seed-only", 1000 + i, params, train) for i in range(args.candidates)]
+        + [(name, 2000 + i, cfg, data) for name, (cfg, data) in changes.items() for i in range(args.per_change)]
+    )
     import tensorflow as tf
 
     gpu = bool(tf.config.list_physical_devices("GPU"))
@@ -71,24 +78,34 @@ def main() -> None:
         trained = train_and_score(built, run_params, run_seeds, data, val, test, n_classes, within)
         results.setdefault(group, []).append(trained)
     calibration = results["calibration"]
-    runs = [{"variant": "algo+impl", "metrics": t.metrics, "weights_sha256": t.weights_sha256, "impl_noise": source_kind}
-            for t in calibration]
+    runs = [
+        {"variant": "algo+impl", "metrics": t.metrics, "weights_sha256": t.weights_sha256, "impl_noise": source_kind}
+        for t in calibration
+    ]
     predictions = np.stack([t.predicted for t in calibration])
-    variant = summarise(runs, predictions, np.stack([t.weights for t in calibration]), params.compare.alpha)["algo+impl"]
+    variant = summarise(runs, predictions, np.stack([t.weights for t in calibration]), params.compare.alpha)[
+        "algo+impl"
+    ]
     baseline_churn = pairwise_churn(predictions)[np.triu_indices(len(calibration), k=1)]
 
     def flagged(candidate) -> bool:
         churn = pairwise_churn(np.vstack([candidate.predicted[None, :], predictions]))[0, 1:]
-        verdict = judge_candidate(params, variant, candidate.metrics, churn, baseline_churn, candidate.weights_sha256, control=False)
+        verdict = judge_candidate(
+            params, variant, candidate.metrics, churn, baseline_churn, candidate.weights_sha256, control=False
+        )
         return verdict["verdict"] == "exceeds_noise"
 
     band = variant["bands"]["test_accuracy"]
-    print(f"model {params.model.builder}, {params.train.epochs} epochs; {args.repeats} calibration runs "
-          f"(kernel noise: {source_kind}); test accuracy {band['mean']:.4f} +- {band['std']:.4f} (std, ddof=1)")
+    print(
+        f"model {params.model.builder}, {params.train.epochs} epochs; {args.repeats} calibration runs "
+        f"(kernel noise: {source_kind}); test accuracy {band['mean']:.4f} +- {band['std']:.4f} (std, ddof=1)"
+    )
     false_alarms = sum(flagged(c) for c in results["seed-only"])
     rate = false_alarms / len(results["seed-only"])
-    print(f"false-alarm rate (seed-only candidates flagged): {false_alarms}/{len(results['seed-only'])} = {rate:.3f} "
-          f"(nominal alpha {params.compare.alpha}) {'OK' if rate <= params.compare.alpha else 'ABOVE ALPHA'}")
+    print(
+        f"false-alarm rate (seed-only candidates flagged): {false_alarms}/{len(results['seed-only'])} = {rate:.3f} "
+        f"(nominal alpha {params.compare.alpha}) {'OK' if rate <= params.compare.alpha else 'ABOVE ALPHA'}"
+    )
     detected_total = 0
     for name in changes:
         detected = sum(flagged(c) for c in results[name])

@@ -15,8 +15,21 @@ import sys
 from pathlib import Path
 
 # Import names of pyproject.toml's dependencies (and of TensorFlow, its cpu/gpu extra).
-REQUIRED_MODULES = ("numpy", "scipy", "sklearn", "pydantic", "yaml", "ruamel.yaml", "tqdm", "git", "matplotlib",
-                    "mlflow", "dvc", "keras", "tensorflow")
+REQUIRED_MODULES = (
+    "numpy",
+    "scipy",
+    "sklearn",
+    "pydantic",
+    "yaml",
+    "ruamel.yaml",
+    "tqdm",
+    "git",
+    "matplotlib",
+    "mlflow",
+    "dvc",
+    "keras",
+    "tensorflow",
+)
 PROJECT_VENV = Path(__file__).resolve().parent.parent / ".venv"
 USER_ERROR_EXIT = 2  # tracking.errors.USER_ERROR_EXIT, which cannot be imported before this check passes
 
@@ -44,13 +57,20 @@ def ensure_project_interpreter() -> None:
     named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
     lacks = f"{sys.executable} (Python {sys.version.split()[0]}) lacks the project's packages ({named})"
     if not in_venv and os.access(venv_python, os.X_OK) and hasattr(sys, "orig_argv"):
-        print(f"note: {lacks}; running this stage with {venv_python} (activate it to skip this step: "
-              f"`source .venv/bin/activate`)", file=sys.stderr, flush=True)
+        print(
+            f"note: {lacks}; running this stage with {venv_python} (activate it to skip this step: "
+            f"`source .venv/bin/activate`)",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.stdout.flush()
         os.execv(venv_python, [str(venv_python), *sys.orig_argv[1:]])
-    fix = ("re-create it with `make venv`" if in_venv else
-           "run `make run` (it sets up .venv and runs the pipeline), or activate the environment that has them "
-           "(`source .venv/bin/activate`) before `dvc repro`")
+    fix = (
+        "re-create it with `make venv`"
+        if in_venv
+        else "run `make run` (it sets up .venv and runs the pipeline), or activate the environment that has them "
+        "(`source .venv/bin/activate`) before `dvc repro`"
+    )
     print(f"error: {lacks}; {fix}", file=sys.stderr)
     sys.exit(USER_ERROR_EXIT)
 

@@ -20,20 +20,33 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tracking.audit import (DONE, GO, MODE_LABELS, MODES, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, AuditError, Trace,
-                            UnsupportedOpError, median_step_seconds, summarise, unsupported_line)
 from pipelines.training import require_code_deps
+from tracking.audit import (
+    DONE,
+    GO,
+    MODE_LABELS,
+    MODES,
+    READY,
+    UNSUPPORTED_FILE,
+    UNSUPPORTED_OP_EXIT,
+    AuditError,
+    Trace,
+    UnsupportedOpError,
+    median_step_seconds,
+    summarise,
+    unsupported_line,
+)
 from tracking.audit_report import figure, render, render_unsupported
 from tracking.dataset import PREPARED, read_manifest
 from tracking.env import TRACKING_PROJECT_ROOT
 from tracking.params import Params, load_params
 from tracking.process import reproducible_process
+from tracking.provenance import WEIGHTS_TAG
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
 from tracking.stage import at_least, run_main
 from tracking.store import project_root
 from tracking.tracker import Tracker
-from tracking.provenance import WEIGHTS_TAG
 
 REPORT = Path("reports/audit.md")
 FIGURE = Path("reports/audit.png")
@@ -45,7 +58,9 @@ AUDIT_DVC_FILE = "audit/dvc.yaml"
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pipelines.audit", description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=at_least(2), help="trainings per mode (default: audit.repeats in params.yaml)")
+    parser.add_argument(
+        "--repeats", type=at_least(2), help="trainings per mode (default: audit.repeats in params.yaml)"
+    )
     parser.add_argument("--steps", type=at_least(1), help="training steps traced per repeat (default: audit.steps)")
     return parser.parse_args(argv)
 
@@ -59,36 +74,69 @@ def main(argv: Sequence[str] | None = None) -> None:
     manifest = read_manifest(root / PREPARED)
     open_repository(root)
     repeats, steps = args.repeats or params.audit.repeats, args.steps or params.audit.steps
-    with tempfile.TemporaryDirectory(prefix="audit-") as scratch, \
-            Tracker(params.mlflow.experiment, root, stage="audit", run_name="audit", tags={"audit": "true"}) as parent:
+    with (
+        tempfile.TemporaryDirectory(prefix="audit-") as scratch,
+        Tracker(params.mlflow.experiment, root, stage="audit", run_name="audit", tags={"audit": "true"}) as parent,
+    ):
         parent.log_params({**params.flat(), "audit.repeats": repeats, "audit.steps": steps})
         traces = train_modes(root, repeats, steps, Path(scratch), parent, params)
         for trace in traces.values():
             log_children(parent, params, trace)
         det = traces["det"].meta
-        settings = {"model": params.model.builder, "repeats": repeats, "steps": traces["det"].steps,
-                    "configured_steps": det["configured_steps"], "batch_size": params.train.batch_size,
-                    "optimizer": params.train.optimizer, "gpu": det["gpu"], "tensorflow": det["tensorflow"],
-                    "device": "a GPU" if det["gpu"] else "the CPU", "data_sha256": manifest["content_sha256"]}
+        settings = {
+            "model": params.model.builder,
+            "repeats": repeats,
+            "steps": traces["det"].steps,
+            "configured_steps": det["configured_steps"],
+            "batch_size": params.train.batch_size,
+            "optimizer": params.train.optimizer,
+            "gpu": det["gpu"],
+            "tensorflow": det["tensorflow"],
+            "device": "a GPU" if det["gpu"] else "the CPU",
+            "data_sha256": manifest["content_sha256"],
+        }
         summary = summarise(traces, settings)
         parent.log_provenance(det["provenance"], installed_packages())
         write_outputs(root, summary)
         log_summary(parent, root, summary)
     modes = summary["modes"]
-    print(f"audit: deterministic bit-identical: {'yes' if modes['det']['bit_identical'] else 'NO'}; "
-          f"non-deterministic first divergence: {modes['nondet']['divergence_text'] or 'none (bit-identical)'}; "
-          f"cost of determinism {summary['time_ratio']:.3f}x; report {REPORT}; MLflow parent run {parent.run_id}")
+    print(
+        f"audit: deterministic bit-identical: {'yes' if modes['det']['bit_identical'] else 'NO'}; "
+        f"non-deterministic first divergence: {modes['nondet']['divergence_text'] or 'none (bit-identical)'}; "
+        f"cost of determinism {summary['time_ratio']:.3f}x; report {REPORT}; MLflow parent run {parent.run_id}"
+    )
 
 
-def train_modes(root: Path, repeats: int, steps: int, scratch: Path, parent: Tracker, params: Params) -> dict[str, Trace]:
+def train_modes(
+    root: Path, repeats: int, steps: int, scratch: Path, parent: Tracker, params: Params
+) -> dict[str, Trace]:
     """Start one trainer process per mode, alternate their repeats, and load their traces."""
     from tqdm import tqdm
 
     env = {**os.environ, TRACKING_PROJECT_ROOT: str(root)}
-    workers = {mode: subprocess.Popen([sys.executable, "-m", "pipelines.audit_training", "--mode", mode,
-                                       "--repeats", str(repeats), "--steps", str(steps), "--out", str(scratch / mode)],
-                                      cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-               for mode in MODES}
+    workers = {
+        mode: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pipelines.audit_training",
+                "--mode",
+                mode,
+                "--repeats",
+                str(repeats),
+                "--steps",
+                str(steps),
+                "--out",
+                str(scratch / mode),
+            ],
+            cwd=root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for mode in MODES
+    }
 
     def expect(mode: str, line: str) -> None:
         """Wait for `line` from a trainer (skipping anything else it prints); if it exits instead, say why."""
@@ -133,8 +181,10 @@ def stopped(mode: str, status: int, folder: Path, root: Path, parent: Tracker, m
         parent.log_artifact(root / REPORT, "audit")
         parent.set_tags({"audit.unsupported_op": found["op"], "audit.unsupported_layer": found["layer"] or ""})
         raise UnsupportedOpError(unsupported_line(found) + f"; see {REPORT}")
-    raise AuditError(f"the {MODE_LABELS[mode]} audit trainings stopped (exit status {status}, see the message above); "
-                     "fix the cause and re-run `tracking audit`")
+    raise AuditError(
+        f"the {MODE_LABELS[mode]} audit trainings stopped (exit status {status}, see the message above); "
+        "fix the cause and re-run `tracking audit`"
+    )
 
 
 def log_children(parent: Tracker, params: Params, trace: Trace) -> None:
@@ -142,15 +192,31 @@ def log_children(parent: Tracker, params: Params, trace: Trace) -> None:
     meta = trace.meta
     flat = {**params.flat(), "determinism.op_determinism": meta["op_determinism"]}
     for repeat in range(trace.repeats):
-        tags = {"audit.mode": trace.mode, "audit.repeat": repeat, "audit.kernel_noise": meta["kernel_noise"],
-                WEIGHTS_TAG: meta["weights_sha256"][repeat],
-                "prov.determinism.effective.op_determinism": str(meta["op_determinism"]).lower()}
-        with Tracker(parent.experiment, parent.root, stage="audit", run_name=f"{MODE_LABELS[trace.mode]} #{repeat}",
-                     nested=True, tags=tags) as child:
+        tags = {
+            "audit.mode": trace.mode,
+            "audit.repeat": repeat,
+            "audit.kernel_noise": meta["kernel_noise"],
+            WEIGHTS_TAG: meta["weights_sha256"][repeat],
+            "prov.determinism.effective.op_determinism": str(meta["op_determinism"]).lower(),
+        }
+        with Tracker(
+            parent.experiment,
+            parent.root,
+            stage="audit",
+            run_name=f"{MODE_LABELS[trace.mode]} #{repeat}",
+            nested=True,
+            tags=tags,
+        ) as child:
             child.log_params({**flat, "audit.within_batch_seed": meta["within_batch_seeds"][repeat]})
-            seconds = trace.step_seconds[repeat:repeat + 1]
-            child.log_metrics({"run_seconds": float(seconds.sum()), "median_step_seconds": median_step_seconds(seconds),
-                               "final_loss": meta["final_loss"][repeat], "test_accuracy": meta["test_accuracy"][repeat]})
+            seconds = trace.step_seconds[repeat : repeat + 1]
+            child.log_metrics(
+                {
+                    "run_seconds": float(seconds.sum()),
+                    "median_step_seconds": median_step_seconds(seconds),
+                    "final_loss": meta["final_loss"][repeat],
+                    "test_accuracy": meta["test_accuracy"][repeat],
+                }
+            )
 
 
 def headline(summary: dict[str, Any]) -> dict[str, float]:
@@ -176,8 +242,10 @@ def write_outputs(root: Path, summary: dict[str, Any]) -> None:
 def log_summary(parent: Tracker, root: Path, summary: dict[str, Any]) -> None:
     parent.log_metrics(headline(summary))
     modes = summary["modes"]
-    parent.set_tags({f"audit.{mode}.bit_identical": str(row["bit_identical"]).lower() for mode, row in modes.items()}
-                    | {f"audit.{mode}.divergence": row["divergence_text"] or "none" for mode, row in modes.items()})
+    parent.set_tags(
+        {f"audit.{mode}.bit_identical": str(row["bit_identical"]).lower() for mode, row in modes.items()}
+        | {f"audit.{mode}.divergence": row["divergence_text"] or "none" for mode, row in modes.items()}
+    )
     parent.log_json(summary, "audit/audit.json")
     parent.log_artifact(root / REPORT, "audit")
     parent.log_artifact(root / FIGURE, "audit")

@@ -36,20 +36,27 @@ from tracking.stage import run_main
 from tracking.store import project_root
 
 VARIANT = {"det": "control", "nondet": "impl"}
-KERNEL_NOISE = {"none": "none", "simulated": "simulated (examples permuted inside each batch)",
-                "gpu-kernels": "GPU kernels", "cpu-kernels": "CPU kernels (deterministic)"}
+KERNEL_NOISE = {
+    "none": "none",
+    "simulated": "simulated (examples permuted inside each batch)",
+    "gpu-kernels": "GPU kernels",
+    "cpu-kernels": "CPU kernels (deterministic)",
+}
 PREDICT_BATCH = 1024
 
 
-def step_batches(n: int, batch_size: int, epochs: int, steps: int, seed: int, within_batch_seed: int | None) -> list[np.ndarray]:
+def step_batches(
+    n: int, batch_size: int, epochs: int, steps: int, seed: int, within_batch_seed: int | None
+) -> list[np.ndarray]:
     """The example indices of the first `steps` batches of training, in `train_model`'s order."""
     needed = min(epochs, math.ceil(steps / math.ceil(n / batch_size)))
     orders = batch_orders(n, batch_size, needed, seed, within_batch_seed)
-    return [order[start:start + batch_size] for order in orders for start in range(0, n, batch_size)][:steps]
+    return [order[start : start + batch_size] for order in orders for start in range(0, n, batch_size)][:steps]
 
 
-def train_traced(model: Any, params: Params, seeds: Seeds, train: dict, test: dict, steps: int,
-                 within_batch_seed: int | None) -> dict[str, Any]:
+def train_traced(
+    model: Any, params: Params, seeds: Seeds, train: dict, test: dict, steps: int, within_batch_seed: int | None
+) -> dict[str, Any]:
     """Train `steps` steps of the compiled `model` (frameworks already seeded) as `fit`'s train step does, with the
     configured loss and optimizer, hashing loss, gradients and weights after every step."""
     import tensorflow as tf
@@ -62,12 +69,13 @@ def train_traced(model: Any, params: Params, seeds: Seeds, train: dict, test: di
         with tf.GradientTape() as tape:
             loss = optimizer.scale_loss(model.compute_loss(x=x, y=y, y_pred=model(x, training=True), training=True))
         gradients = tape.gradient(loss, variables)
-        gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables)]
+        gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables, strict=False)]
         optimizer.apply(gradients, variables)
         return loss, gradients
 
-    batches = step_batches(len(train["y"]), params.train.batch_size, params.train.epochs, steps, seeds.shuffle,
-                           within_batch_seed)
+    batches = step_batches(
+        len(train["y"]), params.train.batch_size, params.train.epochs, steps, seeds.shuffle, within_batch_seed
+    )
     names = ["loss", *(f"gradient/{v.path}" for v in variables), *(f"weight/{v.path}" for v in model.weights)]
     hashes, seconds, kept = [], [], []
     for index, batch in enumerate(batches):
@@ -77,16 +85,31 @@ def train_traced(model: Any, params: Params, seeds: Seeds, train: dict, test: di
         loss_value = loss.numpy()
         seconds.append(time.perf_counter() - start)
         gradient_values = [g.numpy() for g in gradients]
-        hashes.append([array_sha256(loss_value), *map(array_sha256, gradient_values),
-                       *(array_sha256(w.numpy()) for w in model.weights)])
+        hashes.append(
+            [
+                array_sha256(loss_value),
+                *map(array_sha256, gradient_values),
+                *(array_sha256(w.numpy()) for w in model.weights),
+            ]
+        )
         if index in (0, len(batches) - 1):
             kept.append((float(loss_value), np.concatenate([g.ravel() for g in gradient_values])))
-    probabilities = np.concatenate([np.asarray(model(test["x"][i:i + PREDICT_BATCH], training=False))
-                                    for i in range(0, len(test["y"]), PREDICT_BATCH)])
-    return {"names": names, "hashes": hashes, "seconds": seconds, "loss": [kept[0][0], kept[-1][0]],
-            "gradients": [kept[0][1], kept[-1][1]], "probabilities": probabilities,
-            "weights_sha256": weights_sha256(model.get_weights()),
-            "test_accuracy": float((probabilities.argmax(axis=1) == test["y"]).mean())}
+    probabilities = np.concatenate(
+        [
+            np.asarray(model(test["x"][i : i + PREDICT_BATCH], training=False))
+            for i in range(0, len(test["y"]), PREDICT_BATCH)
+        ]
+    )
+    return {
+        "names": names,
+        "hashes": hashes,
+        "seconds": seconds,
+        "loss": [kept[0][0], kept[-1][0]],
+        "gradients": [kept[0][1], kept[-1][1]],
+        "probabilities": probabilities,
+        "weights_sha256": weights_sha256(model.get_weights()),
+        "test_accuracy": float((probabilities.argmax(axis=1) == test["y"]).mean()),
+    }
 
 
 def main() -> None:
@@ -129,20 +152,34 @@ def main() -> None:
             sys.exit(UNSUPPORTED_OP_EXIT)
         if record is None:
             record = capture(root, seeds.as_dict(), as_record(run_params.determinism, effective), stages=("prepare",))
-        runs[-1].update(within_batch_seed=within, kernel_noise=KERNEL_NOISE[source], op_determinism=effective.op_determinism)
+        runs[-1].update(
+            within_batch_seed=within, kernel_noise=KERNEL_NOISE[source], op_determinism=effective.op_determinism
+        )
         print(DONE, flush=True)
     steps_per_epoch = math.ceil(len(train["y"]) / params.train.batch_size)
     meta = {
-        "mode": args.mode, "op_determinism": runs[0]["op_determinism"], "kernel_noise": runs[0]["kernel_noise"],
+        "mode": args.mode,
+        "op_determinism": runs[0]["op_determinism"],
+        "kernel_noise": runs[0]["kernel_noise"],
         "within_batch_seeds": [run["within_batch_seed"] for run in runs],
         "weights_sha256": [run["weights_sha256"] for run in runs],
-        "test_accuracy": [run["test_accuracy"] for run in runs], "final_loss": [run["loss"][1] for run in runs],
-        "gpu": gpu, "tensorflow": tf.__version__, "configured_steps": params.train.epochs * steps_per_epoch,
+        "test_accuracy": [run["test_accuracy"] for run in runs],
+        "final_loss": [run["loss"][1] for run in runs],
+        "gpu": gpu,
+        "tensorflow": tf.__version__,
+        "configured_steps": params.train.epochs * steps_per_epoch,
         "provenance": record,
     }
-    Trace(args.mode, runs[0]["names"], np.array([run["hashes"] for run in runs]),
-          np.array([run["loss"] for run in runs], dtype=np.float32), np.array([run["gradients"] for run in runs]),
-          np.stack([run["probabilities"] for run in runs]), np.array([run["seconds"] for run in runs]), meta).save(args.out)
+    Trace(
+        args.mode,
+        runs[0]["names"],
+        np.array([run["hashes"] for run in runs]),
+        np.array([run["loss"] for run in runs], dtype=np.float32),
+        np.array([run["gradients"] for run in runs]),
+        np.stack([run["probabilities"] for run in runs]),
+        np.array([run["seconds"] for run in runs]),
+        meta,
+    ).save(args.out)
 
 
 if __name__ == "__main__":

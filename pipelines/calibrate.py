@@ -25,7 +25,13 @@ from tracking.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
 from tracking.determinism import as_record
 from tracking.hashing import weights_sha256
-from tracking.noise import band_from_values, churn_measure, off_diagonal_summary, pairwise_disagreement, pairwise_weight_distance
+from tracking.noise import (
+    band_from_values,
+    churn_measure,
+    off_diagonal_summary,
+    pairwise_disagreement,
+    pairwise_weight_distance,
+)
 from tracking.params import CLASSIFICATION, Params, load_params
 from tracking.process import reproducible_process, seed_frameworks
 from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
@@ -44,8 +50,14 @@ ALGO_SOURCES = ("init", "shuffle", "dropout", "augment")
 STORED_ALPHA = 0.05
 
 
-def variant_setup(variant: str, repeat: int, baseline: Params, seeds: Seeds, simulate: bool, gpu: bool,
-                  ) -> tuple[Params, Seeds, int | None, str]:
+def variant_setup(
+    variant: str,
+    repeat: int,
+    baseline: Params,
+    seeds: Seeds,
+    simulate: bool,
+    gpu: bool,
+) -> tuple[Params, Seeds, int | None, str]:
     """The params, seeds, within-batch noise seed and kernel-noise source of one repeat of one variant."""
     vary_algo, vary_impl = variant in ("algo+impl", "algo"), variant in ("algo+impl", "impl")
     if vary_algo:
@@ -71,18 +83,33 @@ class Trained:
     weights_sha256: str
 
 
-def train_and_score(built: Built, params: Params, seeds: Seeds, train: dict, val: dict | None, test: dict, n_outputs: int,
-                    within_batch_seed: int | None, task: str = CLASSIFICATION) -> Trained:
+def train_and_score(
+    built: Built,
+    params: Params,
+    seeds: Seeds,
+    train: dict,
+    val: dict | None,
+    test: dict,
+    n_outputs: int,
+    within_batch_seed: int | None,
+    task: str = CLASSIFICATION,
+) -> Trained:
     """Train one repeat's built model (frameworks already seeded) and score it on the test set as evaluate does,
     compiled metrics too."""
     model = built.model
     fit_model(model, params, seeds, train, val, within_batch_seed=within_batch_seed)
     compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
-    result = scores(test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled)
+    result = scores(
+        test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled
+    )
     model_weights = model.get_weights()
     predicted = result["predicted"].astype(np.int16 if task == CLASSIFICATION else np.float32)
-    return Trained(flat_metrics(summary_metrics(result)), predicted,
-                   np.concatenate([w.ravel() for w in model_weights]).astype(np.float32), weights_sha256(model_weights))
+    return Trained(
+        flat_metrics(summary_metrics(result)),
+        predicted,
+        np.concatenate([w.ravel() for w in model_weights]).astype(np.float32),
+        weights_sha256(model_weights),
+    )
 
 
 def trained_on(run_params: Params, params: Params) -> dict[str, Any]:
@@ -92,11 +119,15 @@ def trained_on(run_params: Params, params: Params) -> dict[str, Any]:
     params.yaml, so the baseline's data section would describe data the runs never saw.
     """
     training = set(FROZEN_SECTIONS) - {"data"}
-    return {**params.flat(), **{key: value for key, value in run_params.flat().items() if key.split(".", 1)[0] in training}}
+    return {
+        **params.flat(),
+        **{key: value for key, value in run_params.flat().items() if key.split(".", 1)[0] in training},
+    }
 
 
-def log_repeat_setup(child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any],
-                     manifest: dict, train: dict) -> None:
+def log_repeat_setup(
+    child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any], manifest: dict, train: dict
+) -> None:
     """What the candidate's run holds, for one repeat: params, provenance and the training data.
 
     The record is the calibration's one capture with this repeat's seeds and determinism, so a repeat costs
@@ -107,20 +138,31 @@ def log_repeat_setup(child: Tracker, record: dict[str, Any], packages: list[str]
     child.log_dataset(manifest, train["x"], train["y"], location=child.root / PREPARED, context="training")
 
 
-def summarise(runs: list[dict[str, Any]], predictions: np.ndarray, weights: np.ndarray, alpha: float,
-              task: str = CLASSIFICATION, target_std: float | None = None) -> dict[str, Any]:
+def summarise(
+    runs: list[dict[str, Any]],
+    predictions: np.ndarray,
+    weights: np.ndarray,
+    alpha: float,
+    task: str = CLASSIFICATION,
+    target_std: float | None = None,
+) -> dict[str, Any]:
     """Bands of every metric and pairwise churn (the task's) / weight-distance summaries, per variant."""
     summary = {}
     for variant in dict.fromkeys(run["variant"] for run in runs):
         index = [i for i, run in enumerate(runs) if run["variant"] == variant]
         chosen = [runs[i] for i in index]
-        metrics = {name: [run["metrics"][name] for run in chosen] for name in chosen[0]["metrics"]
-                   if sum(np.isfinite(run["metrics"][name]) for run in chosen) >= 2}
+        metrics = {
+            name: [run["metrics"][name] for run in chosen]
+            for name in chosen[0]["metrics"]
+            if sum(np.isfinite(run["metrics"][name]) for run in chosen) >= 2
+        }
         hashes = sorted({run["weights_sha256"] for run in chosen})
         summary[variant] = {
             "runs": index,
-            "bands": {name: band_from_values(name, values, alpha, f"calibration:{variant}").as_dict()
-                      for name, values in metrics.items()},
+            "bands": {
+                name: band_from_values(name, values, alpha, f"calibration:{variant}").as_dict()
+                for name, values in metrics.items()
+            },
             "churn": off_diagonal_summary(pairwise_disagreement(predictions[index], task, target_std)),
             "weight_distance": off_diagonal_summary(pairwise_weight_distance(weights[index])),
             "bit_identical": len(hashes) == 1,
@@ -146,8 +188,9 @@ def main() -> None:
     open_repository(root)
     plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
     runs, predictions, weights = [], [], []
-    with Tracker(params.mlflow.experiment, root, stage="calibrate", run_name="calibration",
-                 tags={"noise.role": "calibration"}) as parent:
+    with Tracker(
+        params.mlflow.experiment, root, stage="calibrate", run_name="calibration", tags={"noise.role": "calibration"}
+    ) as parent:
         import tensorflow as tf
 
         effective = seed_frameworks(baseline, base_seeds)
@@ -159,41 +202,85 @@ def main() -> None:
         parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
         for variant, repeat in tqdm(plan, desc="calibrate", unit="run", file=sys.stderr):
             run_params, seeds, within, source = variant_setup(
-                variant, repeat, baseline, base_seeds, params.calibration.simulate_impl_noise, gpu)
+                variant, repeat, baseline, base_seeds, params.calibration.simulate_impl_noise, gpu
+            )
             tags = {"noise.variant": variant, "noise.repeat": repeat, "noise.impl_noise": source}
-            with Tracker(params.mlflow.experiment, root, stage="calibrate", run_name=f"{variant} #{repeat}",
-                         nested=True, tags=tags) as child:
+            with Tracker(
+                params.mlflow.experiment,
+                root,
+                stage="calibrate",
+                run_name=f"{variant} #{repeat}",
+                nested=True,
+                tags=tags,
+            ) as child:
                 actual = seed_frameworks(run_params, seeds)
                 own = {**record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
-                built = prepare_model(run_params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root,
-                                      target_shape(manifest))
-                child.in_background(partial(log_repeat_setup, child, with_model(own, built), packages,
-                                            trained_on(run_params, params), manifest, train))
-                trained = train_and_score(built, run_params, seeds, train, val, test, output_size(manifest), within, task)
+                built = prepare_model(
+                    run_params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest)
+                )
+                child.in_background(
+                    partial(
+                        log_repeat_setup,
+                        child,
+                        with_model(own, built),
+                        packages,
+                        trained_on(run_params, params),
+                        manifest,
+                        train,
+                    )
+                )
+                trained = train_and_score(
+                    built, run_params, seeds, train, val, test, output_size(manifest), within, task
+                )
                 metrics, digest = trained.metrics, trained.weights_sha256
                 child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
                 child.set_tags({WEIGHTS_TAG: digest, INITIAL_WEIGHTS_TAG: built.initial_weights_sha256})
-            runs.append({"variant": variant, "repeat": repeat, "run_id": child.run_id, "impl_noise": source,
-                         "weights_sha256": digest, "metrics": metrics, "seeds": seeds.as_dict()})
+            runs.append(
+                {
+                    "variant": variant,
+                    "repeat": repeat,
+                    "run_id": child.run_id,
+                    "impl_noise": source,
+                    "weights_sha256": digest,
+                    "metrics": metrics,
+                    "seeds": seeds.as_dict(),
+                }
+            )
             predictions.append(trained.predicted)
             weights.append(trained.weights)
         stacked_predictions, stacked_weights = np.stack(predictions), np.stack(weights)
-        noise = {"baseline": baseline.flat(), "data_sha256": manifest["content_sha256"], "alpha": STORED_ALPHA,
-                 "repeats": params.calibration.repeats, "simulate_impl_noise": params.calibration.simulate_impl_noise,
-                 "gpu": gpu, "parent_run_id": parent.run_id, "runs": runs, "task": task,
-                 "churn_measure": churn_measure(task), "target_std": target_std,
-                 "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std)}
+        noise = {
+            "baseline": baseline.flat(),
+            "data_sha256": manifest["content_sha256"],
+            "alpha": STORED_ALPHA,
+            "repeats": params.calibration.repeats,
+            "simulate_impl_noise": params.calibration.simulate_impl_noise,
+            "gpu": gpu,
+            "parent_run_id": parent.run_id,
+            "runs": runs,
+            "task": task,
+            "churn_measure": churn_measure(task),
+            "target_std": target_std,
+            "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std),
+        }
         control = noise["variants"].get("control")
         parent.set_tags({"noise.control_bit_identical": str(control["bit_identical"]).lower() if control else "n/a"})
         parent.log_json(noise, "calibration/noise.json")
         (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
         (root / RUNS_FILE).parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(root / RUNS_FILE, predictions=stacked_predictions, weights=stacked_weights,
-                            variants=np.array([run["variant"] for run in runs]))
+        np.savez_compressed(
+            root / RUNS_FILE,
+            predictions=stacked_predictions,
+            weights=stacked_weights,
+            variants=np.array([run["variant"] for run in runs]),
+        )
         (root / NOISE_FILE).write_text(json.dumps(noise, indent=2) + "\n")
     if control and not control["bit_identical"]:
-        print("WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "
-              f"weights: {', '.join(control['weights_sha256'])}", file=sys.stderr)
+        print(
+            "WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "
+            f"weights: {', '.join(control['weights_sha256'])}",
+            file=sys.stderr,
+        )
     print(f"calibrated {len(runs)} runs over {len(noise['variants'])} variant(s); MLflow parent run {parent.run_id}")
 
 

@@ -24,16 +24,23 @@ def render_report(result: dict[str, Any]) -> str:
     ]
     if result["bit_identical_to_control"] is not None:
         lines.append(f"- Weights bit-identical to the CONTROL runs: **{result['bit_identical_to_control']}**.")
-    lines.append(f"- Churn, per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}.")
+    lines.append(
+        f"- Churn, per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}."
+    )
     lines += [f"- Cannot judge {line}." for line in result["cannot_judge"]]
-    lines += ["", "| family | check | value | band mean | band std | interval | delta | better/worse | z | p | verdict |",
-              "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |"]
+    lines += [
+        "",
+        "| family | check | value | band mean | band std | interval | delta | better/worse | z | p | verdict |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |",
+    ]
     for row in result["checks"]:
         band = row["band"]
         goal = f"{row['direction']} ({row['mode']})" if row.get("direction") else "n/a"
-        lines.append(f"| {row['family']} | {row['metric']} | {row['value']:.4f} | {band['mean']:.4f} | {band['std']:.4f} | "
-                     f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {goal} | {_number(row['z'], '+.2f')} | "
-                     f"{_number(row['p_value'], '.3g')} | {row['verdict']} |")
+        lines.append(
+            f"| {row['family']} | {row['metric']} | {row['value']:.4f} | {band['mean']:.4f} | {band['std']:.4f} | "
+            f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {goal} | {_number(row['z'], '+.2f')} | "
+            f"{_number(row['p_value'], '.3g')} | {row['verdict']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -41,8 +48,9 @@ def _number(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def render_plots(paths: dict[str, Path], noise: dict, calibration: Any, predictions: np.ndarray, evaluation: dict,
-                 result: dict) -> None:
+def render_plots(
+    paths: dict[str, Path], noise: dict, calibration: Any, predictions: np.ndarray, evaluation: dict, result: dict
+) -> None:
     """Per-variant spread of the first compare metric with the candidate marked, a churn heat map, and the
     spread of the per-class (or per-group; else every other banded) metrics."""
     from matplotlib.figure import Figure
@@ -59,9 +67,21 @@ def render_plots(paths: dict[str, Path], noise: dict, calibration: Any, predicti
         values = [run["metrics"][primary] for run in runs if run["variant"] == variant and primary in run["metrics"]]
         band = noise["variants"][variant]["bands"].get(primary)
         if band:
-            axis.vlines(index, band["low"], band["high"], color="lightgray", linewidth=8, label="interval" if index == 0 else None)
-        axis.scatter(np.full(len(values), index) + np.linspace(-0.1, 0.1, len(values)), values, color="tab:blue", zorder=3,
-                     label="calibration runs" if index == 0 else None)
+            axis.vlines(
+                index,
+                band["low"],
+                band["high"],
+                color="lightgray",
+                linewidth=8,
+                label="interval" if index == 0 else None,
+            )
+        axis.scatter(
+            np.full(len(values), index) + np.linspace(-0.1, 0.1, len(values)),
+            values,
+            color="tab:blue",
+            zorder=3,
+            label="calibration runs" if index == 0 else None,
+        )
     axis.axhline(candidate[primary], color="tab:red", linestyle="--", label=f"candidate ({result['verdict']})")
     axis.set_xticks(range(len(variants)), variants)
     axis.set_ylabel(primary)
@@ -89,8 +109,16 @@ def render_plots(paths: dict[str, Path], noise: dict, calibration: Any, predicti
     axis = figure.subplots()
     for index, name in enumerate(names):
         values = [run["metrics"][name] for run in chosen if name in run["metrics"]]
-        axis.scatter(np.full(len(values), index), values, color="tab:blue", s=12, label="calibration runs" if index == 0 else None)
-        axis.scatter(index, candidate[name], color="tab:red", marker="x", s=50, label="candidate" if index == 0 else None)
+        axis.scatter(
+            np.full(len(values), index),
+            values,
+            color="tab:blue",
+            s=12,
+            label="calibration runs" if index == 0 else None,
+        )
+        axis.scatter(
+            index, candidate[name], color="tab:red", marker="x", s=50, label="candidate" if index == 0 else None
+        )
     axis.set_xticks(range(len(names)), [name.removeprefix("test_") for name in names], rotation=60, fontsize=7)
     axis.set_ylabel("value")
     axis.set_title(f"per-class / per-group metrics: {result['band_variant']} runs and the candidate")

@@ -55,14 +55,18 @@ def main() -> None:
         tracker.log_metrics({key: value for key, value in flat_metrics(metrics).items() if np.isfinite(value)})
         tracker.log_dataset(manifest, test["x"], test["y"], location=root / PREPARED, context="evaluation")
         if "confusion" in result:
-            tracker.log_json({"matrix": result["confusion"].tolist(), "rows": "actual", "columns": "predicted"},
-                             "evaluation/confusion_matrix.json")
+            tracker.log_json(
+                {"matrix": result["confusion"].tolist(), "rows": "actual", "columns": "predicted"},
+                "evaluation/confusion_matrix.json",
+            )
             tracker.log_figure(confusion_figure(result["confusion"]), "plots/confusion_matrix.png")
         else:
             tracker.log_figure(predicted_figure(test["y"], result["predicted"]), "plots/predicted_vs_actual.png")
         tracker.log_artifact(root / PREDICTIONS, "evaluation")
         tracker.set_tags(to_tags({"dvc": {"deps": gather_dvc(root, ("prepare", "train"))["deps"]}}))
-    shown = ", ".join(f"{name.replace('_', ' ')} {value:.4f}" for name, value in metrics.items() if isinstance(value, float))
+    shown = ", ".join(
+        f"{name.replace('_', ' ')} {value:.4f}" for name, value in metrics.items() if isinstance(value, float)
+    )
     print(f"{shown}; MLflow run {tracker.run_id}")
 
 
@@ -84,7 +88,10 @@ def write_outputs(root: Path, metrics: dict, result: dict, outputs: np.ndarray, 
     np.save(root / PREDICTIONS, predicted.astype("int64" if classes else "float32"))
     np.save(root / PROBABILITIES, np.asarray(outputs).astype("float32"))
     cast = int if classes else float
-    pairs = [{"actual": cast(a), "predicted": cast(p)} for a, p in zip(y.reshape(len(y), -1)[:, 0], predicted.reshape(len(y), -1)[:, 0])]
+    pairs = [
+        {"actual": cast(a), "predicted": cast(p)}
+        for a, p in zip(y.reshape(len(y), -1)[:, 0], predicted.reshape(len(y), -1)[:, 0], strict=False)
+    ]
     (root / CONFUSION).write_text(json.dumps(pairs) + "\n")
     (root / EVAL_METRICS).write_text(json.dumps(metrics, indent=2) + "\n")
 

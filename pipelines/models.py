@@ -15,9 +15,16 @@ from tracking.params import CLASSIFICATION, REGRESSION
 CNN_BLOCKS = 3  # conv blocks of small_cnn: three 2x2 poolings take 8x8 digits down to 1x1
 
 
-def small_cnn(input_shape: tuple[int, ...], n_outputs: int, task: str = CLASSIFICATION,
-              filters: Sequence[int] = (32, 64, 128), dense_units: int = 128, batch_norm: bool = False,
-              dropout: float = 0.2, augment: bool = False) -> Any:
+def small_cnn(
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    task: str = CLASSIFICATION,
+    filters: Sequence[int] = (32, 64, 128),
+    dense_units: int = 128,
+    batch_norm: bool = False,
+    dropout: float = 0.2,
+    augment: bool = False,
+) -> Any:
     """Conv+ReLU+max-pool blocks, one per entry of `filters`, then a dense layer, dropout and the output."""
     from keras import layers
 
@@ -33,8 +40,15 @@ def small_cnn(input_shape: tuple[int, ...], n_outputs: int, task: str = CLASSIFI
     return _model([*stack, _output(n_outputs, task)], "small_cnn")
 
 
-def mlp(input_shape: tuple[int, ...], n_outputs: int, task: str = CLASSIFICATION,
-        hidden_units: Sequence[int] = (64,), batch_norm: bool = False, dropout: float = 0.2, augment: bool = False) -> Any:
+def mlp(
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    task: str = CLASSIFICATION,
+    hidden_units: Sequence[int] = (64,),
+    batch_norm: bool = False,
+    dropout: float = 0.2,
+    augment: bool = False,
+) -> Any:
     """Flatten, then a dense+ReLU layer (with dropout) per entry of `hidden_units`, then the output."""
     from keras import layers
 
@@ -51,8 +65,12 @@ def mlp(input_shape: tuple[int, ...], n_outputs: int, task: str = CLASSIFICATION
 def _expect_widths(name: str, widths: Any, count: int | None) -> None:
     """A ValueError (shown as a model.kwargs error line) unless `widths` is a list of `count` (or, with None, one
     or more) positive integers."""
-    if not isinstance(widths, (list, tuple)) or not widths or (count is not None and len(widths) != count) or \
-            not all(_positive_int(width) for width in widths):
+    if (
+        not isinstance(widths, (list, tuple))
+        or not widths
+        or (count is not None and len(widths) != count)
+        or not all(_positive_int(width) for width in widths)
+    ):
         raise ValueError(f"{name}: expected a list of {count or 'one or more'} positive integers, got {widths!r}")
 
 
@@ -71,7 +89,10 @@ def _inputs(input_shape: tuple[int, ...], augment: bool) -> list[Any]:
 
     stack = [keras.Input(input_shape)]
     if augment:
-        stack += [layers.RandomTranslation(0.125, 0.125, fill_mode="constant"), layers.RandomRotation(0.04, fill_mode="constant")]
+        stack += [
+            layers.RandomTranslation(0.125, 0.125, fill_mode="constant"),
+            layers.RandomRotation(0.04, fill_mode="constant"),
+        ]
     return stack
 
 

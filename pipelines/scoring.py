@@ -20,7 +20,6 @@ from tracking.errors import UserCodeError
 from tracking.params import CLASSIFICATION
 
 
-
 def class_probabilities(outputs: np.ndarray, n_classes: int) -> np.ndarray:
     """(N, K) class probabilities from the model's outputs: K columns, or one sigmoid column for binary."""
     outputs = np.asarray(outputs)  # its own dtype: the default model's float32 losses stay as they were
@@ -29,30 +28,48 @@ def class_probabilities(outputs: np.ndarray, n_classes: int) -> np.ndarray:
     if n_classes == 2 and outputs.reshape(len(outputs), -1).shape[1] == 1:
         positive = outputs.reshape(-1)
         return np.stack([1.0 - positive, positive], axis=1)
-    raise UserCodeError(f"model.builder: the model outputs shape {outputs.shape[1:]} per sample but the data has {n_classes} "
-                        f"classes; return {n_classes} softmax outputs" + (" or one sigmoid output" if n_classes == 2 else ""))
+    raise UserCodeError(
+        f"model.builder: the model outputs shape {outputs.shape[1:]} per sample but the data has {n_classes} "
+        f"classes; return {n_classes} softmax outputs" + (" or one sigmoid output" if n_classes == 2 else "")
+    )
 
 
 def regression_outputs(outputs: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The model's outputs shaped like the targets `y` (a (N, 1) output for 1-D targets is flattened)."""
     outputs = np.asarray(outputs)
     if outputs.size != y.size:
-        raise UserCodeError(f"model.builder: the model outputs shape {outputs.shape[1:]} per sample but the targets have "
-                            f"shape {y.shape[1:] or (1,)}; make the last layer give one value per target")
+        raise UserCodeError(
+            f"model.builder: the model outputs shape {outputs.shape[1:]} per sample but the targets have "
+            f"shape {y.shape[1:] or (1,)}; make the last layer give one value per target"
+        )
     return outputs.reshape(y.shape)
 
 
-def scores(y: np.ndarray, outputs: np.ndarray, task: str, n_outputs: int, groups: np.ndarray | None = None,
-           compiled: dict[str, float] | None = None) -> dict[str, Any]:
+def scores(
+    y: np.ndarray,
+    outputs: np.ndarray,
+    task: str,
+    n_outputs: int,
+    groups: np.ndarray | None = None,
+    compiled: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """The task's scores of the model's test `outputs`, its predictions, and the compiled metrics beside them."""
-    result = classification_scores(y, class_probabilities(outputs, n_outputs), n_outputs, groups) if task == CLASSIFICATION \
+    result = (
+        classification_scores(y, class_probabilities(outputs, n_outputs), n_outputs, groups)
+        if task == CLASSIFICATION
         else regression_scores(y, regression_outputs(outputs, y), groups)
-    result["compiled"] = {f"test_{name}": float(value) for name, value in (compiled or {}).items()
-                          if name != "loss" and f"test_{name}" not in result}
+    )
+    result["compiled"] = {
+        f"test_{name}": float(value)
+        for name, value in (compiled or {}).items()
+        if name != "loss" and f"test_{name}" not in result
+    }
     return result
 
 
-def classification_scores(y: np.ndarray, probabilities: np.ndarray, n_classes: int, groups: np.ndarray | None) -> dict[str, Any]:
+def classification_scores(
+    y: np.ndarray, probabilities: np.ndarray, n_classes: int, groups: np.ndarray | None
+) -> dict[str, Any]:
     """Loss, accuracy, per-class accuracy, AUC for binary, per-group metrics and the confusion matrix (rows: actual)."""
     predicted = probabilities.argmax(axis=1)
     picked = np.clip(probabilities[np.arange(len(y)), y], 1e-7, 1.0)
@@ -60,8 +77,13 @@ def classification_scores(y: np.ndarray, probabilities: np.ndarray, n_classes: i
     np.add.at(confusion, (y, predicted), 1)
     support = confusion.sum(axis=1)
     per_class = {str(k): float(confusion[k, k] / support[k]) if support[k] else float("nan") for k in range(n_classes)}
-    result = {"test_loss": float(-np.log(picked).mean()), "test_accuracy": float((predicted == y).mean()),
-              "per_class_accuracy": per_class, "confusion": confusion, "predicted": predicted}
+    result = {
+        "test_loss": float(-np.log(picked).mean()),
+        "test_accuracy": float((predicted == y).mean()),
+        "per_class_accuracy": per_class,
+        "confusion": confusion,
+        "predicted": predicted,
+    }
     if n_classes == 2:
         result["test_auc"] = binary_auc(y, probabilities[:, 1])
     if groups is not None:
@@ -79,17 +101,25 @@ def binary_auc(y: np.ndarray, positive: np.ndarray) -> float:
 def regression_scores(y: np.ndarray, predicted: np.ndarray, groups: np.ndarray | None) -> dict[str, Any]:
     """Mean squared error (the loss), MAE, RMSE and R² over every target value, and the MAE of each group."""
     error = predicted.astype(np.float64) - y.astype(np.float64)
-    mse = float(np.mean(error ** 2))
+    mse = float(np.mean(error**2))
     variance = float(np.var(y.astype(np.float64)))
-    result = {"test_loss": mse, "test_mae": float(np.mean(np.abs(error))), "test_rmse": float(np.sqrt(mse)),
-              "test_r2": 1.0 - mse / variance if variance > 0 else float("nan"), "predicted": predicted}
+    result = {
+        "test_loss": mse,
+        "test_mae": float(np.mean(np.abs(error))),
+        "test_rmse": float(np.sqrt(mse)),
+        "test_r2": 1.0 - mse / variance if variance > 0 else float("nan"),
+        "predicted": predicted,
+    }
     if groups is not None:
-        result["per_group"] = {str(group): {"mae": float(np.mean(np.abs(error[groups == group])))}
-                               for group in np.unique(groups)}
+        result["per_group"] = {
+            str(group): {"mae": float(np.mean(np.abs(error[groups == group])))} for group in np.unique(groups)
+        }
     return result
 
 
-def group_scores(y: np.ndarray, predicted: np.ndarray, groups: np.ndarray, n_classes: int) -> dict[str, dict[str, float]]:
+def group_scores(
+    y: np.ndarray, predicted: np.ndarray, groups: np.ndarray, n_classes: int
+) -> dict[str, dict[str, float]]:
     """Accuracy of each sub-group; with two classes also its FPR and FNR (class 1 is the positive class)."""
     found = {}
     for group in np.unique(groups):

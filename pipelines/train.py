@@ -39,13 +39,21 @@ def main() -> None:
     open_repository(root)
     connect(root, params.mlflow.experiment)  # an unreachable store stops the stage before TensorFlow loads
     effective = seed_frameworks(params, seeds)
-    built = prepare_model(params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest))
+    built = prepare_model(
+        params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest)
+    )
     try:
         with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
-            model, history, digest = tracked_training(params, seeds, effective, built, root, manifest, train, val, tracker)
+            model, history, digest = tracked_training(
+                params, seeds, effective, built, root, manifest, train, val, tracker
+            )
             write_outputs(root, model, history, digest)
-            run = {"run_id": tracker.run_id, "experiment": tracker.experiment, "tracking_uri": strip_credentials(tracker.uri),
-                   "weights_sha256": digest}
+            run = {
+                "run_id": tracker.run_id,
+                "experiment": tracker.experiment,
+                "tracking_uri": strip_credentials(tracker.uri),
+                "weights_sha256": digest,
+            }
             (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
     except BaseException:
         remove_outputs(root)
@@ -53,8 +61,17 @@ def main() -> None:
     print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
 
 
-def tracked_training(params: Params, seeds: Seeds, effective: EffectiveDeterminism, built: Built, root: Path,
-                     manifest: dict, train: dict, val: dict | None, tracker: Tracker) -> tuple[Any, dict[str, list[float]], str]:
+def tracked_training(
+    params: Params,
+    seeds: Seeds,
+    effective: EffectiveDeterminism,
+    built: Built,
+    root: Path,
+    manifest: dict,
+    train: dict,
+    val: dict | None,
+    tracker: Tracker,
+) -> tuple[Any, dict[str, list[float]], str]:
     """Train the built model with everything logged to `tracker`'s run: params, provenance (the builder and its
     seeding too), data, initial and trained weights' hashes, per-epoch metrics, model."""
     from tracking.keras_callback import MlflowMetricsCallback
@@ -90,7 +107,7 @@ def write_outputs(root: Path, model: Any, history: dict[str, list[float]], diges
     with open(root / HISTORY, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["epoch", *history])
-        for epoch, values in enumerate(zip(*history.values())):
+        for epoch, values in enumerate(zip(*history.values(), strict=False)):
             writer.writerow([epoch, *values])
 
 
@@ -107,7 +124,7 @@ def curves_figure(history: dict[str, list[float]]) -> Any:
 
     shown = ["loss", *[key for key in history if key != "loss" and not key.startswith("val_")][:1]]
     figure = Figure(figsize=(4.5 * len(shown), 3.5), layout="tight")
-    for axis, metric in zip(figure.subplots(1, len(shown), squeeze=False)[0], shown):
+    for axis, metric in zip(figure.subplots(1, len(shown), squeeze=False)[0], shown, strict=False):
         for key in (metric, f"val_{metric}"):
             if key in history:
                 axis.plot(range(len(history[key])), history[key], label=key)

@@ -40,20 +40,34 @@ class Built:
     builder: dict[str, Any]
 
 
-def build_model(params: Params, input_shape: tuple[int, ...], n_outputs: int, seeds: Seeds, root: Path = Path("."),
-                target_shape: tuple[int, ...] | None = None) -> Built:
+def build_model(
+    params: Params,
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    seeds: Seeds,
+    root: Path = Path("."),
+    target_shape: tuple[int, ...] | None = None,
+) -> Built:
     """The model `model.builder` returns for `model.kwargs`, checked against the task and seeded by position."""
     import keras
 
     builder = load_callable(params.model.builder, "model.builder", root)
     with capturing_weights() as created:
-        model = call_builder(builder, params.model.builder, input_shape, n_outputs, params.model.kwargs,
-                             {"seeds": seeds, "task": params.data.task})
+        model = call_builder(
+            builder,
+            params.model.builder,
+            input_shape,
+            n_outputs,
+            params.model.kwargs,
+            {"seeds": seeds, "task": params.data.task},
+        )
     check_output(model, params.model.builder, params.data.task, n_outputs, target_shape)
     report = seed_model(model, created, seeds, input_shape)
-    described = {**describe_callable(params.model.builder, builder, root),
-                 "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
-                 "dtype_policy": keras.config.dtype_policy().name}
+    described = {
+        **describe_callable(params.model.builder, builder, root),
+        "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
+        "dtype_policy": keras.config.dtype_policy().name,
+    }
     return Built(model, weights_sha256(model.get_weights()), report, described)
 
 
@@ -76,12 +90,19 @@ def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
 
 def make_optimizer(params: Params) -> Any:
     """`train.optimizer` (a Keras identifier) with `train.learning_rate` and `train.optimizer_kwargs`."""
-    return building.make_optimizer(params.train.optimizer,
-                                   {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs})
+    return building.make_optimizer(
+        params.train.optimizer, {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs}
+    )
 
 
-def prepare_model(params: Params, seeds: Seeds, input_shape: tuple[int, ...], n_outputs: int, root: Path = Path("."),
-                  target_shape: tuple[int, ...] | None = None) -> Built:
+def prepare_model(
+    params: Params,
+    seeds: Seeds,
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    root: Path = Path("."),
+    target_shape: tuple[int, ...] | None = None,
+) -> Built:
     """Build, seed and compile (frameworks already seeded): every mistake in the team's code or in params.yaml
     surfaces here, before a stage opens its MLflow run."""
     built = build_model(params, input_shape, n_outputs, seeds, root, target_shape)
@@ -117,12 +138,13 @@ def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_s
         noise = np.random.default_rng(within_batch_seed)
         for order in orders:
             for start in range(0, len(order), batch_size):
-                order[start:start + batch_size] = noise.permutation(order[start:start + batch_size])
+                order[start : start + batch_size] = noise.permutation(order[start : start + batch_size])
     return orders
 
 
-def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int,
-                  within_batch_seed: int | None = None) -> Any:
+def epoch_batches(
+    x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None
+) -> Any:
     """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`."""
     import tensorflow as tf
 
@@ -136,24 +158,45 @@ def epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, se
     )
 
 
-def train_model(params: Params, seeds: Seeds, train: dict[str, np.ndarray], val: dict[str, np.ndarray] | None,
-                n_outputs: int, callbacks: list[Any] = (), within_batch_seed: int | None = None,
-                ) -> tuple[Any, dict[str, list[float]]]:
+def train_model(
+    params: Params,
+    seeds: Seeds,
+    train: dict[str, np.ndarray],
+    val: dict[str, np.ndarray] | None,
+    n_outputs: int,
+    callbacks: list[Any] = (),
+    within_batch_seed: int | None = None,
+) -> tuple[Any, dict[str, list[float]]]:
     """Build and fit the configured model; return it with its per-epoch history."""
     model = prepare_model(params, seeds, tuple(train["x"].shape[1:]), n_outputs).model
     return model, fit_model(model, params, seeds, train, val, callbacks, within_batch_seed)
 
 
-def fit_model(model: Any, params: Params, seeds: Seeds, train: dict[str, np.ndarray], val: dict[str, np.ndarray] | None,
-              callbacks: list[Any] = (), within_batch_seed: int | None = None) -> dict[str, list[float]]:
+def fit_model(
+    model: Any,
+    params: Params,
+    seeds: Seeds,
+    train: dict[str, np.ndarray],
+    val: dict[str, np.ndarray] | None,
+    callbacks: list[Any] = (),
+    within_batch_seed: int | None = None,
+) -> dict[str, list[float]]:
     """Fit a compiled model on the seeded batch order; return its per-epoch history."""
     from tracking.keras_callback import InterruptCheck
 
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
-    batches = epoch_batches(train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle,
-                            within_batch_seed)
+    batches = epoch_batches(
+        train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle, within_batch_seed
+    )
     validation = (val["x"], val["y"]) if val is not None and len(val["y"]) else None
     with deferred_interrupts():
-        history = model.fit(batches, epochs=params.train.epochs, steps_per_epoch=steps, validation_data=validation,
-                            callbacks=[InterruptCheck(), *callbacks], shuffle=False, verbose=0)
+        history = model.fit(
+            batches,
+            epochs=params.train.epochs,
+            steps_per_epoch=steps,
+            validation_data=validation,
+            callbacks=[InterruptCheck(), *callbacks],
+            shuffle=False,
+            verbose=0,
+        )
     return history.history

@@ -117,4 +117,3 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(["git", "commit", "-qam", "tiny calibration"], project)
     run(["dvc", "repro", "evaluate", "calibrate"], project)
     return project
-

@@ -47,11 +47,24 @@ class MlflowServer:
         """Start and wait until `/health` answers."""
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         env.pop("MLFLOW_TRACKING_URI", None)
-        command = [str(BIN / "mlflow"), "server", "--backend-store-uri", self.backend_uri,
-                   "--artifacts-destination", str(self.artifacts), "--host", "127.0.0.1", "--port", str(self.port),
-                   "--workers", "1"]
+        command = [
+            str(BIN / "mlflow"),
+            "server",
+            "--backend-store-uri",
+            self.backend_uri,
+            "--artifacts-destination",
+            str(self.artifacts),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+        ]
         with open(self.log, "a") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -123,5 +136,7 @@ def _postgres_bin() -> Path:
     versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
     if versions:
         return versions[-1].parent
-    raise FileNotFoundError("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql` "
-                            f"(.ci/run does), or set {SKIP_POSTGRES}=1 to skip the PostgreSQL tests")
+    raise FileNotFoundError(
+        "PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql` "
+        f"(.ci/run does), or set {SKIP_POSTGRES}=1 to skip the PostgreSQL tests"
+    )

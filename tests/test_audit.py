@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO, assert_user_error, client_for, make_project, run, runs_of, write_params
+
 from tracking.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
 
 AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]
@@ -49,7 +49,9 @@ def audited(tmp_path_factory):
     done = run(AUDIT, root)
     client = client_for(root)
     parent = next(r for r in runs_of(root) if r.data.tags.get("audit") == "true")
-    summary = json.loads(Path(client.download_artifacts(parent.info.run_id, "audit/audit.json", str(root / "dl"))).read_text())
+    summary = json.loads(
+        Path(client.download_artifacts(parent.info.run_id, "audit/audit.json", str(root / "dl"))).read_text()
+    )
     return root, done, parent, summary
 
 
@@ -77,23 +79,37 @@ def test_diagnose_finds_the_layer_whose_call_raised():
         name, trainable_weights = "pool", []
 
         def call(self):
-            raise ValueError("tf.nn.fractional_max_pool requires a non-zero seed to be passed in when determinism is "
-                             "enabled, but got seed=0.")
+            raise ValueError(
+                "tf.nn.fractional_max_pool requires a non-zero seed to be passed in when determinism is "
+                "enabled, but got seed=0."
+            )
 
     with pytest.raises(ValueError) as caught:
         Pool().call()
     found = diagnose(caught.value, [])
     assert (found["op"], found["layer"]) == ("tf.nn.fractional_max_pool", "'pool' (Pool)")
     assert "seed" in found["alternatives"] and "MaxPooling2D" in found["alternatives"]
-    assert unsupported_line(found).startswith("op tf.nn.fractional_max_pool in layer 'pool' (Pool) has no deterministic")
+    assert unsupported_line(found).startswith(
+        "op tf.nn.fractional_max_pool in layer 'pool' (Pool) has no deterministic"
+    )
 
 
-CNN = {"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}}, "train": {"epochs": 2, "batch_size": 64}}
+CNN = {
+    "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
+    "train": {"epochs": 2, "batch_size": 64},
+}
 # Another builder, task, loss and optimizer: the step loop must use what params.yaml configures, not a fixed one.
-HUBER_SGD = {"model": {"builder": "pipelines.models:mlp", "kwargs": {"hidden_units": [8], "batch_norm": True}},
-             "data": {"task": "regression"},
-             "train": {"epochs": 2, "batch_size": 64, "loss": "huber", "optimizer": "sgd",
-                       "optimizer_kwargs": {"momentum": 0.9, "nesterov": True}}}
+HUBER_SGD = {
+    "model": {"builder": "pipelines.models:mlp", "kwargs": {"hidden_units": [8], "batch_norm": True}},
+    "data": {"task": "regression"},
+    "train": {
+        "epochs": 2,
+        "batch_size": 64,
+        "loss": "huber",
+        "optimizer": "sgd",
+        "optimizer_kwargs": {"momentum": 0.9, "nesterov": True},
+    },
+}
 
 
 @pytest.mark.parametrize("config", [CNN, HUBER_SGD], ids=["small_cnn-default", "mlp-huber-sgd-regression"])
@@ -133,7 +149,13 @@ def test_audit_reports_bit_identity_divergence_matrices_and_logs_to_mlflow(audit
     # the very first step already differs, and it is the first tensor in the order.
     assert nondet["divergence"] == {"step": 0, "tensor": "loss", "repeats": [1, 2]}
     assert nondet["differing_tensors_at_divergence"][:2] == ["loss", "gradient/small_cnn/conv2d/kernel"]
-    assert list(det["matrices"]) == ["predictions", "loss, step 1", "loss, step 3", "gradients, step 1", "gradients, step 3"]
+    assert list(det["matrices"]) == [
+        "predictions",
+        "loss, step 1",
+        "loss, step 3",
+        "gradients, step 1",
+        "gradients, step 3",
+    ]
     for name in det["matrices"]:
         same, noisy = np.array(det["matrices"][name]), np.array(nondet["matrices"][name])
         assert same.shape == noisy.shape == (3, 3)
@@ -155,8 +177,9 @@ def test_audit_reports_bit_identity_divergence_matrices_and_logs_to_mlflow(audit
     assert parent.data.params["audit.repeats"] == "3" and parent.data.tags["audit.det.bit_identical"] == "true"
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "audit")} >= {"audit/audit.md", "audit/audit.png"}
     children = [r for r in runs_of(root) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert sorted((r.data.tags["audit.mode"], r.data.tags["audit.repeat"]) for r in children) == \
-        [("det", str(k)) for k in range(3)] + [("nondet", str(k)) for k in range(3)]
+    assert sorted((r.data.tags["audit.mode"], r.data.tags["audit.repeat"]) for r in children) == [
+        ("det", str(k)) for k in range(3)
+    ] + [("nondet", str(k)) for k in range(3)]
     assert {r.info.status for r in children} == {"FINISHED"}
     for child in children:
         mode, repeat = child.data.tags["audit.mode"], int(child.data.tags["audit.repeat"])
@@ -183,12 +206,21 @@ def test_op_without_deterministic_implementation_is_named_not_crashed(tmp_path):
     (root / "models").mkdir()
     (root / "models/noisy.py").write_text(NOISY_BUILDER)  # a team's builder, listed as the audit stage's dep
     audit_stage = root / "audit/dvc.yaml"
-    audit_stage.write_text(audit_stage.read_text().replace("      - pipelines/audit.py\n", "      - models/noisy.py\n      - pipelines/audit.py\n"))
+    audit_stage.write_text(
+        audit_stage.read_text().replace(
+            "      - pipelines/audit.py\n", "      - models/noisy.py\n      - pipelines/audit.py\n"
+        )
+    )
     write_params(root, audit={"steps": 2}, model={"builder": "models.noisy:build", "kwargs": {}})
     run(["dvc", "repro", "prepare"], root)
     done = run([sys.executable, "-m", "tracking", "audit"], root, check=False)
-    assert_user_error(done, "op RandomUniform in layer 'unseeded_noise' (UnseededNoise) has no deterministic implementation",
-                      "random ops must have a seed specified", "tf.random.stateless_uniform", "see reports/audit.md")
+    assert_user_error(
+        done,
+        "op RandomUniform in layer 'unseeded_noise' (UnseededNoise) has no deterministic implementation",
+        "random ops must have a seed specified",
+        "tf.random.stateless_uniform",
+        "see reports/audit.md",
+    )
     report = (root / "reports/audit.md").read_text()
     assert "- op: `RandomUniform`" in report and "- layer: 'unseeded_noise' (UnseededNoise)" in report
     assert not (root / "metrics/audit.json").exists()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import BIN, client_for, make_project, project_env, run, write_params
+
 from tracking.params import parse_yaml, yaml_editor
 
 Setup = Callable[[Path], dict[str, str] | None]
@@ -41,20 +41,24 @@ def tracking(*args: str) -> list[str]:
 def params_text(text: str) -> Setup:
     def setup(root: Path) -> None:
         (root / "params.yaml").write_text(text)
+
     return setup
 
 
 def params(**sections: dict) -> Setup:
     def setup(root: Path) -> None:
         write_params(root, **sections)
+
     return setup
 
 
 def npz(**arrays: np.ndarray) -> Setup:
     """A user data set at data/mine.npz, named by data.source."""
+
     def setup(root: Path) -> None:
         np.savez(root / "data/mine.npz", **arrays)
         write_params(root, data={"source": "data/mine.npz"})
+
     return setup
 
 
@@ -103,21 +107,25 @@ def remove(relative: str) -> Setup:
     def setup(root: Path) -> None:
         target = root / relative
         shutil.rmtree(target) if target.is_dir() else target.unlink()
+
     return setup
 
 
 def environment(**variables: str) -> Setup:
     def setup(root: Path) -> dict[str, str]:
         return variables
+
     return setup
 
 
 def trained_by(run_id: str) -> Setup:
     """Outputs of a train stage whose MLflow run is `run_id`."""
+
     def setup(root: Path) -> None:
         (root / "outputs").mkdir(exist_ok=True)
         (root / "outputs/run.json").write_text(f'{{"run_id": "{run_id}", "weights_sha256": ""}}\n')
         (root / "outputs/model.keras").write_bytes(b"not reached: the run id is checked first")
+
     return setup
 
 
@@ -129,6 +137,7 @@ def run_file_only(root: Path) -> None:
 def baseline_text(text: str) -> Setup:
     def setup(root: Path) -> None:
         (root / "baseline.yaml").write_text(text)
+
     return setup
 
 
@@ -144,6 +153,7 @@ def build(input_shape, n_outputs, width=8):
 
 def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
     """A team's builder at models/net.py named by model.builder, listed among the train stage's deps or not."""
+
     def setup(root: Path) -> None:
         (root / "models").mkdir()
         (root / "models/net.py").write_text(text)
@@ -153,31 +163,42 @@ def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
             content["stages"]["train"]["deps"].append("models/net.py")
             with open(root / "dvc.yaml", "w", encoding="utf-8") as handle:
                 yaml_editor().dump(content, handle)
+
     return setup
 
 
 def user_loader(body: str, dep: bool = True, **data: object) -> Setup:
     """A team's loader at team_data.py named by data.loader; `dep`: listed among the prepare stage's deps."""
+
     def setup(root: Path) -> None:
         (root / "team_data.py").write_text(f"import numpy as np\n\n\ndef load(n=40):\n    {body}\n")
         if dep:
             dvc_file = root / "dvc.yaml"
-            dvc_file.write_text(dvc_file.read_text().replace("      - data/raw\n", "      - data/raw\n      - team_data.py\n", 1))
+            dvc_file.write_text(
+                dvc_file.read_text().replace("      - data/raw\n", "      - data/raw\n      - team_data.py\n", 1)
+            )
         write_params(root, data={"source": None, "loader": "team_data:load", **data})
+
     return setup
 
 
 def compare_inputs(**compare: object) -> Setup:
     """The files the compare stage reads, as a calibrated pipeline leaves them, and `compare` in params.yaml."""
+
     def setup(root: Path) -> None:
         for folder in ("outputs", "metrics", "calibration"):
             (root / folder).mkdir(exist_ok=True)
         (root / "outputs/run.json").write_text(f'{{"run_id": "{UNKNOWN_RUN_ID}", "weights_sha256": ""}}\n')
-        (root / "metrics/eval.json").write_text('{"test_loss": 0.3, "test_accuracy": 0.9, "per_class_accuracy": {"0": 0.9}}\n')
-        (root / "calibration/noise.json").write_text('{"data_sha256": "", "variants": {"algo": {"bands": {}, "runs": []}}}\n')
+        (root / "metrics/eval.json").write_text(
+            '{"test_loss": 0.3, "test_accuracy": 0.9, "per_class_accuracy": {"0": 0.9}}\n'
+        )
+        (root / "calibration/noise.json").write_text(
+            '{"data_sha256": "", "variants": {"algo": {"bands": {}, "runs": []}}}\n'
+        )
         np.save(root / "outputs/predictions.npy", np.zeros(3, dtype="int64"))
         np.savez(root / "outputs/calibration.npz", predictions=np.zeros((3, 3), dtype="int16"))
         write_params(root, compare=compare)
+
     return setup
 
 
@@ -190,8 +211,12 @@ def user_loss(root: Path) -> None:
 
 def builder_returning(expression: str) -> Setup:
     """A listed team builder whose return statement is `expression` (with `keras` and `n_outputs` at hand)."""
-    return user_builder(USER_BUILDER.replace("    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation=\"softmax\")(hidden))",
-                                             f"    return {expression}"))
+    return user_builder(
+        USER_BUILDER.replace(
+            '    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))',
+            f"    return {expression}",
+        )
+    )
 
 
 def case(name: str, setup: Setup, command: list[str], *expected: str):
@@ -205,157 +230,511 @@ def unchanged(root: Path) -> None:
 
 CASES = [
     # params.yaml
-    case("yaml-syntax-error", params_text("train:\n  epochs: [2\n"), stage("train"),
-         "params.yaml: YAML syntax error at line 3", "fix the YAML"),
-    case("params-not-a-mapping", params_text("- train\n- model\n"), stage("train"),
-         "params.yaml: expected a mapping of sections", "got list"),
+    case(
+        "yaml-syntax-error",
+        params_text("train:\n  epochs: [2\n"),
+        stage("train"),
+        "params.yaml: YAML syntax error at line 3",
+        "fix the YAML",
+    ),
+    case(
+        "params-not-a-mapping",
+        params_text("- train\n- model\n"),
+        stage("train"),
+        "params.yaml: expected a mapping of sections",
+        "got list",
+    ),
     case("params-missing", remove("params.yaml"), stage("data"), "params.yaml: file not found", "create it"),
-    case("unknown-section", params(trian={"epochs": 2}), stage("train"), "unknown key 'trian'", "did you mean 'train'?"),
-    case("misspelled-key", params(train={"lerning_rate": 0.1}), stage("train"),
-         "unknown key 'train.lerning_rate'", "did you mean 'train.learning_rate'?"),
-    case("section-not-a-mapping", params_text("train: 5\n"), stage("train"),
-         "params.yaml: train:", "got 5", "fix it in params.yaml"),
-    case("epochs-wrong-type", params(train={"epochs": "two"}), stage("train"),
-         "train.epochs: expected a valid integer, got 'two'", "fix it in params.yaml"),
-    case("epochs-float", params(train={"epochs": 2.5}), stage("train"), "train.epochs: expected a valid integer, got 2.5",
-         "fix it in params.yaml"),
-    case("epochs-zero-dvc-repro", params(train={"epochs": 0}), repro("train"),
-         "train.epochs: expected greater than or equal to 1, got 0", "fix it in params.yaml"),
-    case("batch-size-negative", params(train={"batch_size": -32}), stage("train"),
-         "train.batch_size: expected greater than or equal to 1, got -32", "fix it in params.yaml"),
-    case("repeats-zero", params(calibration={"repeats": 0}), stage("calibrate"),
-         "calibration.repeats: expected greater than or equal to 3, got 0", "fix it in params.yaml"),
-    case("builder-not-module-function", params(model={"builder": "resnet50"}), stage("train"),
-         "model.builder: expected 'package.module:function', got 'resnet50'", "fix it in params.yaml"),
-    case("test-fraction-out-of-range", params(data={"test_fraction": 1.5}), stage("data"),
-         "data.test_fraction: expected less than 1, got 1.5", "fix it in params.yaml"),
-    case("sha256-malformed", params(data={"sha256": "abc123"}), stage("data"), "data.sha256: expected 64 lowercase hex digits",
-         "fix it in params.yaml"),
-    case("baseline-missing", remove("baseline.yaml"), stage("calibrate"),
-         "baseline.yaml: baseline not found", "tracking baseline"),
-    case("baseline-misspelled-key", baseline_text("train:\n  lerning_rate: 0.1\n"), stage("calibrate"),
-         "baseline.yaml: unknown key 'train.lerning_rate'", "did you mean 'train.learning_rate'?"),
+    case(
+        "unknown-section", params(trian={"epochs": 2}), stage("train"), "unknown key 'trian'", "did you mean 'train'?"
+    ),
+    case(
+        "misspelled-key",
+        params(train={"lerning_rate": 0.1}),
+        stage("train"),
+        "unknown key 'train.lerning_rate'",
+        "did you mean 'train.learning_rate'?",
+    ),
+    case(
+        "section-not-a-mapping",
+        params_text("train: 5\n"),
+        stage("train"),
+        "params.yaml: train:",
+        "got 5",
+        "fix it in params.yaml",
+    ),
+    case(
+        "epochs-wrong-type",
+        params(train={"epochs": "two"}),
+        stage("train"),
+        "train.epochs: expected a valid integer, got 'two'",
+        "fix it in params.yaml",
+    ),
+    case(
+        "epochs-float",
+        params(train={"epochs": 2.5}),
+        stage("train"),
+        "train.epochs: expected a valid integer, got 2.5",
+        "fix it in params.yaml",
+    ),
+    case(
+        "epochs-zero-dvc-repro",
+        params(train={"epochs": 0}),
+        repro("train"),
+        "train.epochs: expected greater than or equal to 1, got 0",
+        "fix it in params.yaml",
+    ),
+    case(
+        "batch-size-negative",
+        params(train={"batch_size": -32}),
+        stage("train"),
+        "train.batch_size: expected greater than or equal to 1, got -32",
+        "fix it in params.yaml",
+    ),
+    case(
+        "repeats-zero",
+        params(calibration={"repeats": 0}),
+        stage("calibrate"),
+        "calibration.repeats: expected greater than or equal to 3, got 0",
+        "fix it in params.yaml",
+    ),
+    case(
+        "builder-not-module-function",
+        params(model={"builder": "resnet50"}),
+        stage("train"),
+        "model.builder: expected 'package.module:function', got 'resnet50'",
+        "fix it in params.yaml",
+    ),
+    case(
+        "test-fraction-out-of-range",
+        params(data={"test_fraction": 1.5}),
+        stage("data"),
+        "data.test_fraction: expected less than 1, got 1.5",
+        "fix it in params.yaml",
+    ),
+    case(
+        "sha256-malformed",
+        params(data={"sha256": "abc123"}),
+        stage("data"),
+        "data.sha256: expected 64 lowercase hex digits",
+        "fix it in params.yaml",
+    ),
+    case(
+        "baseline-missing",
+        remove("baseline.yaml"),
+        stage("calibrate"),
+        "baseline.yaml: baseline not found",
+        "tracking baseline",
+    ),
+    case(
+        "baseline-misspelled-key",
+        baseline_text("train:\n  lerning_rate: 0.1\n"),
+        stage("calibrate"),
+        "baseline.yaml: unknown key 'train.lerning_rate'",
+        "did you mean 'train.learning_rate'?",
+    ),
     # the data source
-    case("data-file-missing", params(data={"source": "data/missing.npz"}), stage("data"),
-         "data.source: file 'data/missing.npz' not found", "dvc pull"),
-    case("data-file-missing-dvc-repro", params(data={"source": "data/missing.npz"}), repro("prepare"),
-         "data.source: file 'data/missing.npz' not found", "dvc pull"),
-    case("data-file-truncated", truncated_npz, stage("data"),
-         "'data/mine.npz' is not a readable .npz file", "re-create or re-fetch it"),
-    case("data-file-npy-not-npz", npy_instead_of_npz, stage("data"), "'data/mine.npy' is not a readable .npz file", "np.savez"),
-    case("data-unknown-builtin", params(data={"source": "sklearn:mnist"}), stage("data"),
-         "unknown built-in 'sklearn:mnist'", "use 'sklearn:digits'"),
+    case(
+        "data-file-missing",
+        params(data={"source": "data/missing.npz"}),
+        stage("data"),
+        "data.source: file 'data/missing.npz' not found",
+        "dvc pull",
+    ),
+    case(
+        "data-file-missing-dvc-repro",
+        params(data={"source": "data/missing.npz"}),
+        repro("prepare"),
+        "data.source: file 'data/missing.npz' not found",
+        "dvc pull",
+    ),
+    case(
+        "data-file-truncated",
+        truncated_npz,
+        stage("data"),
+        "'data/mine.npz' is not a readable .npz file",
+        "re-create or re-fetch it",
+    ),
+    case(
+        "data-file-npy-not-npz",
+        npy_instead_of_npz,
+        stage("data"),
+        "'data/mine.npy' is not a readable .npz file",
+        "np.savez",
+    ),
+    case(
+        "data-unknown-builtin",
+        params(data={"source": "sklearn:mnist"}),
+        stage("data"),
+        "unknown built-in 'sklearn:mnist'",
+        "use 'sklearn:digits'",
+    ),
     case("data-lacks-y", npz(x=good_arrays()["x"]), stage("data"), "lacks array(s) y", "np.savez"),
-    case("data-length-mismatch", npz(x=good_arrays()["x"], y=np.arange(59) % 4), stage("data"),
-         "arrays differ in length ({'x': 60, 'y': 59})", "one entry per sample"),
-    case("data-groups-length-mismatch", npz(**good_arrays(), groups=np.zeros(61)), stage("data"),
-         "'groups': 61", "one entry per sample"),
-    case("labels-negative", with_y(np.array([0, 1, 2, -1] * 15)), stage("data"),
-         "array y has negative label -1", "labels must be 0..n_classes-1"),
-    case("labels-float", with_y((np.arange(60) % 4).astype("float64")), stage("data"),
-         "array y must be 1-D integer class labels, got float64", "y.astype(int)"),
-    case("labels-with-gaps", with_y(np.arange(60) % 4 * 3), stage("data"),
-         "classes 1, 2, 4, 5, 7, 8 never appear", "np.unique(y, return_inverse=True)"),
-    case("labels-2d", with_y((np.arange(60) % 4).reshape(60, 1)), stage("data"),
-         "array y must be 1-D integer class labels, got int64 with shape (60, 1)", "y.argmax(axis=1)"),
-    case("x-nan", with_x(nan_at_end), stage("data"),
-         "array x has NaN or infinite values (1 NaN, 0 inf, in 1 sample(s), the first at index 59)", "drop or impute"),
-    case("x-inf", with_x(inf_at_start), stage("data"), "(0 NaN, 1 inf, in 1 sample(s), the first at index 0)", "drop or impute"),
-    case("x-1d", with_x(lambda x: x.reshape(-1)[:60]), stage("data"),
-         "array x must hold at least one sample of features, got shape (60,)", "one row per sample"),
-    case("x-strings", with_x(lambda x: np.full(x.shape, "a")), stage("data"), "array x must be numeric, got <U1", "encode the features as numbers"),
-    case("data-too-few-samples", npz(x=good_arrays(20)["x"], y=np.arange(20) % 10), stage("data"),
-         "cannot split 20 samples", "use more samples per class or change the fractions"),
-    case("pin-mismatch-dvc-repro", params(data={"sha256": "0" * 64}), repro("prepare"),
-         "differs from data.sha256 " + "0" * 64, "tracking pin-data"),
-    case("prepared-data-truncated", truncated_prepared, stage("train"),
-         "data/prepared/train_x.npy is not a readable .npy file", "dvc repro -f prepare"),
-    case("prepared-data-missing", remove("data/prepared"), stage("train"), "run the prepare stage first", "dvc repro prepare"),
+    case(
+        "data-length-mismatch",
+        npz(x=good_arrays()["x"], y=np.arange(59) % 4),
+        stage("data"),
+        "arrays differ in length ({'x': 60, 'y': 59})",
+        "one entry per sample",
+    ),
+    case(
+        "data-groups-length-mismatch",
+        npz(**good_arrays(), groups=np.zeros(61)),
+        stage("data"),
+        "'groups': 61",
+        "one entry per sample",
+    ),
+    case(
+        "labels-negative",
+        with_y(np.array([0, 1, 2, -1] * 15)),
+        stage("data"),
+        "array y has negative label -1",
+        "labels must be 0..n_classes-1",
+    ),
+    case(
+        "labels-float",
+        with_y((np.arange(60) % 4).astype("float64")),
+        stage("data"),
+        "array y must be 1-D integer class labels, got float64",
+        "y.astype(int)",
+    ),
+    case(
+        "labels-with-gaps",
+        with_y(np.arange(60) % 4 * 3),
+        stage("data"),
+        "classes 1, 2, 4, 5, 7, 8 never appear",
+        "np.unique(y, return_inverse=True)",
+    ),
+    case(
+        "labels-2d",
+        with_y((np.arange(60) % 4).reshape(60, 1)),
+        stage("data"),
+        "array y must be 1-D integer class labels, got int64 with shape (60, 1)",
+        "y.argmax(axis=1)",
+    ),
+    case(
+        "x-nan",
+        with_x(nan_at_end),
+        stage("data"),
+        "array x has NaN or infinite values (1 NaN, 0 inf, in 1 sample(s), the first at index 59)",
+        "drop or impute",
+    ),
+    case(
+        "x-inf",
+        with_x(inf_at_start),
+        stage("data"),
+        "(0 NaN, 1 inf, in 1 sample(s), the first at index 0)",
+        "drop or impute",
+    ),
+    case(
+        "x-1d",
+        with_x(lambda x: x.reshape(-1)[:60]),
+        stage("data"),
+        "array x must hold at least one sample of features, got shape (60,)",
+        "one row per sample",
+    ),
+    case(
+        "x-strings",
+        with_x(lambda x: np.full(x.shape, "a")),
+        stage("data"),
+        "array x must be numeric, got <U1",
+        "encode the features as numbers",
+    ),
+    case(
+        "data-too-few-samples",
+        npz(x=good_arrays(20)["x"], y=np.arange(20) % 10),
+        stage("data"),
+        "cannot split 20 samples",
+        "use more samples per class or change the fractions",
+    ),
+    case(
+        "pin-mismatch-dvc-repro",
+        params(data={"sha256": "0" * 64}),
+        repro("prepare"),
+        "differs from data.sha256 " + "0" * 64,
+        "tracking pin-data",
+    ),
+    case(
+        "prepared-data-truncated",
+        truncated_prepared,
+        stage("train"),
+        "data/prepared/train_x.npy is not a readable .npy file",
+        "dvc repro -f prepare",
+    ),
+    case(
+        "prepared-data-missing",
+        remove("data/prepared"),
+        stage("train"),
+        "run the prepare stage first",
+        "dvc repro prepare",
+    ),
     # repository and store
     case("not-a-git-repo", remove(".git"), stage("train"), "is not inside a git repository", "git init"),
     case("dvc-not-initialised", remove(".dvc"), stage("data"), "not inside a DVC project", "dvc init"),
-    case("tracking-uri-unreachable", environment(MLFLOW_TRACKING_URI="http://127.0.0.1:9"), stage("train"),
-         "MLflow tracking store http://127.0.0.1:9 cannot be reached", "MLFLOW_TRACKING_URI"),
+    case(
+        "tracking-uri-unreachable",
+        environment(MLFLOW_TRACKING_URI="http://127.0.0.1:9"),
+        stage("train"),
+        "MLflow tracking store http://127.0.0.1:9 cannot be reached",
+        "MLFLOW_TRACKING_URI",
+    ),
     case("evaluate-before-train", unchanged, stage("evaluate"), "outputs/run.json not found", "dvc repro train"),
-    case("evaluate-model-missing", run_file_only, stage("evaluate"), "outputs/model.keras not found", "dvc repro train"),
-    case("evaluate-unknown-run-id", trained_by(UNKNOWN_RUN_ID), stage("evaluate"),
-         f"MLflow run {UNKNOWN_RUN_ID}", "dvc repro -f train"),
-    case("compare-before-calibrate", unchanged, stage("compare"), "not found; run the pipeline up to compare first", "dvc repro"),
+    case(
+        "evaluate-model-missing", run_file_only, stage("evaluate"), "outputs/model.keras not found", "dvc repro train"
+    ),
+    case(
+        "evaluate-unknown-run-id",
+        trained_by(UNKNOWN_RUN_ID),
+        stage("evaluate"),
+        f"MLflow run {UNKNOWN_RUN_ID}",
+        "dvc repro -f train",
+    ),
+    case(
+        "compare-before-calibrate",
+        unchanged,
+        stage("compare"),
+        "not found; run the pipeline up to compare first",
+        "dvc repro",
+    ),
     # the tracking command
-    case("bands-empty-experiment", unchanged, tracking("bands", "--experiment", EMPTY_EXPERIMENT),
-         f"no runs in MLflow experiment '{EMPTY_EXPERIMENT}'", "dvc repro"),
-    case("bands-filter-rejected", unchanged, tracking("bands", "--experiment", EMPTY_EXPERIMENT, "--filter", "accuracy > 0.9"),
-         "filter 'accuracy > 0.9' rejected by MLflow", "fix the filter string"),
-    case("compare-groups-filter-rejected", unchanged,
-         tracking("compare-groups", "--experiment", EMPTY_EXPERIMENT, "--a", "metrics.test_accuracy >", "--b", ""),
-         "rejected by MLflow", "fix the filter string"),
-    case("diff-unknown-run-id", unchanged, tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
-         f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
-    case("diff-outside-a-project-without-uri", remove(".dvc"), tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
-         "not inside a DVC project and MLFLOW_TRACKING_URI is not set", "set MLFLOW_TRACKING_URI to the store"),
-    case("bands-outside-a-project-without-uri", remove(".dvc"), tracking("bands", "--experiment", EMPTY_EXPERIMENT),
-         "not inside a DVC project and MLFLOW_TRACKING_URI is not set", "set MLFLOW_TRACKING_URI to the store"),
-    case("rerun-unknown-run-id", unchanged, tracking("rerun", UNKNOWN_RUN_ID),
-         f"run '{UNKNOWN_RUN_ID}' not found", "list runs with"),
-    case("pin-data-before-prepare", remove("data/prepared"), tracking("pin-data"), "run the prepare stage first", "dvc repro prepare"),
+    case(
+        "bands-empty-experiment",
+        unchanged,
+        tracking("bands", "--experiment", EMPTY_EXPERIMENT),
+        f"no runs in MLflow experiment '{EMPTY_EXPERIMENT}'",
+        "dvc repro",
+    ),
+    case(
+        "bands-filter-rejected",
+        unchanged,
+        tracking("bands", "--experiment", EMPTY_EXPERIMENT, "--filter", "accuracy > 0.9"),
+        "filter 'accuracy > 0.9' rejected by MLflow",
+        "fix the filter string",
+    ),
+    case(
+        "compare-groups-filter-rejected",
+        unchanged,
+        tracking("compare-groups", "--experiment", EMPTY_EXPERIMENT, "--a", "metrics.test_accuracy >", "--b", ""),
+        "rejected by MLflow",
+        "fix the filter string",
+    ),
+    case(
+        "diff-unknown-run-id",
+        unchanged,
+        tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
+        f"run '{UNKNOWN_RUN_ID}' not found",
+        "list runs with",
+    ),
+    case(
+        "diff-outside-a-project-without-uri",
+        remove(".dvc"),
+        tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
+        "not inside a DVC project and MLFLOW_TRACKING_URI is not set",
+        "set MLFLOW_TRACKING_URI to the store",
+    ),
+    case(
+        "bands-outside-a-project-without-uri",
+        remove(".dvc"),
+        tracking("bands", "--experiment", EMPTY_EXPERIMENT),
+        "not inside a DVC project and MLFLOW_TRACKING_URI is not set",
+        "set MLFLOW_TRACKING_URI to the store",
+    ),
+    case(
+        "rerun-unknown-run-id",
+        unchanged,
+        tracking("rerun", UNKNOWN_RUN_ID),
+        f"run '{UNKNOWN_RUN_ID}' not found",
+        "list runs with",
+    ),
+    case(
+        "pin-data-before-prepare",
+        remove("data/prepared"),
+        tracking("pin-data"),
+        "run the prepare stage first",
+        "dvc repro prepare",
+    ),
     # a team's own model
-    case("builder-not-a-stage-dep-dvc-repro", user_builder(listed=False), repro("train"),
-         "model.builder: models/net.py is not a dependency of stage train",
-         "add `- models/net.py` under deps of stage train in dvc.yaml"),
+    case(
+        "builder-not-a-stage-dep-dvc-repro",
+        user_builder(listed=False),
+        repro("train"),
+        "model.builder: models/net.py is not a dependency of stage train",
+        "add `- models/net.py` under deps of stage train in dvc.yaml",
+    ),
     # a team's own data and task
-    case("loader-wrong-keys", user_loader("return {'x': np.zeros((n, 3)), 'labels': np.arange(n) % 2}"), stage("data"),
-         "data.loader: 'team_data:load' returned a mapping that lacks y", "return exactly the keys x, y and optionally groups"),
-    case("loader-not-a-mapping", user_loader("return np.zeros((n, 3)), np.arange(n) % 2"), stage("data"),
-         "data.loader: 'team_data:load' returned a tuple, not a mapping", "return a dict with arrays x, y"),
-    case("loader-list-not-array", user_loader("return {'x': np.zeros((n, 3)), 'y': list(range(n))}"), stage("data"),
-         "data.loader: 'team_data:load' returned y as a list", "return NumPy arrays"),
-    case("loader-lengths-differ", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n + 1) % 2}"), stage("data"),
-         "arrays differ in length", "one entry per sample"),
-    case("loader-x-without-features", user_loader("return {'x': np.zeros(n), 'y': np.arange(n) % 2}"), stage("data"),
-         "array x must hold at least one sample of features", "shape (n_samples, features...)"),
-    case("loader-float-labels-for-classification", user_loader("return {'x': np.zeros((n, 3)), 'y': np.linspace(0, 1, n)}"),
-         stage("data"), "array y must be 1-D integer class labels, got float64", "set data.task: regression"),
-    case("loader-string-targets-for-regression", user_loader("return {'x': np.zeros((n, 3)), 'y': np.array(['a'] * n)}",
-                                                             task="regression"),
-         stage("data"), "array y must hold numeric targets for data.task regression", "y.astype('float32')"),
-    case("loader-2d-groups", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2, 'groups': np.zeros((n, 2))}"),
-         stage("data"), "array groups must be 1-D integers or strings", "one group id per sample"),
-    case("loader-kwargs-do-not-fit", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", kwargs={"size": 3}),
-         stage("data"), "data.loader: 'team_data:load' cannot be called with data.kwargs", "make data.kwargs match"),
-    case("loader-not-a-stage-dep", user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", dep=False), stage("data"),
-         "data.loader: team_data.py is not a dependency of stage prepare", "add `- team_data.py` under deps of stage prepare"),
-    case("regression-source-with-classification", params(data={"source": "sklearn:diabetes"}), stage("data"),
-         "data.task: 'sklearn:diabetes' is a regression set", "set data.task: regression"),
-    case("classification-source-with-regression", params(data={"source": "sklearn:breast_cancer", "task": "regression"}),
-         stage("data"), "data.task: 'sklearn:breast_cancer' is a classification set", "set data.task: classification"),
-    case("compare-metric-not-logged", compare_inputs(metrics={"test_accuracy": "max", "test_auc": "max"}), stage("compare"),
-         "compare.metrics.test_auc: the evaluate stage does not log it", "test_accuracy, test_accuracy_class_0, test_loss"),
-    case("loss-not-a-stage-dep", user_loss, stage("train"), "train.loss: models/losses.py is not a dependency of stage train",
-         "add `- models/losses.py` under deps of stage train in dvc.yaml"),
-    case("builder-unknown-kwarg", params(model={"kwargs": {"filters": [4, 4, 4], "widht": 3}}), stage("train"),
-         "model.kwargs: builder 'pipelines.models:small_cnn' has no parameter 'widht'",
-         "its parameters: input_shape, n_outputs, task, filters, dense_units", "fix model.kwargs in params.yaml"),
-    case("filters-wrong-type", params(model={"kwargs": {"filters": 4}}), stage("train"),
-         "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
-         "filters: expected a list of 3 positive integers, got 4", "fix model.kwargs in params.yaml"),
-    case("filters-wrong-length", params(model={"kwargs": {"filters": [4, 4]}}), stage("train"),
-         "filters: expected a list of 3 positive integers, got [4, 4]", "fix model.kwargs in params.yaml"),
-    case("builder-returns-no-model", builder_returning("{'logits': hidden}"), stage("train"),
-         "model.builder: 'models.net:build' returned dict, not a keras.Model", "return keras.Model(inputs, outputs)"),
-    case("builder-output-does-not-fit-task", builder_returning("keras.Model(inputs, keras.layers.Dense(3)(hidden))"),
-         stage("train"), "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
-         "data.task classification with 10 output(s) needs (10,)", "change the last layer"),
-    case("unknown-loss", params(train={"loss": "mean_squared_eror"}), stage("train"),
-         "train.loss: unknown Keras loss 'mean_squared_eror'", "list them with", "or name your own as 'module:function'"),
-    case("unknown-metric", params(train={"metrics": ["accuracy", "aucc"]}), stage("train"),
-         "train.metrics: unknown Keras metric 'aucc'", "list them with"),
-    case("threshold-metric-on-softmax", params(train={"metrics": ["accuracy", "auc"]}), stage("train"),
-         "train.metrics: 'auc' reads one probability per sample", "Dense(1, activation='sigmoid')"),
-    case("unknown-optimizer", params(train={"optimizer": "adamm"}), stage("train"),
-         "train.optimizer: unknown Keras optimizer 'adamm'", "list them with"),
-    case("optimizer-kwargs-rejected", params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
-         stage("train"), "train.optimizer_kwargs: optimizer 'sgd' rejects them", "{'momentumm': 0.9}",
-         "fix train.optimizer_kwargs in params.yaml"),
+    case(
+        "loader-wrong-keys",
+        user_loader("return {'x': np.zeros((n, 3)), 'labels': np.arange(n) % 2}"),
+        stage("data"),
+        "data.loader: 'team_data:load' returned a mapping that lacks y",
+        "return exactly the keys x, y and optionally groups",
+    ),
+    case(
+        "loader-not-a-mapping",
+        user_loader("return np.zeros((n, 3)), np.arange(n) % 2"),
+        stage("data"),
+        "data.loader: 'team_data:load' returned a tuple, not a mapping",
+        "return a dict with arrays x, y",
+    ),
+    case(
+        "loader-list-not-array",
+        user_loader("return {'x': np.zeros((n, 3)), 'y': list(range(n))}"),
+        stage("data"),
+        "data.loader: 'team_data:load' returned y as a list",
+        "return NumPy arrays",
+    ),
+    case(
+        "loader-lengths-differ",
+        user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n + 1) % 2}"),
+        stage("data"),
+        "arrays differ in length",
+        "one entry per sample",
+    ),
+    case(
+        "loader-x-without-features",
+        user_loader("return {'x': np.zeros(n), 'y': np.arange(n) % 2}"),
+        stage("data"),
+        "array x must hold at least one sample of features",
+        "shape (n_samples, features...)",
+    ),
+    case(
+        "loader-float-labels-for-classification",
+        user_loader("return {'x': np.zeros((n, 3)), 'y': np.linspace(0, 1, n)}"),
+        stage("data"),
+        "array y must be 1-D integer class labels, got float64",
+        "set data.task: regression",
+    ),
+    case(
+        "loader-string-targets-for-regression",
+        user_loader("return {'x': np.zeros((n, 3)), 'y': np.array(['a'] * n)}", task="regression"),
+        stage("data"),
+        "array y must hold numeric targets for data.task regression",
+        "y.astype('float32')",
+    ),
+    case(
+        "loader-2d-groups",
+        user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2, 'groups': np.zeros((n, 2))}"),
+        stage("data"),
+        "array groups must be 1-D integers or strings",
+        "one group id per sample",
+    ),
+    case(
+        "loader-kwargs-do-not-fit",
+        user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", kwargs={"size": 3}),
+        stage("data"),
+        "data.loader: 'team_data:load' cannot be called with data.kwargs",
+        "make data.kwargs match",
+    ),
+    case(
+        "loader-not-a-stage-dep",
+        user_loader("return {'x': np.zeros((n, 3)), 'y': np.arange(n) % 2}", dep=False),
+        stage("data"),
+        "data.loader: team_data.py is not a dependency of stage prepare",
+        "add `- team_data.py` under deps of stage prepare",
+    ),
+    case(
+        "regression-source-with-classification",
+        params(data={"source": "sklearn:diabetes"}),
+        stage("data"),
+        "data.task: 'sklearn:diabetes' is a regression set",
+        "set data.task: regression",
+    ),
+    case(
+        "classification-source-with-regression",
+        params(data={"source": "sklearn:breast_cancer", "task": "regression"}),
+        stage("data"),
+        "data.task: 'sklearn:breast_cancer' is a classification set",
+        "set data.task: classification",
+    ),
+    case(
+        "compare-metric-not-logged",
+        compare_inputs(metrics={"test_accuracy": "max", "test_auc": "max"}),
+        stage("compare"),
+        "compare.metrics.test_auc: the evaluate stage does not log it",
+        "test_accuracy, test_accuracy_class_0, test_loss",
+    ),
+    case(
+        "loss-not-a-stage-dep",
+        user_loss,
+        stage("train"),
+        "train.loss: models/losses.py is not a dependency of stage train",
+        "add `- models/losses.py` under deps of stage train in dvc.yaml",
+    ),
+    case(
+        "builder-unknown-kwarg",
+        params(model={"kwargs": {"filters": [4, 4, 4], "widht": 3}}),
+        stage("train"),
+        "model.kwargs: builder 'pipelines.models:small_cnn' has no parameter 'widht'",
+        "its parameters: input_shape, n_outputs, task, filters, dense_units",
+        "fix model.kwargs in params.yaml",
+    ),
+    case(
+        "filters-wrong-type",
+        params(model={"kwargs": {"filters": 4}}),
+        stage("train"),
+        "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
+        "filters: expected a list of 3 positive integers, got 4",
+        "fix model.kwargs in params.yaml",
+    ),
+    case(
+        "filters-wrong-length",
+        params(model={"kwargs": {"filters": [4, 4]}}),
+        stage("train"),
+        "filters: expected a list of 3 positive integers, got [4, 4]",
+        "fix model.kwargs in params.yaml",
+    ),
+    case(
+        "builder-returns-no-model",
+        builder_returning("{'logits': hidden}"),
+        stage("train"),
+        "model.builder: 'models.net:build' returned dict, not a keras.Model",
+        "return keras.Model(inputs, outputs)",
+    ),
+    case(
+        "builder-output-does-not-fit-task",
+        builder_returning("keras.Model(inputs, keras.layers.Dense(3)(hidden))"),
+        stage("train"),
+        "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
+        "data.task classification with 10 output(s) needs (10,)",
+        "change the last layer",
+    ),
+    case(
+        "unknown-loss",
+        params(train={"loss": "mean_squared_eror"}),
+        stage("train"),
+        "train.loss: unknown Keras loss 'mean_squared_eror'",
+        "list them with",
+        "or name your own as 'module:function'",
+    ),
+    case(
+        "unknown-metric",
+        params(train={"metrics": ["accuracy", "aucc"]}),
+        stage("train"),
+        "train.metrics: unknown Keras metric 'aucc'",
+        "list them with",
+    ),
+    case(
+        "threshold-metric-on-softmax",
+        params(train={"metrics": ["accuracy", "auc"]}),
+        stage("train"),
+        "train.metrics: 'auc' reads one probability per sample",
+        "Dense(1, activation='sigmoid')",
+    ),
+    case(
+        "unknown-optimizer",
+        params(train={"optimizer": "adamm"}),
+        stage("train"),
+        "train.optimizer: unknown Keras optimizer 'adamm'",
+        "list them with",
+    ),
+    case(
+        "optimizer-kwargs-rejected",
+        params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
+        stage("train"),
+        "train.optimizer_kwargs: optimizer 'sgd' rejects them",
+        "{'momentumm': 0.9}",
+        "fix train.optimizer_kwargs in params.yaml",
+    ),
 ]
 
 
@@ -387,15 +766,21 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     found = {}
     for path in root.rglob("*"):
         parts = path.relative_to(root).parts
-        if path.is_file() and parts[0] != ".git" and parts[:2] != (".dvc", "tmp") and "__pycache__" not in parts \
-                and not path.name.startswith("mlflow.db"):
+        if (
+            path.is_file()
+            and parts[0] != ".git"
+            and parts[:2] != (".dvc", "tmp")
+            and "__pycache__" not in parts
+            and not path.name.startswith("mlflow.db")
+        ):
             found["/".join(parts)] = (path.stat().st_size, path.stat().st_mtime_ns)
     return found
 
 
 @pytest.mark.parametrize(("setup", "command", "expected"), CASES)
-def test_bad_input_is_one_line_and_exit_2(template: Path, tmp_path: Path, setup: Setup, command: list[str],
-                                          expected: tuple[str, ...]):
+def test_bad_input_is_one_line_and_exit_2(
+    template: Path, tmp_path: Path, setup: Setup, command: list[str], expected: tuple[str, ...]
+):
     root = tmp_path / "project"
     shutil.copytree(template, root, symlinks=True)
     env = project_env(**(setup(root) or {}))

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_user_error, client_for, make_project, project_env, run, runs_of, write_params
+
 from tracking.params import DEFAULT_SPLIT_SEED, parse_yaml
 
 pytestmark = pytest.mark.slow
@@ -34,8 +34,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
         done = run(["dvc", "exp", "run", "-n", name, *settings], root)
         ran[name] = {stage for stage in STAGES if f"Running stage '{stage}'" in done.stdout}
         lock_after = parse_yaml((root / "dvc.lock").read_text())["stages"]
-        ran[name] |= {f"{stage} outs changed" for stage in ("prepare", "calibrate")
-                      if lock_after[stage]["outs"] != lock[stage]["outs"]}
+        ran[name] |= {
+            f"{stage} outs changed"
+            for stage in ("prepare", "calibrate")
+            if lock_after[stage]["outs"] != lock[stage]["outs"]
+        }
     return {"root": root, "baseline": baseline, "uri": f"sqlite:///{root / 'mlflow.db'}", "ran": ran}
 
 
@@ -60,8 +63,9 @@ def compare_result(root: Path, exp_name: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
-@pytest.mark.parametrize("exp_name, reason", [("reseeded", "the runs differ in seeds"),
-                                              ("faster", "train.learning_rate changed")])
+@pytest.mark.parametrize(
+    "exp_name, reason", [("reseeded", "the runs differ in seeds"), ("faster", "train.learning_rate changed")]
+)
 def test_diff_and_compare_give_the_same_band_z_and_verdict(store: dict, exp_name: str, reason: str):
     root = store["root"]
     compared = compare_result(root, exp_name)
@@ -89,12 +93,29 @@ def test_read_only_commands_work_outside_any_project_with_the_uri(store: dict, t
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     uri = store["uri"]
-    bands = tracking(["bands", "--experiment", "test", "--filter", ALGO_RUNS, "--metric", "test_loss"], elsewhere,
-                     MLFLOW_TRACKING_URI=uri)
+    bands = tracking(
+        ["bands", "--experiment", "test", "--filter", ALGO_RUNS, "--metric", "test_loss"],
+        elsewhere,
+        MLFLOW_TRACKING_URI=uri,
+    )
     assert bands.returncode == 0, bands.stderr
     assert json.loads(bands.stdout)["test_loss"]["n"] == 3
-    groups = tracking(["compare-groups", "--experiment", "test", "--a", ALGO_RUNS, "--b", "tags.\"noise.variant\" = 'control'",
-                       "--metric", "test_loss", "--json"], elsewhere, MLFLOW_TRACKING_URI=uri)
+    groups = tracking(
+        [
+            "compare-groups",
+            "--experiment",
+            "test",
+            "--a",
+            ALGO_RUNS,
+            "--b",
+            "tags.\"noise.variant\" = 'control'",
+            "--metric",
+            "test_loss",
+            "--json",
+        ],
+        elsewhere,
+        MLFLOW_TRACKING_URI=uri,
+    )
     assert groups.returncode == 0, groups.stderr
     assert (json.loads(groups.stdout)["test_loss"]["n_a"], json.loads(groups.stdout)["test_loss"]["n_b"]) == (3, 3)
     outside = tracking(["diff", store["baseline"], "reseeded", "--format", "json"], elsewhere, MLFLOW_TRACKING_URI=uri)
@@ -103,7 +124,14 @@ def test_read_only_commands_work_outside_any_project_with_the_uri(store: dict, t
     assert json.loads(outside.stdout)["metrics"] == json.loads(inside.stdout)["metrics"]
     assert json.loads(outside.stdout)["band"]["variant"] == "algo"
 
-    for args in (["bands", "--experiment", "test"], ["compare-groups", "--experiment", "test", "--a", "", "--b", ""],
-                 ["diff", store["baseline"], "reseeded"]):
-        assert_user_error(tracking(args, elsewhere), "is not inside a DVC project", "MLFLOW_TRACKING_URI is not set",
-                          "set MLFLOW_TRACKING_URI to the store")
+    for args in (
+        ["bands", "--experiment", "test"],
+        ["compare-groups", "--experiment", "test", "--a", "", "--b", ""],
+        ["diff", store["baseline"], "reseeded"],
+    ):
+        assert_user_error(
+            tracking(args, elsewhere),
+            "is not inside a DVC project",
+            "MLFLOW_TRACKING_URI is not set",
+            "set MLFLOW_TRACKING_URI to the store",
+        )

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import client_for, make_project, run, runs_of, write_params
+
 from tracking.baseline import freeze
 from tracking.dataset import build_manifest, load_from_loader, load_source
 from tracking.errors import DataError
@@ -78,9 +78,11 @@ def calibrated_project(root: Path, **sections: dict) -> Path:
 def regression(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_project(tmp_path_factory.mktemp("regression") / "project")
     return calibrated_project(
-        root, data={"source": "sklearn:diabetes", "task": "regression"},
+        root,
+        data={"source": "sklearn:diabetes", "task": "regression"},
         model={"builder": "pipelines.models:mlp", "kwargs": {"hidden_units": [16], "dropout": 0.1}},
-        compare={"metrics": {"test_loss": "min", "test_mae": "min", "test_r2": "max"}})
+        compare={"metrics": {"test_loss": "min", "test_mae": "min", "test_r2": "max"}},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +91,17 @@ def binary_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
     np.save(root / "data/raw/features.npy", np.random.default_rng(7).normal(size=(240, 6)).astype("float32"))
     (root / "team_data.py").write_text(LOADER)
     (root / "team_model.py").write_text(BUILDER)
-    add_deps(root, {"prepare": ["team_data.py"], **{stage: ["team_model.py"] for stage in ("train", "evaluate", "calibrate")}})
+    add_deps(
+        root,
+        {"prepare": ["team_data.py"], **{stage: ["team_model.py"] for stage in ("train", "evaluate", "calibrate")}},
+    )
     return calibrated_project(
-        root, data={"source": None, "loader": "team_data:load", "kwargs": {"n": 240}},
+        root,
+        data={"source": None, "loader": "team_data:load", "kwargs": {"n": 240}},
         model={"builder": "team_model:build", "kwargs": {"width": 8}},
         train={"loss": "binary_crossentropy", "metrics": ["accuracy", "precision"]},
-        compare={"metrics": {"test_accuracy": "max", "test_auc": "max", "test_loss": "min"}})
+        compare={"metrics": {"test_accuracy": "max", "test_auc": "max", "test_loss": "min"}},
+    )
 
 
 def test_regression_pipeline_judges_regression_churn(regression: Path):
@@ -122,7 +129,9 @@ def test_regression_pipeline_judges_regression_churn(regression: Path):
     candidate = [r for r in runs_of(regression) if r.data.tags.get("noise.verdict")]
     assert len(candidate) == 1 and candidate[0].info.status == "FINISHED"
     logged = candidate[0].data.metrics
-    assert logged["test_r2"] == pytest.approx(evaluation["test_r2"]) and logged["test_mae"] == pytest.approx(evaluation["test_mae"])
+    assert logged["test_r2"] == pytest.approx(evaluation["test_r2"]) and logged["test_mae"] == pytest.approx(
+        evaluation["test_mae"]
+    )
     repeats = [r for r in runs_of(regression) if r.data.tags.get("noise.variant") == "algo"]
     assert len(repeats) == 3 and all("test_rmse" in r.data.metrics for r in repeats)
 
@@ -135,7 +144,9 @@ def test_diff_of_regression_runs_judges_the_runs_own_compare_metrics(regression:
     assert list(rows) == ["test_loss", "test_mae", "test_r2"]  # compare.metrics of run B, not test_accuracy
     for metric, mode in (("test_loss", "min"), ("test_mae", "min"), ("test_r2", "max")):
         gap = rows[metric]["delta"]
-        assert rows[metric]["direction"] == ("same" if gap == 0 else "better" if (gap > 0) == (mode == "max") else "worse")
+        assert rows[metric]["direction"] == (
+            "same" if gap == 0 else "better" if (gap > 0) == (mode == "max") else "worse"
+        )
         assert rows[metric]["verdict"] is not None
 
 
@@ -144,13 +155,24 @@ def test_loader_groups_fpr_fnr_are_banded_for_a_one_sigmoid_model(binary_groups:
     assert manifest["source"] == "loader:team_data:load" and manifest["has_groups"] and manifest["n_outputs"] == 2
     evaluation = json.loads((binary_groups / "metrics/eval.json").read_text())
     assert {"test_auc", "test_precision"} <= set(evaluation)  # ours and a compiled metric
-    assert set(evaluation["per_group"]) == {"a", "b"} and set(evaluation["per_group"]["a"]) == {"accuracy", "fpr", "fnr"}
+    assert set(evaluation["per_group"]) == {"a", "b"} and set(evaluation["per_group"]["a"]) == {
+        "accuracy",
+        "fpr",
+        "fnr",
+    }
     outputs = np.load(binary_groups / "outputs/probabilities.npy")
     assert outputs.shape[1] == 1
     assert np.array_equal(np.load(binary_groups / "outputs/predictions.npy"), (outputs[:, 0] >= 0.5).astype("int64"))
 
     bands = json.loads((binary_groups / "calibration/noise.json").read_text())["variants"]["algo"]["bands"]
-    for name in ("test_group_a_fpr", "test_group_a_fnr", "test_group_b_fpr", "test_group_b_fnr", "test_auc", "test_precision"):
+    for name in (
+        "test_group_a_fpr",
+        "test_group_a_fnr",
+        "test_group_b_fpr",
+        "test_group_b_fnr",
+        "test_auc",
+        "test_precision",
+    ):
         assert bands[name]["n"] == 3, name
     report = (binary_groups / "reports/compare.md").read_text()
     assert "| group | test_group_a_fpr |" in report and "| group | test_group_b_fnr |" in report
@@ -166,7 +188,7 @@ def test_builtin_sets_and_task_mismatch():
     cancer, diabetes = load_source("sklearn:breast_cancer"), load_source("sklearn:diabetes", task="regression")
     assert cancer.x.shape == (569, 30) and set(np.unique(cancer.y)) == {0, 1}
     assert diabetes.y.dtype == np.float32 and diabetes.x.shape == (442, 10)
-    with pytest.raises(DataError, match="set data.task: regression"):
+    with pytest.raises(DataError, match=r"set data\.task: regression"):
         load_source("sklearn:diabetes")
 
 
@@ -176,14 +198,29 @@ def write_loader(root: Path, body: str) -> str:
     return f"{module}:load"
 
 
-@pytest.mark.parametrize(("body", "task", "message"), [
-    ("return {'x': np.zeros((n, 2)), 'y': np.arange(n) % 2, 'weights': np.ones(n)}", "classification", "unknown key(s) weights"),
-    ("return {'x': np.zeros((n, 2)), 'y': np.arange(n) % 2 + 0.5}", "classification", "set data.task: regression"),
-    ("return {'x': np.zeros((n, 2)), 'y': np.arange(n)[:, None] % 2 - 1}", "classification", "1-D integer class labels"),
-    ("return {'x': np.zeros((n, 2)), 'y': np.full(n, np.nan)}", "regression", "NaN or infinite targets"),
-    ("return {'x': np.zeros((n, 2), dtype=complex), 'y': np.zeros(n)}", "regression", "array x must be numeric"),
-    ("return {'x': np.zeros((n, 2)), 'y': np.zeros(n), 'groups': np.array([{}] * n)}", "regression", "groups must be 1-D"),
-])
+@pytest.mark.parametrize(
+    ("body", "task", "message"),
+    [
+        (
+            "return {'x': np.zeros((n, 2)), 'y': np.arange(n) % 2, 'weights': np.ones(n)}",
+            "classification",
+            "unknown key(s) weights",
+        ),
+        ("return {'x': np.zeros((n, 2)), 'y': np.arange(n) % 2 + 0.5}", "classification", "set data.task: regression"),
+        (
+            "return {'x': np.zeros((n, 2)), 'y': np.arange(n)[:, None] % 2 - 1}",
+            "classification",
+            "1-D integer class labels",
+        ),
+        ("return {'x': np.zeros((n, 2)), 'y': np.full(n, np.nan)}", "regression", "NaN or infinite targets"),
+        ("return {'x': np.zeros((n, 2), dtype=complex), 'y': np.zeros(n)}", "regression", "array x must be numeric"),
+        (
+            "return {'x': np.zeros((n, 2)), 'y': np.zeros(n), 'groups': np.array([{}] * n)}",
+            "regression",
+            "groups must be 1-D",
+        ),
+    ],
+)
 def test_loader_returns_are_checked(tmp_path: Path, body: str, task: str, message: str):
     with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_from_loader(write_loader(tmp_path, body), {}, tmp_path, task)
@@ -215,7 +252,14 @@ def test_scores_for_one_sigmoid_output_and_regression():
 
     y = np.array([0, 1, 1, 0])
     sigmoid = np.array([[0.2], [0.7], [0.4], [0.6]])
-    result = scores(y, sigmoid, "classification", 2, np.array(["a", "a", "b", "b"]), {"loss": 9.0, "accuracy": 0.1, "auc": 0.3, "precision": 0.5})
+    result = scores(
+        y,
+        sigmoid,
+        "classification",
+        2,
+        np.array(["a", "a", "b", "b"]),
+        {"loss": 9.0, "accuracy": 0.1, "auc": 0.3, "precision": 0.5},
+    )
     assert result["predicted"].tolist() == [0, 1, 0, 1] and result["test_auc"] == pytest.approx(0.75)
     assert result["test_loss"] == pytest.approx(-np.mean(np.log([0.8, 0.7, 0.4, 0.4])))
     flat = flat_metrics(summary_metrics(result))
@@ -224,7 +268,9 @@ def test_scores_for_one_sigmoid_output_and_regression():
 
     targets = np.array([1.0, 2.0, 3.0, 4.0], dtype="float32")
     result = scores(targets, np.array([[1.0], [2.0], [3.0], [6.0]]), "regression", 1, np.array([0, 0, 1, 1]))
-    assert result["test_mae"] == 0.5 and result["test_loss"] == 1.0 and result["test_r2"] == pytest.approx(1 - 1.0 / 1.25)
+    assert (
+        result["test_mae"] == 0.5 and result["test_loss"] == 1.0 and result["test_r2"] == pytest.approx(1 - 1.0 / 1.25)
+    )
     assert result["per_group"] == {"0": {"mae": 0.0}, "1": {"mae": 1.0}}
 
 
@@ -234,4 +280,6 @@ def test_regression_churn_by_hand():
     predictions = np.array([[0.0, 0.0], [1.0, 3.0], [2.0, 0.0]])
     matrix = pairwise_disagreement(predictions, "regression", target_std=2.0)
     assert matrix[0, 1] == regression_churn(predictions[0], predictions[1], 2.0) == pytest.approx(1.0)
-    assert matrix[1, 2] == pytest.approx((1 + 3) / 2 / 2) and np.allclose(matrix, matrix.T) and not matrix.diagonal().any()
+    assert (
+        matrix[1, 2] == pytest.approx((1 + 3) / 2 / 2) and np.allclose(matrix, matrix.T) and not matrix.diagonal().any()
+    )

@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import client_for, run, runs_of
+
 from tracking.diff import load_run
 
 # Tags of the candidate's run that cannot apply to a repeat: the dvc.lock hashes of the `train` stage's deps,
@@ -36,16 +36,20 @@ def test_a_repeat_carries_every_provenance_tag_the_candidate_has(calibrated: Pat
     assert repeat.data.tags["prov.weights_sha256"] != candidate.data.tags["prov.weights_sha256"]
     assert repeat.data.params.keys() == candidate.data.params.keys()
     assert {key: value for key, value in repeat.data.params.items() if not key.startswith("seeds.")} == {
-        key: value for key, value in candidate.data.params.items() if not key.startswith("seeds.")}
+        key: value for key, value in candidate.data.params.items() if not key.startswith("seeds.")
+    }
     assert [dataset.dataset.digest for dataset in repeat.inputs.dataset_inputs] == [
-        dataset.dataset.digest for dataset in candidate.inputs.dataset_inputs]
+        dataset.dataset.digest for dataset in candidate.inputs.dataset_inputs
+    ]
 
 
 @pytest.mark.slow
 def test_diff_of_a_repeat_and_the_candidate_names_only_the_seeds(calibrated: Path):
     candidate, repeat = candidate_and_repeat(calibrated)
-    done = run([sys.executable, "-m", "tracking", "diff", repeat.info.run_id, candidate.info.run_id, "--format", "json"],
-               calibrated)
+    done = run(
+        [sys.executable, "-m", "tracking", "diff", repeat.info.run_id, candidate.info.run_id, "--format", "json"],
+        calibrated,
+    )
     found = json.loads(done.stdout)
     assert [group["name"] for group in found["groups"] if not group["identical"]] == ["seeds"], found["groups"]
     assert found["conclusion"].startswith("only seeds differ"), found["conclusion"]

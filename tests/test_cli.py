@@ -18,6 +18,8 @@ def test_help_does_not_import_tensorflow_or_mlflow():
 
 def test_provenance_command_outside_a_project_is_one_line(tmp_path):
     (tmp_path / "params.yaml").write_text("")
-    done = subprocess.run([sys.executable, "-m", "tracking", "provenance"], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tracking", "provenance"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "dvc init" in done.stderr

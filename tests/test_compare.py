@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import client_for, run, runs_of, write_params
+
 from pipelines.compare import choose_variant
 from tracking.errors import RunStateError
 from tracking.params import Params
@@ -25,12 +25,14 @@ def test_choose_variant():
     assert "data content" in choose_variant(Params(), baseline, True, ALL)[1]
     nondeterministic = Params.model_validate({"determinism": {"op_determinism": False}})
     assert choose_variant(nondeterministic, baseline, False, ALL) == (
-        "impl", "same seeds and configuration; kernel numerics may differ (op determinism off)")
+        "impl",
+        "same seeds and configuration; kernel numerics may differ (op determinism off)",
+    )
     nondeterministic_seeds = Params.model_validate({"determinism": {"op_determinism": False}, "seeds": {"dropout": 5}})
     assert choose_variant(nondeterministic_seeds, baseline, False, ALL)[0] == "algo+impl"
     assert choose_variant(seeds_only, baseline, False, ["algo+impl"])[0] == "algo+impl"
     assert choose_variant(Params(), baseline, False, ["algo"])[0] == "algo"
-    with pytest.raises(RunStateError, match="add one of algo, algo\\+impl to calibration.variants"):
+    with pytest.raises(RunStateError, match=r"add one of algo, algo\+impl to calibration\.variants"):
         choose_variant(seeds_only, baseline, False, ["impl", "control"])
 
 
@@ -40,7 +42,9 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     assert "calibrated 12 runs over 4 variant(s)" in first.stdout
     noise = json.loads((project / "calibration/noise.json").read_text())
     assert noise["variants"]["control"]["bit_identical"] is True
-    assert noise["variants"]["impl"]["impl_noise"] == "simulated" and noise["variants"]["impl"]["bit_identical"] is False
+    assert (
+        noise["variants"]["impl"]["impl_noise"] == "simulated" and noise["variants"]["impl"]["bit_identical"] is False
+    )
     compare = json.loads((project / "metrics/compare.json").read_text())
     assert compare["band_variant"] == "control" and compare["verdict"] == "within_noise"
 
@@ -53,7 +57,11 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     candidate = next(r for r in runs if r.data.tags.get("pipeline.stage") == "compare")
     assert candidate.data.tags["noise.verdict"] == "within_noise" and "z_test_accuracy" in candidate.data.metrics
     assert {a.path for a in client.list_artifacts(candidate.info.run_id, "compare")} >= {
-        "compare/compare.md", "compare/accuracy_spread.png", "compare/churn_heatmap.png", "compare/per_class_spread.png"}
+        "compare/compare.md",
+        "compare/accuracy_spread.png",
+        "compare/churn_heatmap.png",
+        "compare/per_class_spread.png",
+    }
 
     write_params(project, train={"learning_rate": 0.01})
     second = run(["dvc", "repro"], project)
@@ -64,7 +72,10 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     report = (project / "reports/compare.md").read_text()
     assert "train.learning_rate" in report and "Holm-Bonferroni" in report and "| primary | test_accuracy |" in report
 
-    write_params(project, compare={"fail_on_drift": True, "known_bands": {"test_accuracy": {"mean": 0.999, "std": 0.0001, "n": 10}}})
+    write_params(
+        project,
+        compare={"fail_on_drift": True, "known_bands": {"test_accuracy": {"mean": 0.999, "std": 0.0001, "n": 10}}},
+    )
     gated = run(["dvc", "repro"], project, check=False)
     assert gated.returncode != 0 and "compare.fail_on_drift is true" in gated.stderr
     assert json.loads((project / "metrics/compare.json").read_text())["verdict"] == "exceeds_noise"
@@ -90,20 +101,28 @@ def test_judge_candidate_families():
     def band(name, values):
         return band_from_values(name, values, 0.05, "test").as_dict()
 
-    variant = {"bands": {"test_accuracy": band("test_accuracy", [0.90, 0.91, 0.92, 0.91]),
-                         "test_loss": band("test_loss", [0.30, 0.31, 0.29, 0.30]),
-                         "test_group_a_accuracy": band("test_group_a_accuracy", [0.80, 0.82, 0.81, 0.80])},
-               "weights_sha256": ["abc"]}
+    variant = {
+        "bands": {
+            "test_accuracy": band("test_accuracy", [0.90, 0.91, 0.92, 0.91]),
+            "test_loss": band("test_loss", [0.30, 0.31, 0.29, 0.30]),
+            "test_group_a_accuracy": band("test_group_a_accuracy", [0.80, 0.82, 0.81, 0.80]),
+        },
+        "weights_sha256": ["abc"],
+    }
     inside = {"test_accuracy": 0.91, "test_loss": 0.30, "test_group_a_accuracy": 0.81}
     churn, baseline_churn = np.array([0.02, 0.03, 0.025, 0.02]), np.array([0.02, 0.03, 0.025, 0.022, 0.028, 0.021])
     result = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=False)
     assert result["verdict"] == "within_noise"
     assert [row["family"] for row in result["checks"]] == ["primary", "primary", "churn", "group"]
     assert "primary (2 checks, decides the verdict)" in result["correction"]
-    group_drop = judge_candidate(Params(), variant, {**inside, "test_group_a_accuracy": 0.50}, churn, baseline_churn, "x", control=False)
+    group_drop = judge_candidate(
+        Params(), variant, {**inside, "test_group_a_accuracy": 0.50}, churn, baseline_churn, "x", control=False
+    )
     assert group_drop["verdict"] == "within_noise" and group_drop["secondary_exceeding"] == 1
     assert group_drop["checks"][-1]["verdict"] == "exceeds_noise"
-    accuracy_drop = judge_candidate(Params(), variant, {**inside, "test_accuracy": 0.80}, churn, baseline_churn, "x", control=False)
+    accuracy_drop = judge_candidate(
+        Params(), variant, {**inside, "test_accuracy": 0.80}, churn, baseline_churn, "x", control=False
+    )
     assert accuracy_drop["verdict"] == "exceeds_noise" and accuracy_drop["checks"][0]["verdict"] == "exceeds_noise"
     control = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=True)
     assert control["verdict"] == "exceeds_noise" and control["bit_identical_to_control"] is False
@@ -117,11 +136,14 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
     loss = band_from_values("test_loss", [0.30, 0.31, 0.29], 0.05, "calibration:algo+impl").as_dict()
     variant = {"bands": {"test_accuracy": tied, "test_loss": loss}, "weights_sha256": ["abc"]}
     churn, baseline_churn = np.array([0.02, 0.03, 0.025]), np.array([0.02, 0.03, 0.025])
-    result = judge_candidate(Params(), variant, {"test_accuracy": 352 / 360, "test_loss": 0.30}, churn, baseline_churn, "x",
-                             control=False)
+    result = judge_candidate(
+        Params(), variant, {"test_accuracy": 352 / 360, "test_loss": 0.30}, churn, baseline_churn, "x", control=False
+    )
     assert result["verdict"] == "cannot_judge" and result["checks"][0]["z"] is None
-    assert result["cannot_judge"] == ["test_accuracy: 3 identical values (0.988889) in calibration:algo+impl: no measured spread; "
-                                      "raise calibration.repeats"]
+    assert result["cannot_judge"] == [
+        "test_accuracy: 3 identical values (0.988889) in calibration:algo+impl: no measured spread; "
+        "raise calibration.repeats"
+    ]
     from pipelines.compare import compare_metrics
     from pipelines.compare_report import render_report
 

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import run, write_params
 
 pytestmark = pytest.mark.slow

@@ -81,11 +81,11 @@ def test_bad_npz_sources(tmp_path, arrays, expected):
 
 
 def test_missing_and_corrupt_files(tmp_path):
-    with pytest.raises(DataError, match="file 'nope.npz' not found"):
+    with pytest.raises(DataError, match=r"file 'nope\.npz' not found"):
         load_source("nope.npz", tmp_path)
     np.savez(tmp_path / "data.npz", x=np.zeros((50, 2)), y=np.zeros(50, dtype=int))
     (tmp_path / "cut.npz").write_bytes((tmp_path / "data.npz").read_bytes()[:100])
-    with pytest.raises(DataError, match="not a readable .npz"):
+    with pytest.raises(DataError, match=r"not a readable \.npz"):
         load_source("cut.npz", tmp_path)
     with pytest.raises(DataError, match="unknown built-in"):
         load_source("sklearn:iris", tmp_path)

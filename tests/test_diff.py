@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import client_for, project_env, run, write_params
+
 from tracking.band_policy import CANNOT_JUDGE, choose_band
 from tracking.diff import Change, GroupDiff, RunDiff, RunSnapshot, conclude, differences, metric_deltas, split_diff
 
@@ -66,11 +66,14 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     assert found["band"]["reference"] == "run A" and found["metrics"][0]["reference_runs"] == 1
     assert all(delta["within_noise"] for delta in found["metrics"]) and len(found["metrics"]) == 2
     assert found["weights_identical"] is False
-    assert found["conclusion"].startswith("only seeds differ; the ") and found["conclusion"].endswith("inside the ALGO band "
-                                                                                                       f"({abs(found['metrics'][0]['z']):.1f} sigma): noise")
+    assert found["conclusion"].startswith("only seeds differ; the ") and found["conclusion"].endswith(
+        f"inside the ALGO band ({abs(found['metrics'][0]['z']):.1f} sigma): noise"
+    )
 
     text = diff(project, colleague, restored, "text")
-    assert "seeds (3 of 6 fields differ)" in text and "identical: data" in text and "Conclusion: only seeds differ" in text
+    assert (
+        "seeds (3 of 6 fields differ)" in text and "identical: data" in text and "Conclusion: only seeds differ" in text
+    )
     markdown = diff(project, colleague, newcomer, "md")
     assert "| `train.learning_rate` | 0.001 | 0.01 |" in markdown and "**Conclusion:** data and" in markdown
 
@@ -80,14 +83,16 @@ def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):
     done = run(command, project, env=project_env(), check=False)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         f"error: no MLflow store {project / 'mlflow.db'} yet (nothing was logged here); run the pipeline first, "
-        "or set MLFLOW_TRACKING_URI to the store that holds the runs"]
+        "or set MLFLOW_TRACKING_URI to the store that holds the runs"
+    ]
     assert not (project / "mlflow.db").exists()
     client_for(project).search_experiments()
     done = run(command, project, env=project_env(), check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         f"error: run '{'0' * 32}' not found in sqlite:///{project / 'mlflow.db'}: no run with that id and no run tagged "
-        "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"]
+        "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"
+    ]
 
 
 def snapshot(metrics: dict[str, float] | None = None, **tags: str) -> RunSnapshot:
@@ -122,23 +127,40 @@ def test_band_choice_follows_what_differs():
 
 
 def test_tied_band_cannot_judge_through_diff():
-    a, b = snapshot({"test_accuracy": 356 / 360, "test_loss": 0.05}, **DET), snapshot({"test_accuracy": 352 / 360, "test_loss": 0.06}, **DET)
+    a, b = (
+        snapshot({"test_accuracy": 356 / 360, "test_loss": 0.05}, **DET),
+        snapshot({"test_accuracy": 352 / 360, "test_loss": 0.06}, **DET),
+    )
     tied = {"mean": 356 / 360, "std": 0.0, "n": 3, "source": "calibration:algo"}
     spread = {"mean": 0.05, "std": 0.01, "n": 3, "source": "calibration:algo"}
-    deltas = metric_deltas(a, b, ["test_accuracy", "test_loss"], {"test_accuracy": tied, "test_loss": spread}, 0.05,
-                           baseline_reference=True)
+    deltas = metric_deltas(
+        a,
+        b,
+        ["test_accuracy", "test_loss"],
+        {"test_accuracy": tied, "test_loss": spread},
+        0.05,
+        baseline_reference=True,
+    )
     assert [delta.verdict for delta in deltas] == [CANNOT_JUDGE, "within_noise"]
     assert deltas[0].z is None and deltas[0].as_dict()["within_noise"] is None
     groups = [GroupDiff("seeds", 7, [Change("init", "1", "2")])]
-    band = {"variant": "algo", "reason": "the runs differ in seeds", "calibration_run": "c", "repeats": 3, "reference": "run A"}
+    band = {
+        "variant": "algo",
+        "reason": "the runs differ in seeds",
+        "calibration_run": "c",
+        "repeats": 3,
+        "reference": "run A",
+    }
     text = conclude(RunDiff(a, b, groups, False, deltas, band, 0.05))
     assert text.startswith("only seeds differ; the ALGO band cannot judge test_accuracy: 3 identical values")
     assert "raise calibration.repeats" in text and "inf" not in text
 
 
 def test_split_diff_keeps_each_file_part():
-    text = ("diff --git a/params.yaml b/params.yaml\n--- a/params.yaml\n+++ b/params.yaml\n@@ -1 +1 @@\n-a: 1\n+a: 2\n"
-            "diff --git a/pipelines/train.py b/pipelines/train.py\n@@ -1 +1 @@\n-x\n+y\n")
+    text = (
+        "diff --git a/params.yaml b/params.yaml\n--- a/params.yaml\n+++ b/params.yaml\n@@ -1 +1 @@\n-a: 1\n+a: 2\n"
+        "diff --git a/pipelines/train.py b/pipelines/train.py\n@@ -1 +1 @@\n-x\n+y\n"
+    )
     parts = split_diff(text)
     assert list(parts) == ["params.yaml", "pipelines/train.py"]
     assert parts["pipelines/train.py"].endswith("+y\n") and "".join(parts.values()) == text

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from conftest import project_env, run
+
 from tracking.diff import load_run
 from tracking.errors import RerunError
 from tracking.provenance.git import encode_diff, gather_git, redact_diff
@@ -49,8 +49,9 @@ CASES: dict[str, Callable[[Path], object]] = {
     "renamed file": _rename,
     "executable bit": lambda root: (root / "run.sh").chmod(0o755),
     "not utf-8": lambda root: _write(root, "latin1.txt", b"caf\xe9 cr\xe8me\n"),
-    "everything at once": lambda root: [change(root) for name, change in CASES.items() if name not in ("everything at once",
-                                                                                                       "newline added at the end")],
+    "everything at once": lambda root: [
+        change(root) for name, change in CASES.items() if name not in ("everything at once", "newline added at the end")
+    ],
 }
 
 
@@ -66,8 +67,11 @@ def make_repo(root: Path) -> Path:
 
 def tree(root: Path) -> dict[str, tuple[bytes, bool]]:
     """Every file but git's own: its bytes and whether it is executable."""
-    return {path.relative_to(root).as_posix(): (path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR))
-            for path in sorted(root.rglob("*")) if path.is_file() and ".git" not in path.relative_to(root).parts}
+    return {
+        path.relative_to(root).as_posix(): (path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR))
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(root).parts
+    }
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +103,9 @@ def test_captured_diff_recreates_the_tree_byte_for_byte(case: str, tmp_path: Pat
     captured = gather_git(root)
     assert captured["dirty"] and captured["diff_redacted_lines"] == 0 and captured["diff_excludes"] == []
     diff = logged_and_read_back(store, captured["diff"], tmp_path)
-    assert encode_diff(diff) == subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    assert (
+        encode_diff(diff) == subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    )
     with temporary_worktree(root, commit) as copy:
         changed = apply_diff(copy, diff, "run1")
         assert tree(copy) == tree(root)
@@ -130,10 +136,18 @@ def test_dvc_outputs_and_locks_are_left_out_of_the_diff(tmp_path: Path):
     """Outs, metrics and plots of every stage of every dvc.yaml (wdir and `cache: false` included), and dvc.lock."""
     root = make_repo(tmp_path / "repo")
     (root / "sub").mkdir()
-    _write(root, "dvc.yaml", b"stages:\n  train:\n    cmd: python train.py\n    outs:\n      - out/\n    metrics:\n"
-                             b"      - metrics.json:\n          cache: false\n    plots:\n      - crlf.csv:\n          cache: false\n")
-    _write(root, "sub/dvc.yaml", b"stages:\n  audit:\n    wdir: ..\n    cmd: python audit.py\n    outs:\n"
-                                 b"      - report.md:\n          cache: false\n")
+    _write(
+        root,
+        "dvc.yaml",
+        b"stages:\n  train:\n    cmd: python train.py\n    outs:\n      - out/\n    metrics:\n"
+        b"      - metrics.json:\n          cache: false\n    plots:\n      - crlf.csv:\n          cache: false\n",
+    )
+    _write(
+        root,
+        "sub/dvc.yaml",
+        b"stages:\n  audit:\n    wdir: ..\n    cmd: python audit.py\n    outs:\n"
+        b"      - report.md:\n          cache: false\n",
+    )
     for name in ("dvc.lock", "sub/dvc.lock", "metrics.json", "report.md"):
         _write(root, name, b"committed result\n")
     run(["git", "add", "-A"], root)
@@ -145,22 +159,30 @@ def test_dvc_outputs_and_locks_are_left_out_of_the_diff(tmp_path: Path):
     _write(root, "run.sh", b"#!/bin/sh\necho code change\n")
     captured = gather_git(root)
     assert captured["diff_excludes"] == ["crlf.csv", "dvc.lock", "metrics.json", "out", "report.md", "sub/dvc.lock"]
-    assert [line for line in captured["diff"].split("\n") if line.startswith("diff --git")] == ["diff --git a/run.sh b/run.sh"]
+    assert [line for line in captured["diff"].split("\n") if line.startswith("diff --git")] == [
+        "diff --git a/run.sh b/run.sh"
+    ]
     assert captured["untracked_files"] == []
 
 
 def test_templated_dvc_yaml_outputs_are_resolved_through_dvc(tmp_path: Path):
     root = make_repo(tmp_path / "repo")
     run(["dvc", "init", "-q"], root, env=project_env())
-    _write(root, "dvc.yaml", b"vars:\n  - folder: results\nstages:\n  score:\n    foreach: [a, b]\n    do:\n"
-                             b"      cmd: python score.py ${item}\n      metrics:\n        - ${folder}/${item}.json:\n"
-                             b"            cache: false\n")
+    _write(
+        root,
+        "dvc.yaml",
+        b"vars:\n  - folder: results\nstages:\n  score:\n    foreach: [a, b]\n    do:\n"
+        b"      cmd: python score.py ${item}\n      metrics:\n        - ${folder}/${item}.json:\n"
+        b"            cache: false\n",
+    )
     assert gather_git(root)["diff_excludes"] == ["dvc.lock", "results/a.json", "results/b.json"]
 
 
 def test_redaction_keeps_every_other_byte():
-    diff = ("diff --git a/s.py b/s.py\n--- a/s.py\n+++ b/s.py\n@@ -1,3 +1,3 @@\n a = 1\r\n-api_key = 'old'\r\n"
-            "+api_key = 'new'\r\n \x0cpage\r\n\\ No newline at end of file\n")
+    diff = (
+        "diff --git a/s.py b/s.py\n--- a/s.py\n+++ b/s.py\n@@ -1,3 +1,3 @@\n a = 1\r\n-api_key = 'old'\r\n"
+        "+api_key = 'new'\r\n \x0cpage\r\n\\ No newline at end of file\n"
+    )
     redacted = redact_diff(diff)
     assert redacted == diff.replace("'old'", "<redacted>").replace("'new'", "<redacted>")
 

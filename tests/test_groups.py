@@ -40,14 +40,18 @@ def store(tmp_dir, monkeypatch):
 def test_bands_over_runs_match_numpy_and_count_skipped(store):
     result = bands("groups", "tags.group = 'same'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
     assert result["n"] == 5 and result["skipped_runs"] == 1 and result["ddof"] == 1
-    assert result["mean"] == pytest.approx(np.mean(SAME_SEED)) and result["std"] == pytest.approx(np.std(SAME_SEED, ddof=1))
+    assert result["mean"] == pytest.approx(np.mean(SAME_SEED)) and result["std"] == pytest.approx(
+        np.std(SAME_SEED, ddof=1)
+    )
 
 
 def test_compare_groups_matches_scipy():
     result = compare_groups(SAME_SEED, NEW_SEEDS, alpha=0.05)
     welch = stats.ttest_ind(SAME_SEED, NEW_SEEDS, equal_var=False)
     levene = stats.levene(SAME_SEED, NEW_SEEDS, center="median")
-    assert result["welch_p"] == pytest.approx(welch.pvalue) and result["brown_forsythe_p"] == pytest.approx(levene.pvalue)
+    assert result["welch_p"] == pytest.approx(welch.pvalue) and result["brown_forsythe_p"] == pytest.approx(
+        levene.pvalue
+    )
     assert result["std_ratio_a_over_b"] == pytest.approx(np.std(SAME_SEED, ddof=1) / np.std(NEW_SEEDS, ddof=1))
     assert result["spreads_differ"] is True and result["means_differ"] is False
     assert "spreads differ" in result["verdict"]
@@ -66,13 +70,33 @@ def test_errors(store):
 
 def test_command_line(store):
     tracking = [sys.executable, "-m", "tracking"]
-    done = subprocess.run([*tracking, "bands", "--experiment", "groups", "--metric", "test_accuracy"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [*tracking, "bands", "--experiment", "groups", "--metric", "test_accuracy"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(done.stdout)["test_accuracy"]["n"] == 11
-    done = subprocess.run([*tracking, "compare-groups", "--experiment", "groups", "--a", "tags.group = 'same'",
-                           "--b", "tags.group = 'new'", "--metric", "test_accuracy", "--json"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            *tracking,
+            "compare-groups",
+            "--experiment",
+            "groups",
+            "--a",
+            "tags.group = 'same'",
+            "--b",
+            "tags.group = 'new'",
+            "--metric",
+            "test_accuracy",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(done.stdout)["test_accuracy"]["skipped_a"] == 1
-    done = subprocess.run([*tracking, "bands", "--experiment", "groups", "--filter", "nonsense ==="],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [*tracking, "bands", "--experiment", "groups", "--filter", "nonsense ==="], capture_output=True, text=True
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: filter")

@@ -14,8 +14,8 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
-
 from conftest import BIN, REPO, make_project, project_env, run
+
 from pipelines import REQUIRED_MODULES, USER_ERROR_EXIT
 from tracking.errors import USER_ERROR_EXIT as TRACKING_USER_ERROR_EXIT
 
@@ -24,7 +24,9 @@ from tracking.errors import USER_ERROR_EXIT as TRACKING_USER_ERROR_EXIT
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Python with none of the project's packages, like the system's."""
     folder = tmp_path_factory.mktemp("bare") / "python"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(folder)], check=True)
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(folder)], check=True
+    )
     assert subprocess.run([folder / "bin/python3", "-c", "import numpy"], capture_output=True).returncode != 0
     return folder / "bin"
 
@@ -36,8 +38,12 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def dvc_repro_unactivated(project: Path, bare: Path) -> subprocess.CompletedProcess:
     """`.venv/bin/dvc repro -f prepare` with the bare Python first on PATH and no venv on it."""
-    return run([str(BIN / "dvc"), "repro", "-f", "prepare"], project, check=False,
-               env=project_env(PATH=os.pathsep.join([str(bare), "/usr/bin", "/bin"])))
+    return run(
+        [str(BIN / "dvc"), "repro", "-f", "prepare"],
+        project,
+        check=False,
+        env=project_env(PATH=os.pathsep.join([str(bare), "/usr/bin", "/bin"])),
+    )
 
 
 def test_stage_reexecutes_with_the_project_venv(project: Path, bare: Path):
@@ -48,7 +54,10 @@ def test_stage_reexecutes_with_the_project_venv(project: Path, bare: Path):
         (project / ".venv").unlink()
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert f"note: {bare}/python3 (Python " in done.stderr and f"running this stage with {project}/.venv/bin/python" in done.stderr
+    assert (
+        f"note: {bare}/python3 (Python " in done.stderr
+        and f"running this stage with {project}/.venv/bin/python" in done.stderr
+    )
     assert "prepared 1797 samples" in done.stdout and (project / "data/prepared/manifest.json").is_file()
 
 
@@ -70,6 +79,8 @@ def test_the_check_covers_every_dependency():
     """Each runtime dependency in pyproject.toml provides a module the check looks for."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     wanted = [*project["dependencies"], *project["optional-dependencies"]["cpu"]]
-    provided = {normal(dist) for module in REQUIRED_MODULES for dist in packages_distributions().get(module.split(".")[0], [])}
+    provided = {
+        normal(dist) for module in REQUIRED_MODULES for dist in packages_distributions().get(module.split(".")[0], [])
+    }
     assert {normal(re.split(r"[<>=!\[; ]", spec)[0]) for spec in wanted} <= provided
     assert USER_ERROR_EXIT == TRACKING_USER_ERROR_EXIT

@@ -71,7 +71,9 @@ def test_tied_band_cannot_judge_and_says_why():
     family = judge_family([found, judge(0.90, loss)], alpha=0.05)
     assert family_verdict(family) == EXCEEDS  # a metric that can be judged and exceeds still decides
     # one step of spread is enough to judge: 356, 356, 355 of 360
-    stepped = band_from_values("test_accuracy", [356 / 360, 356 / 360, 355 / 360], alpha=0.05, source="calibration:algo")
+    stepped = band_from_values(
+        "test_accuracy", [356 / 360, 356 / 360, 355 / 360], alpha=0.05, source="calibration:algo"
+    )
     assert judge(353 / 360, stepped).verdict == WITHIN and judge(345 / 360, stepped).verdict == EXCEEDS
 
 

@@ -5,8 +5,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from servers import free_port
+
 from tracking.offline import OFFLINE, Journal, describe, pending_journals, read_journal, server_unavailable
 from tracking.operations import artifact, batch, end
 
@@ -29,7 +29,9 @@ def test_journal_numbers_writes_keeps_files_and_drops_a_torn_last_line(tmp_path)
     folder = tmp_path / ".tracking/offline/r1"
     source = tmp_path / "report.txt"
     source.write_text("hello")
-    journal = Journal(folder, {"run_id": "r1", "experiment": "e", "tracking_uri": "http://x", "lost_at": "t", "reason": "r"})
+    journal = Journal(
+        folder, {"run_id": "r1", "experiment": "e", "tracking_uri": "http://x", "lost_at": "t", "reason": "r"}
+    )
     journal.append(batch(params={"a": "1"}, metrics=[("m", 0.5, 1000, 0)]), online=True)
     journal.append(artifact(source, "notes"))
     source.unlink()  # the journal holds its own copy
@@ -56,8 +58,16 @@ def _kept_run(root: Path, run_id: str) -> Path:
     """A journal as a train stage would leave it: params, two epochs of a metric, a file, the end."""
     folder = root / ".tracking/offline" / run_id
     (root / "curve.txt").write_text("0.9 0.5")
-    journal = Journal(folder, {"run_id": run_id, "experiment": "kept", "tracking_uri": "http://gone:5000",
-                               "lost_at": "2026-01-01T00:00:00+0000", "reason": "[Errno 111] Connection refused"})
+    journal = Journal(
+        folder,
+        {
+            "run_id": run_id,
+            "experiment": "kept",
+            "tracking_uri": "http://gone:5000",
+            "lost_at": "2026-01-01T00:00:00+0000",
+            "reason": "[Errno 111] Connection refused",
+        },
+    )
     journal.append(batch(params={"train.epochs": "2"}, metrics=[("epoch_loss", 0.9, 1000, 0)]), online=True)
     journal.append(batch(metrics=[("epoch_loss", 0.5, 2000, 1)]))
     journal.append(artifact(root / "curve.txt", "plots"))
@@ -96,7 +106,9 @@ def test_sync_to_an_unreachable_server_keeps_the_journal(tmp_path, monkeypatch):
         monkeypatch.setenv(name, "")  # recorded, so the limits sync sets are undone after the test
         monkeypatch.delenv(name)  # sync sets its own short limits, as the stages do
     folder = _kept_run(tmp_path, "b" * 32)
-    with pytest.raises(TrackingServerError, match=r"cannot be reached \(\[Errno 111\] Connection refused\); .* is kept"):
+    with pytest.raises(
+        TrackingServerError, match=r"cannot be reached \(\[Errno 111\] Connection refused\); .* is kept"
+    ):
         sync_all(tmp_path, f"http://127.0.0.1:{free_port()}")
     assert pending_journals(tmp_path) == [folder] and not (folder / "progress.json").exists()
 
@@ -113,7 +125,9 @@ def test_a_run_kept_offline_is_not_taken_for_a_stale_one(tmp_path):
     gone.wait()
     client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
     experiment = client.create_experiment("kept")
-    lost, killed = (client.create_run(experiment, tags={**owner_tags(), PID_TAG: str(gone.pid)}).info.run_id for _ in "ab")
+    lost, killed = (
+        client.create_run(experiment, tags={**owner_tags(), PID_TAG: str(gone.pid)}).info.run_id for _ in "ab"
+    )
     _kept_run(tmp_path, lost)  # the train stage of `lost` lost its server and kept the rest of the run
 
     stale, running = repair_stale_runs(client, by="test", kept_offline=kept_offline(tmp_path))
@@ -130,10 +144,10 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
     import subprocess
     import sys
 
-    from mlflow.tracking import MlflowClient
-
     from conftest import project_env
+    from mlflow.tracking import MlflowClient
     from servers import MlflowServer
+
     from tracking.offline import SPOOL
     from tracking.tracker import Tracker
 
@@ -144,7 +158,9 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
     (root / ".dvc").mkdir(parents=True)
     text = secrets.token_hex(9 * 2**20)  # 18 MiB that do not compress
     digest = hashlib.sha256(text.encode()).hexdigest()
-    server = MlflowServer(f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", tmp_path / "server.log").start()
+    server = MlflowServer(
+        f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", tmp_path / "server.log"
+    ).start()
     try:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
         with Tracker("large", root=root) as tracker:
@@ -153,14 +169,20 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
             tracker.set_tags({"written": "after the loss"})
         run_id = tracker.run_id
         folder = root / OFFLINE / run_id
-        header, ops = read_journal(folder)
+        _header, ops = read_journal(folder)
         (kept,) = [op for op in ops if op["op"] == "artifact" and op["artifact_path"] == "data"]
         assert kept["online"] and hashlib.sha256(Path(kept["path"]).read_bytes()).hexdigest() == digest
         assert ops[-1]["op"] == "end" and not (root / SPOOL / run_id).exists()
 
         server.start()
-        done = subprocess.run([sys.executable, "-m", "tracking", "sync"], cwd=root, capture_output=True, text=True,
-                              env=project_env(MLFLOW_TRACKING_URI=server.uri), timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "tracking", "sync"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env=project_env(MLFLOW_TRACKING_URI=server.uri),
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         client = MlflowClient(server.uri)
         synced = client.get_run(run_id)

@@ -32,14 +32,20 @@ def test_flatten_nested_mappings():
     ("text", "expected"),
     [
         ("train:\n  lerning_rate: 0.1\n", "unknown key 'train.lerning_rate'; did you mean 'train.learning_rate'?"),
-        ("bogus: 1\n", "valid keys in the top level: mlflow, data, seeds, determinism, model, train, calibration, compare"),
+        (
+            "bogus: 1\n",
+            "valid keys in the top level: mlflow, data, seeds, determinism, model, train, calibration, compare",
+        ),
         ("train:\n  epochs: 0\n", "train.epochs: expected greater than or equal to 1, got 0"),
         ("train:\n  batch_size: -4\n", "train.batch_size"),
         ("train:\n  epochs: '10'\n", "train.epochs: expected a valid integer, got '10'"),
         ("model:\n  builder: resnet\n", "model.builder: expected 'package.module:function', got 'resnet'"),
         ("model:\n  name: resnet\n", "unknown key 'model.name'; valid keys in 'model': builder, kwargs"),
         ("data:\n  loader: mine:load\n", "data: exactly one of data.source and data.loader must be set"),
-        ("compare:\n  metrics: {test_accuracy: best}\n", "compare.metrics.test_accuracy: expected 'max' or 'min', got 'best'"),
+        (
+            "compare:\n  metrics: {test_accuracy: best}\n",
+            "compare.metrics.test_accuracy: expected 'max' or 'min', got 'best'",
+        ),
         ("data:\n  sha256: abc\n", "data.sha256: expected 64 lowercase hex digits"),
         ("seeds:\n  dropout: -1\n", "seeds.dropout"),
         ("train: [1\n", "YAML syntax error at line"),
@@ -57,7 +63,7 @@ def test_bad_params_name_key_and_fix(tmp_dir, text, expected):
 
 
 def test_missing_file(tmp_dir):
-    with pytest.raises(ParamsError, match="params.yaml: file not found"):
+    with pytest.raises(ParamsError, match=r"params\.yaml: file not found"):
         load_params(tmp_dir / "params.yaml")
 
 
@@ -69,12 +75,15 @@ def test_int_accepted_for_float(tmp_dir):
     assert load_text(tmp_dir, "train:\n  learning_rate: 1\n").train.learning_rate == 1.0
 
 
-@pytest.mark.parametrize(("text", "key", "value"), [
-    ("train:\n  learning_rate: 1e-5\n", "train.learning_rate", 1e-05),
-    ("train:\n  learning_rate: 1E+0\n", "train.learning_rate", 1.0),
-    ("seeds:\n  init: 1_000\n", "seeds.init", 1000),
-    ("mlflow:\n  experiment: 1:20\n", "mlflow.experiment", "1:20"),
-])
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("train:\n  learning_rate: 1e-5\n", "train.learning_rate", 1e-05),
+        ("train:\n  learning_rate: 1E+0\n", "train.learning_rate", 1.0),
+        ("seeds:\n  init: 1_000\n", "seeds.init", 1000),
+        ("mlflow:\n  experiment: 1:20\n", "mlflow.experiment", "1:20"),
+    ],
+)
 def test_yaml_is_read_as_dvc_reads_it(tmp_dir, text, key, value):
     """YAML 1.2 as DVC's ruamel.yaml reads it, where YAML 1.1 (PyYAML) gives '1e-5', '1E+0' and 80."""
     from dvc.utils.serialize import parse_yaml

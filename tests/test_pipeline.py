@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import client_for, project_env, run, runs_of
 
 pytestmark = pytest.mark.slow
@@ -21,19 +20,42 @@ SECRETS = {
     "KERAS_PLANTED_ARGS": "--verbose --hub ghp_plantedAmongWords0123456789",
     "CUDA_PLANTED_MIRROR": "https://carolPlantedUser:cudaUrlPlanted8888@mirror.example.com/cuda",
 }
-ENV_SECRETS = ["AKIAPLANTEDsecretValue0000000000000001", "planted-mlflow-password-4242", "ghp_plantedGithubToken0123456789abcdef",
-               "tf-prefixed-planted-secret-9999", "Qm9ndXNPcGFxdWVUb2tlblBsYW50ZWQxMjM0NTY3",
-               "ghp_plantedAmongWords0123456789", "carolPlantedUser", "cudaUrlPlanted8888"]
+ENV_SECRETS = [
+    "AKIAPLANTEDsecretValue0000000000000001",
+    "planted-mlflow-password-4242",
+    "ghp_plantedGithubToken0123456789abcdef",
+    "tf-prefixed-planted-secret-9999",
+    "Qm9ndXNPcGFxdWVUb2tlblBsYW50ZWQxMjM0NTY3",
+    "ghp_plantedAmongWords0123456789",
+    "carolPlantedUser",
+    "cudaUrlPlanted8888",
+]
 REMOTES = {
-    "origin": ("https://alice:remoteUrlPlantedToken7777@example.com/team/repo.git", "https://example.com/team/repo.git"),
+    "origin": (
+        "https://alice:remoteUrlPlantedToken7777@example.com/team/repo.git",
+        "https://example.com/team/repo.git",
+    ),
     "upstream": ("https://ghp_remoteOnlyToken0123456789ab@example.com/up/repo.git", "https://example.com/up/repo.git"),
-    "mirror": ("ssh://deployPlantedUser:sshUrlPlanted6666@git.example.com:2222/team/repo.git",
-               "ssh://git.example.com:2222/team/repo.git"),
+    "mirror": (
+        "ssh://deployPlantedUser:sshUrlPlanted6666@git.example.com:2222/team/repo.git",
+        "ssh://git.example.com:2222/team/repo.git",
+    ),
 }
-REMOTE_SECRETS = ["remoteUrlPlantedToken7777", "ghp_remoteOnlyToken0123456789ab", "deployPlantedUser", "sshUrlPlanted6666"]
+REMOTE_SECRETS = [
+    "remoteUrlPlantedToken7777",
+    "ghp_remoteOnlyToken0123456789ab",
+    "deployPlantedUser",
+    "sshUrlPlanted6666",
+]
 SETTINGS = Path("config/deploy/settings.yaml")
-DIFF_SECRETS = ["diffPlantedPassword31337", "committedPlantedSecret", "oldPlantedKey", "newPlantedKey",
-                "diffUrlPlanted4242", "ghp_diffPlantedToken0123456789"]
+DIFF_SECRETS = [
+    "diffPlantedPassword31337",
+    "committedPlantedSecret",
+    "oldPlantedKey",
+    "newPlantedKey",
+    "diffUrlPlanted4242",
+    "ghp_diffPlantedToken0123456789",
+]
 ALL_SECRETS = [*ENV_SECRETS, *REMOTE_SECRETS, *DIFF_SECRETS]
 
 
@@ -49,7 +71,8 @@ def plant_repository_secrets(project: Path) -> None:
     (project / SETTINGS).write_text(
         "db_password: committedPlantedSecret\napi_key: newPlantedKey\nretries: 3\n"
         "database_url: postgresql://admin:diffUrlPlanted4242@db.internal/app\n"
-        "header: Bearer ghp_diffPlantedToken0123456789\n")
+        "header: Bearer ghp_diffPlantedToken0123456789\n"
+    )
     (project / "notes.py").write_text('password = "diffPlantedPassword31337"\n')
     run(["git", "add", "notes.py"], project)
 
@@ -62,8 +85,12 @@ def leaks(project: Path, planted: set[Path]) -> list[tuple[str, str]]:
     """
     patterns = project.parent / "secrets.txt"
     patterns.write_text("\n".join(ALL_SECRETS) + "\n")
-    done = subprocess.run(["grep", "-rHoaF", "--exclude-dir=.git", "-f", str(patterns), str(project)],
-                          capture_output=True, text=True, errors="replace")
+    done = subprocess.run(
+        ["grep", "-rHoaF", "--exclude-dir=.git", "-f", str(patterns), str(project)],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     assert done.returncode in (0, 1), done.stderr
     found = {tuple(reversed(line.rsplit(":", 1))) for line in done.stdout.splitlines()}
     return sorted((secret, path) for secret, path in found if Path(path) not in planted)
@@ -106,7 +133,9 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert "prov.software.tensorflow_build.cuda_version" in tags
     assert tags["prov.cpu.numeric_flags.avx2"] in ("true", "false") and tags["prov.cpu.logical_cores"]
     assert tags["prov.gpu.count"] == "0" and tags["prov.gpu.note"].startswith("no GPU")
-    assert {name: tags[f"prov.git.remotes.{name}"] for name in REMOTES} == {name: clean for name, (_, clean) in REMOTES.items()}
+    assert {name: tags[f"prov.git.remotes.{name}"] for name in REMOTES} == {
+        name: clean for name, (_, clean) in REMOTES.items()
+    }
     assert tags["prov.git.diff_redacted_lines"] == warned[1] == "6"
     assert tags["prov.dvc.deps.train.data/prepared"]
     assert tags["prov.environment.PYTHONHASHSEED"] == tags["prov.seeds.hash"]

@@ -24,8 +24,14 @@ model name\t: ignored second core
 
 def test_parse_nvidia_smi_rows():
     gpus = parse_nvidia_smi(NVIDIA_SMI)
-    assert gpus[0] == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver": "550.54.15", "memory_mib": 81559,
-                       "compute_capability": "9.0", "uuid": "GPU-5e3a1c2b-aaaa-bbbb-cccc-0123456789ab"}
+    assert gpus[0] == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "driver": "550.54.15",
+        "memory_mib": 81559,
+        "compute_capability": "9.0",
+        "uuid": "GPU-5e3a1c2b-aaaa-bbbb-cccc-0123456789ab",
+    }
     assert gpus[1]["uuid"] is None and gpus[1]["compute_capability"] == "7.5"
     assert parse_nvidia_smi("") == []
     assert parse_nvidia_smi("NVIDIA-SMI has failed because it couldn't communicate with the driver") == []
@@ -79,33 +85,52 @@ def test_redact_diff_keeps_name_drops_value():
 
 
 def test_redact_diff_urls_tokens_and_subscripts():
-    diff = ('diff --git a/deploy/app.py b/deploy/app.py\n--- a/deploy/app.py\n+++ b/deploy/app.py\n'
-            '+DATABASE_URL = "postgresql://admin:dbpw@db.internal/app"\n+git = "https://ghp_tok@github.com/o/r.git"\n'
-            '+headers = {"Authorization": "Bearer ghp_0123456789abcdefghijKLMN"}\n+aws = "AKIAABCDEFGHIJKLMNOP"\n'
-            '+os.environ["API_TOKEN"] = "envtok"\n+url = "https://example.com/docs"\n')
+    diff = (
+        "diff --git a/deploy/app.py b/deploy/app.py\n--- a/deploy/app.py\n+++ b/deploy/app.py\n"
+        '+DATABASE_URL = "postgresql://admin:dbpw@db.internal/app"\n+git = "https://ghp_tok@github.com/o/r.git"\n'
+        '+headers = {"Authorization": "Bearer ghp_0123456789abcdefghijKLMN"}\n+aws = "AKIAABCDEFGHIJKLMNOP"\n'
+        '+os.environ["API_TOKEN"] = "envtok"\n+url = "https://example.com/docs"\n'
+    )
     redacted = redact_diff(diff)
     for secret in ("dbpw", "admin", "ghp_tok", "ghp_0123456789", "AKIAABCDEFGHIJKLMNOP", "envtok"):
         assert secret not in redacted
-    assert f'postgresql://{REDACTED}@db.internal/app' in redacted and 'url = "https://example.com/docs"' in redacted
+    assert f"postgresql://{REDACTED}@db.internal/app" in redacted and 'url = "https://example.com/docs"' in redacted
     assert redacted.splitlines()[:3] == diff.splitlines()[:3]
 
 
 def test_environment_is_allow_listed_and_redacted():
-    env = {"AWS_SECRET_ACCESS_KEY": "x" * 40, "HOME": "/root", "TF_ENABLE_ONEDNN_OPTS": "0",
-           "TF_HUB_TOKEN": "hub", "TF_OPAQUE": "Zk3J9a0b1c2d3e4f5g6h7i8j9k0lmnopqrstu", "CUDA_VISIBLE_DEVICES": "0,1",
-           "PYTHONHASHSEED": "7", "CUDA_HOME": "/usr/local/cuda-12.4"}
+    env = {
+        "AWS_SECRET_ACCESS_KEY": "x" * 40,
+        "HOME": "/root",
+        "TF_ENABLE_ONEDNN_OPTS": "0",
+        "TF_HUB_TOKEN": "hub",
+        "TF_OPAQUE": "Zk3J9a0b1c2d3e4f5g6h7i8j9k0lmnopqrstu",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "PYTHONHASHSEED": "7",
+        "CUDA_HOME": "/usr/local/cuda-12.4",
+    }
     kept = gather_environment(env)
-    assert set(kept) == {"TF_ENABLE_ONEDNN_OPTS", "TF_HUB_TOKEN", "TF_OPAQUE", "CUDA_VISIBLE_DEVICES",
-                         "PYTHONHASHSEED", "CUDA_HOME"}
+    assert set(kept) == {
+        "TF_ENABLE_ONEDNN_OPTS",
+        "TF_HUB_TOKEN",
+        "TF_OPAQUE",
+        "CUDA_VISIBLE_DEVICES",
+        "PYTHONHASHSEED",
+        "CUDA_HOME",
+    }
     assert kept["TF_HUB_TOKEN"] == REDACTED and kept["TF_OPAQUE"] == REDACTED
     assert kept["CUDA_VISIBLE_DEVICES"] == "0,1" and kept["CUDA_HOME"] == "/usr/local/cuda-12.4"
     assert looks_secret("TF_X", "ghp_short")
 
 
 def test_environment_values_are_judged_word_by_word():
-    env = {"TF_XLA_FLAGS": "--xla_force_host_platform_device_count=8", "TF_ARGS": "--verbose --api-key=abc",
-           "TF_HEADER": "Bearer ghp_0123456789abcdef", "KERAS_MIRROR": "https://bob:pw123@models.example.com/x",
-           "KMP_AFFINITY": "granularity=fine,compact,1,0"}
+    env = {
+        "TF_XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        "TF_ARGS": "--verbose --api-key=abc",
+        "TF_HEADER": "Bearer ghp_0123456789abcdef",
+        "KERAS_MIRROR": "https://bob:pw123@models.example.com/x",
+        "KMP_AFFINITY": "granularity=fine,compact,1,0",
+    }
     kept = gather_environment(env)
     assert kept["TF_XLA_FLAGS"] == env["TF_XLA_FLAGS"] and kept["KMP_AFFINITY"] == env["KMP_AFFINITY"]
     assert kept["TF_ARGS"] == REDACTED and kept["TF_HEADER"] == REDACTED
@@ -113,7 +138,16 @@ def test_environment_values_are_judged_word_by_word():
 
 
 def test_tags_are_prefixed_scalars_without_bulky_fields():
-    record = {"git": {"commit": "abc", "diff": "big", "dirty": True}, "gpu": {"devices": [{"name": "T4"}]},
-              "seeds": {"base": 1}, "dvc": {"experiment": None}}
-    assert to_tags(record) == {"prov.git.commit": "abc", "prov.git.dirty": "true", "prov.gpu.devices.0.name": "T4",
-                               "prov.seeds.base": "1", "prov.dvc.experiment": ""}
+    record = {
+        "git": {"commit": "abc", "diff": "big", "dirty": True},
+        "gpu": {"devices": [{"name": "T4"}]},
+        "seeds": {"base": 1},
+        "dvc": {"experiment": None},
+    }
+    assert to_tags(record) == {
+        "prov.git.commit": "abc",
+        "prov.git.dirty": "true",
+        "prov.gpu.devices.0.name": "T4",
+        "prov.seeds.base": "1",
+        "prov.dvc.experiment": "",
+    }

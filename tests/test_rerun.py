@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import assert_user_error, client_for, project_env, run, runs_of, write_params
 from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
-from conftest import assert_user_error, client_for, project_env, run, runs_of, write_params
 from tracking.errors import RerunError
 from tracking.restore import write_logged_params
 from tracking.worktree import apply_diff
@@ -22,9 +22,11 @@ def rerun(root: Path, ref: str):
 
 def snapshot(root: Path) -> dict[str, str]:
     """Every file of the user's tree (DVC cache and outputs included) with its content hash; not the store."""
-    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(root.rglob("*"))
-            if path.is_file() and not path.relative_to(root).as_posix().startswith(_NOT_THE_TREE)}
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.relative_to(root).as_posix().startswith(_NOT_THE_TREE)
+    }
 
 
 def assert_untouched(root: Path, files: dict[str, str], status: str) -> None:
@@ -52,11 +54,18 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv"} <= changed
     assert b"\r\n" in (clone / "plots/train/history.csv").read_bytes()
     (original,) = runs_of(clone)
-    record = json.loads(Path(client_for(clone).download_artifacts(original.info.run_id, "provenance/provenance.json",
-                                                                  str(tmp_path))).read_text())
-    assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv", "outputs/model.keras"} <= set(record["git"]["diff_excludes"])
+    record = json.loads(
+        Path(
+            client_for(clone).download_artifacts(original.info.run_id, "provenance/provenance.json", str(tmp_path))
+        ).read_text()
+    )
+    assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv", "outputs/model.keras"} <= set(
+        record["git"]["diff_excludes"]
+    )
     assert [line for line in record["git"]["diff"].splitlines() if line.startswith("diff --git")] == [
-        "diff --git a/params.yaml b/params.yaml", "diff --git a/pipelines/train.py b/pipelines/train.py"]
+        "diff --git a/params.yaml b/params.yaml",
+        "diff --git a/pipelines/train.py b/pipelines/train.py",
+    ]
     run(["git", "add", "-A"], clone)
     run(["git", "commit", "-qm", "after the run"], clone)
     train.write_text(train.read_text().replace("(uncommitted edit)", "(edited after the run)"))
@@ -106,22 +115,34 @@ def test_unknown_run_is_one_line_and_exit_2(project: Path):
 
 
 def test_a_diff_with_redacted_secrets_is_refused(tmp_path: Path):
-    diff = ("diff --git a/settings.py b/settings.py\n--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n"
-            "-api_key = <redacted>\n+api_key = <redacted>\n")
-    with pytest.raises(RerunError, match="secret values redacted in settings.py"):
+    diff = (
+        "diff --git a/settings.py b/settings.py\n--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n"
+        "-api_key = <redacted>\n+api_key = <redacted>\n"
+    )
+    with pytest.raises(RerunError, match=r"secret values redacted in settings\.py"):
         apply_diff(tmp_path, diff, "run1")
 
 
 def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):
     path = tmp_path / "params.yaml"
     path.write_text("# kept\nmlflow:\n  experiment: digits   # kept too\ntrain:\n  epochs: 20\n")
-    logged = {"mlflow.experiment": "123", "train.epochs": "2", "train.learning_rate": "1e-05", "data.sha256": "null",
-              "model.kwargs.filters": "[4, 4, 4]", "compare.known_bands.test_accuracy.mean": "0.95"}
+    logged = {
+        "mlflow.experiment": "123",
+        "train.epochs": "2",
+        "train.learning_rate": "1e-05",
+        "data.sha256": "null",
+        "model.kwargs.filters": "[4, 4, 4]",
+        "compare.known_bands.test_accuracy.mean": "0.95",
+    }
     assert write_logged_params(path, logged)
     text = path.read_text()
     assert "# kept" in text and "# kept too" in text
-    assert dvc_parse_yaml(text, "params.yaml") == {"mlflow": {"experiment": "123"}, "train": {"epochs": 2, "learning_rate": 1e-05},
-                                                   "data": {"sha256": None}, "model": {"kwargs": {"filters": [4, 4, 4]}},
-                                                   "compare": {"known_bands": {"test_accuracy": {"mean": 0.95}}}}
+    assert dvc_parse_yaml(text, "params.yaml") == {
+        "mlflow": {"experiment": "123"},
+        "train": {"epochs": 2, "learning_rate": 1e-05},
+        "data": {"sha256": None},
+        "model": {"kwargs": {"filters": [4, 4, 4]}},
+        "compare": {"known_bands": {"test_accuracy": {"mean": 0.95}}},
+    }
     assert not write_logged_params(path, logged)
     assert json.dumps(dvc_parse_yaml(text, "params.yaml")["train"]["learning_rate"]) == "1e-05"

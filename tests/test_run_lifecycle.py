@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import client_for, make_project, project_env, run, runs_of, write_params
 
 pytestmark = pytest.mark.slow
@@ -45,8 +44,15 @@ def prepared(template: Path, tmp_path: Path) -> Path:
 def start(root: Path, via: str) -> subprocess.Popen:
     """Start training in its own process group, as a shell starts a foreground job."""
     assert runs_of(root) == []  # creates the store, so polling it never races its creation
-    return subprocess.Popen(COMMANDS[via], cwd=root, env=project_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        COMMANDS[via],
+        cwd=root,
+        env=project_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_for_epoch(root: Path, process: subprocess.Popen, timeout: float = 240) -> None:
@@ -77,9 +83,11 @@ def assert_honest_failure(root: Path, status: str) -> None:
 
 
 # Ctrl-C at a terminal reaches the whole process group, under DVC or not; SIGTERM is what DVC and schedulers send.
-@pytest.mark.parametrize(("via", "sig", "stage_code"), [("stage", signal.SIGINT, 130), ("dvc repro", signal.SIGINT, None),
-                                                        ("dvc repro", signal.SIGTERM, None)],
-                         ids=["stage-SIGINT", "dvc-SIGINT", "dvc-SIGTERM"])
+@pytest.mark.parametrize(
+    ("via", "sig", "stage_code"),
+    [("stage", signal.SIGINT, 130), ("dvc repro", signal.SIGINT, None), ("dvc repro", signal.SIGTERM, None)],
+    ids=["stage-SIGINT", "dvc-SIGINT", "dvc-SIGTERM"],
+)
 def test_signal_during_training_ends_the_run_killed(prepared, via, sig, stage_code):
     write_params(prepared, train={"epochs": 2000})
     process = start(prepared, via)
@@ -122,8 +130,14 @@ def test_crash_during_training_under_dvc_repro(prepared):
 def tracker_process(root: Path, body: str) -> subprocess.Popen:
     """A real process that opens a `Tracker` run in the project and runs `body` inside it (`tracker` in scope)."""
     code = f"from tracking.tracker import Tracker\nwith Tracker('test') as tracker:\n    {body}\n"
-    return subprocess.Popen([sys.executable, "-c", code], cwd=root, env=project_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env=project_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_sigkill_leaves_a_run_that_doctor_and_the_next_run_mark_failed(prepared):
@@ -176,8 +190,10 @@ def test_sigkill_leaves_a_run_that_doctor_and_the_next_run_mark_failed(prepared)
     assert all(client.get_run(r.info.run_id).info.status == "RUNNING" for r in others.values())
 
 
-WRITER = ("tracker.log_params({f'p{k}': k for k in range(20)})\n"
-          "    for step in range(50):\n        tracker.log_metrics({'epoch_loss': 1 / (step + 1)}, step=step, wait=False)")
+WRITER = (
+    "tracker.log_params({f'p{k}': k for k in range(20)})\n"
+    "    for step in range(50):\n        tracker.log_metrics({'epoch_loss': 1 / (step + 1)}, step=step, wait=False)"
+)
 
 
 def test_parallel_trainings_and_dvc_queue_share_the_project_store(prepared):
@@ -187,8 +203,7 @@ def test_parallel_trainings_and_dvc_queue_share_the_project_store(prepared):
     for name, rate in rates.items():
         run(["dvc", "exp", "run", "--queue", "train", "-S", f"train.learning_rate={rate}", "-n", name], prepared)
     assert not (prepared / "mlflow.db").exists()
-    writers = [tracker_process(prepared, WRITER)
-               for _ in range(4)]
+    writers = [tracker_process(prepared, WRITER) for _ in range(4)]
     run(["dvc", "queue", "start", "-j", "2"], prepared)
     outputs = [writer.communicate(timeout=300) for writer in writers]
     assert [writer.returncode for writer in writers] == [0] * 4, outputs

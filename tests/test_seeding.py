@@ -72,8 +72,12 @@ def build(root: Path, builder: str = "everything", **seeds: int):
     from tracking.process import seed_frameworks
     from tracking.seeds import resolve_seeds
 
-    params = Params.model_validate({"model": {"builder": f"seeding_zoo:{builder}", "kwargs": {}},
-                                    "seeds": {"base": 5, "init": 11, "dropout": 22, "augment": 33, **seeds}})
+    params = Params.model_validate(
+        {
+            "model": {"builder": f"seeding_zoo:{builder}", "kwargs": {}},
+            "seeds": {"base": 5, "init": 11, "dropout": 22, "augment": 33, **seeds},
+        }
+    )
     resolved = resolve_seeds(params.seeds)
     seed_frameworks(params, resolved)
     return build_model(params, SHAPE, 3, resolved, root)
@@ -95,10 +99,15 @@ def streams(built) -> dict[str, str]:
     ones = np.ones((2, 6, 6, 4), dtype=np.float32)
     sequence = np.ones((2, 6, 6), dtype=np.float32)
     cell = layers["LSTMCell"]
-    dropout = [layers["SpatialDropout2D"](ones, training=True), layers["GaussianNoise"](sequence, training=True),
-               cell.get_dropout_mask(keras.ops.ones((2, 24))), cell.get_recurrent_dropout_mask(keras.ops.ones((2, 6))),
-               layers["MultiHeadAttention"]._dropout_layer(sequence, training=True), layers["Jitter"](sequence, training=True),
-               layers["Dropout"](ones, training=True)]
+    dropout = [
+        layers["SpatialDropout2D"](ones, training=True),
+        layers["GaussianNoise"](sequence, training=True),
+        cell.get_dropout_mask(keras.ops.ones((2, 24))),
+        cell.get_recurrent_dropout_mask(keras.ops.ones((2, 6))),
+        layers["MultiHeadAttention"]._dropout_layer(sequence, training=True),
+        layers["Jitter"](sequence, training=True),
+        layers["Dropout"](ones, training=True),
+    ]
     augment = [layers["RandomFlip"](image, training=True), layers["RandomTranslation"](image, training=True)]
     return {"init": built.initial_weights_sha256, "dropout": digest(*dropout), "augment": digest(*augment)}
 

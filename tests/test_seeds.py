@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from tracking.diff import RunSnapshot, group_diffs
 from tracking.legacy import upgrade_logged
 from tracking.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
@@ -36,24 +36,31 @@ def test_explicit_seed_changes_only_that_source():
 
 def test_hash_seed_is_pinned_by_reexecution(tmp_path):
     script = tmp_path / "show_hash.py"
-    script.write_text("from tracking.seeds import ensure_hash_seed\nensure_hash_seed(1234)\nprint(hash('provenance'))\n")
+    script.write_text(
+        "from tracking.seeds import ensure_hash_seed\nensure_hash_seed(1234)\nprint(hash('provenance'))\n"
+    )
     env_a = {"PYTHONHASHSEED": "1"}
-    outputs = {subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, check=True).stdout
-               for env in (env_a, {"PYTHONHASHSEED": "99"}, {})}
+    outputs = {
+        subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, check=True).stdout
+        for env in (env_a, {"PYTHONHASHSEED": "99"}, {})
+    }
     assert len(outputs) == 1
 
 
 def test_default_split_is_the_one_seeds_base_42_gave():
     """The split seed left the seeds section without moving the default pipeline's split."""
-    assert DEFAULT_SPLIT_SEED == derive_seed(42, "split")
+    assert derive_seed(42, "split") == DEFAULT_SPLIT_SEED
     assert load_params(REPO / "params.yaml").data.split_seed == DEFAULT_SPLIT_SEED
 
 
-@pytest.mark.parametrize(("params", "tags", "split_seed"), [
-    ({"seeds.base": "7", "seeds.split": "null"}, {"prov.seeds.split": "123", "prov.seeds.base": "7"}, "123"),
-    ({"seeds.base": "7", "seeds.split": "null"}, {}, str(derive_seed(7, "split"))),
-    ({"seeds.base": "7", "seeds.split": "99"}, {}, "99"),
-])
+@pytest.mark.parametrize(
+    ("params", "tags", "split_seed"),
+    [
+        ({"seeds.base": "7", "seeds.split": "null"}, {"prov.seeds.split": "123", "prov.seeds.base": "7"}, "123"),
+        ({"seeds.base": "7", "seeds.split": "null"}, {}, str(derive_seed(7, "split"))),
+        ({"seeds.base": "7", "seeds.split": "99"}, {}, "99"),
+    ],
+)
 def test_runs_logged_with_seeds_split_read_it_as_data_split_seed(params, tags, split_seed):
     upgraded, kept = upgrade_logged(params, tags)
     assert upgraded == {"seeds.base": "7", "data.split_seed": split_seed}
@@ -72,10 +79,13 @@ def snapshot(params: dict[str, str], tags: dict[str, str]) -> RunSnapshot:
 
 
 def test_diff_of_an_old_run_and_a_new_one_with_the_same_split_finds_nothing():
-    old = snapshot({"seeds.base": "42", "seeds.split": "null", "train.epochs": "2"},
-                   {"prov.seeds.base": "42", "prov.seeds.split": str(DEFAULT_SPLIT_SEED)})
-    new = snapshot({"seeds.base": "42", "data.split_seed": str(DEFAULT_SPLIT_SEED), "train.epochs": "2"},
-                   {"prov.seeds.base": "42"})
+    old = snapshot(
+        {"seeds.base": "42", "seeds.split": "null", "train.epochs": "2"},
+        {"prov.seeds.base": "42", "prov.seeds.split": str(DEFAULT_SPLIT_SEED)},
+    )
+    new = snapshot(
+        {"seeds.base": "42", "data.split_seed": str(DEFAULT_SPLIT_SEED), "train.epochs": "2"}, {"prov.seeds.base": "42"}
+    )
     assert [group.name for group in group_diffs(old, new) if group.changes] == []
     moved = snapshot({**new.params, "data.split_seed": "5"}, new.tags)
     assert [group.name for group in group_diffs(old, moved) if group.changes] == ["data"]
@@ -95,9 +105,18 @@ def test_diff_of_a_pre_builder_run_and_a_new_one_of_the_same_model_finds_nothing
     new = logged(load_params(REPO / "params.yaml").flat())
     added = ("model.", "train.loss", "train.metrics", "data.loader", "data.task", "compare.metrics")
     old = {key: value for key, value in new.items() if not key.startswith(added)}
-    old.update({"model.name": "small_cnn", "model.filters": "[32, 64, 128]", "model.hidden_units": "[64]",
-                "model.dense_units": "128", "model.batch_norm": "false", "model.dropout": "0.2", "train.augment": "false",
-                "compare.metrics": '["test_accuracy", "test_loss"]'})
+    old.update(
+        {
+            "model.name": "small_cnn",
+            "model.filters": "[32, 64, 128]",
+            "model.hidden_units": "[64]",
+            "model.dense_units": "128",
+            "model.batch_norm": "false",
+            "model.dropout": "0.2",
+            "train.augment": "false",
+            "compare.metrics": '["test_accuracy", "test_loss"]',
+        }
+    )
     tags = {"prov.seeds.base": "42"}
     assert [group.name for group in group_diffs(snapshot(old, tags), snapshot(new, tags)) if group.changes] == []
     narrower = snapshot({**old, "model.dense_units": "64"}, tags)

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import project_env, run, write_params
 from servers import SKIP_POSTGRES, MlflowServer, Postgres
+
 from tracking.offline import OFFLINE, SYNCED, read_journal
 
 pytestmark = pytest.mark.slow
@@ -67,7 +67,9 @@ def test_pipeline_through_a_postgres_backed_server(project, postgres, tmp_path):
         (model,) = client(server).search_logged_models([found.info.experiment_id])
         assert model.source_run_id == run_id and str(model.status) == "READY"
         # Artifacts went over HTTP into the server's store, nothing into the project.
-        assert list((tmp_path / "artifacts").rglob("provenance.json")) and list((tmp_path / "artifacts").rglob("MLmodel"))
+        assert list((tmp_path / "artifacts").rglob("provenance.json")) and list(
+            (tmp_path / "artifacts").rglob("MLmodel")
+        )
         assert not (project / "mlflow.db").exists() and not (project / "mlartifacts").exists()
         assert not (project / OFFLINE).exists()
     finally:
@@ -77,32 +79,48 @@ def test_pipeline_through_a_postgres_backed_server(project, postgres, tmp_path):
 def test_unreachable_server_fails_before_training(project, tmp_path):
     run(["dvc", "repro", "prepare"], project)
     started = time.monotonic()
-    done = run([sys.executable, "-m", "pipelines.train"], project, check=False,
-               env=project_env(MLFLOW_TRACKING_URI="http://127.0.0.1:9", PYTHONPROFILEIMPORTTIME="1"))
+    done = run(
+        [sys.executable, "-m", "pipelines.train"],
+        project,
+        check=False,
+        env=project_env(MLFLOW_TRACKING_URI="http://127.0.0.1:9", PYTHONPROFILEIMPORTTIME="1"),
+    )
     seconds = time.monotonic() - started
     lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert lines == ["error: MLflow tracking store http://127.0.0.1:9 cannot be reached ([Errno 111] Connection refused); "
-                     "start the server or fix/unset MLFLOW_TRACKING_URI"]
+    assert lines == [
+        "error: MLflow tracking store http://127.0.0.1:9 cannot be reached ([Errno 111] Connection refused); "
+        "start the server or fix/unset MLFLOW_TRACKING_URI"
+    ]
     # Neither TensorFlow nor Keras was imported: no training time was spent.
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "mlflow" in imported and not {name.split(".")[0] for name in imported} & {"tensorflow", "keras"}
-    assert not (project / "outputs").exists() and not (project / "metrics").exists() and not (project / OFFLINE).exists()
+    assert (
+        not (project / "outputs").exists() and not (project / "metrics").exists() and not (project / OFFLINE).exists()
+    )
     print(f"unreachable server: exit 2 after {seconds:.1f} s")
 
 
 def test_server_lost_mid_training_is_kept_and_synced_once(project, tmp_path):
-    server = MlflowServer(f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", tmp_path / "server.log").start()
+    server = MlflowServer(
+        f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", tmp_path / "server.log"
+    ).start()
     env = project_env(MLFLOW_TRACKING_URI=server.uri)
     try:
         write_params(project, train={"epochs": EPOCHS})
         run(["git", "commit", "-qam", "epochs"], project)
         run(["dvc", "repro", "prepare"], project)
-        repro = subprocess.Popen(["dvc", "repro", "evaluate"], cwd=project, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        repro = subprocess.Popen(
+            ["dvc", "repro", "evaluate"],
+            cwd=project,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         first_epoch = _wait_for_metric(server, "epoch_loss", repro)
         server.kill()
-        stdout, stderr = repro.communicate(timeout=600)
+        _stdout, stderr = repro.communicate(timeout=600)
 
         # Training finished and DVC kept its outputs; evaluate stopped at once on the unreachable server.
         assert repro.returncode != 0 and "Traceback" not in stderr
@@ -124,8 +142,12 @@ def test_server_lost_mid_training_is_kept_and_synced_once(project, tmp_path):
         after_loss = [m for op in ops if op["op"] == "batch" and not op.get("online") for m in op["metrics"]]
         assert after_loss, "the server was killed after training ended; raise EPOCHS"
         files = {(op["artifact_path"], Path(op["path"]).name) for op in ops if op["op"] == "artifact"}
-        assert {("provenance", "provenance.json"), ("provenance", "packages.txt"), ("plots", "training_curves.png"),
-                ("data", "manifest.json")} <= files
+        assert {
+            ("provenance", "provenance.json"),
+            ("provenance", "packages.txt"),
+            ("plots", "training_curves.png"),
+            ("data", "manifest.json"),
+        } <= files
         assert all(Path(op["path"]).is_file() for op in ops if "path" in op)
         assert [op["name"] for op in ops if op["op"] == "model"] == ["model"]
         assert ops[-1]["op"] == "end" and ops[-1]["status"] == "FINISHED"
@@ -157,8 +179,10 @@ def test_server_lost_mid_training_is_kept_and_synced_once(project, tmp_path):
         assert found.info.status == "FINISHED" and "test_accuracy" in found.data.metrics
         assert history_counts(server, run_id, keys) == expected
         assert len(client(server).search_logged_models([found.info.experiment_id])) == 1
-        print(f"server lost after epoch {first_epoch} of {EPOCHS}: {metric_values} metric values journaled "
-              f"({len(after_loss)} after the loss), {len(files)} artifacts and the model; synced twice, 0 duplicates")
+        print(
+            f"server lost after epoch {first_epoch} of {EPOCHS}: {metric_values} metric values journaled "
+            f"({len(after_loss)} after the loss), {len(files)} artifacts and the model; synced twice, 0 duplicates"
+        )
     finally:
         server.kill()
 

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY, client_for, make_project, run, write_params
+
 from tracking.params import flatten, load_params
 
 pytestmark = pytest.mark.slow
@@ -41,8 +41,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_project(tmp_path_factory.mktemp("set-params") / "project")
     # -S sets keys params.yaml has (Hydra's rule; a new key needs `+`): a declared band, and batch_norm as in
     # the default params.yaml's model.kwargs
-    write_params(root, compare={"known_bands": {"test_accuracy": {"mean": 0.95, "std": 0.004, "n": 10}}},
-                 model={"kwargs": {**TINY["model"]["kwargs"], "batch_norm": False}})
+    write_params(
+        root,
+        compare={"known_bands": {"test_accuracy": {"mean": 0.95, "std": 0.004, "n": 10}}},
+        model={"kwargs": {**TINY["model"]["kwargs"], "batch_norm": False}},
+    )
     run(["git", "commit", "-qam", "a declared band and batch_norm, to set nested keys"], root)
     return root
 
@@ -53,17 +56,24 @@ def spelled(value) -> str:
 
 
 def test_accepted_values_reach_the_stage_and_mlflow_as_dvc_reads_them(project: Path):
-    run(["dvc", "exp", "run", "-q",
-         *[arg for key, typed, _ in ACCEPTED for arg in ("-S", f"{key}={typed}")], "train"], project)
-    [workspace] = [row for row in json.loads(run(["dvc", "exp", "show", "--json"], project).stdout) if row["rev"] == "workspace"]
+    run(
+        ["dvc", "exp", "run", "-q", *[arg for key, typed, _ in ACCEPTED for arg in ("-S", f"{key}={typed}")], "train"],
+        project,
+    )
+    [workspace] = [
+        row for row in json.loads(run(["dvc", "exp", "show", "--json"], project).stdout) if row["rev"] == "workspace"
+    ]
     dvc_read = flatten(workspace["data"]["params"]["params.yaml"]["data"])
     stage_read = load_params(project / "params.yaml").flat()
     client = client_for(project)
     [logged] = client.search_runs([client.get_experiment_by_name("1e-5").experiment_id])
     for key, typed, expected in ACCEPTED:
         logged_value = logged.data.params[key]
-        seen = (spelled(dvc_read[key]), spelled(stage_read[key]),
-                spelled(logged_value if isinstance(expected, str) else json.loads(logged_value)))
+        seen = (
+            spelled(dvc_read[key]),
+            spelled(stage_read[key]),
+            spelled(logged_value if isinstance(expected, str) else json.loads(logged_value)),
+        )
         assert seen == (spelled(expected),) * 3, f"-S {key}={typed}: DVC, stage, MLflow read {seen}"
     assert logged.data.params["train.learning_rate"] == "1e-05"
 
@@ -78,4 +88,3 @@ def test_rejected_values_are_named_as_dvc_read_them(project: Path, key: str, typ
     assert "Traceback" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert line == f"error: params.yaml: {message}; fix it in params.yaml", line
-

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO, run
 
 STAGE_FILES = ("dvc.yaml", "audit/dvc.yaml")
@@ -70,7 +69,11 @@ def imported_names(path: Path) -> set[str]:
             module = ".".join(part for part in (base, node.module or "") if part)
             names.add(module)
             names.update(f"{module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", node.value):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", node.value)
+        ):
             names.add(node.value)
     return {".".join(name.split(".")[:end]) for name in names for end in range(1, name.count(".") + 2)}
 
@@ -107,11 +110,16 @@ def stages() -> list[tuple[str, str, str, list[str]]]:
 
 @pytest.mark.parametrize(("stage_file", "name", "module", "deps"), stages(), ids=[s[1] for s in stages()])
 def test_every_stage_depends_on_the_project_code_it_imports(stage_file: str, name: str, module: str, deps: list[str]):
-    missing = {path: via for path, via in import_closure(module).items()
-               if path not in PLUMBING and not any(path == dep or path.startswith(f"{dep}/") for dep in deps)}
-    assert not missing, (f"{stage_file}: stage {name} does not depend on "
-                         + ", ".join(f"{path} (imported by {via})" for path, via in sorted(missing.items()))
-                         + "; add it to the stage's deps, or to PLUMBING if it only logs to MLflow")
+    missing = {
+        path: via
+        for path, via in import_closure(module).items()
+        if path not in PLUMBING and not any(path == dep or path.startswith(f"{dep}/") for dep in deps)
+    }
+    assert not missing, (
+        f"{stage_file}: stage {name} does not depend on "
+        + ", ".join(f"{path} (imported by {via})" for path, via in sorted(missing.items()))
+        + "; add it to the stage's deps, or to PLUMBING if it only logs to MLflow"
+    )
     stale = [dep for dep in deps if dep.endswith(".py") and not (REPO / dep).is_file()]
     assert not stale, f"{stage_file}: stage {name} depends on files that do not exist: {stale}"
 

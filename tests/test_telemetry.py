@@ -11,20 +11,37 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, make_project, project_env, run
 
 # Variables by which DVC or MLflow recognise a test or CI run (mlflow/telemetry/utils.py, dvc/analytics.py).
-_QUIET_MARKERS = ("PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS_URL", "TRAVIS", "CIRCLECI",
-                  "BUILDKITE", "TEAMCITY_VERSION", "TF_BUILD", "BITBUCKET_BUILD_NUMBER", "CODEBUILD_BUILD_ARN",
-                  "DVC_TEST", "DVC_NO_ANALYTICS", "DO_NOT_TRACK", "MLFLOW_DISABLE_TELEMETRY")
+_QUIET_MARKERS = (
+    "PYTEST_CURRENT_TEST",
+    "CI",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "JENKINS_URL",
+    "TRAVIS",
+    "CIRCLECI",
+    "BUILDKITE",
+    "TEAMCITY_VERSION",
+    "TF_BUILD",
+    "BITBUCKET_BUILD_NUMBER",
+    "CODEBUILD_BUILD_ARN",
+    "DVC_TEST",
+    "DVC_NO_ANALYTICS",
+    "DO_NOT_TRACK",
+    "MLFLOW_DISABLE_TELEMETRY",
+)
 _DEAD_PROXY = "http://127.0.0.1:9"
 
 
 def user_env(config_home: Path, **extra: str) -> dict[str, str]:
     """A user's shell: no test or CI markers, MLflow's installation id under `config_home`, any network to a dead proxy."""
-    env = {key: value for key, value in project_env().items()
-           if key not in _QUIET_MARKERS and key.lower() not in ("no_proxy", "http_proxy", "https_proxy")}
+    env = {
+        key: value
+        for key, value in project_env().items()
+        if key not in _QUIET_MARKERS and key.lower() not in ("no_proxy", "http_proxy", "https_proxy")
+    }
     env.update(XDG_CONFIG_HOME=str(config_home), HTTP_PROXY=_DEAD_PROXY, HTTPS_PROXY=_DEAD_PROXY, **extra)
     return env
 
@@ -62,7 +79,12 @@ def mlflow_installation_id(project: Path, config_home: Path, **extra: str) -> bo
     The client writes its installation id to $XDG_CONFIG_HOME/mlflow/telemetry.json when it starts,
     before it sends anything.
     """
-    done = run([sys.executable, "-m", "tracking", "doctor", "--dry-run"], project, env=user_env(config_home, **extra), check=False)
+    done = run(
+        [sys.executable, "-m", "tracking", "doctor", "--dry-run"],
+        project,
+        env=user_env(config_home, **extra),
+        check=False,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return (config_home / "mlflow" / "telemetry.json").is_file()
 
@@ -75,7 +97,14 @@ def test_mlflow_telemetry_off_in_our_commands_unless_the_user_turns_it_on(projec
 def test_makefile_passes_the_switch_to_its_commands_and_the_ui_hint(tmp_path: Path):
     show = ["make", "-s", "-f", str(REPO / "Makefile"), "--eval", "show: ; @echo $$MLFLOW_DISABLE_TELEMETRY", "show"]
     env = user_env(tmp_path)
-    assert subprocess.run(show, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip() == "true"
+    assert (
+        subprocess.run(show, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip() == "true"
+    )
     env["MLFLOW_DISABLE_TELEMETRY"] = "false"
-    assert subprocess.run(show, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip() == "false"
-    assert "MLFLOW_DISABLE_TELEMETRY=$(MLFLOW_DISABLE_TELEMETRY) $(VENV)/bin/mlflow ui" in (REPO / "Makefile").read_text()
+    assert (
+        subprocess.run(show, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip()
+        == "false"
+    )
+    assert (
+        "MLFLOW_DISABLE_TELEMETRY=$(MLFLOW_DISABLE_TELEMETRY) $(VENV)/bin/mlflow ui" in (REPO / "Makefile").read_text()
+    )

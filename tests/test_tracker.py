@@ -1,8 +1,8 @@
 """The run lifecycle against a real SQLite MLflow store: honest end states, resuming, background writes."""
 
 import pytest
-
 from conftest import client_for
+
 from tracking.errors import RunStateError, TrackingServerError
 from tracking.tracker import Tracker
 
@@ -32,10 +32,9 @@ def test_clean_exit_finishes_and_resume_reuses_the_run(root):
 
 @pytest.mark.parametrize(("error", "expected"), [(ValueError("boom"), "FAILED"), (KeyboardInterrupt(), "KILLED")])
 def test_errors_end_the_run_failed_or_killed(root, error, expected):
-    with pytest.raises(type(error)):
-        with Tracker("t", root) as tracker:
-            tracker.log_metrics({"epoch_loss": 0.5}, step=0, wait=False)
-            raise error
+    with pytest.raises(type(error)), Tracker("t", root) as tracker:
+        tracker.log_metrics({"epoch_loss": 0.5}, step=0, wait=False)
+        raise error
     run = client_for(root).get_run(tracker.run_id)
     assert run.info.status == expected
     assert run.data.metrics["epoch_loss"] == 0.5
@@ -46,10 +45,9 @@ def test_failed_background_write_is_reported_and_fails_the_run(root, capsys):
     def broken() -> None:
         raise OSError("disk full")
 
-    with pytest.raises(TrackingServerError, match="disk full"):
-        with Tracker("t", root) as tracker:
-            tracker.in_background(broken)
-            tracker.log_metrics({"later": 1.0}, wait=False)
+    with pytest.raises(TrackingServerError, match="disk full"), Tracker("t", root) as tracker:
+        tracker.in_background(broken)
+        tracker.log_metrics({"later": 1.0}, wait=False)
     assert status(root, tracker.run_id) == "FAILED"
     assert "error: writing to the MLflow store" in capsys.readouterr().err
     assert "later" not in client_for(root).get_run(tracker.run_id).data.metrics
@@ -64,9 +62,8 @@ def test_background_metrics_keep_their_order_and_steps(root):
 
 
 def test_unknown_run_id_is_a_user_error(root):
-    with pytest.raises(RunStateError, match="not in sqlite:///"):
-        with Tracker("t", root, run_id="f" * 32):
-            pass
+    with pytest.raises(RunStateError, match="not in sqlite:///"), Tracker("t", root, run_id="f" * 32):
+        pass
 
 
 @pytest.mark.format

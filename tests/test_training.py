@@ -1,5 +1,8 @@
 """Real Keras training on a tiny slice of the digits: seeds vary one source each, runs are bit-identical."""
 
+import functools
+import operator
+
 import numpy as np
 import pytest
 
@@ -10,8 +13,10 @@ from tracking.params import Params
 from tracking.process import seed_frameworks
 from tracking.seeds import resolve_seeds
 
-TINY = {"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3, "augment": True}},
-        "train": {"epochs": 2, "batch_size": 64}}
+TINY = {
+    "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3, "augment": True}},
+    "train": {"epochs": 2, "batch_size": 64},
+}
 
 
 def params_with(**seeds) -> Params:
@@ -50,7 +55,7 @@ def test_shuffle_order_depends_on_its_seed_alone():
 
     assert order(5) == order(5)
     assert order(5) != order(6)
-    assert sorted(sum(order(5)[:3], [])) == list(range(10))
+    assert sorted(functools.reduce(operator.iadd, order(5)[:3], [])) == list(range(10))
 
 
 def test_op_determinism_is_read_back_from_tensorflow():
@@ -66,7 +71,7 @@ def test_training_twice_is_bit_identical_and_each_seed_matters(digits):
     assert trained_weights(params_with(shuffle=777), digits) != baseline
 
 
-TEAM = '''\
+TEAM = """\
 import keras
 
 
@@ -83,7 +88,7 @@ def build(input_shape, n_outputs):
 
 def smooth_loss(y_true, y_pred):
     return keras.losses.sparse_categorical_crossentropy(y_true, y_pred) + 0.1 * keras.ops.mean(y_pred ** 2, axis=-1)
-'''
+"""
 
 
 def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_path, digits):
@@ -94,8 +99,12 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
     from tracking.building import custom_objects
 
     (tmp_path / "team_code.py").write_text(TEAM)
-    params = Params.model_validate({"model": {"builder": "team_code:build", "kwargs": {}},
-                                    "train": {"epochs": 1, "batch_size": 64, "loss": "team_code:smooth_loss"}})
+    params = Params.model_validate(
+        {
+            "model": {"builder": "team_code:build", "kwargs": {}},
+            "train": {"epochs": 1, "batch_size": 64, "loss": "team_code:smooth_loss"},
+        }
+    )
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
     model = prepare_model(params, seeds, (8, 8, 1), 10, tmp_path).model
@@ -104,5 +113,7 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
     found = custom_objects(params, tmp_path)
     assert set(found) == {"Scale", "smooth_loss"}
     reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects=found)
-    np.testing.assert_array_equal(reloaded.predict(digits["x"][:8], verbose=0), model.predict(digits["x"][:8], verbose=0))
+    np.testing.assert_array_equal(
+        reloaded.predict(digits["x"][:8], verbose=0), model.predict(digits["x"][:8], verbose=0)
+    )
     assert reloaded.loss.__name__ == "smooth_loss"

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import make_project, run, runs_of, write_params
 
-from conftest import client_for, make_project, run, runs_of, write_params
 from tracking.params import parse_yaml, yaml_editor
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ def team_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
 
 
 def test_unattributed_randomness_is_named_in_provenance(team_project):
-    root, runs = team_project
+    _root, runs = team_project
     tags = runs[0].data.tags
     assert "keras.random without a SeedGenerator" in tags["prov.seeds.unattributed"]
     assert "shake" in tags["prov.seeds.unattributed"]
@@ -71,7 +71,7 @@ def test_unattributed_randomness_is_named_in_provenance(team_project):
 
 
 def test_a_dropout_seed_change_keeps_the_initial_weights(team_project):
-    root, runs = team_project
+    _root, runs = team_project
     assert [found.info.status for found in runs] == ["FINISHED", "FINISHED"]
     first, second = (found.data.tags for found in runs)
     assert second["prov.seeds.dropout"] == "123" != first["prov.seeds.dropout"]

@@ -15,5 +15,13 @@ from tracking.tracker import Tracker
 
 telemetry_off_by_default()
 
-__all__ = ["Params", "Seeds", "Tracker", "TrackingError", "load_params", "reproducible_process", "resolve_seeds",
-           "seed_frameworks"]
+__all__ = [
+    "Params",
+    "Seeds",
+    "Tracker",
+    "TrackingError",
+    "load_params",
+    "reproducible_process",
+    "resolve_seeds",
+    "seed_frameworks",
+]

@@ -62,17 +62,32 @@ class Trace:
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        np.savez(folder / _TRACE_ARRAYS, hashes=self.hashes, loss=self.loss, gradients=self.gradients,
-                 predictions=self.predictions, step_seconds=self.step_seconds)
-        (folder / _TRACE_META).write_text(json.dumps({"mode": self.mode, "tensor_names": self.tensor_names,
-                                                     "meta": self.meta}, indent=2) + "\n")
+        np.savez(
+            folder / _TRACE_ARRAYS,
+            hashes=self.hashes,
+            loss=self.loss,
+            gradients=self.gradients,
+            predictions=self.predictions,
+            step_seconds=self.step_seconds,
+        )
+        (folder / _TRACE_META).write_text(
+            json.dumps({"mode": self.mode, "tensor_names": self.tensor_names, "meta": self.meta}, indent=2) + "\n"
+        )
 
     @classmethod
     def load(cls, folder: Path) -> Trace:
         info = json.loads((folder / _TRACE_META).read_text())
         with np.load(folder / _TRACE_ARRAYS, allow_pickle=False) as arrays:
-            return cls(info["mode"], info["tensor_names"], arrays["hashes"], arrays["loss"], arrays["gradients"],
-                       arrays["predictions"], arrays["step_seconds"], info["meta"])
+            return cls(
+                info["mode"],
+                info["tensor_names"],
+                arrays["hashes"],
+                arrays["loss"],
+                arrays["gradients"],
+                arrays["predictions"],
+                arrays["step_seconds"],
+                info["meta"],
+            )
 
 
 @dataclass(frozen=True)
@@ -89,7 +104,9 @@ class Divergence:
         return f"{where}, `{self.tensor}` (repeat {others} vs #0)"
 
 
-def first_divergence(hashes: np.ndarray, tensor_names: list[str], predictions: np.ndarray | None = None) -> Divergence | None:
+def first_divergence(
+    hashes: np.ndarray, tensor_names: list[str], predictions: np.ndarray | None = None
+) -> Divergence | None:
     """The first step, and within it the first tensor in `tensor_names` order, at which any repeat differs from repeat 0.
 
     With identical traces, differing `predictions` are reported as a divergence after training. None when
@@ -160,36 +177,62 @@ def _differing_tensors(trace: Trace, divergence: Divergence | None) -> list[str]
     if divergence is None or divergence.step is None:
         return []
     differs = (trace.hashes[1:, divergence.step, :] != trace.hashes[0, divergence.step, :]).any(axis=0)
-    return [name for name, flag in zip(trace.tensor_names, differs) if flag]
+    return [name for name, flag in zip(trace.tensor_names, differs, strict=False) if flag]
 
 
 # Ops that raise under op determinism, and what to use instead. Sources: TensorFlow's `enable_op_determinism`
 # documentation, and the status table of NVIDIA's framework-reproducibility (GPU ops without a solution).
 _ALTERNATIVES: list[tuple[str, str]] = [
-    (r"random|multinomial|shuffle|truncatednormal|parameterizedtruncated",
-     "give the op a seed (`tf.random.uniform(..., seed=1)`), or use stateless random ops "
-     "(`tf.random.stateless_uniform`) or `keras.random.*` with a `keras.random.SeedGenerator(seed)`; "
-     "Keras layers such as Dropout take `seed=`"),
-    (r"timestamp", "do not read the clock inside the model: measure time outside `tf.function` "
-                   "(Python's `time.perf_counter`), or pass it in as an input"),
-    (r"fractional", "pass non-zero `seed` and `seed2` (e.g. `tf.nn.fractional_max_pool(x, ratio, seed=1)`), "
-                    "or use `keras.layers.MaxPooling2D` / `AveragePooling2D`"),
-    (r"sample_distorted_bounding_box|sampledistortedboundingbox",
-     "pass a seed, or use `tf.image.stateless_sample_distorted_bounding_box`"),
+    (
+        r"random|multinomial|shuffle|truncatednormal|parameterizedtruncated",
+        "give the op a seed (`tf.random.uniform(..., seed=1)`), or use stateless random ops "
+        "(`tf.random.stateless_uniform`) or `keras.random.*` with a `keras.random.SeedGenerator(seed)`; "
+        "Keras layers such as Dropout take `seed=`",
+    ),
+    (
+        r"timestamp",
+        "do not read the clock inside the model: measure time outside `tf.function` "
+        "(Python's `time.perf_counter`), or pass it in as an input",
+    ),
+    (
+        r"fractional",
+        "pass non-zero `seed` and `seed2` (e.g. `tf.nn.fractional_max_pool(x, ratio, seed=1)`), "
+        "or use `keras.layers.MaxPooling2D` / `AveragePooling2D`",
+    ),
+    (
+        r"sample_distorted_bounding_box|sampledistortedboundingbox",
+        "pass a seed, or use `tf.image.stateless_sample_distorted_bounding_box`",
+    ),
     (r"non_deterministic_state", "create the generator with `tf.random.Generator.from_seed(seed)`"),
-    (r"unsorted.?segment|segment", "use `tf.math.segment_sum` on sorted ids, or a one-hot matmul "
-                                   "(`tf.one_hot(ids, n) @ data`, transposed as needed), or run the op on the CPU"),
-    (r"sparse.?dense.?mat.?mul|sparsetensordensematmul", "`tf.sparse.to_dense` then `tf.matmul`, or run the op on the CPU"),
+    (
+        r"unsorted.?segment|segment",
+        "use `tf.math.segment_sum` on sorted ids, or a one-hot matmul "
+        "(`tf.one_hot(ids, n) @ data`, transposed as needed), or run the op on the CPU",
+    ),
+    (
+        r"sparse.?dense.?mat.?mul|sparsetensordensematmul",
+        "`tf.sparse.to_dense` then `tf.matmul`, or run the op on the CPU",
+    ),
     (r"bincount", "a one-hot sum (`tf.reduce_sum(tf.one_hot(x, n), 0)`), or run `tf.math.bincount` on the CPU"),
-    (r"batchnorm|batch_norm", "do not back-propagate through BatchNormalization called with `training=False` "
-                              "(freeze the layer: `layer.trainable = False`), or fine-tune with `training=True`"),
-    (r"resize|upsampling|crop_and_resize|cropandresize",
-     "bilinear instead of nearest-neighbour resizing (its backprop is deterministic), or resize on the CPU / in the input pipeline"),
-    (r"adjust_?contrast|adjustcontrast", "compute the contrast adjustment with plain ops (mean, subtract, scale), or on the CPU"),
+    (
+        r"batchnorm|batch_norm",
+        "do not back-propagate through BatchNormalization called with `training=False` "
+        "(freeze the layer: `layer.trainable = False`), or fine-tune with `training=True`",
+    ),
+    (
+        r"resize|upsampling|crop_and_resize|cropandresize",
+        "bilinear instead of nearest-neighbour resizing (its backprop is deterministic), or resize on the CPU / in the input pipeline",
+    ),
+    (
+        r"adjust_?contrast|adjustcontrast",
+        "compute the contrast adjustment with plain ops (mean, subtract, scale), or on the CPU",
+    ),
 ]
-_GENERIC_ALTERNATIVE = ("run the op on the CPU (`with tf.device('/CPU:0')`), or rebuild it from deterministic ops; "
-                        "see TensorFlow's `tf.config.experimental.enable_op_determinism` documentation and NVIDIA "
-                        "framework-reproducibility's TensorFlow status page")
+_GENERIC_ALTERNATIVE = (
+    "run the op on the CPU (`with tf.device('/CPU:0')`), or rebuild it from deterministic ops; "
+    "see TensorFlow's `tf.config.experimental.enable_op_determinism` documentation and NVIDIA "
+    "framework-reproducibility's TensorFlow status page"
+)
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}|Detected at node '?([^\s']+)")
 _OP_IN_TEXT = [
     (re.compile(r"(tf(?:\.\w+)+) requires", re.I), 1),
@@ -228,15 +271,23 @@ def diagnose(error: BaseException, layers: list[Any]) -> dict[str, Any]:
     reason = _reason(error) or (_strip_ansi(text).strip().splitlines() or [type(error).__name__])[-1][:300]
     key = (op or reason).lower()
     alternatives = next((advice for pattern, advice in _ALTERNATIVES if re.search(pattern, key)), _GENERIC_ALTERNATIVE)
-    return {"op": op or "unknown", "node": node, "layer": layer, "error_type": type(error).__name__,
-            "reason": reason, "alternatives": alternatives}
+    return {
+        "op": op or "unknown",
+        "node": node,
+        "layer": layer,
+        "error_type": type(error).__name__,
+        "reason": reason,
+        "alternatives": alternatives,
+    }
 
 
 def unsupported_line(found: dict[str, Any]) -> str:
     """The one line a user sees for an op without a deterministic implementation."""
     layer = f" in layer {found['layer']}" if found.get("layer") else ""
-    return (f"op {found['op']}{layer} has no deterministic implementation ({found['reason']}); "
-            f"alternatives: {found['alternatives']}")
+    return (
+        f"op {found['op']}{layer} has no deterministic implementation ({found['reason']}); "
+        f"alternatives: {found['alternatives']}"
+    )
 
 
 def _layer_from_traceback(error: BaseException) -> str | None:

@@ -52,8 +52,12 @@ from tracking.noise import Band, holm
 ALGO, IMPL = "algo", "impl"
 CONTROL = "control"
 # The noise sources each calibration variant holds, smallest band first.
-SOURCES: dict[str, frozenset[str]] = {CONTROL: frozenset(), IMPL: frozenset({IMPL}), ALGO: frozenset({ALGO}),
-                                      "algo+impl": frozenset({ALGO, IMPL})}
+SOURCES: dict[str, frozenset[str]] = {
+    CONTROL: frozenset(),
+    IMPL: frozenset({IMPL}),
+    ALGO: frozenset({ALGO}),
+    "algo+impl": frozenset({ALGO, IMPL}),
+}
 WITHIN, EXCEEDS, CANNOT_JUDGE = "within_noise", "exceeds_noise", "cannot_judge"
 # The params sections whose change is a cause: the data and the configuration trained.
 CONFIG_SECTIONS = ("data.", "model.", "train.")
@@ -86,7 +90,9 @@ def choose_band(differences: Differences, available: Iterable[str]) -> BandChoic
     needed = differences.sources()
     kernels = f" ({', '.join(differences.kernels)})" if differences.kernels else ""
     if differences.causes:
-        reason = f"{', '.join(differences.causes)} changed (without an effect it would vary as a reseeded run does){kernels}"
+        reason = (
+            f"{', '.join(differences.causes)} changed (without an effect it would vary as a reseeded run does){kernels}"
+        )
     elif differences.seeds:
         reason = f"the runs differ in seeds{kernels}"
     elif differences.kernels:
@@ -97,8 +103,11 @@ def choose_band(differences: Differences, available: Iterable[str]) -> BandChoic
     variant = next((name for name, held in SOURCES.items() if name in offered and held >= needed), None)
     if variant is None:
         covering = [name for name, held in SOURCES.items() if held >= needed]
-        return BandChoice(None, f"{reason}; the calibration has no variant holding that noise "
-                                f"(add one of {', '.join(covering)} to calibration.variants)")
+        return BandChoice(
+            None,
+            f"{reason}; the calibration has no variant holding that noise "
+            f"(add one of {', '.join(covering)} to calibration.variants)",
+        )
     return BandChoice(variant, reason)
 
 
@@ -110,14 +119,18 @@ def param_text(value: Any) -> str:
 def changed_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefixes: tuple[str, ...]) -> tuple[str, ...]:
     """The flat params under `prefixes` whose values differ, compared as MLflow logs them."""
     keys = sorted(key for key in set(a) | set(b) if key.startswith(prefixes))
-    return tuple(key for key in keys if (key in a) != (key in b) or (key in a and param_text(a[key]) != param_text(b[key])))
+    return tuple(
+        key for key in keys if (key in a) != (key in b) or (key in a and param_text(a[key]) != param_text(b[key]))
+    )
 
 
 def is_calibrated_baseline(params: Mapping[str, Any], data_sha256: str | None, noise: Mapping[str, Any]) -> bool:
     """Whether a run trained the calibration's baseline: the same data content and configuration."""
     baseline = {key: value for key, value in noise.get("baseline", {}).items() if key.startswith(CONFIG_SECTIONS)}
     ran = {key: value for key, value in params.items() if key.startswith(CONFIG_SECTIONS)}
-    return bool(baseline) and data_sha256 == noise.get("data_sha256") and not changed_keys(baseline, ran, CONFIG_SECTIONS)
+    return (
+        bool(baseline) and data_sha256 == noise.get("data_sha256") and not changed_keys(baseline, ran, CONFIG_SECTIONS)
+    )
 
 
 @dataclass(frozen=True)
@@ -159,14 +172,37 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
     if scale > 0:
         z = delta / scale
         p_value = float(2 * stats.t.sf(abs(z), band.n - 1))
-        return Judgement(band.metric, value, reference, runs, delta, scale, z, p_value,
-                         WITHIN if p_value > band.alpha else EXCEEDS, "", band)
+        return Judgement(
+            band.metric,
+            value,
+            reference,
+            runs,
+            delta,
+            scale,
+            z,
+            p_value,
+            WITHIN if p_value > band.alpha else EXCEEDS,
+            "",
+            band,
+        )
     if exact:
         z, p_value = (0.0, 1.0) if delta == 0 else (math.copysign(math.inf, delta), 0.0)
-        return Judgement(band.metric, value, reference, runs, delta, 0.0, z, p_value, WITHIN if delta == 0 else EXCEEDS,
-                         "CONTROL: anything but equal is drift", band)
-    note = (f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; "
-            "raise calibration.repeats")
+        return Judgement(
+            band.metric,
+            value,
+            reference,
+            runs,
+            delta,
+            0.0,
+            z,
+            p_value,
+            WITHIN if delta == 0 else EXCEEDS,
+            "CONTROL: anything but equal is drift",
+            band,
+        )
+    note = (
+        f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
+    )
     return Judgement(band.metric, value, reference, runs, delta, None, None, None, CANNOT_JUDGE, note, band)
 
 
@@ -184,9 +220,11 @@ def judge_family(judgements: Sequence[Judgement], alpha: float) -> list[Judgemen
     """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged."""
     tested = [index for index, found in enumerate(judgements) if found.p_value is not None]
     rejected = holm([judgements[index].p_value for index in tested], alpha) if tested else []
-    verdicts = dict(zip(tested, rejected))
-    return [replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN) if index in verdicts else found
-            for index, found in enumerate(judgements)]
+    verdicts = dict(zip(tested, rejected, strict=False))
+    return [
+        replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN) if index in verdicts else found
+        for index, found in enumerate(judgements)
+    ]
 
 
 def family_verdict(judgements: Sequence[Judgement]) -> str:

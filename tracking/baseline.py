@@ -19,7 +19,9 @@ def load_baseline(path: str | Path) -> Params:
     """The baseline params; a missing file says how to create it."""
     path = Path(path)
     if not path.is_file():
-        raise ParamsError(f"{path}: baseline not found; run `tracking baseline` to freeze the current params.yaml as the baseline")
+        raise ParamsError(
+            f"{path}: baseline not found; run `tracking baseline` to freeze the current params.yaml as the baseline"
+        )
     return load_params(path)
 
 

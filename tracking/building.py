@@ -17,17 +17,35 @@ from tracking.params import CLASSIFICATION, Params
 from tracking.user_code import load_callable
 
 # Where the valid identifiers are listed, for the error lines.
-LIST_LOSSES = "python -c \"import keras; print(sorted(n for n in dir(keras.losses) if n[0].islower()))\""
+LIST_LOSSES = 'python -c "import keras; print(sorted(n for n in dir(keras.losses) if n[0].islower()))"'
 # Keras metrics that threshold one probability per sample: a softmax over classes fails them mid-training.
-THRESHOLD_METRICS = {"auc", "precision", "recall", "truepositives", "truenegatives", "falsepositives",
-                     "falsenegatives", "precisionatrecall", "recallatprecision", "sensitivityatspecificity",
-                     "specificityatsensitivity", "f1score", "fbetascore"}
-LIST_METRICS = "python -c \"import keras; print(sorted(n for n in dir(keras.metrics) if n[0].islower()))\""
-LIST_OPTIMIZERS = "python -c \"import keras; print(sorted(n for n in dir(keras.optimizers) if n[0].isupper()))\""
+THRESHOLD_METRICS = {
+    "auc",
+    "precision",
+    "recall",
+    "truepositives",
+    "truenegatives",
+    "falsepositives",
+    "falsenegatives",
+    "precisionatrecall",
+    "recallatprecision",
+    "sensitivityatspecificity",
+    "specificityatsensitivity",
+    "f1score",
+    "fbetascore",
+}
+LIST_METRICS = 'python -c "import keras; print(sorted(n for n in dir(keras.metrics) if n[0].islower()))"'
+LIST_OPTIMIZERS = 'python -c "import keras; print(sorted(n for n in dir(keras.optimizers) if n[0].isupper()))"'
 
 
-def call_builder(builder: Callable[..., Any], spec: str, input_shape: tuple[int, ...], n_outputs: int,
-                 kwargs: Mapping[str, Any], extra: Mapping[str, Any]) -> Any:
+def call_builder(
+    builder: Callable[..., Any],
+    spec: str,
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    kwargs: Mapping[str, Any],
+    extra: Mapping[str, Any],
+) -> Any:
     """`builder(input_shape, n_outputs, **extra, **kwargs)`, where `extra` holds what the builder declares of
     `seeds` and `task`; a kwarg it does not take, a TypeError or ValueError from it, or anything but a
     `keras.Model` returned is a `UserCodeError`."""
@@ -41,17 +59,22 @@ def call_builder(builder: Callable[..., Any], spec: str, input_shape: tuple[int,
     except TypeError as err:
         unknown = [name for name in kwargs if name not in signature.parameters]
         what = f"has no parameter '{unknown[0]}'" if unknown else f"cannot be called so ({err})"
-        raise UserCodeError(f"model.kwargs: builder '{spec}' {what}; its parameters: {parameters}; "
-                            "fix model.kwargs in params.yaml") from err
+        raise UserCodeError(
+            f"model.kwargs: builder '{spec}' {what}; its parameters: {parameters}; fix model.kwargs in params.yaml"
+        ) from err
     try:
         model = builder(input_shape, n_outputs, **accepted, **kwargs)
     except (TypeError, ValueError) as err:
-        raise UserCodeError(f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs {dict(kwargs)}: "
-                            f"{_first_line(err)}; its parameters: {parameters}; "
-                            "fix model.kwargs in params.yaml (or the builder)") from err
+        raise UserCodeError(
+            f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs {dict(kwargs)}: "
+            f"{_first_line(err)}; its parameters: {parameters}; "
+            "fix model.kwargs in params.yaml (or the builder)"
+        ) from err
     if not isinstance(model, keras.Model):
-        raise UserCodeError(f"model.builder: '{spec}' returned {type(model).__name__}, not a keras.Model; "
-                            "return keras.Model(inputs, outputs) (uncompiled) from it")
+        raise UserCodeError(
+            f"model.builder: '{spec}' returned {type(model).__name__}, not a keras.Model; "
+            "return keras.Model(inputs, outputs) (uncompiled) from it"
+        )
     if not model.built:
         model.build((None, *input_shape))
     return model
@@ -77,8 +100,10 @@ def check_output(model: Any, spec: str, task: str, n_outputs: int, target_shape:
     allowed = expected_output(task, n_outputs, target_shape)
     if got not in allowed:
         want = " or ".join(str(shape) for shape in allowed)
-        raise UserCodeError(f"model.builder: '{spec}' returned a model whose output shape is {got} (without the batch "
-                            f"axis); data.task {task} with {n_outputs} output(s) needs {want}; change the last layer")
+        raise UserCodeError(
+            f"model.builder: '{spec}' returned a model whose output shape is {got} (without the batch "
+            f"axis); data.task {task} with {n_outputs} output(s) needs {want}; change the last layer"
+        )
 
 
 def resolve_loss(loss: str, root: Path) -> Any:
@@ -90,8 +115,10 @@ def resolve_loss(loss: str, root: Path) -> Any:
     try:
         keras.losses.get(loss)
     except ValueError as err:
-        raise UserCodeError(f"train.loss: unknown Keras loss '{loss}'; list them with {LIST_LOSSES}, "
-                            "or name your own as 'module:function'") from err
+        raise UserCodeError(
+            f"train.loss: unknown Keras loss '{loss}'; list them with {LIST_LOSSES}, "
+            "or name your own as 'module:function'"
+        ) from err
     return loss
 
 
@@ -102,15 +129,19 @@ def check_metrics(metrics: Sequence[str], task: str = CLASSIFICATION, outputs: i
 
     for metric in metrics:
         if task == CLASSIFICATION and (outputs or 1) > 1 and metric.lower().replace("_", "") in THRESHOLD_METRICS:
-            raise UserCodeError(f"train.metrics: '{metric}' reads one probability per sample, but the model outputs "
-                                f"{outputs} class probabilities; for two classes build the last layer as "
-                                "Dense(1, activation='sigmoid'), or drop it (evaluate logs test_auc for two classes)")
+            raise UserCodeError(
+                f"train.metrics: '{metric}' reads one probability per sample, but the model outputs "
+                f"{outputs} class probabilities; for two classes build the last layer as "
+                "Dense(1, activation='sigmoid'), or drop it (evaluate logs test_auc for two classes)"
+            )
         if metric in ("accuracy", "acc", "crossentropy", "ce"):
             continue  # resolved by compile against the loss and output
         try:
             keras.metrics.get(metric)
         except ValueError as err:
-            raise UserCodeError(f"train.metrics: unknown Keras metric '{metric}'; list them with {LIST_METRICS}") from err
+            raise UserCodeError(
+                f"train.metrics: unknown Keras metric '{metric}'; list them with {LIST_METRICS}"
+            ) from err
 
 
 def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
@@ -120,12 +151,16 @@ def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
     try:
         keras.optimizers.get({"class_name": name, "config": {}})
     except ValueError as err:
-        raise UserCodeError(f"train.optimizer: unknown Keras optimizer '{name}'; list them with {LIST_OPTIMIZERS}") from err
+        raise UserCodeError(
+            f"train.optimizer: unknown Keras optimizer '{name}'; list them with {LIST_OPTIMIZERS}"
+        ) from err
     try:
         return keras.optimizers.get({"class_name": name, "config": dict(config)})
     except (TypeError, ValueError) as err:
-        raise UserCodeError(f"train.optimizer_kwargs: optimizer '{name}' rejects them: {_first_line(err)}; "
-                            "fix train.optimizer_kwargs in params.yaml") from err
+        raise UserCodeError(
+            f"train.optimizer_kwargs: optimizer '{name}' rejects them: {_first_line(err)}; "
+            "fix train.optimizer_kwargs in params.yaml"
+        ) from err
 
 
 def custom_objects(params: Params, root: Path) -> dict[str, Any]:
@@ -140,8 +175,11 @@ def custom_objects(params: Params, root: Path) -> dict[str, Any]:
         function = load_callable(spec, key, root)
         module = inspect.getmodule(function)
         for name, value in vars(module).items():
-            if inspect.isclass(value) and value.__module__ == module.__name__ and \
-                    issubclass(value, (keras.layers.Layer, keras.losses.Loss, keras.metrics.Metric)):
+            if (
+                inspect.isclass(value)
+                and value.__module__ == module.__name__
+                and issubclass(value, (keras.layers.Layer, keras.losses.Loss, keras.metrics.Metric))
+            ):
                 found[name] = value
         if key == "train.loss":
             found[function.__name__] = function

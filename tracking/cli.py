@@ -18,58 +18,98 @@ DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tracking", description="Provenance and reproducibility for DVC + Keras + MLflow.")
+    parser = argparse.ArgumentParser(
+        prog="tracking", description="Provenance and reproducibility for DVC + Keras + MLflow."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     prov = commands.add_parser("provenance", help="print, as JSON, the provenance record a run here would log")
     prov.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
     prov.set_defaults(handler=_provenance)
-    pin = commands.add_parser("pin-data", help="pin the prepared data: write its content hash to data.sha256 in params.yaml")
+    pin = commands.add_parser(
+        "pin-data", help="pin the prepared data: write its content hash to data.sha256 in params.yaml"
+    )
     pin.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
     pin.set_defaults(handler=_pin_data)
-    base = commands.add_parser("baseline", help="freeze the training sections of params.yaml as the baseline that calibration trains")
+    base = commands.add_parser(
+        "baseline", help="freeze the training sections of params.yaml as the baseline that calibration trains"
+    )
     base.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
     base.set_defaults(handler=_baseline)
     bands = commands.add_parser("bands", help="print, as JSON, each metric's noise band over existing MLflow runs")
     _selection(bands)
-    bands.add_argument("--filter", default="", help='MLflow filter string, e.g. "tags.noise.variant = \'algo\'"')
+    bands.add_argument("--filter", default="", help="MLflow filter string, e.g. \"tags.noise.variant = 'algo'\"")
     bands.set_defaults(handler=_bands)
-    groups = commands.add_parser("compare-groups", help="compare two groups of MLflow runs: spreads, Welch and Brown-Forsythe tests")
+    groups = commands.add_parser(
+        "compare-groups", help="compare two groups of MLflow runs: spreads, Welch and Brown-Forsythe tests"
+    )
     _selection(groups)
     groups.add_argument("--a", required=True, help="MLflow filter string selecting group A")
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
-    audit = commands.add_parser("audit", help="train the config R times with op determinism on and off; compare them step by step")
+    audit = commands.add_parser(
+        "audit", help="train the config R times with op determinism on and off; compare them step by step"
+    )
     audit.add_argument("--repeats", type=at_least(2), help="trainings per mode (default: audit.repeats in params.yaml)")
     audit.add_argument("--steps", type=at_least(1), help="training steps traced per repeat (default: audit.steps)")
     audit.set_defaults(handler=_audit)
-    diff = commands.add_parser("diff", help="what differs between two runs, ranked, and whether their metric gap is noise")
-    diff.add_argument("run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
+    diff = commands.add_parser(
+        "diff", help="what differs between two runs, ranked, and whether their metric gap is noise"
+    )
+    diff.add_argument(
+        "run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)"
+    )
     diff.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (same forms)")
     diff.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default: text)")
-    diff.add_argument("--metric", action="append", help="metric to compare (repeatable; default: run B's compare.metrics, "
-                      "else its task's default: test_accuracy, test_loss or test_loss, test_mae)")
-    diff.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
-    diff.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run whose bands to use (default: the latest)")
+    diff.add_argument(
+        "--metric",
+        action="append",
+        help="metric to compare (repeatable; default: run B's compare.metrics, "
+        "else its task's default: test_accuracy, test_loss or test_loss, test_mae)",
+    )
+    diff.add_argument(
+        "--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)"
+    )
+    diff.add_argument(
+        "--calibration", metavar="RUN_ID", help="calibration parent run whose bands to use (default: the latest)"
+    )
     diff.set_defaults(handler=_diff)
-    rerun = commands.add_parser("rerun", help="re-create a logged run in a temporary git worktree, train it again and compare")
-    rerun.add_argument("run", metavar="RUN_ID", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)")
-    rerun.add_argument("--metric", action="append", help="metric to compare (repeatable; default: the run's compare.metrics, "
-                       "else its task's default)")
-    rerun.add_argument("--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)")
+    rerun = commands.add_parser(
+        "rerun", help="re-create a logged run in a temporary git worktree, train it again and compare"
+    )
+    rerun.add_argument(
+        "run", metavar="RUN_ID", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)"
+    )
+    rerun.add_argument(
+        "--metric",
+        action="append",
+        help="metric to compare (repeatable; default: the run's compare.metrics, else its task's default)",
+    )
+    rerun.add_argument(
+        "--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)"
+    )
     rerun.set_defaults(handler=_rerun)
-    doctor = commands.add_parser("doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED")
+    doctor = commands.add_parser(
+        "doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED"
+    )
     doctor.add_argument("--dry-run", action="store_true", help="only report what would be marked FAILED")
     doctor.set_defaults(handler=_doctor)
-    sync = commands.add_parser("sync", help="upload runs kept offline while the tracking server was lost (.tracking/offline/)")
-    sync.add_argument("--tracking-uri", help="server to upload to (default: MLFLOW_TRACKING_URI, else the server each run was kept for)")
+    sync = commands.add_parser(
+        "sync", help="upload runs kept offline while the tracking server was lost (.tracking/offline/)"
+    )
+    sync.add_argument(
+        "--tracking-uri",
+        help="server to upload to (default: MLFLOW_TRACKING_URI, else the server each run was kept for)",
+    )
     sync.set_defaults(handler=_sync)
     return parser
 
 
 def _selection(command: argparse.ArgumentParser) -> None:
     command.add_argument("--experiment", required=True, help="MLflow experiment name")
-    command.add_argument("--metric", action="append", help="metric to use (repeatable; default: test_accuracy, test_loss)")
+    command.add_argument(
+        "--metric", action="append", help="metric to use (repeatable; default: test_accuracy, test_loss)"
+    )
     command.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: 0.05)")
 
 
@@ -143,15 +183,20 @@ def _compare_groups(args: argparse.Namespace) -> None:
     group_b = fetch_metric_values(args.experiment, args.b, metrics)
     result = {}
     for metric in metrics:
-        result[metric] = {**compare_groups(group_a[metric].values, group_b[metric].values, args.alpha),
-                          "skipped_a": group_a[metric].skipped, "skipped_b": group_b[metric].skipped}
+        result[metric] = {
+            **compare_groups(group_a[metric].values, group_b[metric].values, args.alpha),
+            "skipped_a": group_a[metric].skipped,
+            "skipped_b": group_b[metric].skipped,
+        }
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     for metric, row in result.items():
-        print(f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
-              f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}")
+        print(
+            f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
+            f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}"
+        )
         print(f"  {row['verdict']}")
 
 
@@ -164,9 +209,14 @@ def _audit(args: argparse.Namespace) -> None:
 
     root = project_root()
     if not (root / "pipelines" / "audit.py").is_file():
-        raise AuditError(f"{root / 'pipelines' / 'audit.py'} not found; `tracking audit` runs this project's audit "
-                         "stage: run it from a project that has one")
-    flags = [*(["--repeats", str(args.repeats)] if args.repeats else []), *(["--steps", str(args.steps)] if args.steps else [])]
+        raise AuditError(
+            f"{root / 'pipelines' / 'audit.py'} not found; `tracking audit` runs this project's audit "
+            "stage: run it from a project that has one"
+        )
+    flags = [
+        *(["--repeats", str(args.repeats)] if args.repeats else []),
+        *(["--steps", str(args.steps)] if args.steps else []),
+    ]
     done = subprocess.run([sys.executable, "-m", "pipelines.audit", *flags], cwd=root)
     if done.returncode:
         sys.exit(done.returncode)
@@ -210,10 +260,14 @@ def _doctor(args: argparse.Namespace) -> None:
         return
     client = open_client(root)
     try:
-        stale, running = repair_stale_runs(client, by="tracking doctor", dry_run=args.dry_run, kept_offline=kept_offline(root))
+        stale, running = repair_stale_runs(
+            client, by="tracking doctor", dry_run=args.dry_run, kept_offline=kept_offline(root)
+        )
     except MlflowException as err:
-        raise TrackingServerError(f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
-                                  "start the server or fix MLFLOW_TRACKING_URI") from err
+        raise TrackingServerError(
+            f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
+            "start the server or fix MLFLOW_TRACKING_URI"
+        ) from err
     print(f"{uri}: {len(running)} run(s) RUNNING, {len(stale)} of them left by a process that is gone")
     for run in running:
         action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict == STALE else "left alone"

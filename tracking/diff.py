@@ -36,13 +36,15 @@ from tracking.errors import TrackingError
 from tracking.legacy import upgrade_logged
 from tracking.noise import band_from_summary
 from tracking.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
-from tracking.provenance.git import decode_diff
 from tracking.provenance import WEIGHTS_TAG
+from tracking.provenance.git import decode_diff
 
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
 CAUSES = ("data", "params", "code")
 # Files whose changes other groups already report (params, data pins) or that are outputs, not code.
-_NOT_CODE = re.compile(r"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^(metrics|plots|reports|outputs|calibration)/")
+_NOT_CODE = re.compile(
+    r"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^(metrics|plots|reports|outputs|calibration)/"
+)
 _NOT_TRAINING = ("mlflow.", "calibration.", "compare.")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _EXP_NAME = re.compile(r"^[\w.-]+$")
@@ -69,11 +71,14 @@ class RunSnapshot:
     def provenance(self, section: str) -> dict[str, str]:
         """The `prov.<section>.*` tags, keyed without the prefix."""
         prefix = f"prov.{section}."
-        return {key[len(prefix):]: value for key, value in self.tags.items() if key.startswith(prefix)}
+        return {key[len(prefix) :]: value for key, value in self.tags.items() if key.startswith(prefix)}
 
     @property
     def op_determinism(self) -> bool:
-        return self.tags.get("prov.determinism.effective.op_determinism", self.params.get("determinism.op_determinism")) == "true"
+        return (
+            self.tags.get("prov.determinism.effective.op_determinism", self.params.get("determinism.op_determinism"))
+            == "true"
+        )
 
 
 @dataclass(frozen=True)
@@ -122,11 +127,30 @@ class MetricDelta:
 
     def as_dict(self) -> dict[str, Any]:
         found = self.judgement
-        tested = {"reference": found.reference, "reference_runs": found.reference_runs, "sigma": found.scale, "z": found.z,
-                  "p_value": found.p_value, "verdict": found.verdict, "note": found.note} if found else {}
-        return {"metric": self.metric, "a": self.a, "b": self.b, "delta": self.delta, "direction": self.direction,
-                **{key: None for key in ("reference", "reference_runs", "sigma", "z", "p_value", "verdict")}, "note": "",
-                **tested, "within_noise": self.within_noise}
+        tested = (
+            {
+                "reference": found.reference,
+                "reference_runs": found.reference_runs,
+                "sigma": found.scale,
+                "z": found.z,
+                "p_value": found.p_value,
+                "verdict": found.verdict,
+                "note": found.note,
+            }
+            if found
+            else {}
+        )
+        return {
+            "metric": self.metric,
+            "a": self.a,
+            "b": self.b,
+            "delta": self.delta,
+            "direction": self.direction,
+            **{key: None for key in ("reference", "reference_runs", "sigma", "z", "p_value", "verdict")},
+            "note": "",
+            **tested,
+            "within_noise": self.within_noise,
+        }
 
 
 @dataclass(frozen=True)
@@ -153,9 +177,17 @@ class RunDiff:
 
     def as_dict(self) -> dict[str, Any]:
         groups = [{**asdict(group), "identical": group.identical} for group in self.groups]
-        return {"a": _run_summary(self.a), "b": _run_summary(self.b), "groups": groups,
-                "weights_identical": self.weights_identical, "metrics": [delta.as_dict() for delta in self.deltas],
-                "band": self.band, "alpha": self.alpha, "verdict": self.verdict, "conclusion": self.conclusion}
+        return {
+            "a": _run_summary(self.a),
+            "b": _run_summary(self.b),
+            "groups": groups,
+            "weights_identical": self.weights_identical,
+            "metrics": [delta.as_dict() for delta in self.deltas],
+            "band": self.band,
+            "alpha": self.alpha,
+            "verdict": self.verdict,
+            "conclusion": self.conclusion,
+        }
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:
@@ -174,17 +206,28 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
     if run is None and _EXP_NAME.match(ref):
         experiments = [found.experiment_id for found in client.search_experiments()]
         named = f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != 'calibrate'"
-        matches = client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"],
-                                     max_results=1) if experiments else []
+        matches = (
+            client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"], max_results=1)
+            if experiments
+            else []
+        )
         run = matches[0] if matches else None
     if run is None:
-        raise RunNotFound(f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
-                          "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`")
+        raise RunNotFound(
+            f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
+            "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"
+        )
     return RunSnapshot(
-        run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
-        status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics), tags=dict(run.data.tags),
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        experiment_id=run.info.experiment_id,
+        status=run.info.status,
+        params=dict(run.data.params),
+        metrics=dict(run.data.metrics),
+        tags=dict(run.data.tags),
         manifest=_artifact(client, run.info.run_id, "data/manifest.json", json.loads) or {},
-        diff=_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "")
+        diff=_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "",
+    )
 
 
 def _artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
@@ -200,8 +243,10 @@ def _artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
             # Not read_text(): its newline translation would turn a diff's CRLF lines into LF.
             return parse(decode_diff(Path(client.download_artifacts(run_id, path, scratch)).read_bytes()))
     except (MlflowException, OSError) as err:
-        raise TrackingError(f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]}); "
-                            "check the tracking server and its artifact store") from err
+        raise TrackingError(
+            f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]}); "
+            "check the tracking server and its artifact store"
+        ) from err
 
 
 def compare_fields(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, list[Change]]:
@@ -217,12 +262,19 @@ def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> lis
     sources = {
         "data": (lambda run: _data_fields(run, stages), "the examples trained and tested on"),
         "params": (_training_params, "hyperparameters"),
-        "seeds": (lambda run: run.provenance("seeds") or _params(run, "seeds."), "varies results by chance (ALGO noise)"),
-        "determinism": (lambda run: run.provenance("determinism") or _params(run, "determinism."),
-                        "non-deterministic kernels vary results by chance (IMPL noise)"),
+        "seeds": (
+            lambda run: run.provenance("seeds") or _params(run, "seeds."),
+            "varies results by chance (ALGO noise)",
+        ),
+        "determinism": (
+            lambda run: run.provenance("determinism") or _params(run, "determinism."),
+            "non-deterministic kernels vary results by chance (IMPL noise)",
+        ),
         "software": (lambda run: run.provenance("software"), "changes kernels and their numerics"),
-        "hardware": (lambda run: {**_prefixed(run, "cpu"), **_prefixed(run, "os"), **_prefixed(run, "gpu")},
-                     "changes kernels and their numerics"),
+        "hardware": (
+            lambda run: {**_prefixed(run, "cpu"), **_prefixed(run, "os"), **_prefixed(run, "gpu")},
+            "changes kernels and their numerics",
+        ),
         "environment": (lambda run: run.provenance("environment"), "allow-listed environment variables"),
     }
     groups = []
@@ -243,8 +295,11 @@ def _in_todays_names(run: RunSnapshot) -> RunSnapshot:
 
 def _training_params(run: RunSnapshot) -> dict[str, str]:
     """The params that shape training, leaving data, seeds and determinism to their own groups."""
-    return {key: value for key, value in run.params.items()
-            if not key.startswith(("data.", "seeds.", "determinism.", *_NOT_TRAINING))}
+    return {
+        key: value
+        for key, value in run.params.items()
+        if not key.startswith(("data.", "seeds.", "determinism.", *_NOT_TRAINING))
+    }
 
 
 def _prefixed(run: RunSnapshot, section: str) -> dict[str, str]:
@@ -252,7 +307,7 @@ def _prefixed(run: RunSnapshot, section: str) -> dict[str, str]:
 
 
 def _params(run: RunSnapshot, prefix: str) -> dict[str, str]:
-    return {key[len(prefix):]: value for key, value in run.params.items() if key.startswith(prefix)}
+    return {key[len(prefix) :]: value for key, value in run.params.items() if key.startswith(prefix)}
 
 
 def _shared_stages(a: RunSnapshot, b: RunSnapshot) -> set[str]:
@@ -261,13 +316,18 @@ def _shared_stages(a: RunSnapshot, b: RunSnapshot) -> set[str]:
     A stage only one run logged says how that run was made (a calibration repeat is made by `calibrate`, not
     by `train`), not that its inputs changed; the data content and the code are compared in full anyway.
     """
-    return {key.split(".", 1)[0] for key in a.provenance("dvc.deps")} & {key.split(".", 1)[0] for key in b.provenance("dvc.deps")}
+    return {key.split(".", 1)[0] for key in a.provenance("dvc.deps")} & {
+        key.split(".", 1)[0] for key in b.provenance("dvc.deps")
+    }
 
 
 def _dvc_deps(run: RunSnapshot, data: bool, stages: set[str]) -> dict[str, str]:
     """The DVC dependencies of `stages` logged with the run: data ones (folders, paths under data/) or code ones."""
-    return {key: value for key, value in run.provenance("dvc.deps").items()
-            if key.split(".", 1)[0] in stages and (value.endswith(".dir") or "data/" in key) == data}
+    return {
+        key: value
+        for key, value in run.provenance("dvc.deps").items()
+        if key.split(".", 1)[0] in stages and (value.endswith(".dir") or "data/" in key) == data
+    }
 
 
 def _data_fields(run: RunSnapshot, stages: set[str]) -> dict[str, Any]:
@@ -308,7 +368,9 @@ def _code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[s
             changes.append(Change(f"file {path}", f"as in {commit_a[:10]}", f"as in {commit_b[:10]}"))
     compared, deps = compare_fields(_dvc_deps(a, data=False, stages=stages), _dvc_deps(b, data=False, stages=stages))
     changes += [Change(f"dvc dep {change.key}", change.a, change.b) for change in deps]
-    note = f"commit {commit_a[:10] or 'not logged'}" + ("" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}")
+    note = f"commit {commit_a[:10] or 'not logged'}" + (
+        "" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}"
+    )
     if not changes and (dirty or between):
         note += "; only params, data pins or outputs changed there"
     return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note)
@@ -346,17 +408,25 @@ def _digest(text: str | None) -> str | None:
     return None if text is None else "diff sha256 " + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def find_calibration(client: Any, experiment_ids: list[str], run_id: str | None = None) -> tuple[str, dict[str, Any]] | None:
+def find_calibration(
+    client: Any, experiment_ids: list[str], run_id: str | None = None
+) -> tuple[str, dict[str, Any]] | None:
     """The calibration parent run (`run_id`, else the latest finished one) and its `calibration/noise.json`."""
     if run_id is None:
-        found = client.search_runs(sorted(set(experiment_ids)), order_by=["attributes.start_time DESC"], max_results=1,
-                                   filter_string="tags.`noise.role` = 'calibration' and attributes.status = 'FINISHED'")
+        found = client.search_runs(
+            sorted(set(experiment_ids)),
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+            filter_string="tags.`noise.role` = 'calibration' and attributes.status = 'FINISHED'",
+        )
         if not found:
             return None
         run_id = found[0].info.run_id
     noise = _artifact(client, run_id, "calibration/noise.json", json.loads)
     if noise is None:
-        raise TrackingError(f"run {run_id} has no calibration/noise.json; pass the calibration parent run to --calibration")
+        raise TrackingError(
+            f"run {run_id} has no calibration/noise.json; pass the calibration parent run to --calibration"
+        )
     return run_id, noise
 
 
@@ -372,14 +442,27 @@ def differences(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> Diff
 def logged_compare_metrics(params: dict[str, Any]) -> dict[str, str]:
     """The metrics a run's own configuration judges, each to max or min: its `compare.metrics.*` params, else the
     default of its `data.task` (classification for runs logged before tasks existed)."""
-    declared = {key.removeprefix("compare.metrics."): str(value) for key, value in params.items()
-                if key.startswith("compare.metrics.")}
-    return declared or dict(DEFAULT_COMPARE_METRICS.get(str(params.get("data.task", CLASSIFICATION)),
-                                                        DEFAULT_COMPARE_METRICS[CLASSIFICATION]))
+    declared = {
+        key.removeprefix("compare.metrics."): str(value)
+        for key, value in params.items()
+        if key.startswith("compare.metrics.")
+    }
+    return declared or dict(
+        DEFAULT_COMPARE_METRICS.get(
+            str(params.get("data.task", CLASSIFICATION)), DEFAULT_COMPARE_METRICS[CLASSIFICATION]
+        )
+    )
 
 
-def metric_deltas(a: RunSnapshot, b: RunSnapshot, metrics: list[str], bands: dict[str, dict[str, Any]] | None,
-                  alpha: float, baseline_reference: bool = False, exact: bool = False) -> list[MetricDelta]:
+def metric_deltas(
+    a: RunSnapshot,
+    b: RunSnapshot,
+    metrics: list[str],
+    bands: dict[str, dict[str, Any]] | None,
+    alpha: float,
+    baseline_reference: bool = False,
+    exact: bool = False,
+) -> list[MetricDelta]:
     """B - A per metric; with bands, B judged by the band policy (around the baseline's mean when
     `baseline_reference`, else around A), Holm-corrected over the metrics."""
     rows: list[tuple[str, float, float]] = []
@@ -393,30 +476,55 @@ def metric_deltas(a: RunSnapshot, b: RunSnapshot, metrics: list[str], bands: dic
         if band is not None:
             checked = band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
             judgements[metric] = judge(value_b, checked, None if baseline_reference else value_a, exact)
-    corrected = dict(zip(judgements, judge_family(list(judgements.values()), alpha)))
+    corrected = dict(zip(judgements, judge_family(list(judgements.values()), alpha), strict=False))
     modes = logged_compare_metrics(b.params)
-    return [MetricDelta(metric, value_a, value_b, value_b - value_a, corrected.get(metric), direction(value_b - value_a, modes.get(metric)))
-            for metric, value_a, value_b in rows]
+    return [
+        MetricDelta(
+            metric,
+            value_a,
+            value_b,
+            value_b - value_a,
+            corrected.get(metric),
+            direction(value_b - value_a, modes.get(metric)),
+        )
+        for metric, value_a, value_b in rows
+    ]
 
 
-def diff_runs(client: Any, a: RunSnapshot, b: RunSnapshot, metrics: list[str] | None = None, alpha: float = 0.05,
-              calibration: str | None = None, repo: Path | None = None) -> RunDiff:
+def diff_runs(
+    client: Any,
+    a: RunSnapshot,
+    b: RunSnapshot,
+    metrics: list[str] | None = None,
+    alpha: float = 0.05,
+    calibration: str | None = None,
+    repo: Path | None = None,
+) -> RunDiff:
     """Everything `tracking diff` reports about two runs; `metrics` None: those run B's configuration judges."""
     metrics = metrics or list(logged_compare_metrics(b.params))
     groups = group_diffs(a, b, repo)
     hash_a, hash_b = a.tags.get(WEIGHTS_TAG), b.tags.get(WEIGHTS_TAG)
     identical = hash_a == hash_b if hash_a and hash_b else None
     found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)
-    band: dict[str, Any] = {"variant": None, "reason": "no calibration found: run `dvc repro calibrate` for noise bands"}
+    band: dict[str, Any] = {
+        "variant": None,
+        "reason": "no calibration found: run `dvc repro calibrate` for noise bands",
+    }
     bands, baseline_reference = None, False
     if found:
         run_id, noise = found
         choice = choose_band(differences(groups, a, b), list(noise["variants"]))
         baseline_reference = is_calibrated_baseline(a.params, a.manifest.get("content_sha256"), noise)
-        band = {"variant": choice.variant, "reason": choice.reason, "calibration_run": run_id,
-                "repeats": noise.get("repeats"), "data_sha256": noise.get("data_sha256"),
-                "reference": "the calibrated baseline's mean (run A trained its data and configuration)" if baseline_reference
-                else "run A"}
+        band = {
+            "variant": choice.variant,
+            "reason": choice.reason,
+            "calibration_run": run_id,
+            "repeats": noise.get("repeats"),
+            "data_sha256": noise.get("data_sha256"),
+            "reference": "the calibrated baseline's mean (run A trained its data and configuration)"
+            if baseline_reference
+            else "run A",
+        }
         if choice.variant is not None:
             bands = noise["variants"][choice.variant]["bands"]
     deltas = metric_deltas(a, b, metrics, bands, alpha, baseline_reference, exact=band["variant"] == CONTROL)
@@ -431,7 +539,9 @@ def conclude(diff: RunDiff) -> str:
     variant = (diff.band.get("variant") or "").upper()
     judged = [delta for delta in diff.deltas if delta.judgement is not None]
     if diff.weights_identical:
-        return "weights are bit-identical: the runs trained the same model" + (f" ({_join(causes)} changed without effect)" if causes else "")
+        return "weights are bit-identical: the runs trained the same model" + (
+            f" ({_join(causes)} changed without effect)" if causes else ""
+        )
     subject = f"{_join(causes)} changed" if causes else f"only {_join(noise_sources) or 'nothing logged'} differ"
     if not judged:
         return f"{subject}; no noise band to judge the gap ({diff.band['reason']})"
@@ -441,8 +551,10 @@ def conclude(diff: RunDiff) -> str:
         beyond = f"the {_gap(exceeded[0])} is {abs(exceeded[0].z):.1f} sigma beyond the {variant} band"
         if causes:
             return f"{subject}; {beyond}: the change moved it beyond noise"
-        return (f"{subject}, yet {beyond}: drift that chance does not explain; look at software and hardware, "
-                "or re-run with `tracking rerun`")
+        return (
+            f"{subject}, yet {beyond}: drift that chance does not explain; look at software and hardware, "
+            "or re-run with `tracking rerun`"
+        )
     if unjudged:
         return f"{subject}; the {variant} band cannot judge {unjudged[0].metric}: {unjudged[0].judgement.note}"
     inside = f"the {_gap(judged[0])} is inside the {variant} band ({abs(judged[0].z):.1f} sigma)"
@@ -474,5 +586,11 @@ def _join(items: list[str]) -> str:
 
 
 def _run_summary(run: RunSnapshot) -> dict[str, Any]:
-    return {"run_id": run.run_id, "name": run.name, "status": run.status, "experiment_id": run.experiment_id,
-            "dvc_exp_name": run.tags.get("dvc.exp_name"), "weights_sha256": run.tags.get(WEIGHTS_TAG)}
+    return {
+        "run_id": run.run_id,
+        "name": run.name,
+        "status": run.status,
+        "experiment_id": run.experiment_id,
+        "dvc_exp_name": run.tags.get("dvc.exp_name"),
+        "weights_sha256": run.tags.get(WEIGHTS_TAG),
+    }

@@ -20,7 +20,11 @@ def render(diff: RunDiff, fmt: str = "text") -> str:
     summary = diff.as_dict()
     lines = ["# tracking diff" if markdown else "tracking diff", ""]
     lines += [_run_line("A", summary["a"], markdown), _run_line("B", summary["b"], markdown), ""]
-    lines.append("## Differences, most likely to move results first" if markdown else "Differences, most likely to move results first:")
+    lines.append(
+        "## Differences, most likely to move results first"
+        if markdown
+        else "Differences, most likely to move results first:"
+    )
     changed = [group for group in diff.groups if group.changes]
     for group in changed:
         lines += _group_lines(group, markdown)
@@ -29,7 +33,9 @@ def render(diff: RunDiff, fmt: str = "text") -> str:
         summary = ", ".join(_identical(group) for group in identical)
         lines.append(f"- identical: {summary}" if markdown else f"  identical: {summary}")
     if not changed:
-        lines.append("  nothing differs in what the runs logged" if not markdown else "- nothing differs in what the runs logged")
+        lines.append(
+            "  nothing differs in what the runs logged" if not markdown else "- nothing differs in what the runs logged"
+        )
     lines += ["", _weights_line(diff), ""]
     lines += _metric_lines(diff, markdown)
     lines += ["", f"**Conclusion:** {diff.conclusion}" if markdown else f"Conclusion: {diff.conclusion}"]
@@ -47,8 +53,11 @@ def _group_lines(group: GroupDiff, markdown: bool) -> list[str]:
     head = f"{group.name} ({len(group.changes)} of {group.compared} fields differ): {group.note}"
     if markdown:
         lines = [f"### {head}", "", "| field | A | B |", "|---|---|---|"]
-        lines += [f"| `{change.key}` | {_value(change.a)} | {_value(change.b)}{_step(group, change)} |" for change in group.changes]
-        return lines + [""]
+        lines += [
+            f"| `{change.key}` | {_value(change.a)} | {_value(change.b)}{_step(group, change)} |"
+            for change in group.changes
+        ]
+        return [*lines, ""]
     lines = [f"  {head}"]
     for change in group.changes[:_SHOWN]:
         lines.append(f"    {change.key:<{_WIDTH}} {_value(change.a)} -> {_value(change.b)}{_step(group, change)}")
@@ -82,31 +91,51 @@ def _weights_line(diff: RunDiff) -> str:
     if diff.weights_identical is None:
         return "Weights: not comparable (a run lacks prov.weights_sha256)"
     a, b = diff.a.tags[WEIGHTS_TAG], diff.b.tags[WEIGHTS_TAG]
-    return f"Weights: bit-identical (sha256 {a[:16]}...)" if diff.weights_identical else f"Weights: differ (sha256 {a[:16]}... vs {b[:16]}...)"
+    return (
+        f"Weights: bit-identical (sha256 {a[:16]}...)"
+        if diff.weights_identical
+        else f"Weights: differ (sha256 {a[:16]}... vs {b[:16]}...)"
+    )
 
 
 def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
     band = diff.band
     if band.get("variant"):
-        head = (f"Metrics, B - A; B judged against the {band['variant'].upper()} band of calibration run {band['calibration_run']} "
-                f"(n={band['repeats']}; chosen because {band['reason']}) around {band['reference']}; "
-                f"z = gap / (std * sqrt(1 + 1/m)), m runs in that reference; alpha {diff.alpha}, Holm over the metrics")
+        head = (
+            f"Metrics, B - A; B judged against the {band['variant'].upper()} band of calibration run {band['calibration_run']} "
+            f"(n={band['repeats']}; chosen because {band['reason']}) around {band['reference']}; "
+            f"z = gap / (std * sqrt(1 + 1/m)), m runs in that reference; alpha {diff.alpha}, Holm over the metrics"
+        )
     else:
         head = f"Metrics, B - A (no band: {band['reason']})"
     lines = [f"## {head}" if markdown else f"{head}:"]
     if markdown:
-        lines += ["", "| metric | A | B | B - A | better/worse | z | p | verdict |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| metric | A | B | B - A | better/worse | z | p | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
     for delta in diff.deltas:
         found = delta.judgement
-        verdict = "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
+        verdict = (
+            "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
+        )
         z = "" if delta.z is None else f"{delta.z:+.2f}"
-        gap = f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g})" if found and found.reference_runs > 1 else ""
+        gap = (
+            f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g})"
+            if found and found.reference_runs > 1
+            else ""
+        )
         p = "" if found is None or found.p_value is None else f"{found.p_value:.3g}"
         if markdown:
-            lines.append(f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {delta.direction} | {z} | {p} | {verdict} |")
+            lines.append(
+                f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {delta.direction} | {z} | {p} | {verdict} |"
+            )
         else:
-            lines.append(f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}{' ' + delta.direction if delta.direction else ''}  "
-                         f"{z + ' sigma' if z else ''}{'  p=' + p if p else ''}  {verdict}")
+            lines.append(
+                f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}{' ' + delta.direction if delta.direction else ''}  "
+                f"{z + ' sigma' if z else ''}{'  p=' + p if p else ''}  {verdict}"
+            )
     if not diff.deltas:
         lines.append("  (neither run has the metrics asked for)")
     return lines

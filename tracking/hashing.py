@@ -40,7 +40,7 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def _update(digest: "hashlib._Hash", array: np.ndarray) -> None:
+def _update(digest: hashlib._Hash, array: np.ndarray) -> None:
     """Header, then the C-order bytes a block of rows at a time: a memory-mapped array is never read in whole.
 
     The digest is the same as hashing all bytes at once, so chunking changes no recorded hash.
@@ -52,4 +52,4 @@ def _update(digest: "hashlib._Hash", array: np.ndarray) -> None:
     row_bytes = max(1, array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64)))
     rows = max(1, _CHUNK // row_bytes)
     for start in range(0, len(array), rows):
-        digest.update(memoryview(np.ascontiguousarray(array[start:start + rows])).cast("B"))
+        digest.update(memoryview(np.ascontiguousarray(array[start : start + rows])).cast("B"))

@@ -18,12 +18,19 @@ SPLIT_SEED_PARAM = "data.split_seed"
 # whichever model used them, and `train.augment`; today the builder and only its own kwargs are logged.
 LEGACY_MODEL_PARAM = "model.name"
 BUILTIN_BUILDERS = "pipelines.models:{}"
-LEGACY_MODEL_KWARGS = {"small_cnn": ("filters", "dense_units", "batch_norm", "dropout"),
-                       "mlp": ("hidden_units", "batch_norm", "dropout")}
+LEGACY_MODEL_KWARGS = {
+    "small_cnn": ("filters", "dense_units", "batch_norm", "dropout"),
+    "mlp": ("hidden_units", "batch_norm", "dropout"),
+}
 LEGACY_MODEL_SETTINGS = ("filters", "hidden_units", "dense_units", "batch_norm", "dropout")
 LEGACY_AUGMENT_PARAM = "train.augment"
 # Keys added with builders whose value then was fixed: what such a run used, in today's spelling.
-ADDED_WITH_BUILDERS = {"data.loader": "null", "data.task": CLASSIFICATION, "train.loss": "null", "train.metrics": "null"}
+ADDED_WITH_BUILDERS = {
+    "data.loader": "null",
+    "data.task": CLASSIFICATION,
+    "train.loss": "null",
+    "train.metrics": "null",
+}
 LEGACY_COMPARE_METRICS = "compare.metrics"
 
 

@@ -54,8 +54,10 @@ def band_from_values(metric: str, values: Sequence[float], alpha: float, source:
     """The band of `values` (one per run); at least two finite values are needed."""
     array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
     if len(array) < 2:
-        raise NoiseError(f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2: "
-                         "select more runs or run more repeats")
+        raise NoiseError(
+            f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2: "
+            "select more runs or run more repeats"
+        )
     # Identical values (CONTROL runs) have exactly that mean: a float sum divided by n can miss it by one ulp,
     # and a candidate equal to every run would then read as a tiny gap.
     mean = float(array[0]) if (array == array[0]).all() else float(array.mean())
@@ -67,7 +69,9 @@ def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float
     from scipy import stats
 
     if n < 2 or std < 0 or not 0 < alpha < 1:
-        raise NoiseError(f"band for '{metric}' needs n >= 2, std >= 0 and 0 < alpha < 1; got n={n}, std={std}, alpha={alpha}")
+        raise NoiseError(
+            f"band for '{metric}' needs n >= 2, std >= 0 and 0 < alpha < 1; got n={n}, std={std}, alpha={alpha}"
+        )
     half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * std * math.sqrt(1 + 1 / n)
     return Band(metric=metric, n=n, mean=mean, std=std, alpha=alpha, low=mean - half, high=mean + half, source=source)
 
@@ -146,9 +150,11 @@ def pairwise_weight_distance(weights: np.ndarray, block: int = 128) -> np.ndarra
     runs = len(weights)
     gram = np.empty((runs, runs), dtype=np.float64)
     for start in range(0, runs, block):
-        rows = weights[start:start + block].astype(np.float64)
+        rows = weights[start : start + block].astype(np.float64)
         for other in range(0, runs, block):
-            gram[start:start + block, other:other + block] = rows @ weights[other:other + block].astype(np.float64).T
+            gram[start : start + block, other : other + block] = (
+                rows @ weights[other : other + block].astype(np.float64).T
+            )
     norms = np.sqrt(np.diag(gram))
     norms[norms == 0] = 1.0
     cosine = np.clip(gram / norms[:, None] / norms[None, :], -1.0, 1.0)

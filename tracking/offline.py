@@ -95,7 +95,7 @@ class Journal:
             _drop_torn_line(path)
         existing = read_journal(folder)[1] if path.exists() else []
         self._seq = existing[-1]["seq"] if existing else 0
-        self._handle = open(path, "a", encoding="utf-8")
+        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open until close())
         if not existing:
             self._write({"seq": 0, "op": "run", **header})
 
@@ -224,15 +224,23 @@ class RunWriter:
                 return
             reason = describe(error)
             folder = journal_folder(self.root, self.run_id)
-            header = {"run_id": self.run_id, "experiment": self.experiment, "tracking_uri": self.uri,
-                      "lost_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "reason": reason}
+            header = {
+                "run_id": self.run_id,
+                "experiment": self.experiment,
+                "tracking_uri": self.uri,
+                "lost_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "reason": reason,
+            }
             self.journal = Journal(folder, header)
             for done in self._written:
                 self.journal.append(done, online=True)
             self._written.clear()
             shutil.rmtree(self._spool, ignore_errors=True)
-            print(f"warning: MLflow server {self.uri} lost during run {self.run_id} ({reason}); training goes on, "
-                  f"the run's records are kept in {folder.relative_to(self.root)}", file=sys.stderr)
+            print(
+                f"warning: MLflow server {self.uri} lost during run {self.run_id} ({reason}); training goes on, "
+                f"the run's records are kept in {folder.relative_to(self.root)}",
+                file=sys.stderr,
+            )
 
     def close(self) -> str | None:
         """Close the journal; return the line that tells what it holds and how to upload it (None if online)."""
@@ -243,6 +251,8 @@ class RunWriter:
         self.journal.close()
         folder = self.journal.folder.relative_to(self.root)
         journal = self.journal
-        return (f"MLflow server lost during run {self.run_id}; the whole run ({journal.metric_values} metric values, "
-                f"{journal.artifacts} artifacts, {journal.operations} writes, {journal.after_loss} of them after the loss) "
-                f"is kept in {folder}; upload it with `tracking sync`")
+        return (
+            f"MLflow server lost during run {self.run_id}; the whole run ({journal.metric_values} metric values, "
+            f"{journal.artifacts} artifacts, {journal.operations} writes, {journal.after_loss} of them after the loss) "
+            f"is kept in {folder}; upload it with `tracking sync`"
+        )

@@ -16,8 +16,11 @@ from typing import Any
 Op = dict[str, Any]
 
 
-def batch(params: dict[str, str] | None = None, metrics: list[tuple[str, float, int, int]] | None = None,
-          tags: dict[str, str] | None = None) -> Op:
+def batch(
+    params: dict[str, str] | None = None,
+    metrics: list[tuple[str, float, int, int]] | None = None,
+    tags: dict[str, str] | None = None,
+) -> Op:
     """Params and tags as text, metrics as (key, value, timestamp in ms, step)."""
     return {"op": "batch", "params": params or {}, "metrics": [list(m) for m in metrics or []], "tags": tags or {}}
 
@@ -59,18 +62,24 @@ def apply(client: Any, run_id: str, op: Op) -> None:
 def _apply_batch(client: Any, run_id: str, op: Op) -> None:
     from mlflow.entities import Metric, Param, RunTag
 
-    client.log_batch(run_id, metrics=[Metric(key, value, timestamp, step) for key, value, timestamp, step in op["metrics"]],
-                     params=[Param(key, value) for key, value in op["params"].items()],
-                     tags=[RunTag(key, value) for key, value in op["tags"].items()])
+    client.log_batch(
+        run_id,
+        metrics=[Metric(key, value, timestamp, step) for key, value, timestamp, step in op["metrics"]],
+        params=[Param(key, value) for key, value in op["params"].items()],
+        tags=[RunTag(key, value) for key, value in op["tags"].items()],
+    )
 
 
 def _apply_inputs(client: Any, run_id: str, op: Op) -> None:
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    client.log_inputs(run_id, datasets=[
-        DatasetInput(Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()])
-        for item in op["datasets"]
-    ])
+    client.log_inputs(
+        run_id,
+        datasets=[
+            DatasetInput(Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()])
+            for item in op["datasets"]
+        ],
+    )
 
 
 def _apply_model(client: Any, run_id: str, op: Op) -> None:
@@ -87,5 +96,10 @@ def _apply_model(client: Any, run_id: str, op: Op) -> None:
         import keras
 
         live = keras.models.load_model(op["path"])
-    mlflow.tensorflow.log_model(live, name=op["name"], signature=ModelSignature.from_dict(op["signature"]),
-                                pip_requirements=op["pip_requirements"], run_id=run_id)
+    mlflow.tensorflow.log_model(
+        live,
+        name=op["name"],
+        signature=ModelSignature.from_dict(op["signature"]),
+        pip_requirements=op["pip_requirements"],
+        run_id=run_id,
+    )

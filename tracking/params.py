@@ -216,7 +216,9 @@ def yaml_editor() -> Any:
 
     editor = YAML()
     editor.preserve_quotes = True
-    editor.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+    editor.representer.add_representer(
+        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
     return editor
 
 
@@ -256,9 +258,14 @@ def _expected(error: dict[str, Any]) -> str:
     """Pydantic's message reworded as what was expected."""
     message = error["msg"]
     message = re.sub(r"^Input should be ", "expected ", message)
-    message = re.sub(r"^String should match pattern '\^\[0-9a-f\]\{64\}\$'", "expected 64 lowercase hex digits (a SHA-256)", message)
+    message = re.sub(
+        r"^String should match pattern '\^\[0-9a-f\]\{64\}\$'", "expected 64 lowercase hex digits (a SHA-256)", message
+    )
     message = re.sub(r"^List should have ", "expected a list with ", message)
-    message = re.sub(r"^String should match pattern '.*:\[A-Za-z_\]\[A-Za-z0-9_\]\*\$'",
-                     "expected 'package.module:function'", message)
+    message = re.sub(
+        r"^String should match pattern '.*:\[A-Za-z_\]\[A-Za-z0-9_\]\*\$'",
+        "expected 'package.module:function'",
+        message,
+    )
     message = re.sub(r"^Dictionary should have at least 1 item.*", "expected at least one metric: max|min", message)
     return message[0].lower() + message[1:]

@@ -50,9 +50,13 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     original = load_run(client, ref)
     commit = original.tags.get(COMMIT_TAG)
     if not commit:
-        raise RerunError(f"run {original.run_id} logged no git commit (tag {COMMIT_TAG}); only runs of the train stage can be re-run")
+        raise RerunError(
+            f"run {original.run_id} logged no git commit (tag {COMMIT_TAG}); only runs of the train stage can be re-run"
+        )
     if original.tags.get("pipeline.stage") == "calibrate":
-        raise RerunError(f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f calibrate` at its commit")
+        raise RerunError(
+            f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f calibrate` at its commit"
+        )
     content = original.manifest.get("content_sha256")
     data_hash = original.tags.get(DATA_HASH_TAG)
     _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")
@@ -62,18 +66,29 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
 
     with temporary_worktree(root, commit) as project:
         changed = apply_diff(project, original.diff, original.run_id)
-        _step("code", f"applied the logged uncommitted diff ({len(changed)} file(s): {', '.join(changed)})" if changed
-              else "no uncommitted changes were logged")
+        _step(
+            "code",
+            f"applied the logged uncommitted diff ({len(changed)} file(s): {', '.join(changed)})"
+            if changed
+            else "no uncommitted changes were logged",
+        )
         rewritten = write_logged_params(project / "params.yaml", original.params)
-        _step("params", f"params.yaml {'rewritten to hold' if rewritten else 'already holds'} the {len(original.params)} logged params "
-              "(seeds, determinism and every section)")
+        _step(
+            "params",
+            f"params.yaml {'rewritten to hold' if rewritten else 'already holds'} the {len(original.params)} logged params "
+            "(seeds, determinism and every section)",
+        )
         if not content:
-            raise RerunError(f"run {original.run_id} logged no data manifest (data/manifest.json); it cannot be re-created")
+            raise RerunError(
+                f"run {original.run_id} logged no data manifest (data/manifest.json); it cannot be re-created"
+            )
         cache = dvc_cache(root)
         data_hash = data_hash or find_directory(cache, content)
         if not data_hash:
-            raise RerunError(f"run {original.run_id} logged no DVC hash for {PREPARED} and no directory in the DVC cache {cache.path} "
-                             f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro prepare` at its commit")
+            raise RerunError(
+                f"run {original.run_id} logged no DVC hash for {PREPARED} and no directory in the DVC cache {cache.path} "
+                f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro prepare` at its commit"
+            )
         restore_prepared(cache, project, data_hash, content, original.run_id)
         env = _stage_environment(uri)
         _record_prepare(project, env)
@@ -93,7 +108,9 @@ def _step(name: str, detail: str) -> None:
 
 def _stage_environment(uri: str) -> dict[str, str]:
     """This environment for the stages, minus DVC's and our project variables, logging to the user's store."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("DVC_") and key != TRACKING_PROJECT_ROOT}
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith("DVC_") and key != TRACKING_PROJECT_ROOT
+    }
     env[MLFLOW_TRACKING_URI] = uri
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
@@ -104,20 +121,32 @@ def _record_prepare(project: Path, env: dict[str, str]) -> None:
 
     The stages log the DVC hashes of prepare's dependencies from dvc.lock, as the original run did.
     """
-    done = subprocess.run([sys.executable, "-m", "dvc", "commit", "--quiet", "--force", "prepare"], cwd=project, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "dvc", "commit", "--quiet", "--force", "prepare"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
-        print(f"note: the prepare stage could not be recorded in the worktree's dvc.lock ({reason}); "
-              "the new run will lack prov.dvc.deps.prepare.* tags", flush=True)
+        print(
+            f"note: the prepare stage could not be recorded in the worktree's dvc.lock ({reason}); "
+            "the new run will lack prov.dvc.deps.prepare.* tags",
+            flush=True,
+        )
 
 
 def _run_stage(project: Path, stage: str, env: dict[str, str]) -> None:
     """Run one stage with DVC in the worktree, its output streaming through; a failure stops the rerun."""
-    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--quiet", "--single-item", "--force", stage], cwd=project, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "dvc", "repro", "--quiet", "--single-item", "--force", stage], cwd=project, env=env
+    )
     if done.returncode != 0:
-        raise RerunError(f"the {stage} stage of the re-created run failed (exit status {done.returncode}; its output is above); "
-                         "the temporary worktree was removed")
+        raise RerunError(
+            f"the {stage} stage of the re-created run failed (exit status {done.returncode}; its output is above); "
+            "the temporary worktree was removed"
+        )
 
 
 def report(result: Rerun) -> str:
@@ -133,7 +162,10 @@ def report(result: Rerun) -> str:
         lines.append(f"weights: NOT bit-identical (sha256 {hash_a} -> {hash_b})")
     variant = diff.band.get("variant")
     lines.append(f"metrics, rerun - original ({f'noise band: {variant}' if variant else diff.band['reason']}):")
-    lines += [f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}  {_band_verdict(delta)}" for delta in diff.deltas]
+    lines += [
+        f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}  {_band_verdict(delta)}"
+        for delta in diff.deltas
+    ]
     lines.append(f"verdict: {diff.conclusion}")
     environment = [group for group in diff.groups if group.name in ENVIRONMENT_GROUPS]
     changes = [change for group in environment for change in group.changes]

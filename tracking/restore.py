@@ -62,7 +62,9 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
     found = _canonical(_read(path))
     if found != wanted:
         differing = sorted(key for key in wanted.keys() | found.keys() if wanted.get(key) != found.get(key))
-        raise RerunError(f"params.yaml cannot be made to hold exactly the logged params (differing: {', '.join(differing)})")
+        raise RerunError(
+            f"params.yaml cannot be made to hold exactly the logged params (differing: {', '.join(differing)})"
+        )
     return True
 
 
@@ -140,19 +142,25 @@ def restore_prepared(cache: Any, project: Path, md5: str, content_sha256: str, r
 
     target = project / PREPARED
     missing = f"{PREPARED} of run {run_id} (DVC hash {md5}, content sha256 {content_sha256[:12]}…)"
-    fix = ("bring it back with `dvc pull` from a checkout whose dvc.lock lists that hash "
-           "(if the remote lacks it too, `dvc push` it from the machine that made the run)")
+    fix = (
+        "bring it back with `dvc pull` from a checkout whose dvc.lock lists that hash "
+        "(if the remote lacks it too, `dvc push` it from the machine that made the run)"
+    )
     if not cache.exists(md5):
         raise RerunError(f"{missing} is not in the DVC cache {cache.path}; {fix}")
     tree = load(cache, HashInfo("md5", md5))
     absent = [name for name, _, info in tree if not cache.exists(info.value)]
     if absent:
-        raise RerunError(f"{missing} lacks {len(absent)} of its files ({'/'.join(absent[0])}, …) in the DVC cache {cache.path}; {fix}")
+        raise RerunError(
+            f"{missing} lacks {len(absent)} of its files ({'/'.join(absent[0])}, …) in the DVC cache {cache.path}; {fix}"
+        )
     checkout(str(target), LocalFileSystem(), tree, cache=cache, quiet=True)
     found = prepared_content_sha256(target)
     if found != content_sha256:
-        raise RerunError(f"{missing} checked out of the DVC cache {cache.path} hashes to content sha256 {found}, not the logged "
-                         "one: the cached copy was altered; remove it from the cache and fetch it again (`dvc pull`)")
+        raise RerunError(
+            f"{missing} checked out of the DVC cache {cache.path} hashes to content sha256 {found}, not the logged "
+            "one: the cached copy was altered; remove it from the cache and fetch it again (`dvc pull`)"
+        )
 
 
 def find_directory(cache: Any, content_sha256: str) -> str | None:

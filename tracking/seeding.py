@@ -31,12 +31,28 @@ log = logging.getLogger(__name__)
 
 # Stateful TensorFlow random ops: seeded from the global TF seed and a graph counter, so not by any layer's
 # seed. (Keras's own random functions use the stateless kind with a seed from a generator.)
-STATEFUL_RANDOM_OPS = frozenset({
-    "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal", "RandomShuffle",
-    "Multinomial", "RandomGamma", "RandomPoisson", "RandomPoissonV2", "ParameterizedTruncatedNormal",
-    "RandomCrop", "RandomGammaGrad", "StatefulStandardNormalV2", "StatefulUniform", "StatefulUniformInt",
-    "StatefulUniformFullInt", "StatefulTruncatedNormal", "StatefulRandomBinomial",
-})
+STATEFUL_RANDOM_OPS = frozenset(
+    {
+        "RandomStandardNormal",
+        "RandomUniform",
+        "RandomUniformInt",
+        "TruncatedNormal",
+        "RandomShuffle",
+        "Multinomial",
+        "RandomGamma",
+        "RandomPoisson",
+        "RandomPoissonV2",
+        "ParameterizedTruncatedNormal",
+        "RandomCrop",
+        "RandomGammaGrad",
+        "StatefulStandardNormalV2",
+        "StatefulUniform",
+        "StatefulUniformInt",
+        "StatefulUniformFullInt",
+        "StatefulTruncatedNormal",
+        "StatefulRandomBinomial",
+    }
+)
 # Initializers that draw nothing: re-seeding them is not needed, and they are not unattributed randomness.
 _DETERMINISTIC_INITIALIZERS = frozenset({"Zeros", "Ones", "Constant", "Identity", "STFT", "STFTInitializer"})
 
@@ -59,8 +75,11 @@ class SeedReport:
 
     def as_record(self) -> dict[str, Any]:
         """The provenance entries (`prov.seeds.*`): counts per stream and the unattributed sources, if any."""
-        record: dict[str, Any] = {"seeded_weights": self.init, "seeded_dropout_generators": self.dropout,
-                                  "seeded_augment_generators": self.augment}
+        record: dict[str, Any] = {
+            "seeded_weights": self.init,
+            "seeded_dropout_generators": self.dropout,
+            "seeded_augment_generators": self.augment,
+        }
         if self.unattributed:
             record["unattributed"] = "; ".join(self.unattributed)
         return record
@@ -170,8 +189,11 @@ def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int)
         return [f"not checked: the model takes {len(inputs)} inputs, the check traces one"]
     seed_generator.global_seed_generator = recording
     try:
-        graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(
-            tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32)).graph
+        graph = (
+            tf.function(lambda x: model(x, training=True))
+            .get_concrete_function(tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32))
+            .graph
+        )
     except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
         first = (str(err).splitlines() or [""])[0][:200]
         return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]
@@ -190,9 +212,11 @@ def warn_unattributed(sources: tuple[str, ...]) -> None:
     global _warned
     if not _warned:
         _warned = True
-        log.warning("randomness no layer's seed covers, seeded from seeds.base (recorded in prov.seeds.unattributed): %s; "
-                    "give the layer its own keras.random.SeedGenerator so seeds.dropout or seeds.augment decides it",
-                    "; ".join(sources))
+        log.warning(
+            "randomness no layer's seed covers, seeded from seeds.base (recorded in prov.seeds.unattributed): %s; "
+            "give the layer its own keras.random.SeedGenerator so seeds.dropout or seeds.augment decides it",
+            "; ".join(sources),
+        )
 
 
 def _draws(initializer: Any, variable: Any) -> bool:

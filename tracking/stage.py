@@ -30,6 +30,7 @@ def run_main(main: Callable[[], None]) -> None:
 
 def at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer no smaller than `low`."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ def process_start(pid: int) -> str | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name in parentheses may hold spaces
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name in parentheses may hold spaces
     if fields[0] == "Z":
         return None
     return f"{boot}:{fields[19]}"
@@ -96,12 +96,24 @@ def running_runs(client: Any) -> list[RunningRun]:
     for experiment in client.search_experiments(view_type=ViewType.ALL):
         token = None
         while True:
-            page = client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'",
-                                      run_view_type=ViewType.ALL, page_token=token)
+            page = client.search_runs(
+                [experiment.experiment_id],
+                "attributes.status = 'RUNNING'",
+                run_view_type=ViewType.ALL,
+                page_token=token,
+            )
             for run in page:
                 tags = run.data.tags
-                found.append(RunningRun(run.info.run_id, experiment.name, run.info.run_name or "",
-                                        tags.get(HOST_TAG, ""), tags.get(PID_TAG, ""), verdict(tags, host)))
+                found.append(
+                    RunningRun(
+                        run.info.run_id,
+                        experiment.name,
+                        run.info.run_name or "",
+                        tags.get(HOST_TAG, ""),
+                        tags.get(PID_TAG, ""),
+                        verdict(tags, host),
+                    )
+                )
             token = page.token
             if not token:
                 break
@@ -112,15 +124,18 @@ def mark_failed(client: Any, run: RunningRun, by: str) -> None:
     """End a stale run as FAILED, saying why and who decided it."""
     from mlflow.entities import RunTag
 
-    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    note = (f"marked FAILED by {by} on {socket.gethostname()} at {when}: its process {run.pid} is gone without "
-            "ending the run (killed by SIGKILL, out of memory, or a crash of the machine)")
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    note = (
+        f"marked FAILED by {by} on {socket.gethostname()} at {when}: its process {run.pid} is gone without "
+        "ending the run (killed by SIGKILL, out of memory, or a crash of the machine)"
+    )
     client.log_batch(run.run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag("error", f"ProcessGone: {note}")])
     client.set_terminated(run.run_id, "FAILED")
 
 
-def repair_stale_runs(client: Any, by: str, dry_run: bool = False,
-                      kept_offline: frozenset[str] = frozenset()) -> tuple[list[RunningRun], list[RunningRun]]:
+def repair_stale_runs(
+    client: Any, by: str, dry_run: bool = False, kept_offline: frozenset[str] = frozenset()
+) -> tuple[list[RunningRun], list[RunningRun]]:
     """Mark this host's stale runs FAILED (unless `dry_run`); return (stale runs, every RUNNING run).
 
     Runs in `kept_offline` (their ids) have the rest of their writes in the offline journal: left alone.

@@ -46,7 +46,9 @@ def project_root(start: Path | None = None) -> Path:
         return Path(os.environ[DVC_ROOT]).resolve()
     if nearest is not None:
         return nearest
-    raise RepoError(f"{here} is not inside a DVC project (no .dvc/ folder found); run `dvc init` or cd to the project root")
+    raise RepoError(
+        f"{here} is not inside a DVC project (no .dvc/ folder found); run `dvc init` or cd to the project root"
+    )
 
 
 def find_project(start: Path | None = None) -> Path | None:
@@ -70,9 +72,11 @@ def tracking_uri(root: Path | None) -> str:
     if os.environ.get(MLFLOW_TRACKING_URI):
         return os.environ[MLFLOW_TRACKING_URI]
     if root is None:
-        raise RepoError(f"{Path.cwd()} is not inside a DVC project and {MLFLOW_TRACKING_URI} is not set; set {MLFLOW_TRACKING_URI} "
-                        "to the store that holds the runs (e.g. sqlite:////path/to/mlflow.db or http://host:5000), "
-                        "or cd into the project")
+        raise RepoError(
+            f"{Path.cwd()} is not inside a DVC project and {MLFLOW_TRACKING_URI} is not set; set {MLFLOW_TRACKING_URI} "
+            "to the store that holds the runs (e.g. sqlite:////path/to/mlflow.db or http://host:5000), "
+            "or cd into the project"
+        )
     return f"sqlite:///{owning_project(root) / DEFAULT_DB}"
 
 
@@ -95,8 +99,10 @@ def open_client(root: Path | None) -> Any:
     uri = tracking_uri(root)
     database = database_path(uri)
     if database is not None and not database.is_file():
-        raise TrackingServerError(f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
-                                  f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs")
+        raise TrackingServerError(
+            f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
+            f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs"
+        )
     http_limits(uri)
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(tracking_uri=uri)
@@ -120,7 +126,8 @@ def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
 
     reason = describe(err)
     return TrackingServerError(
-        f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}")
+        f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}"
+    )
 
 
 def connect(root: Path, experiment: str) -> str:
@@ -136,8 +143,11 @@ def connect(root: Path, experiment: str) -> str:
             found = mlflow.get_experiment_by_name(experiment)
             use_wal(uri)
             if found is None:
-                return mlflow.create_experiment(experiment, artifact_location=default_artifact_location(uri),
-                                                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+                return mlflow.create_experiment(
+                    experiment,
+                    artifact_location=default_artifact_location(uri),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
             if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
                 mlflow.MlflowClient().set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return found.experiment_id

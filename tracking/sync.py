@@ -43,8 +43,10 @@ class Synced:
     @property
     def line(self) -> str:
         where = self.run_id if self.run_id == self.source_run_id else f"{self.run_id} (linked to {self.source_run_id})"
-        return (f"synced run {where}: {self.applied} writes replayed ({self.metric_values} metric values added, "
-                f"{self.skipped_metric_values} already there; {self.artifacts} artifacts); journal archived in {self.archive}")
+        return (
+            f"synced run {where}: {self.applied} writes replayed ({self.metric_values} metric values added, "
+            f"{self.skipped_metric_values} already there; {self.artifacts} artifacts); journal archived in {self.archive}"
+        )
 
 
 def sync_all(root: Path, uri: str | None) -> list[Synced]:
@@ -80,7 +82,9 @@ def sync_journal(folder: Path, client: Any, uri: str) -> Synced:
             replay.apply(op)
             progress["done_seq"] = op["seq"]
             _write_progress(folder, progress)
-        client.set_tag(run_id, SYNCED_TAG, f"{len(ops)} writes kept offline from {header['lost_at']} ({header['reason']})"[:5000])
+        client.set_tag(
+            run_id, SYNCED_TAG, f"{len(ops)} writes kept offline from {header['lost_at']} ({header['reason']})"[:5000]
+        )
     except Exception as err:
         if not server_unavailable(err):
             raise
@@ -113,7 +117,9 @@ class _Replay:
         fresh = []
         for key, value, timestamp, step in metrics:
             if key not in self._history:
-                self._history[key] = {(m.step, m.timestamp, m.value) for m in self.client.get_metric_history(self.run_id, key)}
+                self._history[key] = {
+                    (m.step, m.timestamp, m.value) for m in self.client.get_metric_history(self.run_id, key)
+                }
             entry = (step, timestamp, value)
             if entry in self._history[key]:
                 self.skipped += 1
@@ -140,12 +146,17 @@ def _target_run(client: Any, header: dict[str, Any]) -> str:
         if err.error_code != "RESOURCE_DOES_NOT_EXIST":
             raise
     experiment = client.get_experiment_by_name(header["experiment"])
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        header["experiment"], tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+    experiment_id = (
+        experiment.experiment_id
+        if experiment
+        else client.create_experiment(header["experiment"], tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+    )
     linked = client.search_runs([experiment_id], filter_string=f"tags.`{SOURCE_TAG}` = '{header['run_id']}'")
     if linked:  # an earlier sync created it and lost its progress file
         return linked[0].info.run_id
-    run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], "tracking.offline.source_uri": header["tracking_uri"]})
+    run = client.create_run(
+        experiment_id, tags={SOURCE_TAG: header["run_id"], "tracking.offline.source_uri": header["tracking_uri"]}
+    )
     return run.info.run_id
 
 

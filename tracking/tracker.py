@@ -39,8 +39,16 @@ _TAG_CHARS = 5000
 class Tracker:
     """Context manager around one MLflow run; pass `run_id` to resume the run another stage started."""
 
-    def __init__(self, experiment: str, root: Path | None = None, run_id: str | None = None, stage: str = "train",
-                 run_name: str | None = None, nested: bool = False, tags: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        experiment: str,
+        root: Path | None = None,
+        run_id: str | None = None,
+        stage: str = "train",
+        run_name: str | None = None,
+        nested: bool = False,
+        tags: dict[str, Any] | None = None,
+    ) -> None:
         """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs)."""
         self.experiment = experiment
         self.root = root
@@ -95,8 +103,10 @@ class Tracker:
         except Exception as err:
             if not server_unavailable(err):
                 raise
-            raise TrackingServerError(f"MLflow tracking server {self.uri} stopped answering while the run started "
-                                      f"({describe(err)}); start the server and re-run") from err
+            raise TrackingServerError(
+                f"MLflow tracking server {self.uri} stopped answering while the run started "
+                f"({describe(err)}); start the server and re-run"
+            ) from err
         self.run_id = run.info.run_id
         self._sink = RunWriter(self.client, self.run_id, self.root, self.uri, self.experiment)
         return run
@@ -106,12 +116,19 @@ class Tracker:
         from mlflow.exceptions import MlflowException
 
         try:
-            stale, _ = repair_stale_runs(self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root))
+            stale, _ = repair_stale_runs(
+                self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root)
+            )
         except MlflowException as err:
-            raise TrackingServerError(f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`") from err
+            raise TrackingServerError(
+                f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`"
+            ) from err
         if stale:
-            print(f"tracking: marked {len(stale)} run(s) that a killed process left RUNNING as FAILED "
-                  f"({', '.join(run.run_id for run in stale)}); see `tracking doctor`", file=sys.stderr)
+            print(
+                f"tracking: marked {len(stale)} run(s) that a killed process left RUNNING as FAILED "
+                f"({', '.join(run.run_id for run in stale)}); see `tracking doctor`",
+                file=sys.stderr,
+            )
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         try:
@@ -170,7 +187,9 @@ class Tracker:
         except TrackingError as err:
             failure = err
         except Exception as err:
-            failure = TrackingServerError(f"writing to the MLflow store {self.uri} failed ({err}); check the store and re-run")
+            failure = TrackingServerError(
+                f"writing to the MLflow store {self.uri} failed ({err}); check the store and re-run"
+            )
             failure.__cause__ = err
         else:
             return None
@@ -197,8 +216,9 @@ class Tracker:
 
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
-        self._sink.write(batch(params={key: value if isinstance(value, str) else json.dumps(value)
-                                       for key, value in flat.items()}))
+        self._sink.write(
+            batch(params={key: value if isinstance(value, str) else json.dumps(value) for key, value in flat.items()})
+        )
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
         """Log metrics; with `wait=False` they are written in the background, all of them before the run ends."""
@@ -237,8 +257,13 @@ class Tracker:
         with warnings.catch_warnings():
             # MLflow registers two identical resolvers for local paths and warns that it picked one of them.
             warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
-            dataset = mlflow.data.from_numpy(x, targets=y, source=location.resolve().as_uri(), name=manifest["source"],
-                                             digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS])
+            dataset = mlflow.data.from_numpy(
+                x,
+                targets=y,
+                source=location.resolve().as_uri(),
+                name=manifest["source"],
+                digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS],
+            )
         tags = {"mlflow.data.context": context, "content_sha256": manifest["content_sha256"]}
         self._sink.write(inputs([{"dataset": dataset._to_mlflow_entity().to_dictionary(), "tags": tags}]))
         self.log_json(manifest, "data/manifest.json")

@@ -14,8 +14,9 @@ import hashlib
 import importlib
 import importlib.metadata
 import sys
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 from tracking.errors import UserCodeError
 
@@ -28,10 +29,14 @@ def load_callable(spec: str, key: str, root: Path) -> Callable[..., Any]:
     module = import_module(module_name, key, root)
     found = getattr(module, attribute, None)
     if found is None:
-        raise UserCodeError(f"{key}: module '{module_name}' ({getattr(module, '__file__', '?')}) has no '{attribute}'; "
-                            f"name a function defined there, e.g. '{module_name}:build', in params.yaml")
+        raise UserCodeError(
+            f"{key}: module '{module_name}' ({getattr(module, '__file__', '?')}) has no '{attribute}'; "
+            f"name a function defined there, e.g. '{module_name}:build', in params.yaml"
+        )
     if not callable(found):
-        raise UserCodeError(f"{key}: '{spec}' is a {type(found).__name__}, not a function; name a callable in params.yaml")
+        raise UserCodeError(
+            f"{key}: '{spec}' is a {type(found).__name__}, not a function; name a callable in params.yaml"
+        )
     return found
 
 
@@ -44,12 +49,15 @@ def import_module(module_name: str, key: str, root: Path) -> Any:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name and module_name.startswith(err.name):
-            raise UserCodeError(f"{key}: no module '{module_name}' at the project root ({root_entry}) or among installed "
-                                "packages; check the spelling in params.yaml or install the package") from err
+            raise UserCodeError(
+                f"{key}: no module '{module_name}' at the project root ({root_entry}) or among installed "
+                "packages; check the spelling in params.yaml or install the package"
+            ) from err
         raise UserCodeError(f"{key}: module '{module_name}' failed to import: {err}; install what it needs") from err
     except Exception as err:  # the user's module raised while importing: show its error, not ours
-        raise UserCodeError(f"{key}: module '{module_name}' raised {type(err).__name__} while importing: {err}; "
-                            "fix the module") from err
+        raise UserCodeError(
+            f"{key}: module '{module_name}' raised {type(err).__name__} while importing: {err}; fix the module"
+        ) from err
 
 
 def describe_callable(spec: str, function: Callable[..., Any], root: Path) -> dict[str, str]:
@@ -101,8 +109,10 @@ def require_stage_dep(function: Callable[..., Any], key: str, stage: str, root: 
         return
     relative = PurePosixPath(file.relative_to(project).as_posix())
     if not any(relative == dep or dep in relative.parents or dep == PurePosixPath(".") for dep in deps):
-        raise UserCodeError(f"{key}: {relative} is not a dependency of stage {stage}, so DVC would not re-run it when "
-                            f"the file changes; add `- {relative}` under deps of stage {stage} in {dvc_file}")
+        raise UserCodeError(
+            f"{key}: {relative} is not a dependency of stage {stage}, so DVC would not re-run it when "
+            f"the file changes; add `- {relative}` under deps of stage {stage} in {dvc_file}"
+        )
 
 
 def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:

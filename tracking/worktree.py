@@ -6,6 +6,7 @@ never touched: the worktree is detached (no branch is created) and pruned afterw
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -35,17 +36,18 @@ def temporary_worktree(root: Path, commit: str) -> Iterator[Path]:
     try:
         repo.commit(commit)
     except (ValueError, git.BadName) as err:
-        raise RerunError(f"commit {commit} is not in the git repository at {top}; fetch it (`git fetch --all`) and re-run") from err
+        raise RerunError(
+            f"commit {commit} is not in the git repository at {top}; fetch it (`git fetch --all`) and re-run"
+        ) from err
     folder = Path(tempfile.mkdtemp(prefix="tracking-rerun-"))
     tree = folder / top.name
     try:
         repo.git.worktree("add", "--detach", str(tree), commit)
         yield tree / root.resolve().relative_to(top)
     finally:
-        try:
+        # Not created, or half-created: deleting the folder and pruning below clean up either way.
+        with contextlib.suppress(git.GitCommandError):
             repo.git.worktree("remove", "--force", str(tree))
-        except git.GitCommandError:
-            pass  # not created, or half-created: deleting the folder and pruning below clean up either way
         shutil.rmtree(folder, ignore_errors=True)
         repo.git.worktree("prune")
 
@@ -67,20 +69,28 @@ def apply_diff(tree: Path, diff: str, run_id: str) -> list[str]:
         )
     binary = binary_files(diff)
     if binary:
-        raise RerunError(f"the uncommitted diff logged with run {run_id} changes binary file(s) {', '.join(binary)}, whose content "
-                         "it does not hold, so its code cannot be re-created; commit them (or track them with DVC) and train again")
+        raise RerunError(
+            f"the uncommitted diff logged with run {run_id} changes binary file(s) {', '.join(binary)}, whose content "
+            "it does not hold, so its code cannot be re-created; commit them (or track them with DVC) and train again"
+        )
     if not diff:
         return []
     top = _toplevel(tree)
     patch = top.parent / "uncommitted.diff"
     # git ends a diff with a newline; the runs logged before diffs were taken as git's own bytes lack it.
     patch.write_bytes(encode_diff(diff if diff.endswith("\n") else diff + "\n"))
-    done = subprocess.run(["git", "apply", "--index", "--whitespace=nowarn", str(patch)], cwd=top, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "apply", "--index", "--whitespace=nowarn", str(patch)], cwd=top, capture_output=True, text=True
+    )
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
-        raise RerunError(f"the uncommitted diff logged with run {run_id} does not apply to its commit ({reason}); "
-                         "the run cannot be re-created from what was logged")
-    staged = subprocess.run(["git", "diff", "--cached", "--name-only", "-z", "HEAD"], cwd=top, capture_output=True, text=True, check=True)
+        raise RerunError(
+            f"the uncommitted diff logged with run {run_id} does not apply to its commit ({reason}); "
+            "the run cannot be re-created from what was logged"
+        )
+    staged = subprocess.run(
+        ["git", "diff", "--cached", "--name-only", "-z", "HEAD"], cwd=top, capture_output=True, text=True, check=True
+    )
     return [name for name in staged.stdout.split("\0") if name]
 
 

@@ -39,5 +39,5 @@ class BackgroundWriter:
             if self._error is None:
                 try:
                     write()
-                except Exception as err:  # noqa: BLE001 - kept and raised by close() in the caller's thread
+                except Exception as err:
                     self._error = err

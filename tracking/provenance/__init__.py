@@ -23,7 +23,9 @@ MAX_TAG_CHARS = 5000
 _ARTIFACT_ONLY = {("git", "diff"), ("git", "untracked_files"), ("git", "diff_excludes"), ("software", "executable")}
 
 
-def capture(root: Path, seeds: dict[str, int], determinism: dict[str, Any], stages: tuple[str, ...] = ()) -> dict[str, Any]:
+def capture(
+    root: Path, seeds: dict[str, int], determinism: dict[str, Any], stages: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Everything needed to say how a run was made, as plain JSON-ready data."""
     return {
         "seeds": seeds,

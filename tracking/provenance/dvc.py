@@ -65,15 +65,21 @@ def declared_outputs(root: Path, top: Path) -> list[str]:
                         for path in entry if isinstance(entry, dict) else [entry]:
                             found.add(normal_path(wdir / path))
         except (YAMLError, AttributeError, TypeError) as err:
-            raise RepoError(f"{root / name} is not a valid dvc.yaml ({str(err).splitlines()[0]}); "
-                            "fix it (`dvc stage list` checks it)") from err
+            raise RepoError(
+                f"{root / name} is not a valid dvc.yaml ({str(err).splitlines()[0]}); "
+                "fix it (`dvc stage list` checks it)"
+            ) from err
     return sorted(found)
 
 
 def _dvc_files(root: Path) -> list[str]:
     """The project's dvc.yaml files that git tracks or would track, relative to `root`."""
-    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ":(glob)**/dvc.yaml"],
-                          cwd=root, capture_output=True, check=True)
+    done = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ":(glob)**/dvc.yaml"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    )
     return sorted({name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name})
 
 

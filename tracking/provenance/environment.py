@@ -11,8 +11,23 @@ import os
 import re
 from collections.abc import Mapping
 
-ALLOWED_PREFIXES = ("TF_", "CUDA_", "CUDNN_", "NVIDIA_", "XLA_", "OMP_", "MKL_", "KMP_", "ONEDNN_", "DNNL_",
-                    "OPENBLAS_", "NCCL_", "CUBLAS_", "DVC_EXP_", "KERAS_")
+ALLOWED_PREFIXES = (
+    "TF_",
+    "CUDA_",
+    "CUDNN_",
+    "NVIDIA_",
+    "XLA_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "ONEDNN_",
+    "DNNL_",
+    "OPENBLAS_",
+    "NCCL_",
+    "CUBLAS_",
+    "DVC_EXP_",
+    "KERAS_",
+)
 ALLOWED_NAMES = ("PYTHONHASHSEED", "DVC_ROOT", "MLFLOW_EXPERIMENT_NAME", "LANG", "LC_ALL")
 REDACTED = "<redacted>"
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|API[_-]?KEY|PRIVATE|AUTH", re.IGNORECASE)

@@ -37,8 +37,17 @@ _KNOWN_TOKEN = re.compile(
 )
 _DIFF_HEADERS = ("diff --git ", "index ", "--- ", "+++ ")
 # Whatever the user's git configuration says: plain a/ b/ prefixes, no colour, no external or text-converting diff.
-_DIFF = ("git", "diff", "HEAD", "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "--src-prefix=a/",
-         "--dst-prefix=b/")
+_DIFF = (
+    "git",
+    "diff",
+    "HEAD",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-relative",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+)
 _ENCODING = ("utf-8", "surrogateescape")  # a diff's bytes as text and back, unchanged whatever their encoding
 
 
@@ -52,7 +61,9 @@ def open_repository(root: Path) -> Any:
     try:
         repo = git.Repo(root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as err:
-        raise RepoError(f"{root} is not inside a git repository; run `git init` and commit, or run from the project") from err
+        raise RepoError(
+            f"{root} is not inside a git repository; run `git init` and commit, or run from the project"
+        ) from err
     if not repo.head.is_valid():
         raise RepoError(f"git repository at {repo.working_tree_dir} has no commit yet; make a first commit")
     return repo
@@ -67,11 +78,14 @@ def gather_git(root: Path) -> dict[str, Any]:
     excludes = declared_outputs(root, top)
     raw = uncommitted_diff(top, excludes)
     diff = redact_diff(raw)
-    redacted = sum(before != after for before, after in zip(raw.split("\n"), diff.split("\n")))
+    redacted = sum(before != after for before, after in zip(raw.split("\n"), diff.split("\n"), strict=False))
     if redacted:
-        print(f"warning: {redacted} line(s) of the uncommitted diff hold secret-looking values; they are redacted in "
-              "the captured provenance/uncommitted.diff, which is therefore not exact; keep secrets out of tracked files "
-              "(e.g. in environment variables) to capture the diff as it is", file=sys.stderr)
+        print(
+            f"warning: {redacted} line(s) of the uncommitted diff hold secret-looking values; they are redacted in "
+            "the captured provenance/uncommitted.diff, which is therefore not exact; keep secrets out of tracked files "
+            "(e.g. in environment variables) to capture the diff as it is",
+            file=sys.stderr,
+        )
     untracked = [path for path in repo.untracked_files if not any(_within(path, output) for output in excludes)]
     return {
         "commit": commit,
@@ -87,7 +101,9 @@ def gather_git(root: Path) -> dict[str, Any]:
 
 def uncommitted_diff(top: Path, excludes: list[str]) -> str:
     """`git diff HEAD` of the repository at `top` (staged and unstaged changes), without the `excludes` paths."""
-    done = subprocess.run([*_DIFF, "--", ".", *(f":(exclude,literal){path}" for path in excludes)], cwd=top, capture_output=True)
+    done = subprocess.run(
+        [*_DIFF, "--", ".", *(f":(exclude,literal){path}" for path in excludes)], cwd=top, capture_output=True
+    )
     if done.returncode != 0:
         raise RepoError(f"`git diff HEAD` failed in {top}: {decode_diff(done.stderr).strip()}")
     return decode_diff(done.stdout)

@@ -42,8 +42,12 @@ def parse_cpuinfo(text: str) -> tuple[str | None, set[str]]:
 
 
 def gather_os() -> dict[str, Any]:
-    return {"system": platform.system(), "release": platform.release(), "version": platform.version(),
-            "platform": platform.platform()}
+    return {
+        "system": platform.system(),
+        "release": platform.release(),
+        "version": platform.version(),
+        "platform": platform.platform(),
+    }
 
 
 def gather_gpus() -> dict[str, Any]:
@@ -54,8 +58,12 @@ def gather_gpus() -> dict[str, Any]:
     source = "nvidia-smi" if smi else ("nvml" if devices else None)
     if not devices and tf_devices:
         devices, source = tf_devices, "tensorflow"
-    record: dict[str, Any] = {"count": len(devices), "devices": devices, "source": source,
-                              "tensorflow_visible": tf_devices}
+    record: dict[str, Any] = {
+        "count": len(devices),
+        "devices": devices,
+        "source": source,
+        "tensorflow_visible": tf_devices,
+    }
     if not devices:
         record["note"] = "no GPU: nvidia-smi and NVML found none and TensorFlow sees none; training ran on the CPU"
     return record
@@ -68,8 +76,13 @@ def tensorflow_gpus() -> list[dict[str, Any]]:
     for device in tf.config.list_physical_devices("GPU"):
         details = tf.config.experimental.get_device_details(device)
         capability = details.get("compute_capability")
-        found.append({"name": details.get("device_name", device.name), "tf_device": device.name,
-                      "compute_capability": ".".join(map(str, capability)) if capability else None})
+        found.append(
+            {
+                "name": details.get("device_name", device.name),
+                "tf_device": device.name,
+                "compute_capability": ".".join(map(str, capability)) if capability else None,
+            }
+        )
     return found
 
 
@@ -94,9 +107,16 @@ def parse_nvidia_smi(text: str) -> list[dict[str, Any]]:
         if len(cells) != len(NVIDIA_SMI_FIELDS):
             continue
         index, name, driver, memory, capability, uuid = cells
-        gpus.append({"index": _int_or_none(index), "name": name, "driver": driver,
-                     "memory_mib": _int_or_none(memory), "compute_capability": _na_to_none(capability),
-                     "uuid": _na_to_none(uuid)})
+        gpus.append(
+            {
+                "index": _int_or_none(index),
+                "name": name,
+                "driver": driver,
+                "memory_mib": _int_or_none(memory),
+                "compute_capability": _na_to_none(capability),
+                "uuid": _na_to_none(uuid),
+            }
+        )
     return gpus
 
 
@@ -116,9 +136,16 @@ def query_nvml() -> list[dict[str, Any]]:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            gpus.append({"index": index, "name": _text(pynvml.nvmlDeviceGetName(handle)), "driver": driver,
-                         "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
-                         "compute_capability": f"{major}.{minor}", "uuid": _text(pynvml.nvmlDeviceGetUUID(handle))})
+            gpus.append(
+                {
+                    "index": index,
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "driver": driver,
+                    "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
+                    "compute_capability": f"{major}.{minor}",
+                    "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                }
+            )
         return gpus
     finally:
         pynvml.nvmlShutdown()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import platform
 import sys
-from pathlib import Path
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 KEY_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "numpy", "mlflow", "dvc", "scikit-learn", "tracking")
@@ -19,8 +19,12 @@ def gather_software() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    return {"versions": versions, "python_implementation": platform.python_implementation(),
-            "executable": sys.executable, "tensorflow_build": tensorflow_build()}
+    return {
+        "versions": versions,
+        "python_implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "tensorflow_build": tensorflow_build(),
+    }
 
 
 def tensorflow_build() -> dict[str, Any]:

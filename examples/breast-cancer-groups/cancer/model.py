@@ -12,9 +12,12 @@ from keras import layers
 
 def build(input_shape: tuple[int, ...], n_outputs: int, width: int = 16, dropout: float = 0.2) -> keras.Model:
     """One dense+ReLU layer of `width` units with dropout, then P(malignant)."""
-    return keras.Sequential([
-        keras.Input(input_shape),
-        layers.Dense(width, activation="relu"),
-        layers.Dropout(dropout),
-        layers.Dense(1, activation="sigmoid"),
-    ], name="cancer_net")
+    return keras.Sequential(
+        [
+            keras.Input(input_shape),
+            layers.Dense(width, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(1, activation="sigmoid"),
+        ],
+        name="cancer_net",
+    )

@@ -20,7 +20,9 @@ class FeatureGate(layers.Layer):
 
     def build(self, input_shape) -> None:
         logit = float(keras.ops.log(self.initial / (2.0 - self.initial)))
-        self.logits = self.add_weight(shape=(input_shape[-1],), initializer=keras.initializers.Constant(logit), name="logits")
+        self.logits = self.add_weight(
+            shape=(input_shape[-1],), initializer=keras.initializers.Constant(logit), name="logits"
+        )
 
     def call(self, inputs):
         return inputs * 2.0 * keras.ops.sigmoid(self.logits)
@@ -29,8 +31,14 @@ class FeatureGate(layers.Layer):
         return {**super().get_config(), "initial": self.initial}
 
 
-def build(input_shape: tuple[int, ...], n_outputs: int, width: int = 32, depth: int = 2, dropout: float = 0.1,
-          gate: float = 1.0) -> keras.Model:
+def build(
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    width: int = 32,
+    depth: int = 2,
+    dropout: float = 0.1,
+    gate: float = 1.0,
+) -> keras.Model:
     """Gated inputs, a residual MLP of `depth` dense+ReLU blocks of `width` units with dropout, one linear output."""
     inputs = keras.Input(input_shape)
     hidden = layers.Dense(width, activation="relu")(FeatureGate(gate)(inputs))
