@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracking.noise import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance
+from tracking.noise.statistics import band_from_values, off_diagonal_summary, pairwise_churn, pairwise_weight_distance
 
 TIME_LIMIT_S, MEMORY_LIMIT_GIB = 10.0, 2.0
 

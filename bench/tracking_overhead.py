@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.data import split
-from tracking.dataset import build_manifest, load_source, output_size
-from tracking.params import load_params
-from tracking.process import reproducible_process
-from tracking.store import project_root
+from pipelines.prepare import split
+from tracking.config.params import load_params
+from tracking.data.dataset import build_manifest, load_source, output_size
+from tracking.determinism.process import reproducible_process
+from tracking.store.location import project_root
 
 TARGET = 1.05
 
@@ -46,10 +46,10 @@ def main() -> None:
     import_s = time.perf_counter() - started
     from pipelines.train import tracked_training, write_outputs
     from pipelines.training import train_model
-    from tracking.hashing import weights_sha256
-    from tracking.process import seed_frameworks
-    from tracking.store import connect
-    from tracking.tracker import Tracker
+    from tracking.data.hashing import weights_sha256
+    from tracking.determinism.process import seed_frameworks
+    from tracking.run.tracker import Tracker
+    from tracking.store.location import connect
 
     started = time.perf_counter()
     connect(root, "bench-overhead")

@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines.calibrate import summarise, train_and_score, variant_setup
 from pipelines.compare import judge_candidate
-from pipelines.data import split
+from pipelines.prepare import split
 from pipelines.training import prepare_model
-from tracking.dataset import load_source
-from tracking.noise import pairwise_churn
-from tracking.params import load_params
-from tracking.process import reproducible_process, seed_frameworks
+from tracking.config.params import load_params
+from tracking.data.dataset import load_source
+from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.noise.statistics import pairwise_churn
 
 
 def main() -> None:

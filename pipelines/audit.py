@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipelines.training import require_code_deps
-from tracking.audit import (
+from tracking.config.params import Params, load_params
+from tracking.data.dataset import PREPARED, read_manifest
+from tracking.determinism.process import reproducible_process
+from tracking.env import TRACKING_PROJECT_ROOT
+from tracking.inspect.audit import (
     DONE,
     GO,
     MODE_LABELS,
@@ -36,17 +40,13 @@ from tracking.audit import (
     summarise,
     unsupported_line,
 )
-from tracking.audit_report import figure, render, render_unsupported
-from tracking.dataset import PREPARED, read_manifest
-from tracking.env import TRACKING_PROJECT_ROOT
-from tracking.params import Params, load_params
-from tracking.process import reproducible_process
+from tracking.inspect.audit_report import figure, render, render_unsupported
 from tracking.provenance import WEIGHTS_TAG
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
+from tracking.run.tracker import Tracker
 from tracking.stage import at_least, run_main
-from tracking.store import project_root
-from tracking.tracker import Tracker
+from tracking.store.location import project_root
 
 REPORT = Path("reports/audit.md")
 FIGURE = Path("reports/audit.png")

@@ -25,15 +25,24 @@ import numpy as np
 
 from pipelines.calibrate import variant_setup
 from pipelines.training import batch_orders, prepare_model
-from tracking.audit import DONE, GO, READY, UNSUPPORTED_FILE, UNSUPPORTED_OP_EXIT, Trace, diagnose, is_determinism_error
-from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
-from tracking.determinism import as_record
-from tracking.hashing import array_sha256, weights_sha256
-from tracking.params import Params, load_params
-from tracking.process import reproducible_process, seed_frameworks
-from tracking.seeds import Seeds
+from tracking.config.params import Params, load_params
+from tracking.data.dataset import PREPARED, load_splits, output_size, read_manifest
+from tracking.data.hashing import array_sha256, weights_sha256
+from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import as_record
+from tracking.inspect.audit import (
+    DONE,
+    GO,
+    READY,
+    UNSUPPORTED_FILE,
+    UNSUPPORTED_OP_EXIT,
+    Trace,
+    diagnose,
+    is_determinism_error,
+)
 from tracking.stage import run_main
-from tracking.store import project_root
+from tracking.store.location import project_root
 
 VARIANT = {"det": "control", "nondet": "impl"}
 KERNEL_NOISE = {

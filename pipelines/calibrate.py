@@ -21,26 +21,26 @@ import numpy as np
 
 from pipelines.scoring import flat_metrics, scores, summary_metrics
 from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
-from tracking.baseline import FROZEN_SECTIONS, load_baseline
-from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
-from tracking.determinism import as_record
-from tracking.hashing import weights_sha256
-from tracking.noise import (
+from tracking.config.baseline import FROZEN_SECTIONS, load_baseline
+from tracking.config.params import CLASSIFICATION, Params, load_params
+from tracking.data.dataset import PREPARED, load_splits, output_size, read_manifest
+from tracking.data.hashing import weights_sha256
+from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.determinism.seeds import Seeds, derive_seed
+from tracking.determinism.settings import as_record
+from tracking.noise.statistics import (
     band_from_values,
     churn_measure,
     off_diagonal_summary,
     pairwise_disagreement,
     pairwise_weight_distance,
 )
-from tracking.params import CLASSIFICATION, Params, load_params
-from tracking.process import reproducible_process, seed_frameworks
 from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
-from tracking.seeds import Seeds, derive_seed
+from tracking.run.tracker import Tracker
 from tracking.stage import run_main
-from tracking.store import project_root
-from tracking.tracker import Tracker
+from tracking.store.location import project_root
 
 NOISE_FILE = Path("calibration/noise.json")
 RUNS_FILE = Path("outputs/calibration.npz")

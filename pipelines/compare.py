@@ -1,6 +1,6 @@
 """DVC stage `compare`: judge the candidate run against the noise band that fits it.
 
-Which band, and the test, are `tracking.band_policy`'s (the policy `tracking diff` uses): a candidate whose
+Which band, and the test, are `tracking.noise.policy`'s (the policy `tracking diff` uses): a candidate whose
 data or configuration differs from the baseline, or only its seeds, is judged against the band of reseeded
 runs (`algo`, or `algo+impl` with kernel noise: did the change move the metric beyond chance?); one with the
 same seeds and op determinism against `control`, where anything but bit-identical is drift. The metrics of
@@ -23,7 +23,12 @@ from pipelines.calibrate import NOISE_FILE, RUNS_FILE
 from pipelines.evaluate import EVAL_METRICS, PREDICTIONS
 from pipelines.scoring import flat_metrics
 from pipelines.train import RUN_FILE
-from tracking.band_policy import (
+from tracking.config.baseline import load_baseline
+from tracking.config.params import CLASSIFICATION, Params, load_params
+from tracking.data.dataset import PREPARED, read_manifest
+from tracking.determinism.seeds import resolve_seeds
+from tracking.errors import ParamsError, RunStateError
+from tracking.noise.policy import (
     CONFIG_SECTIONS,
     CONTROL,
     DETERMINISM,
@@ -36,15 +41,16 @@ from tracking.band_policy import (
     judge,
     judge_family,
 )
-from tracking.baseline import load_baseline
-from tracking.dataset import PREPARED, read_manifest
-from tracking.errors import ParamsError, RunStateError
-from tracking.noise import CLASSIFICATION_CHURN, Band, band_from_summary, band_from_values, pairwise_disagreement
-from tracking.params import CLASSIFICATION, Params, load_params
-from tracking.seeds import resolve_seeds
+from tracking.noise.statistics import (
+    CLASSIFICATION_CHURN,
+    Band,
+    band_from_summary,
+    band_from_values,
+    pairwise_disagreement,
+)
+from tracking.run.tracker import Tracker
 from tracking.stage import run_main
-from tracking.store import project_root
-from tracking.tracker import Tracker
+from tracking.store.location import project_root
 
 COMPARE_METRICS = Path("metrics/compare.json")
 REPORT = Path("reports/compare.md")

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tracking.noise import pairwise_disagreement
-from tracking.params import CLASSIFICATION
+from tracking.config.params import CLASSIFICATION
+from tracking.noise.statistics import pairwise_disagreement
 
 
 def render_report(result: dict[str, Any]) -> str:

@@ -16,16 +16,16 @@ import numpy as np
 from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
 from pipelines.train import MODEL, RUN_FILE
 from pipelines.training import compile_model
-from tracking.building import custom_objects
-from tracking.dataset import PREPARED, load_split, output_size, read_manifest
+from tracking.config.params import Params, load_params
+from tracking.data.dataset import PREPARED, load_split, output_size, read_manifest
+from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.errors import RunStateError
-from tracking.params import Params, load_params
-from tracking.process import reproducible_process, seed_frameworks
 from tracking.provenance import to_tags
 from tracking.provenance.dvc import gather_dvc
+from tracking.run.tracker import Tracker
 from tracking.stage import run_main
-from tracking.store import project_root
-from tracking.tracker import Tracker
+from tracking.store.location import project_root
+from tracking.training.building import custom_objects
 
 EVAL_METRICS = Path("metrics/eval.json")
 CONFUSION = Path("plots/confusion.json")

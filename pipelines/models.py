@@ -2,7 +2,7 @@
 
 Each is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`, and seeds nothing
 itself: the training core seeds every initializer, dropout and augmentation layer by its position
-(`tracking.seeding`). Each checks its own kwargs and says in one line what it expects.
+(`tracking.determinism.seeding`). Each checks its own kwargs and says in one line what it expects.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracking.params import CLASSIFICATION, REGRESSION
+from tracking.config.params import CLASSIFICATION, REGRESSION
 
 CNN_BLOCKS = 3  # conv blocks of small_cnn: three 2x2 poolings take 8x8 digits down to 1x1
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from tracking.config.params import CLASSIFICATION
 from tracking.errors import UserCodeError
-from tracking.params import CLASSIFICATION
 
 
 def class_probabilities(outputs: np.ndarray, n_classes: int) -> np.ndarray:

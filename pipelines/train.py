@@ -8,18 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
-from tracking.dataset import PREPARED, load_splits, output_size, read_manifest
-from tracking.determinism import EffectiveDeterminism, as_record
-from tracking.hashing import weights_sha256
-from tracking.params import Params, load_params
-from tracking.process import reproducible_process, seed_frameworks
+from tracking.config.params import Params, load_params
+from tracking.data.dataset import PREPARED, load_splits, output_size, read_manifest
+from tracking.data.hashing import weights_sha256
+from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import EffectiveDeterminism, as_record
 from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
 from tracking.provenance.git import open_repository, strip_credentials
 from tracking.provenance.software import installed_packages
-from tracking.seeds import Seeds
+from tracking.run.tracker import Tracker
 from tracking.stage import run_main
-from tracking.store import connect, project_root
-from tracking.tracker import Tracker
+from tracking.store.location import connect, project_root
 
 OUTPUTS = Path("outputs")
 MODEL = OUTPUTS / "model.keras"
@@ -74,7 +74,7 @@ def tracked_training(
 ) -> tuple[Any, dict[str, list[float]], str]:
     """Train the built model with everything logged to `tracker`'s run: params, provenance (the builder and its
     seeding too), data, initial and trained weights' hashes, per-epoch metrics, model."""
-    from tracking.keras_callback import MlflowMetricsCallback
+    from tracking.training.callback import MlflowMetricsCallback
 
     def log_setup() -> None:
         tracker.log_params(params.flat())

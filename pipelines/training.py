@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from tracking import building
-from tracking.building import call_builder, check_metrics, check_output, resolve_loss
-from tracking.hashing import weights_sha256
-from tracking.lifecycle import deferred_interrupts
-from tracking.params import CLASSIFICATION, REGRESSION, Params
-from tracking.seeding import SeedReport, capturing_weights, seed_model
-from tracking.seeds import Seeds
-from tracking.user_code import DVC_FILE, describe_callable, load_callable, require_stage_dep
+from tracking.config.params import CLASSIFICATION, REGRESSION, Params
+from tracking.config.user_code import DVC_FILE, describe_callable, load_callable, require_stage_dep
+from tracking.data.hashing import weights_sha256
+from tracking.determinism.seeding import SeedReport, capturing_weights, seed_model
+from tracking.determinism.seeds import Seeds
+from tracking.run.lifecycle import deferred_interrupts
+from tracking.training import building
+from tracking.training.building import call_builder, check_metrics, check_output, resolve_loss
 
 # What a task compiles with when params.yaml leaves train.loss or train.metrics null.
 DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"]}
@@ -182,7 +182,7 @@ def fit_model(
     within_batch_seed: int | None = None,
 ) -> dict[str, list[float]]:
     """Fit a compiled model on the seeded batch order; return its per-epoch history."""
-    from tracking.keras_callback import InterruptCheck
+    from tracking.training.callback import InterruptCheck
 
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
     batches = epoch_batches(

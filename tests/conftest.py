@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tracking.baseline import freeze
-from tracking.params import parse_yaml, yaml_editor
+from tracking.config.baseline import freeze
+from tracking.config.params import parse_yaml, yaml_editor
 
 # TensorFlow reads these at import; set them before any test imports it (as `configure_environment` would).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")

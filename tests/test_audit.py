@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO, assert_user_error, client_for, make_project, run, runs_of, write_params
 
-from tracking.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
+from tracking.inspect.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
 
 AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]
 NOISY_BUILDER = '''\
@@ -117,11 +117,11 @@ def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
     """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
     from pipelines.audit_training import train_traced
     from pipelines.training import prepare_model, train_model
-    from tracking.dataset import load_source
-    from tracking.hashing import weights_sha256
-    from tracking.params import Params
-    from tracking.process import seed_frameworks
-    from tracking.seeds import resolve_seeds
+    from tracking.config.params import Params
+    from tracking.data.dataset import load_source
+    from tracking.data.hashing import weights_sha256
+    from tracking.determinism.process import seed_frameworks
+    from tracking.determinism.seeds import resolve_seeds
 
     source = load_source("sklearn:digits")
     params = Params.model_validate(config)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import assert_user_error, client_for, make_project, project_env, run, runs_of, write_params
 
-from tracking.params import DEFAULT_SPLIT_SEED, parse_yaml
+from tracking.config.params import DEFAULT_SPLIT_SEED, parse_yaml
 
 pytestmark = pytest.mark.slow
 

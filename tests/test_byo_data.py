@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import client_for, make_project, run, runs_of, write_params
 
-from tracking.baseline import freeze
-from tracking.dataset import build_manifest, load_from_loader, load_source
+from tracking.config.baseline import freeze
+from tracking.data.dataset import build_manifest, load_from_loader, load_source
+from tracking.data.hashing import array_sha256
 from tracking.errors import DataError
-from tracking.hashing import array_sha256
 
 LOADER = """\
 from pathlib import Path
@@ -53,7 +53,7 @@ def build(input_shape, n_outputs, seeds, width=8):
 
 def add_deps(root: Path, deps: dict[str, list[str]]) -> None:
     """List a team's files among the deps of stages in dvc.yaml, as the README asks."""
-    from tracking.params import parse_yaml, yaml_editor
+    from tracking.config.params import parse_yaml, yaml_editor
 
     path = root / "dvc.yaml"
     spec = parse_yaml(path.read_text())
@@ -275,7 +275,7 @@ def test_scores_for_one_sigmoid_output_and_regression():
 
 
 def test_regression_churn_by_hand():
-    from tracking.noise import pairwise_disagreement, regression_churn
+    from tracking.noise.statistics import pairwise_disagreement, regression_churn
 
     predictions = np.array([[0.0, 0.0], [1.0, 3.0], [2.0, 0.0]])
     matrix = pairwise_disagreement(predictions, "regression", target_std=2.0)

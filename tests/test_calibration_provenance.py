@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import client_for, run, runs_of
 
-from tracking.diff import load_run
+from tracking.inspect.diff import load_run
 
 # Tags of the candidate's run that cannot apply to a repeat: the dvc.lock hashes of the `train` stage's deps,
 # which `evaluate` logs because the candidate was made by `train`; a repeat is made by `calibrate` (its data

@@ -8,8 +8,8 @@ import pytest
 from conftest import client_for, run, runs_of, write_params
 
 from pipelines.compare import choose_variant
+from tracking.config.params import Params
 from tracking.errors import RunStateError
-from tracking.params import Params
 
 ALL = ["algo+impl", "algo", "impl", "control"]
 
@@ -96,7 +96,7 @@ def test_group_scores_accuracy_fpr_fnr_by_hand():
 
 def test_judge_candidate_families():
     from pipelines.compare import judge_candidate
-    from tracking.noise import band_from_values
+    from tracking.noise.statistics import band_from_values
 
     def band(name, values):
         return band_from_values(name, values, 0.05, "test").as_dict()
@@ -130,7 +130,7 @@ def test_judge_candidate_families():
 
 def test_judge_candidate_on_a_tied_band_cannot_judge():
     from pipelines.compare import judge_candidate
-    from tracking.noise import band_from_values
+    from tracking.noise.statistics import band_from_values
 
     tied = band_from_values("test_accuracy", [356 / 360] * 3, 0.05, "calibration:algo+impl").as_dict()
     loss = band_from_values("test_loss", [0.30, 0.31, 0.29], 0.05, "calibration:algo+impl").as_dict()

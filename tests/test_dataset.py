@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from tracking.dataset import Source, build_manifest, check_pin, load_source
+from tracking.data.dataset import Source, build_manifest, check_pin, load_source
+from tracking.data.hashing import array_sha256, weights_sha256
 from tracking.errors import DataError, DataPinMismatch
-from tracking.hashing import array_sha256, weights_sha256
 
 
 def source(n: int = 40, classes: int = 4) -> Source:

@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 from conftest import client_for, project_env, run, write_params
 
-from tracking.band_policy import CANNOT_JUDGE, choose_band
-from tracking.diff import Change, GroupDiff, RunDiff, RunSnapshot, conclude, differences, metric_deltas, split_diff
+from tracking.inspect.diff import (
+    Change,
+    GroupDiff,
+    RunDiff,
+    RunSnapshot,
+    conclude,
+    differences,
+    metric_deltas,
+    split_diff,
+)
+from tracking.noise.policy import CANNOT_JUDGE, choose_band
 
 DATA = "data/raw/digits.npz"
 

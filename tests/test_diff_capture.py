@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import project_env, run
 
-from tracking.diff import load_run
 from tracking.errors import RerunError
+from tracking.inspect.diff import load_run
+from tracking.inspect.worktree import apply_diff, temporary_worktree
 from tracking.provenance.git import encode_diff, gather_git, redact_diff
-from tracking.worktree import apply_diff, temporary_worktree
 
 BASE = {
     "crlf.csv": b"epoch,loss\r\n0,1.5\r\n1,0.5\r\n",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import REPO, client_for, run
 
-from tracking.baseline import freeze
+from tracking.config.baseline import freeze
 
 EXAMPLES = REPO / "examples"
 REGRESSION = "diabetes-regression"

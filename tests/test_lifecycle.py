@@ -3,7 +3,7 @@ import signal
 
 import pytest
 
-from tracking.lifecycle import Terminated, deferred_interrupts, interrupts_raise, raise_if_interrupted, status_for
+from tracking.run.lifecycle import Terminated, deferred_interrupts, interrupts_raise, raise_if_interrupted, status_for
 
 
 def test_status_for():

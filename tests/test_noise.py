@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tracking.band_policy import CANNOT_JUDGE, EXCEEDS, WITHIN, family_verdict, judge, judge_family
-from tracking.noise import (
+from tracking.noise.policy import CANNOT_JUDGE, EXCEEDS, WITHIN, family_verdict, judge, judge_family
+from tracking.noise.statistics import (
     NoiseError,
     band_from_summary,
     band_from_values,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from servers import free_port
 
-from tracking.offline import OFFLINE, Journal, describe, pending_journals, read_journal, server_unavailable
-from tracking.operations import artifact, batch, end
+from tracking.run.operations import artifact, batch, end
+from tracking.store.journal import OFFLINE, Journal, describe, pending_journals, read_journal, server_unavailable
 
 
 def test_a_closed_port_is_a_lost_server_and_a_rejected_request_is_not(monkeypatch):
@@ -79,7 +79,7 @@ def _kept_run(root: Path, run_id: str) -> Path:
 def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from tracking.sync import SOURCE_TAG, sync_all
+    from tracking.store.sync import SOURCE_TAG, sync_all
 
     folder = _kept_run(tmp_path, "a" * 32)
     uri = f"sqlite:///{tmp_path / 'other.db'}"
@@ -100,7 +100,7 @@ def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
 
 def test_sync_to_an_unreachable_server_keeps_the_journal(tmp_path, monkeypatch):
     from tracking.errors import TrackingServerError
-    from tracking.sync import sync_all
+    from tracking.store.sync import sync_all
 
     for name in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
         monkeypatch.setenv(name, "")  # recorded, so the limits sync sets are undone after the test
@@ -118,8 +118,8 @@ def test_a_run_kept_offline_is_not_taken_for_a_stale_one(tmp_path):
 
     from mlflow.tracking import MlflowClient
 
-    from tracking.offline import kept_offline
-    from tracking.stale import KEPT_OFFLINE, PID_TAG, STALE, owner_tags, repair_stale_runs
+    from tracking.store.journal import kept_offline
+    from tracking.store.stale import KEPT_OFFLINE, PID_TAG, STALE, owner_tags, repair_stale_runs
 
     gone = subprocess.Popen(["true"])
     gone.wait()
@@ -148,8 +148,8 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
     from mlflow.tracking import MlflowClient
     from servers import MlflowServer
 
-    from tracking.offline import SPOOL
-    from tracking.tracker import Tracker
+    from tracking.run.tracker import Tracker
+    from tracking.store.journal import SPOOL
 
     for name in ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
         monkeypatch.setenv(name, "")  # recorded, so what the tracker sets is undone after the test

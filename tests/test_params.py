@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from tracking.baseline import freeze, load_baseline
+from tracking.config.baseline import freeze, load_baseline
+from tracking.config.params import Params, flatten, load_params
 from tracking.errors import ParamsError
-from tracking.params import Params, flatten, load_params
 
 REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 

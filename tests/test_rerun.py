@@ -10,8 +10,8 @@ from conftest import assert_user_error, client_for, project_env, run, runs_of, w
 from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
 from tracking.errors import RerunError
-from tracking.restore import write_logged_params
-from tracking.worktree import apply_diff
+from tracking.inspect.restore import write_logged_params
+from tracking.inspect.worktree import apply_diff
 
 _NOT_THE_TREE = ("mlflow.db", "mlartifacts", ".git", ".dvc/tmp")
 

@@ -129,7 +129,7 @@ def test_crash_during_training_under_dvc_repro(prepared):
 
 def tracker_process(root: Path, body: str) -> subprocess.Popen:
     """A real process that opens a `Tracker` run in the project and runs `body` inside it (`tracker` in scope)."""
-    code = f"from tracking.tracker import Tracker\nwith Tracker('test') as tracker:\n    {body}\n"
+    code = f"from tracking.run.tracker import Tracker\nwith Tracker('test') as tracker:\n    {body}\n"
     return subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=root,
@@ -141,7 +141,7 @@ def tracker_process(root: Path, body: str) -> subprocess.Popen:
 
 
 def test_sigkill_leaves_a_run_that_doctor_and_the_next_run_mark_failed(prepared):
-    from tracking.stale import owner_tags
+    from tracking.store.stale import owner_tags
 
     write_params(prepared, train={"epochs": 2000})
     process = start(prepared, "dvc repro")

@@ -68,9 +68,9 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def build(root: Path, builder: str = "everything", **seeds: int):
     from pipelines.training import build_model
-    from tracking.params import Params
-    from tracking.process import seed_frameworks
-    from tracking.seeds import resolve_seeds
+    from tracking.config.params import Params
+    from tracking.determinism.process import seed_frameworks
+    from tracking.determinism.seeds import resolve_seeds
 
     params = Params.model_validate(
         {
@@ -134,9 +134,9 @@ def test_the_same_seeds_rebuild_the_same_model_and_every_generator_is_seeded(zoo
 
 
 def test_randomness_without_a_generator_is_named_and_warned_about(zoo: Path, caplog: pytest.LogCaptureFixture):
-    import tracking.seeding
+    import tracking.determinism.seeding
 
-    tracking.seeding._warned = False
+    tracking.determinism.seeding._warned = False
     built = build(zoo, "unseeded")
     found = built.seeding.unattributed
     assert len(found) == 2, found

@@ -6,11 +6,11 @@ import sys
 import pytest
 from conftest import REPO
 
-from tracking.diff import RunSnapshot, group_diffs
-from tracking.legacy import upgrade_logged
-from tracking.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
-from tracking.restore import params_from_logged
-from tracking.seeds import derive_seed, resolve_seeds
+from tracking.config.legacy import upgrade_logged
+from tracking.config.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
+from tracking.determinism.seeds import derive_seed, resolve_seeds
+from tracking.inspect.diff import RunSnapshot, group_diffs
+from tracking.inspect.restore import params_from_logged
 
 
 def test_derivation_is_the_documented_one():
@@ -37,7 +37,7 @@ def test_explicit_seed_changes_only_that_source():
 def test_hash_seed_is_pinned_by_reexecution(tmp_path):
     script = tmp_path / "show_hash.py"
     script.write_text(
-        "from tracking.seeds import ensure_hash_seed\nensure_hash_seed(1234)\nprint(hash('provenance'))\n"
+        "from tracking.determinism.seeds import ensure_hash_seed\nensure_hash_seed(1234)\nprint(hash('provenance'))\n"
     )
     env_a = {"PYTHONHASHSEED": "1"}
     outputs = {

@@ -13,7 +13,7 @@ import pytest
 from conftest import project_env, run, write_params
 from servers import SKIP_POSTGRES, MlflowServer, Postgres
 
-from tracking.offline import OFFLINE, SYNCED, read_journal
+from tracking.store.journal import OFFLINE, SYNCED, read_journal
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY, client_for, make_project, run, write_params
 
-from tracking.params import flatten, load_params
+from tracking.config.params import flatten, load_params
 
 pytestmark = pytest.mark.slow
 

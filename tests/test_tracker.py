@@ -4,7 +4,7 @@ import pytest
 from conftest import client_for
 
 from tracking.errors import RunStateError, TrackingServerError
-from tracking.tracker import Tracker
+from tracking.run.tracker import Tracker
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from pipelines.training import build_model, epoch_batches, train_model
-from tracking.dataset import load_source
-from tracking.hashing import weights_sha256
-from tracking.params import Params
-from tracking.process import seed_frameworks
-from tracking.seeds import resolve_seeds
+from tracking.config.params import Params
+from tracking.data.dataset import load_source
+from tracking.data.hashing import weights_sha256
+from tracking.determinism.process import seed_frameworks
+from tracking.determinism.seeds import resolve_seeds
 
 TINY = {
     "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3, "augment": True}},
@@ -96,7 +96,7 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
     import keras
 
     from pipelines.training import prepare_model
-    from tracking.building import custom_objects
+    from tracking.training.building import custom_objects
 
     (tmp_path / "team_code.py").write_text(TEAM)
     params = Params.model_validate(

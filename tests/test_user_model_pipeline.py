@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import make_project, run, runs_of, write_params
 
-from tracking.params import parse_yaml, yaml_editor
+from tracking.config.params import parse_yaml, yaml_editor
 
 pytestmark = pytest.mark.slow
 

@@ -129,14 +129,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _provenance(args: argparse.Namespace) -> None:
-    from tracking.params import load_params
-    from tracking.process import reproducible_process, seed_frameworks
-    from tracking.store import project_root
+    from tracking.config.params import load_params
+    from tracking.determinism.process import reproducible_process, seed_frameworks
+    from tracking.store.location import project_root
 
     params = load_params(args.params)
     seeds = reproducible_process(params)
     root = project_root()
-    from tracking.determinism import as_record
+    from tracking.determinism.settings import as_record
     from tracking.provenance import capture
 
     effective = seed_frameworks(params, seeds)
@@ -146,17 +146,17 @@ def _provenance(args: argparse.Namespace) -> None:
 
 
 def _pin_data(args: argparse.Namespace) -> None:
-    from tracking.pinning import pin_prepared_data
-    from tracking.store import project_root
+    from tracking.data.pinning import pin_prepared_data
+    from tracking.store.location import project_root
 
     digest, pin_file = pin_prepared_data(project_root(), args.params)
     print(f"pinned data.sha256 = {digest} in {args.params}; commit it with {pin_file}")
 
 
 def _baseline(args: argparse.Namespace) -> None:
-    from tracking.baseline import freeze
-    from tracking.params import load_params
-    from tracking.store import project_root
+    from tracking.config.baseline import freeze
+    from tracking.config.params import load_params
+    from tracking.store.location import project_root
 
     target = load_params(args.params).calibration.baseline
     freeze(args.params, project_root() / target)
@@ -164,8 +164,8 @@ def _baseline(args: argparse.Namespace) -> None:
 
 
 def _bands(args: argparse.Namespace) -> None:
-    from tracking.groups import bands
-    from tracking.store import find_project, open_client
+    from tracking.noise.groups import bands
+    from tracking.store.location import find_project, open_client
 
     open_client(find_project())
     result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
@@ -174,8 +174,8 @@ def _bands(args: argparse.Namespace) -> None:
 
 
 def _compare_groups(args: argparse.Namespace) -> None:
-    from tracking.groups import compare_groups, fetch_metric_values
-    from tracking.store import find_project, open_client
+    from tracking.noise.groups import compare_groups, fetch_metric_values
+    from tracking.store.location import find_project, open_client
 
     open_client(find_project())
     metrics = args.metric or DEFAULT_METRICS
@@ -204,8 +204,8 @@ def _audit(args: argparse.Namespace) -> None:
     """Run the project's `audit` stage module (`tracking` never imports `pipelines`), passing its exit status on."""
     import subprocess
 
-    from tracking.audit import AuditError
-    from tracking.store import project_root
+    from tracking.inspect.audit import AuditError
+    from tracking.store.location import project_root
 
     root = project_root()
     if not (root / "pipelines" / "audit.py").is_file():
@@ -223,9 +223,9 @@ def _audit(args: argparse.Namespace) -> None:
 
 
 def _diff(args: argparse.Namespace) -> None:
-    from tracking.diff import diff_runs, load_run
-    from tracking.diff_report import render
-    from tracking.store import find_project, open_client
+    from tracking.inspect.diff import diff_runs, load_run
+    from tracking.inspect.diff_report import render
+    from tracking.store.location import find_project, open_client
 
     root = find_project()
     client = open_client(root)
@@ -236,8 +236,8 @@ def _diff(args: argparse.Namespace) -> None:
 
 
 def _rerun(args: argparse.Namespace) -> None:
-    from tracking.rerun import report, rerun
-    from tracking.store import project_root
+    from tracking.inspect.rerun import report, rerun
+    from tracking.store.location import project_root
 
     result = rerun(args.run, project_root(), args.metric, args.alpha)
     sys.stdout.write(report(result))
@@ -247,10 +247,10 @@ def _doctor(args: argparse.Namespace) -> None:
     from mlflow.exceptions import MlflowException
 
     from tracking.errors import TrackingServerError
-    from tracking.offline import kept_offline
-    from tracking.sqlite import database_path
-    from tracking.stale import STALE, repair_stale_runs
-    from tracking.store import open_client, project_root, tracking_uri
+    from tracking.store.journal import kept_offline
+    from tracking.store.location import open_client, project_root, tracking_uri
+    from tracking.store.sqlite import database_path
+    from tracking.store.stale import STALE, repair_stale_runs
 
     root = project_root()
     uri = tracking_uri(root)
@@ -278,8 +278,8 @@ def _sync(args: argparse.Namespace) -> None:
     import os
 
     from tracking.env import MLFLOW_TRACKING_URI
-    from tracking.store import project_root
-    from tracking.sync import sync_all
+    from tracking.store.location import project_root
+    from tracking.store.sync import sync_all
 
     done = sync_all(project_root(), args.tracking_uri or os.environ.get(MLFLOW_TRACKING_URI))
     for synced in done:

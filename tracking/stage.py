@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 
 from tracking.errors import USER_ERROR_EXIT, TrackingError
-from tracking.lifecycle import Terminated
+from tracking.run.lifecycle import Terminated
 
 
 def run_main(main: Callable[[], None]) -> None:

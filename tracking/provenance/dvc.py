@@ -10,9 +10,9 @@ from typing import Any
 
 from ruamel.yaml.error import YAMLError
 
+from tracking.config.params import parse_yaml
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RepoError
-from tracking.params import parse_yaml
 
 
 def gather_dvc(root: Path, stages: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Configuration: params.yaml's schema, the frozen baseline, names from earlier versions, a team's own code."""

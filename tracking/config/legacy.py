@@ -1,0 +1,84 @@
+"""Runs logged by earlier versions of the pipeline, read in today's names so they can be diffed against later runs."""
+
+from __future__ import annotations
+
+import json
+
+from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
+from tracking.determinism.seeds import derive_seed
+from tracking.provenance import TAG_PREFIX
+
+# Before the split seed moved to `data.split_seed`, runs carried it under these names.
+LEGACY_SPLIT_PARAM = "seeds.split"
+LEGACY_SPLIT_TAG = f"{TAG_PREFIX}seeds.split"
+SPLIT_SEED_PARAM = "data.split_seed"
+
+
+# Before builders, runs named a built-in model (`model.name`) with its settings beside it, all of them logged
+# whichever model used them, and `train.augment`; today the builder and only its own kwargs are logged.
+LEGACY_MODEL_PARAM = "model.name"
+BUILTIN_BUILDERS = "pipelines.models:{}"
+LEGACY_MODEL_KWARGS = {
+    "small_cnn": ("filters", "dense_units", "batch_norm", "dropout"),
+    "mlp": ("hidden_units", "batch_norm", "dropout"),
+}
+LEGACY_MODEL_SETTINGS = ("filters", "hidden_units", "dense_units", "batch_norm", "dropout")
+LEGACY_AUGMENT_PARAM = "train.augment"
+# Keys added with builders whose value then was fixed: what such a run used, in today's spelling.
+ADDED_WITH_BUILDERS = {
+    "data.loader": "null",
+    "data.task": CLASSIFICATION,
+    "train.loss": "null",
+    "train.metrics": "null",
+}
+LEGACY_COMPARE_METRICS = "compare.metrics"
+
+
+def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The params and tags of a run as today's pipeline names them (runs logged by it come back as they are).
+
+    A run logged before builders has `model.name` (a built-in), the model settings and `train.augment`: they
+    become `model.builder` (`pipelines.models:<name>`) and `model.kwargs.<setting>` for the settings that
+    builder takes (`model.kwargs.augment` too), and the keys added since get the values such a run used
+    (`train.loss: null` and so on), so `tracking diff` against a newer run of the same model finds nothing.
+
+    A run logged before the split seed moved to `data.split_seed` has `seeds.split` (`null` when derived from
+    `seeds.base`) and the seed it used as the tag `prov.seeds.split`; that seed becomes its `data.split_seed`,
+    so `tracking diff` compares it with later runs as data, not as a training seed. (`tracking rerun` writes
+    the keys as logged: it re-creates the run at its own commit, whose schema has `seeds.split`.)
+    """
+    if LEGACY_MODEL_PARAM in params:
+        params = _upgrade_model(params)
+    if LEGACY_SPLIT_PARAM not in params:
+        return params, tags
+    params = dict(params)
+    logged = params.pop(LEGACY_SPLIT_PARAM)
+    used = tags.get(LEGACY_SPLIT_TAG)
+    if used is None and logged != "null":
+        used = logged
+    if used is None and "seeds.base" in params:
+        used = str(derive_seed(int(params["seeds.base"]), "split"))
+    if used is not None:
+        params.setdefault(SPLIT_SEED_PARAM, used)
+    return params, {key: value for key, value in tags.items() if key != LEGACY_SPLIT_TAG}
+
+
+def _upgrade_model(params: dict[str, str]) -> dict[str, str]:
+    """A pre-builder run's model params (`model.name`, `model.filters`, ..., `train.augment`) in today's names."""
+    params = dict(params)
+    name = params.pop(LEGACY_MODEL_PARAM)
+    settings = {key: params.pop(f"model.{key}") for key in LEGACY_MODEL_SETTINGS if f"model.{key}" in params}
+    params["model.builder"] = BUILTIN_BUILDERS.format(name)
+    for key in LEGACY_MODEL_KWARGS.get(name, ()):
+        if key in settings:
+            params[f"model.kwargs.{key}"] = settings[key]
+    if LEGACY_AUGMENT_PARAM in params:
+        params["model.kwargs.augment"] = params.pop(LEGACY_AUGMENT_PARAM)
+    for key, value in ADDED_WITH_BUILDERS.items():
+        params.setdefault(key, value)
+    if LEGACY_COMPARE_METRICS in params and params[LEGACY_COMPARE_METRICS].startswith("["):
+        named = json.loads(params[LEGACY_COMPARE_METRICS])
+        default = DEFAULT_COMPARE_METRICS[CLASSIFICATION]
+        modes = {metric: default.get(metric, "max") for metric in named}
+        params[LEGACY_COMPARE_METRICS] = "null" if modes == default else json.dumps(modes)
+    return params

@@ -1,0 +1,157 @@
+"""A team's own code named in params.yaml as "package.module:function": found, imported and described.
+
+Modules are searched at the project root first (so a team's `models/resnet.py` is `models.resnet:build`),
+then among installed packages. What was imported is recorded (file hash, package version) so a run says which
+version of the team's code trained it.
+
+A team's module inside the project is a DVC dependency of every stage that runs it (`require_stage_dep`), so
+editing the builder re-runs train and calibrate: the stage refuses to run while dvc.yaml does not list it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import sys
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from tracking.errors import UserCodeError
+
+DVC_FILE = "dvc.yaml"
+
+
+def load_callable(spec: str, key: str, root: Path) -> Callable[..., Any]:
+    """The function `spec` names; a `UserCodeError` naming `key` when it does not import or is not callable."""
+    module_name, _, attribute = spec.partition(":")
+    module = import_module(module_name, key, root)
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise UserCodeError(
+            f"{key}: module '{module_name}' ({getattr(module, '__file__', '?')}) has no '{attribute}'; "
+            f"name a function defined there, e.g. '{module_name}:build', in params.yaml"
+        )
+    if not callable(found):
+        raise UserCodeError(
+            f"{key}: '{spec}' is a {type(found).__name__}, not a function; name a callable in params.yaml"
+        )
+    return found
+
+
+def import_module(module_name: str, key: str, root: Path) -> Any:
+    """Import `module_name` with the project root first on the path."""
+    root_entry = str(root.resolve())
+    if root_entry not in sys.path:
+        sys.path.insert(0, root_entry)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and module_name.startswith(err.name):
+            raise UserCodeError(
+                f"{key}: no module '{module_name}' at the project root ({root_entry}) or among installed "
+                "packages; check the spelling in params.yaml or install the package"
+            ) from err
+        raise UserCodeError(f"{key}: module '{module_name}' failed to import: {err}; install what it needs") from err
+    except Exception as err:  # the user's module raised while importing: show its error, not ours
+        raise UserCodeError(
+            f"{key}: module '{module_name}' raised {type(err).__name__} while importing: {err}; fix the module"
+        ) from err
+
+
+def describe_callable(spec: str, function: Callable[..., Any], root: Path) -> dict[str, str]:
+    """Where `function` came from: its module's file (relative to the project when inside it), SHA-256, package version."""
+    resolved = source_file(function)
+    record = {"spec": spec}
+    if resolved is not None:
+        inside = resolved.is_relative_to(root.resolve()) and "site-packages" not in resolved.parts
+        record["file"] = str(resolved.relative_to(root.resolve())) if inside else str(resolved)
+        record["file_sha256"] = hashlib.sha256(resolved.read_bytes()).hexdigest()
+        if not inside:
+            record["package_version"] = _distribution_version(spec.partition(":")[0])
+    return record
+
+
+def _distribution_version(module_name: str) -> str:
+    """The installed distribution version that provides `module_name`'s top-level package, or 'unknown'."""
+    top = module_name.split(".")[0]
+    for distribution in importlib.metadata.packages_distributions().get(top, []):
+        try:
+            return f"{distribution} {importlib.metadata.version(distribution)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def source_file(function: Callable[..., Any]) -> Path | None:
+    """The resolved file of the module defining `function`; None for built-in or dynamically made code."""
+    module = sys.modules.get(getattr(function, "__module__", ""), None)
+    file = Path(getattr(module, "__file__", "") or "")
+    return file.resolve() if file.is_file() else None
+
+
+def require_stage_dep(function: Callable[..., Any], key: str, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
+    """Refuse to run `stage` with a team's `function` whose module file DVC would not see change.
+
+    `key` is the params.yaml key naming it (model.builder, train.loss, data.loader). The rule applies to a
+    file inside the project (not an installed package, whose version provenance records instead) when the
+    project's `dvc_file` (relative to `root`) declares `stage`: one of that stage's `deps` must be the file or a
+    folder holding it. Without a dvc.yaml declaring the stage (benchmarks, tests calling the training core)
+    there is no rule. Call it before opening an MLflow run, so a refused stage leaves none.
+    """
+    file = source_file(function)
+    project = root.resolve()
+    if file is None or not file.is_relative_to(project) or "site-packages" in file.parts:
+        return
+    deps = stage_deps(project, stage, dvc_file)
+    if deps is None:
+        return
+    relative = PurePosixPath(file.relative_to(project).as_posix())
+    if not any(relative == dep or dep in relative.parents or dep == PurePosixPath(".") for dep in deps):
+        raise UserCodeError(
+            f"{key}: {relative} is not a dependency of stage {stage}, so DVC would not re-run it when "
+            f"the file changes; add `- {relative}` under deps of stage {stage} in {dvc_file}"
+        )
+
+
+def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:
+    """The deps of `stage` in `root / dvc_file` as paths relative to `root`; None when that file does not declare it.
+
+    Read as plain YAML (milliseconds); a templated dvc.yaml (`${...}`, `foreach`, `matrix`) goes through DVC's
+    API, which resolves it (about a second).
+    """
+    from tracking.config.params import parse_yaml
+    from tracking.provenance.dvc import TEMPLATED
+
+    path = root / dvc_file
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    if any(marker in text for marker in TEMPLATED):
+        return _stage_deps_from_dvc(root, stage, path)
+    declared = ((parse_yaml(text) or {}).get("stages") or {}).get(stage)
+    if not isinstance(declared, dict):
+        return None
+    wdir = PurePosixPath(dvc_file).parent / declared.get("wdir", ".")
+    return [_relative(wdir / str(entry)) for entry in declared.get("deps") or []]
+
+
+def _stage_deps_from_dvc(root: Path, stage: str, path: Path) -> list[PurePosixPath] | None:
+    """`stage_deps` through DVC's API, for a dvc.yaml whose templating must be resolved."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        for found in repo.index.stages:
+            if getattr(found, "name", None) == stage and Path(found.dvcfile.path).resolve() == path.resolve():
+                paths = [Path(dep.fs_path).resolve() for dep in found.deps]
+                inside = [path for path in paths if path.is_relative_to(root)]
+                return [_relative(PurePosixPath(path.relative_to(root).as_posix())) for path in inside]
+    return None
+
+
+def _relative(path: PurePosixPath) -> PurePosixPath:
+    """`path` as `declared_outputs` normalises stage paths: no `.` parts or trailing slash, `..` folded."""
+    from tracking.provenance.dvc import normal_path
+
+    return PurePosixPath(normal_path(path))

@@ -1,0 +1,360 @@
+"""The prepared data set: loading a source, the manifest with full-content hashes, and the pin check.
+
+A source is a scikit-learn built-in (`sklearn:digits`, `sklearn:breast_cancer`, `sklearn:diabetes`: they ship
+with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups`, or a team's
+`data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks).
+`data.task` decides what `y` holds: class labels 0..K-1 or float regression targets of any shape. The
+manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
+from tracking.config.user_code import load_callable
+from tracking.data.hashing import array_sha256, combine
+from tracking.errors import DataError, DataPinMismatch, UserCodeError
+
+SPLITS = ("train", "val", "test")
+MANIFEST = "manifest.json"
+PINS_DIR = Path("data/pins")
+PREPARED = Path("data/prepared")
+
+
+# scikit-learn's shipped sets (no download) and the task each one is for.
+BUILTIN_TASKS = {
+    "sklearn:digits": CLASSIFICATION,
+    "sklearn:breast_cancer": CLASSIFICATION,
+    "sklearn:diabetes": REGRESSION,
+}
+LOADER_KEYS = ("x", "y", "groups")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Arrays loaded from a source, before splitting."""
+
+    x: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray | None
+    name: str
+
+
+def load_data(data: DataParams, root: Path = Path(".")) -> Source:
+    """The samples `data.source` or `data.loader` names, checked for `data.task`."""
+    if data.loader is not None:
+        return load_from_loader(data.loader, data.kwargs, root, data.task)
+    return load_source(data.source, root, data.task)
+
+
+def load_source(source: str, root: Path = Path("."), task: str = CLASSIFICATION) -> Source:
+    """Load a scikit-learn built-in or a user `.npz`, checking shapes, labels and values for `task`."""
+    if source in BUILTIN_TASKS:
+        if BUILTIN_TASKS[source] != task:
+            raise DataError(
+                f"data.task: '{source}' is a {BUILTIN_TASKS[source]} set but data.task is {task}; "
+                f"set data.task: {BUILTIN_TASKS[source]} in params.yaml"
+            )
+        return _builtin(source)
+    if source.startswith("sklearn:"):
+        names = ", ".join(f"'{name}'" for name in BUILTIN_TASKS)
+        raise DataError(f"data.source: unknown built-in '{source}'; use {names}, or a path to an .npz file")
+    path = root / source
+    if not path.is_file():
+        raise DataError(f"data.source: file '{source}' not found; check the path or run `dvc pull` to fetch it")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise DataError(
+                f"data.source: '{source}' is not a readable .npz file (it holds a single array, not named arrays "
+                "x and y); save it with np.savez(path, x=..., y=...)"
+            )
+        with loaded as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise DataError(
+            f"data.source: '{source}' is not a readable .npz file ({err}); re-create or re-fetch it"
+        ) from err
+    missing = [key for key in ("x", "y") if key not in arrays]
+    if missing:
+        raise DataError(
+            f"data.source: '{source}' lacks array(s) {', '.join(missing)}; save it with np.savez(path, x=..., y=...)"
+        )
+    return _validate(arrays, f"data.source: '{source}'", source, task)
+
+
+def _builtin(source: str) -> Source:
+    from sklearn import datasets
+
+    if source == "sklearn:digits":
+        digits = datasets.load_digits()
+        x = (digits.images / 16.0).astype("float32")[..., None]
+        return Source(x=x, y=digits.target.astype("int64"), groups=None, name=source)
+    if source == "sklearn:breast_cancer":
+        found = datasets.load_breast_cancer()
+        x = found.data
+        x = ((x - x.mean(axis=0)) / x.std(axis=0)).astype("float32")  # features span 1e-3..1e3: standardise
+        return Source(x=x, y=found.target.astype("int64"), groups=None, name=source)
+    found = datasets.load_diabetes()  # features already centred and scaled by scikit-learn
+    y = found.target
+    return Source(
+        x=found.data.astype("float32"), y=((y - y.mean()) / y.std()).astype("float32"), groups=None, name=source
+    )
+
+
+def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -> Source:
+    """Call the team's `data.loader` with `data.kwargs` and check what it returns: a mapping of arrays x, y, groups."""
+    loader = load_callable(spec, "data.loader", root)
+    try:
+        returned = loader(**kwargs)
+    except TypeError as err:
+        raise UserCodeError(
+            f"data.loader: '{spec}' cannot be called with data.kwargs {kwargs} ({err}); "
+            "make data.kwargs match the loader's parameters in params.yaml"
+        ) from err
+    where = f"data.loader: '{spec}'"
+    if not isinstance(returned, Mapping):
+        raise DataError(
+            f"{where} returned a {type(returned).__name__}, not a mapping; return a dict with arrays x, y "
+            "(and optionally groups)"
+        )
+    unknown = sorted(str(key) for key in returned if key not in LOADER_KEYS)
+    missing = [key for key in ("x", "y") if key not in returned]
+    if missing or unknown:
+        problem = f"lacks {', '.join(missing)}" if missing else f"has unknown key(s) {', '.join(unknown)}"
+        raise DataError(
+            f"{where} returned a mapping that {problem}; return exactly the keys x, y and optionally groups"
+        )
+    arrays = {}
+    for key, value in returned.items():
+        if not isinstance(value, np.ndarray):
+            raise DataError(
+                f"{where} returned {key} as a {type(value).__name__}; return NumPy arrays "
+                f"(np.asarray({key}), or np.load(path, mmap_mode='r') for a large .npy)"
+            )
+        arrays[key] = value
+    return _validate(arrays, where, f"loader:{spec}", task)
+
+
+def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:
+    """The arrays checked for `task`: one row per sample, numeric finite features, labels or targets that fit."""
+    x, y, groups = arrays["x"], arrays["y"], arrays.get("groups")
+    if x.ndim < 2 or len(x) == 0:
+        raise DataError(
+            f"{where} array x must hold at least one sample of features, got shape {x.shape}; "
+            "save x with one row per sample, shape (n_samples, features...)"
+        )
+    lengths = {"x": len(x), "y": len(y) if y.ndim else 0, **({"groups": len(groups)} if groups is not None else {})}
+    if len(set(lengths.values())) != 1:
+        raise DataError(f"{where} arrays differ in length ({lengths}); every array needs one entry per sample")
+    y = _labels(y, where) if task == CLASSIFICATION else _targets(y, where)
+    if groups is not None and (groups.ndim != 1 or groups.dtype.kind not in "biuUS"):
+        raise DataError(
+            f"{where} array groups must be 1-D integers or strings, got {groups.dtype} with shape {groups.shape}; "
+            "give one group id per sample (e.g. np.asarray(groups, dtype=str))"
+        )
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise DataError(
+            f"{where} array x must be numeric, got {x.dtype}; encode the features as numbers (e.g. x.astype('float32'))"
+        )
+    _check_finite(x, where)
+    if x.ndim == 3:
+        x = x[..., None]
+    return Source(x=x if x.dtype == np.float32 else x.astype("float32"), y=y, groups=groups, name=name)
+
+
+def _labels(y: np.ndarray, where: str) -> np.ndarray:
+    """Class labels 0..K-1 as int64, every class present."""
+    if not np.issubdtype(y.dtype, np.integer) or y.ndim != 1:
+        raise DataError(
+            f"{where} array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}; for data.task "
+            "classification save class indices (e.g. y.argmax(axis=1) for one-hot rows, y.astype(int) for "
+            "whole-number floats), or set data.task: regression for float targets"
+        )
+    if y.min() < 0:
+        raise DataError(f"{where} array y has negative label {y.min()}; labels must be 0..n_classes-1")
+    absent = _absent_classes(y)
+    if absent:
+        raise DataError(
+            f"{where} array y has labels up to {y.max()} but classes {absent} never appear; "
+            "labels must be 0..n_classes-1 with every class present: re-encode them with np.unique(y, return_inverse=True)"
+        )
+    return np.asarray(y, dtype="int64")
+
+
+def _targets(y: np.ndarray, where: str) -> np.ndarray:
+    """Regression targets of any shape (n, ...) as float32, every value finite."""
+    if y.ndim < 1 or not np.issubdtype(y.dtype, np.number) or np.issubdtype(y.dtype, np.complexfloating):
+        raise DataError(
+            f"{where} array y must hold numeric targets for data.task regression, one row per sample, got "
+            f"{y.dtype} with shape {y.shape}; save them as floats (y.astype('float32'))"
+        )
+    finite = np.isfinite(y).reshape(len(y), -1).all(axis=1)
+    if not finite.all():
+        raise DataError(
+            f"{where} array y has NaN or infinite targets in {int((~finite).sum())} sample(s), the first at index "
+            f"{int(np.argmin(finite))}; drop or impute those samples before use"
+        )
+    return np.asarray(y, dtype="float32")
+
+
+def _check_finite(x: np.ndarray, where: str, rows: int = 4096) -> None:
+    """Stop on NaN or infinite features, reading x a block of rows at a time (a memory map stays on disk)."""
+    bad: list[int] = []
+    nans = infs = 0
+    for start in range(0, len(x), rows):
+        block = np.asarray(x[start : start + rows])
+        finite = np.isfinite(block).reshape(len(block), -1).all(axis=1)
+        if not finite.all():
+            bad += list(start + np.flatnonzero(~finite))
+            nans, infs = nans + int(np.isnan(block).sum()), infs + int(np.isinf(block).sum())
+    if bad:
+        raise DataError(
+            f"{where} array x has NaN or infinite values ({nans} NaN, {infs} inf, in "
+            f"{len(bad)} sample(s), the first at index {bad[0]}); drop or impute those samples before use"
+        )
+
+
+def _absent_classes(y: np.ndarray, shown: int = 10) -> str:
+    """The labels in 0..max(y) that no sample carries, as a short list ('' when there are none)."""
+    present = np.unique(y)
+    missing_count = int(y.max()) + 1 - len(present)
+    if missing_count == 0:
+        return ""
+    missing = np.setdiff1d(np.arange(min(int(y.max()), len(present) + shown) + 1), present)[:shown]
+    listed = ", ".join(str(label) for label in missing)
+    return listed + (f" and {missing_count - len(missing)} more" if missing_count > len(missing) else "")
+
+
+def build_manifest(
+    splits: dict[str, dict[str, np.ndarray]], source: Source, task: str = CLASSIFICATION
+) -> dict[str, Any]:
+    """Hashes of every array written, sample counts (and class counts), outputs the model needs, the content hash.
+
+    `n_outputs` is the class count K for classification, the product of the target shape (1 for 1-D
+    targets) for regression; only classification has `n_classes` and `class_counts`.
+    """
+    origin = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
+    hashes = {
+        f"{split}/{name}": array_sha256(array) for split, arrays in splits.items() for name, array in arrays.items()
+    }
+    target_shape = [int(size) for size in source.y.shape[1:]]
+    manifest = {
+        "source": source.name,
+        "source_sha256": combine({name: array_sha256(array) for name, array in origin.items()}),
+        "content_sha256": combine(hashes),
+        "arrays": hashes,
+        "task": task,
+        "target_shape": target_shape,
+        "n_samples": {split: len(arrays["y"]) for split, arrays in splits.items()},
+        "shapes": {split: list(arrays["x"].shape[1:]) for split, arrays in splits.items()},
+        "has_groups": all("groups" in arrays for arrays in splits.values()),
+    }
+    if task == CLASSIFICATION:
+        n_classes = int(source.y.max()) + 1
+        manifest.update(
+            {
+                "n_classes": n_classes,
+                "n_outputs": n_classes,
+                "class_counts": {split: _class_counts(arrays["y"], n_classes) for split, arrays in splits.items()},
+            }
+        )
+    else:
+        manifest["n_outputs"] = int(np.prod(target_shape, dtype=np.int64))
+    return manifest
+
+
+def _class_counts(y: np.ndarray, n_classes: int) -> dict[str, int]:
+    counts = Counter(int(label) for label in y)
+    return {str(label): counts.get(label, 0) for label in range(n_classes)}
+
+
+def check_pin(manifest: dict[str, Any], pinned: str | None, pins_dir: Path = PINS_DIR) -> None:
+    """Stop when the prepared content differs from `data.sha256`, printing both hashes and the count changes."""
+    actual = manifest["content_sha256"]
+    if pinned is None or pinned == actual:
+        return
+    previous = pins_dir / f"{pinned}.json"
+    if previous.is_file():
+        changes = (
+            describe_count_changes(json.loads(previous.read_text()), manifest) or "counts unchanged, values differ"
+        )
+    else:
+        total = sum(manifest["n_samples"].values())
+        changes = f"now {total} samples; no record of the pinned data's counts in {previous}"
+    raise DataPinMismatch(
+        f"data content sha256 {actual} differs from data.sha256 {pinned} pinned in params.yaml ({changes}); "
+        "restore the pinned data (`dvc checkout`), or if the change is intended run `tracking pin-data`"
+    )
+
+
+def describe_count_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Sample and per-class count changes between two manifests, e.g. 'samples 1797 -> 1897 (+100)'."""
+    parts = []
+    total_before, total_after = sum(before["n_samples"].values()), sum(after["n_samples"].values())
+    if total_before != total_after:
+        parts.append(f"samples {total_before} -> {total_after} ({total_after - total_before:+d})")
+    classes_before, classes_after = _totals(before.get("class_counts", {})), _totals(after.get("class_counts", {}))
+    for label in sorted(set(classes_before) | set(classes_after), key=int):
+        old, new = classes_before.get(label, 0), classes_after.get(label, 0)
+        if old != new:
+            parts.append(f"class {label} {old} -> {new} ({new - old:+d})")
+    return "; ".join(parts)
+
+
+def _totals(per_split: dict[str, dict[str, int]]) -> dict[str, int]:
+    totals: Counter[str] = Counter()
+    for counts in per_split.values():
+        totals.update(counts)
+    return dict(totals)
+
+
+def output_size(manifest: dict[str, Any]) -> int:
+    """How many outputs the model needs for the prepared data: `n_outputs` (or, in older manifests, `n_classes`)."""
+    return int(manifest["n_outputs"] if "n_outputs" in manifest else manifest["n_classes"])
+
+
+def read_manifest(prepared: Path) -> dict[str, Any]:
+    path = prepared / MANIFEST
+    if not path.is_file():
+        raise DataError(f"{path} not found; run the prepare stage first (`dvc repro prepare`)")
+    return json.loads(path.read_text())
+
+
+def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
+    """The arrays of one split as written by the prepare stage; an unreadable file names the way to re-create it."""
+    arrays = {}
+    for path in sorted(prepared.glob(f"{split}_*.npy")):
+        try:
+            arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as err:
+            raise DataError(
+                f"{path} is not a readable .npy file ({err}); re-create it with `dvc repro -f prepare` "
+                "or restore it with `dvc checkout`"
+            ) from err
+    if "x" not in arrays or "y" not in arrays:
+        raise DataError(f"{prepared}: split '{split}' is missing; run the prepare stage first (`dvc repro prepare`)")
+    return arrays
+
+
+def load_splits(prepared: Path, manifest: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
+    """Every split the manifest lists with samples (val is absent when `data.val_fraction` is 0)."""
+    return {split: load_split(prepared, split) for split in SPLITS if manifest["n_samples"].get(split)}
+
+
+def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manifest: dict[str, Any]) -> None:
+    """Write each array as .npy (byte-stable, unlike .npz) and the manifest last."""
+    prepared.mkdir(parents=True, exist_ok=True)
+    for split, arrays in splits.items():
+        for name, array in arrays.items():
+            np.save(prepared / f"{split}_{name}.npy", array, allow_pickle=False)
+    (prepared / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,233 @@
+"""Seeds for any Keras model: each layer's randomness re-seeded by its position in the model, not by its name.
+
+After a builder returns (ours or a team's), `seed_model` walks the model's layers depth first in the order
+they are tracked (sub-layers of a layer right after it) and gives
+- every weight drawn by a random initializer the seed `seeds.init + k`, k counting those weights in walk
+  order (each layer's weights in creation order), and re-draws it;
+- every `SeedGenerator` of an augmentation/preprocessing layer the state `[seeds.augment + i, 0]`, i counting
+  those generators in walk order;
+- every other layer's `SeedGenerator` (the Dropout family, GaussianNoise, recurrent dropout in RNN cells,
+  MultiHeadAttention's dropout, a custom layer's own generator) the state `[seeds.dropout + j, 0]`.
+So changing one of the three seeds changes its stream alone. The built-in builders' seeds follow the same
+numbering (their k-th kernel initializer used `seeds.init + k`), so their weights are unchanged.
+
+Randomness that cannot be attributed to a layer's stream is seeded from `seeds.base` and named in the
+run's provenance (`prov.seeds.unattributed`): a `keras.random` call without a generator (Keras's global
+generator), a stateful `tf.random` op, an initializer that is not a Keras one and draws, or a variable made outside
+`add_weight`. It is also warned about once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracking.determinism.seeds import Seeds
+
+log = logging.getLogger(__name__)
+
+# Stateful TensorFlow random ops: seeded from the global TF seed and a graph counter, so not by any layer's
+# seed. (Keras's own random functions use the stateless kind with a seed from a generator.)
+STATEFUL_RANDOM_OPS = frozenset(
+    {
+        "RandomStandardNormal",
+        "RandomUniform",
+        "RandomUniformInt",
+        "TruncatedNormal",
+        "RandomShuffle",
+        "Multinomial",
+        "RandomGamma",
+        "RandomPoisson",
+        "RandomPoissonV2",
+        "ParameterizedTruncatedNormal",
+        "RandomCrop",
+        "RandomGammaGrad",
+        "StatefulStandardNormalV2",
+        "StatefulUniform",
+        "StatefulUniformInt",
+        "StatefulUniformFullInt",
+        "StatefulTruncatedNormal",
+        "StatefulRandomBinomial",
+    }
+)
+# Initializers that draw nothing: re-seeding them is not needed, and they are not unattributed randomness.
+_DETERMINISTIC_INITIALIZERS = frozenset({"Zeros", "Ones", "Constant", "Identity", "STFT", "STFTInitializer"})
+
+
+@dataclass
+class Created:
+    """Weights created while a builder ran: (layer, variable, initializer) in creation order."""
+
+    weights: list[tuple[Any, Any, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SeedReport:
+    """How many weights and generators each stream seeded, and the randomness no stream covers."""
+
+    init: int
+    dropout: int
+    augment: int
+    unattributed: tuple[str, ...]
+
+    def as_record(self) -> dict[str, Any]:
+        """The provenance entries (`prov.seeds.*`): counts per stream and the unattributed sources, if any."""
+        record: dict[str, Any] = {
+            "seeded_weights": self.init,
+            "seeded_dropout_generators": self.dropout,
+            "seeded_augment_generators": self.augment,
+        }
+        if self.unattributed:
+            record["unattributed"] = "; ".join(self.unattributed)
+        return record
+
+
+@contextlib.contextmanager
+def capturing_weights() -> Iterator[Created]:
+    """Record every weight a layer adds (with its initializer) while the block runs, e.g. while a builder builds."""
+    from keras import initializers
+    from keras.src.layers.layer import Layer
+
+    created = Created()
+    original = Layer.add_weight
+
+    def add_weight(layer: Any, *args: Any, **kwargs: Any) -> Any:
+        variable = original(layer, *args, **kwargs)
+        initializer = kwargs.get("initializer", args[1] if len(args) > 1 else None)
+        if initializer is None:
+            initializer = "glorot_uniform" if "float" in str(variable.dtype) else "zeros"
+        created.weights.append((layer, variable, initializers.get(initializer)))
+        return variable
+
+    Layer.add_weight = add_weight
+    try:
+        yield created
+    finally:
+        Layer.add_weight = original
+
+
+def walk_layers(model: Any) -> list[Any]:
+    """`model` and every sub-layer, depth first in tracking order, each once: the positions seeds follow."""
+    found: list[Any] = []
+    seen: set[int] = set()
+
+    def visit(layer: Any) -> None:
+        if id(layer) in seen:
+            return
+        seen.add(id(layer))
+        found.append(layer)
+        for sub in layer._layers:
+            visit(sub)
+
+    visit(model)
+    return found
+
+
+def is_augmentation(layer: Any) -> bool:
+    """A preprocessing layer (RandomFlip, RandomTranslation, ...): its randomness is the augment stream."""
+    return type(layer).__module__.startswith("keras.src.layers.preprocessing")
+
+
+def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[int, ...]) -> SeedReport:
+    """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them."""
+    import numpy as np
+    from keras.src.initializers.random_initializers import RandomInitializer
+
+    layers = walk_layers(model)
+    order = {id(layer): index for index, layer in enumerate(layers)}
+    by_layer = sorted(enumerate(created.weights), key=lambda item: (order.get(id(item[1][0]), len(order)), item[0]))
+    unattributed = []
+    k = 0
+    for _, (layer, variable, initializer) in by_layer:
+        name = type(initializer).__name__
+        if isinstance(initializer, RandomInitializer):
+            config = {**initializer.get_config(), "seed": seeds.init + k}
+            variable.assign(type(initializer).from_config(config)(variable.shape, dtype=variable.dtype))
+            k += 1
+        elif name not in _DETERMINISTIC_INITIALIZERS and _draws(initializer, variable):
+            unattributed.append(f"initializer {name} of {_describe(layer, order)}")
+    captured = {id(variable) for _, variable, _ in created.weights}
+    for layer in layers:
+        for variable in layer._trainable_variables + layer._non_trainable_variables:
+            if id(variable) not in captured:
+                unattributed.append(f"variable {variable.path} of {_describe(layer, order)} made outside add_weight")
+                captured.add(id(variable))
+    counts = {"dropout": 0, "augment": 0}
+    for layer in layers:
+        stream = "augment" if is_augmentation(layer) else "dropout"
+        for generator in layer._seed_generators:
+            seed = getattr(seeds, stream) + counts[stream]
+            generator.state.assign(np.array([seed, 0], dtype=generator.state.dtype))
+            counts[stream] += 1
+    unattributed += unattributed_randomness(model, input_shape, seeds.base)
+    report = SeedReport(k, counts["dropout"], counts["augment"], tuple(unattributed))
+    if report.unattributed:
+        warn_unattributed(report.unattributed)
+    return report
+
+
+def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int) -> list[str]:
+    """Random draws in a training-mode call of `model` that no layer's generator makes, after seeding Keras's
+    global generator from `base`: found by tracing the call (nothing runs, so no state moves)."""
+    import tensorflow as tf
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, seed_generator.SeedGenerator(base))
+    global_calls: list[str] = []
+    original = seed_generator.global_seed_generator
+
+    def recording() -> Any:
+        global_calls.append(tf.get_current_name_scope() or "the model")
+        return original()
+
+    inputs = getattr(model, "inputs", None) or []
+    if len(inputs) > 1:
+        return [f"not checked: the model takes {len(inputs)} inputs, the check traces one"]
+    seed_generator.global_seed_generator = recording
+    try:
+        graph = (
+            tf.function(lambda x: model(x, training=True))
+            .get_concrete_function(tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32))
+            .graph
+        )
+    except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
+        first = (str(err).splitlines() or [""])[0][:200]
+        return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]
+    finally:
+        seed_generator.global_seed_generator = original
+    found = [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(global_calls)]
+    found += [f"tf.random op {op.type} at {op.name}" for op in graph.get_operations() if op.type in STATEFUL_RANDOM_OPS]
+    return found
+
+
+_warned = False
+
+
+def warn_unattributed(sources: tuple[str, ...]) -> None:
+    """Say once per process that some randomness follows `seeds.base` only, naming it."""
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning(
+            "randomness no layer's seed covers, seeded from seeds.base (recorded in prov.seeds.unattributed): %s; "
+            "give the layer its own keras.random.SeedGenerator so seeds.dropout or seeds.augment decides it",
+            "; ".join(sources),
+        )
+
+
+def _draws(initializer: Any, variable: Any) -> bool:
+    """Whether an initializer that is not a Keras random one (e.g. LSTM's forget-gate bias function) draws
+    randomness: two calls differ."""
+    import numpy as np
+
+    first, second = (np.asarray(initializer(variable.shape, dtype=variable.dtype)) for _ in range(2))
+    return not np.array_equal(first, second)
+
+
+def _describe(layer: Any, order: dict[int, int]) -> str:
+    """A layer as provenance names it: its class and position in the walk."""
+    return f"layer #{order.get(id(layer), '?')} ({type(layer).__name__})"

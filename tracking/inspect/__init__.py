@@ -1,0 +1,1 @@
+"""Explaining runs: `tracking diff`, `tracking rerun` and `tracking audit`, and their reports."""

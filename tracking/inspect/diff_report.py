@@ -1,0 +1,141 @@
+"""`tracking diff` output: plain text (default), Markdown, or JSON of the same `RunDiff`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tracking.inspect.diff import Change, GroupDiff, RunDiff
+from tracking.provenance import WEIGHTS_TAG
+
+FORMATS = ("text", "md", "json")
+_SHOWN = 8
+_WIDTH = 40
+
+
+def render(diff: RunDiff, fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(diff.as_dict(), indent=2, default=str) + "\n"
+    markdown = fmt == "md"
+    summary = diff.as_dict()
+    lines = ["# tracking diff" if markdown else "tracking diff", ""]
+    lines += [_run_line("A", summary["a"], markdown), _run_line("B", summary["b"], markdown), ""]
+    lines.append(
+        "## Differences, most likely to move results first"
+        if markdown
+        else "Differences, most likely to move results first:"
+    )
+    changed = [group for group in diff.groups if group.changes]
+    for group in changed:
+        lines += _group_lines(group, markdown)
+    identical = [group for group in diff.groups if group.identical]
+    if identical:
+        summary = ", ".join(_identical(group) for group in identical)
+        lines.append(f"- identical: {summary}" if markdown else f"  identical: {summary}")
+    if not changed:
+        lines.append(
+            "  nothing differs in what the runs logged" if not markdown else "- nothing differs in what the runs logged"
+        )
+    lines += ["", _weights_line(diff), ""]
+    lines += _metric_lines(diff, markdown)
+    lines += ["", f"**Conclusion:** {diff.conclusion}" if markdown else f"Conclusion: {diff.conclusion}"]
+    return "\n".join(lines) + "\n"
+
+
+def _run_line(label: str, run: dict[str, Any], markdown: bool) -> str:
+    name = f" {run['name']}" if run["name"] else ""
+    exp = f", dvc exp {run['dvc_exp_name']}" if run.get("dvc_exp_name") else ""
+    text = f"{label}: run {run['run_id']}{name} ({run['status']}{exp})"
+    return f"- {text}" if markdown else text
+
+
+def _group_lines(group: GroupDiff, markdown: bool) -> list[str]:
+    head = f"{group.name} ({len(group.changes)} of {group.compared} fields differ): {group.note}"
+    if markdown:
+        lines = [f"### {head}", "", "| field | A | B |", "|---|---|---|"]
+        lines += [
+            f"| `{change.key}` | {_value(change.a)} | {_value(change.b)}{_step(group, change)} |"
+            for change in group.changes
+        ]
+        return [*lines, ""]
+    lines = [f"  {head}"]
+    for change in group.changes[:_SHOWN]:
+        lines.append(f"    {change.key:<{_WIDTH}} {_value(change.a)} -> {_value(change.b)}{_step(group, change)}")
+    if len(group.changes) > _SHOWN:
+        lines.append(f"    ... {len(group.changes) - _SHOWN} more (see --format json)")
+    return lines
+
+
+def _identical(group: GroupDiff) -> str:
+    if group.name == "code":
+        return f"code ({group.note})"
+    return f"{group.name} ({group.compared} fields)"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    text = str(value)
+    return text[:16] + "..." if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text[:60]
+
+
+def _step(group: GroupDiff, change: Change) -> str:
+    """The signed change between two data counts, e.g. " (+126)"; empty for anything else."""
+    a, b = str(change.a), str(change.b)
+    if group.name != "data" or not (a.isdigit() and b.isdigit()):
+        return ""
+    return f" ({int(b) - int(a):+d})"
+
+
+def _weights_line(diff: RunDiff) -> str:
+    if diff.weights_identical is None:
+        return "Weights: not comparable (a run lacks prov.weights_sha256)"
+    a, b = diff.a.tags[WEIGHTS_TAG], diff.b.tags[WEIGHTS_TAG]
+    return (
+        f"Weights: bit-identical (sha256 {a[:16]}...)"
+        if diff.weights_identical
+        else f"Weights: differ (sha256 {a[:16]}... vs {b[:16]}...)"
+    )
+
+
+def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
+    band = diff.band
+    if band.get("variant"):
+        head = (
+            f"Metrics, B - A; B judged against the {band['variant'].upper()} band of calibration run {band['calibration_run']} "
+            f"(n={band['repeats']}; chosen because {band['reason']}) around {band['reference']}; "
+            f"z = gap / (std * sqrt(1 + 1/m)), m runs in that reference; alpha {diff.alpha}, Holm over the metrics"
+        )
+    else:
+        head = f"Metrics, B - A (no band: {band['reason']})"
+    lines = [f"## {head}" if markdown else f"{head}:"]
+    if markdown:
+        lines += [
+            "",
+            "| metric | A | B | B - A | better/worse | z | p | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    for delta in diff.deltas:
+        found = delta.judgement
+        verdict = (
+            "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
+        )
+        z = "" if delta.z is None else f"{delta.z:+.2f}"
+        gap = (
+            f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g})"
+            if found and found.reference_runs > 1
+            else ""
+        )
+        p = "" if found is None or found.p_value is None else f"{found.p_value:.3g}"
+        if markdown:
+            lines.append(
+                f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {delta.direction} | {z} | {p} | {verdict} |"
+            )
+        else:
+            lines.append(
+                f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}{' ' + delta.direction if delta.direction else ''}  "
+                f"{z + ' sigma' if z else ''}{'  p=' + p if p else ''}  {verdict}"
+            )
+    if not diff.deltas:
+        lines.append("  (neither run has the metrics asked for)")
+    return lines

@@ -1,0 +1,186 @@
+"""`tracking rerun RUN`: re-create a logged run in a temporary git worktree, train it again, compare the two.
+
+The worktree is checked out at the run's commit with its uncommitted diff applied; params.yaml is written
+from the logged params (seeds and determinism included); the prepared data is checked out of the user's
+DVC cache at the logged hash. DVC then runs train and evaluate there, logging to the user's store, and the
+new run is tagged `rerun_of`. The user's working tree is never touched, and the worktree is removed on
+success, on failure and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracking.data.dataset import PREPARED
+from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
+from tracking.errors import RerunError
+from tracking.provenance import WEIGHTS_TAG
+
+STAGES = ("train", "evaluate")
+STEPS = ("worktree", "code", "params", "data", *STAGES)
+RERUN_OF = "rerun_of"
+COMMIT_TAG = "mlflow.source.git.commit"
+DATA_HASH_TAG = f"prov.dvc.deps.train.{PREPARED.as_posix()}"
+RUN_FILE = Path("outputs/run.json")  # written by the train stage: the id of the run it opened
+ENVIRONMENT_GROUPS = ("software", "hardware")
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The logged run, its re-creation, and what `tracking diff` finds between them."""
+
+    original: Any
+    new: Any
+    diff: Any
+
+
+def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float = 0.05) -> Rerun:
+    """Re-create run `ref` (a run id or DVC experiment name) of the project at `root` and train it again."""
+    from tracking.inspect.diff import diff_runs, load_run
+    from tracking.store.location import open_client, tracking_uri
+
+    uri = tracking_uri(root)
+    client = open_client(root)
+    original = load_run(client, ref)
+    commit = original.tags.get(COMMIT_TAG)
+    if not commit:
+        raise RerunError(
+            f"run {original.run_id} logged no git commit (tag {COMMIT_TAG}); only runs of the train stage can be re-run"
+        )
+    if original.tags.get("pipeline.stage") == "calibrate":
+        raise RerunError(
+            f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f calibrate` at its commit"
+        )
+    content = original.manifest.get("content_sha256")
+    data_hash = original.tags.get(DATA_HASH_TAG)
+    _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")
+
+    from tracking.inspect.restore import dvc_cache, find_directory, restore_prepared, write_logged_params
+    from tracking.inspect.worktree import apply_diff, temporary_worktree
+
+    with temporary_worktree(root, commit) as project:
+        changed = apply_diff(project, original.diff, original.run_id)
+        _step(
+            "code",
+            f"applied the logged uncommitted diff ({len(changed)} file(s): {', '.join(changed)})"
+            if changed
+            else "no uncommitted changes were logged",
+        )
+        rewritten = write_logged_params(project / "params.yaml", original.params)
+        _step(
+            "params",
+            f"params.yaml {'rewritten to hold' if rewritten else 'already holds'} the {len(original.params)} logged params "
+            "(seeds, determinism and every section)",
+        )
+        if not content:
+            raise RerunError(
+                f"run {original.run_id} logged no data manifest (data/manifest.json); it cannot be re-created"
+            )
+        cache = dvc_cache(root)
+        data_hash = data_hash or find_directory(cache, content)
+        if not data_hash:
+            raise RerunError(
+                f"run {original.run_id} logged no DVC hash for {PREPARED} and no directory in the DVC cache {cache.path} "
+                f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro prepare` at its commit"
+            )
+        restore_prepared(cache, project, data_hash, content, original.run_id)
+        env = _stage_environment(uri)
+        _record_prepare(project, env)
+        _step("data", f"{PREPARED} restored from the DVC cache at {data_hash}; content sha256 {content[:12]}… verified")
+        for stage in STAGES:
+            _step(stage, f"dvc repro --single-item --force {stage}")
+            _run_stage(project, stage, env)
+        new_id = json.loads((project / RUN_FILE).read_text())["run_id"]
+    client.set_tag(new_id, RERUN_OF, original.run_id)
+    new = load_run(client, new_id)
+    return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))
+
+
+def _step(name: str, detail: str) -> None:
+    print(f"rerun [{STEPS.index(name) + 1}/{len(STEPS)}] {name}: {detail}", flush=True)
+
+
+def _stage_environment(uri: str) -> dict[str, str]:
+    """This environment for the stages, minus DVC's and our project variables, logging to the user's store."""
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith("DVC_") and key != TRACKING_PROJECT_ROOT
+    }
+    env[MLFLOW_TRACKING_URI] = uri
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _record_prepare(project: Path, env: dict[str, str]) -> None:
+    """Record the restored data as the prepare stage's output in the worktree's dvc.lock (`dvc commit`).
+
+    The stages log the DVC hashes of prepare's dependencies from dvc.lock, as the original run did.
+    """
+    done = subprocess.run(
+        [sys.executable, "-m", "dvc", "commit", "--quiet", "--force", "prepare"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+        print(
+            f"note: the prepare stage could not be recorded in the worktree's dvc.lock ({reason}); "
+            "the new run will lack prov.dvc.deps.prepare.* tags",
+            flush=True,
+        )
+
+
+def _run_stage(project: Path, stage: str, env: dict[str, str]) -> None:
+    """Run one stage with DVC in the worktree, its output streaming through; a failure stops the rerun."""
+    done = subprocess.run(
+        [sys.executable, "-m", "dvc", "repro", "--quiet", "--single-item", "--force", stage], cwd=project, env=env
+    )
+    if done.returncode != 0:
+        raise RerunError(
+            f"the {stage} stage of the re-created run failed (exit status {done.returncode}; its output is above); "
+            "the temporary worktree was removed"
+        )
+
+
+def report(result: Rerun) -> str:
+    """The rerun's verdict: bit-identical weights or not, the metric verdict, and the environment differences."""
+    original, new, diff = result.original, result.new, result.diff
+    lines = [f"re-ran {original.run_id} as {new.run_id} (tag {RERUN_OF}={original.run_id})"]
+    hash_a, hash_b = original.tags.get(WEIGHTS_TAG), new.tags.get(WEIGHTS_TAG)
+    if diff.weights_identical:
+        lines.append(f"weights: bit-identical (sha256 {hash_b})")
+    elif diff.weights_identical is None:
+        lines.append("weights: not comparable (a run logged no prov.weights_sha256)")
+    else:
+        lines.append(f"weights: NOT bit-identical (sha256 {hash_a} -> {hash_b})")
+    variant = diff.band.get("variant")
+    lines.append(f"metrics, rerun - original ({f'noise band: {variant}' if variant else diff.band['reason']}):")
+    lines += [
+        f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}  {_band_verdict(delta)}"
+        for delta in diff.deltas
+    ]
+    lines.append(f"verdict: {diff.conclusion}")
+    environment = [group for group in diff.groups if group.name in ENVIRONMENT_GROUPS]
+    changes = [change for group in environment for change in group.changes]
+    if changes:
+        lines.append("environment differences (they explain a rerun that is not bitwise equal):")
+        lines += [f"  {change.key}: {change.a} -> {change.b}" for change in changes]
+    else:
+        lines.append("environment differences: none (same software versions, CPU and GPU)")
+    return "\n".join(lines) + "\n"
+
+
+def _band_verdict(delta: Any) -> str:
+    found = delta.judgement
+    if found is None:
+        return "(no band)"
+    if found.z is None:
+        return f"cannot judge: {found.note}"
+    return f"{'within' if found.within_noise else 'OUTSIDE'} the band (z {found.z:+.2f})"

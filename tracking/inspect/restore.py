@@ -1,0 +1,195 @@
+"""Restore what a run logged into a re-created project: params.yaml from its params, data from the DVC cache.
+
+The logged values are authoritative: params.yaml is rewritten from them (every section, seeds and
+determinism included), and the prepared data is checked out of the user's DVC cache at the logged hash
+and accepted only if its content SHA-256 equals the logged one.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from tracking.config.params import Params, parse_yaml, yaml_editor
+from tracking.data.dataset import MANIFEST, PREPARED
+from tracking.data.hashing import array_sha256, combine
+from tracking.errors import RerunError
+
+
+def params_from_logged(logged: dict[str, str]) -> dict[str, Any]:
+    """The nested params.yaml content of MLflow params logged by `Tracker.log_params` (dotted, JSON-spelled).
+
+    The keys stay as logged, also for runs of earlier versions (`seeds.split`): the run is re-created at its
+    own commit, whose schema reads exactly those keys.
+    """
+    tree: dict[str, Any] = {}
+    for key, text in sorted(logged.items()):
+        *sections, name = key.split(".")
+        node = tree
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = _decode(key, text)
+    return tree
+
+
+def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
+    """Make params.yaml hold exactly the logged params; return whether it had to change.
+
+    Only values that differ are rewritten (comments, order and spelling of the rest are kept), and the file
+    is checked to read back, as the stages read it, to exactly what was logged, types included.
+    """
+    from ruamel.yaml.comments import CommentedMap
+
+    wanted = _canonical(params_from_logged(logged))
+    if _canonical(_read(path)) == wanted:
+        return False
+    editor = yaml_editor()
+    document = (editor.load(path.read_text()) if path.is_file() else None) or CommentedMap()
+    for key, value in _flatten(params_from_logged(logged)).items():
+        *sections, name = key.split(".")
+        node = document
+        for section in sections:
+            if not isinstance(node.get(section), dict):
+                node[section] = CommentedMap()
+            node = node[section]
+        if name not in node or json.dumps(node[name]) != json.dumps(value):
+            node[name] = value
+    with open(path, "w") as handle:
+        editor.dump(document, handle)
+    found = _canonical(_read(path))
+    if found != wanted:
+        differing = sorted(key for key in wanted.keys() | found.keys() if wanted.get(key) != found.get(key))
+        raise RerunError(
+            f"params.yaml cannot be made to hold exactly the logged params (differing: {', '.join(differing)})"
+        )
+    return True
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """params.yaml as the stages (and DVC) read it, empty when there is none."""
+    return (parse_yaml(path.read_text()) or {}) if path.is_file() else {}
+
+
+def _canonical(tree: dict[str, Any]) -> dict[str, str]:
+    """Flattened, each value as JSON, so 1, 1.0, true and "1" all differ."""
+    return {key: json.dumps(value) for key, value in _flatten(tree).items()}
+
+
+def _decode(key: str, text: str) -> Any:
+    """A logged value back to its YAML value: text stays text for string-typed keys, JSON otherwise."""
+    if text != "null" and _is_text(key):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _is_text(key: str) -> bool:
+    """Whether the current schema types `key` as a string (keys it does not know are decoded as JSON)."""
+    model: Any = Params
+    annotation: Any = None
+    for part in key.split("."):
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return False
+        annotation = fields[part].annotation
+        model = annotation
+    return _admits_text(annotation)
+
+
+def _admits_text(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return any(isinstance(arg, str) for arg in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        return any(_admits_text(arg) for arg in typing.get_args(annotation))
+    return False
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def dvc_cache(root: Path) -> Any:
+    """The user's local DVC cache (an object database), wherever `cache.dir` puts it."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return repo.cache.local
+
+
+def restore_prepared(cache: Any, project: Path, md5: str, content_sha256: str, run_id: str) -> None:
+    """Check out the prepared data with DVC hash `md5` from `cache` into `project` and verify its content hash.
+
+    Missing objects are found before anything is written, and named with the fix.
+    """
+    from dvc_data.hashfile import load
+    from dvc_data.hashfile.checkout import checkout
+    from dvc_data.hashfile.hash_info import HashInfo
+    from dvc_objects.fs.local import LocalFileSystem
+
+    target = project / PREPARED
+    missing = f"{PREPARED} of run {run_id} (DVC hash {md5}, content sha256 {content_sha256[:12]}…)"
+    fix = (
+        "bring it back with `dvc pull` from a checkout whose dvc.lock lists that hash "
+        "(if the remote lacks it too, `dvc push` it from the machine that made the run)"
+    )
+    if not cache.exists(md5):
+        raise RerunError(f"{missing} is not in the DVC cache {cache.path}; {fix}")
+    tree = load(cache, HashInfo("md5", md5))
+    absent = [name for name, _, info in tree if not cache.exists(info.value)]
+    if absent:
+        raise RerunError(
+            f"{missing} lacks {len(absent)} of its files ({'/'.join(absent[0])}, …) in the DVC cache {cache.path}; {fix}"
+        )
+    checkout(str(target), LocalFileSystem(), tree, cache=cache, quiet=True)
+    found = prepared_content_sha256(target)
+    if found != content_sha256:
+        raise RerunError(
+            f"{missing} checked out of the DVC cache {cache.path} hashes to content sha256 {found}, not the logged "
+            "one: the cached copy was altered; remove it from the cache and fetch it again (`dvc pull`)"
+        )
+
+
+def find_directory(cache: Any, content_sha256: str) -> str | None:
+    """The DVC hash of a cached prepared-data directory whose manifest records `content_sha256`, if any.
+
+    For runs that logged no DVC hash of their data (their evaluate stage did not run); the content hash is
+    still verified against the arrays after checkout.
+    """
+    from dvc_data.hashfile import load
+    from dvc_data.hashfile.hash_info import HashInfo
+
+    for oid in cache.all():
+        if not oid.endswith(".dir"):
+            continue
+        entries = {name: info.value for name, _, info in load(cache, HashInfo("md5", oid))}
+        manifest = entries.get((MANIFEST,))
+        if manifest and cache.exists(manifest):
+            recorded = json.loads(Path(cache.oid_to_path(manifest)).read_text()).get("content_sha256")
+            if recorded == content_sha256:
+                return oid
+    return None
+
+
+def prepared_content_sha256(prepared: Path) -> str:
+    """The content hash the prepare stage's manifest records, recomputed from every array written there."""
+    import numpy as np
+
+    hashes = {}
+    for path in sorted(prepared.glob("*.npy")):
+        split, name = path.stem.split("_", 1)
+        hashes[f"{split}/{name}"] = array_sha256(np.load(path, allow_pickle=False))
+    return combine(hashes)

@@ -1,0 +1,1 @@
+"""Noise: statistics of repeated runs, the band policy that judges a value, and group comparisons."""

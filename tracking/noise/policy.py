@@ -1,0 +1,233 @@
+"""The one noise policy: which calibration band judges a metric, and the test of a value against it.
+
+`tracking diff`, `tracking rerun` and the `compare` stage all use it, so one pair of runs gets the same band,
+z and verdict from each of them.
+
+Which band. Two sources of noise are calibrated (Zhuang et al. 2021): ALGO (the training seeds: init,
+shuffle, dropout, augmentation) and IMPL (kernel numerics: op determinism off, other determinism settings,
+software or hardware). What differs between a run and its reference decides the sources its band must hold:
+
+- seeds differ, or a *cause* differs (data, configuration, code) -> ALGO. Under the null hypothesis that the
+  change has no effect, a run with a changed cause is one more draw of the training randomness, as a
+  reseeded run is; so a changed cause gets a verdict too: `exceeds_noise` means the change moved the metric
+  beyond what reseeding does, `within_noise` that its effect cannot be told from noise;
+- op determinism off on either side, changed determinism settings, software or hardware -> IMPL;
+- nothing -> CONTROL, where anything but an equal value (and bit-identical weights) is drift.
+
+The band is the smallest calibrated variant that holds those sources (`control`, `impl` or `algo`, then
+`algo+impl`). A variant that lacks a needed source is never used, since its narrower band would call noise
+drift: without a covering variant there is no verdict, and the reason names the variants to calibrate.
+
+The test. A value v is compared with a reference r that averages m runs of the band's configuration:
+the band's own mean (m = n) when the reference is the calibrated baseline itself (the compare stage, and
+`tracking diff` when run A has the calibration's data and configuration), else one run's value (m = 1,
+`tracking diff` of two other runs). Under noise, v - r has standard deviation sigma * sqrt(1 + 1/m), so
+
+    z = (v - r) / (s * sqrt(1 + 1/m)),   p = 2 * P(T_{n-1} > |z|),
+
+with s the band's standard deviation (ddof=1) over its n runs; v is within noise when p > alpha, i.e. inside
+r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of one new run). The metrics
+judged together are one family, Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict.
+
+No spread. Test accuracy moves in steps of one test example (1/360 on the default split), and a few repeats
+often tie: a band of n identical values has s = 0 and no measured spread, so its z would be infinite for any
+gap. Such a band does not give a verdict: the metric is `cannot_judge` ("n identical values; raise
+calibration.repeats"), and a family with no exceeding metric but one that cannot be judged is `cannot_judge`.
+Only CONTROL gives a verdict from zero spread, because there zero spread is the measured outcome (its repeats
+are bit-identical by design): a value equal to its reference is within noise, any other exceeds it. A floor at
+the metric's resolution was not chosen: nothing says the spread is as large as one step, and a binomial
+model describes resampling the test set, not retraining on a fixed one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from tracking.noise.statistics import Band, holm
+
+ALGO, IMPL = "algo", "impl"
+CONTROL = "control"
+# The noise sources each calibration variant holds, smallest band first.
+SOURCES: dict[str, frozenset[str]] = {
+    CONTROL: frozenset(),
+    IMPL: frozenset({IMPL}),
+    ALGO: frozenset({ALGO}),
+    "algo+impl": frozenset({ALGO, IMPL}),
+}
+WITHIN, EXCEEDS, CANNOT_JUDGE = "within_noise", "exceeds_noise", "cannot_judge"
+# The params sections whose change is a cause: the data and the configuration trained.
+CONFIG_SECTIONS = ("data.", "model.", "train.")
+DETERMINISM = "determinism."
+
+
+@dataclass(frozen=True)
+class Differences:
+    """What differs between a run and its reference: causes, seeds, and what changes kernel numerics."""
+
+    causes: tuple[str, ...] = ()
+    seeds: bool = False
+    kernels: tuple[str, ...] = ()
+
+    def sources(self) -> frozenset[str]:
+        """The noise sources a band must hold to judge this difference."""
+        return frozenset({ALGO} if self.causes or self.seeds else set()) | frozenset({IMPL} if self.kernels else set())
+
+
+@dataclass(frozen=True)
+class BandChoice:
+    """The calibration variant that judges a difference (None: no calibrated variant covers it) and why."""
+
+    variant: str | None
+    reason: str
+
+
+def choose_band(differences: Differences, available: Iterable[str]) -> BandChoice:
+    """The smallest calibrated variant holding every noise source in play, and the reason in words."""
+    needed = differences.sources()
+    kernels = f" ({', '.join(differences.kernels)})" if differences.kernels else ""
+    if differences.causes:
+        reason = (
+            f"{', '.join(differences.causes)} changed (without an effect it would vary as a reseeded run does){kernels}"
+        )
+    elif differences.seeds:
+        reason = f"the runs differ in seeds{kernels}"
+    elif differences.kernels:
+        reason = f"same seeds and configuration; kernel numerics may differ{kernels}"
+    else:
+        reason = "same seeds, configuration and environment with op determinism: anything but equal is drift"
+    offered = set(available)
+    variant = next((name for name, held in SOURCES.items() if name in offered and held >= needed), None)
+    if variant is None:
+        covering = [name for name, held in SOURCES.items() if held >= needed]
+        return BandChoice(
+            None,
+            f"{reason}; the calibration has no variant holding that noise "
+            f"(add one of {', '.join(covering)} to calibration.variants)",
+        )
+    return BandChoice(variant, reason)
+
+
+def param_text(value: Any) -> str:
+    """A param value as MLflow holds it: text as is, anything else as JSON (null, true, [4, 4, 4])."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def changed_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefixes: tuple[str, ...]) -> tuple[str, ...]:
+    """The flat params under `prefixes` whose values differ, compared as MLflow logs them."""
+    keys = sorted(key for key in set(a) | set(b) if key.startswith(prefixes))
+    return tuple(
+        key for key in keys if (key in a) != (key in b) or (key in a and param_text(a[key]) != param_text(b[key]))
+    )
+
+
+def is_calibrated_baseline(params: Mapping[str, Any], data_sha256: str | None, noise: Mapping[str, Any]) -> bool:
+    """Whether a run trained the calibration's baseline: the same data content and configuration."""
+    baseline = {key: value for key, value in noise.get("baseline", {}).items() if key.startswith(CONFIG_SECTIONS)}
+    ran = {key: value for key, value in params.items() if key.startswith(CONFIG_SECTIONS)}
+    return (
+        bool(baseline) and data_sha256 == noise.get("data_sha256") and not changed_keys(baseline, ran, CONFIG_SECTIONS)
+    )
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One value judged against a band around a reference that averages `reference_runs` runs."""
+
+    metric: str
+    value: float
+    reference: float
+    reference_runs: int
+    delta: float
+    scale: float | None
+    z: float | None
+    p_value: float | None
+    verdict: str
+    note: str
+    band: Band
+
+    @property
+    def within_noise(self) -> bool | None:
+        return None if self.verdict == CANNOT_JUDGE else self.verdict == WITHIN
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "band": self.band.as_dict()}
+
+
+def judge(value: float, band: Band, reference: float | None = None, exact: bool = False) -> Judgement:
+    """`value` against `band`, around `reference` (one run's value) or, when None, the band's mean of n runs.
+
+    `exact` marks a CONTROL band, whose zero spread is a measurement: there only an equal value is noise.
+    The verdict is that of this test alone; `judge_family` corrects it for the other metrics judged with it.
+    """
+    from scipy import stats
+
+    runs = band.n if reference is None else 1
+    reference = band.mean if reference is None else reference
+    delta = value - reference
+    scale = band.std * math.sqrt(1 + 1 / runs)
+    if scale > 0:
+        z = delta / scale
+        p_value = float(2 * stats.t.sf(abs(z), band.n - 1))
+        return Judgement(
+            band.metric,
+            value,
+            reference,
+            runs,
+            delta,
+            scale,
+            z,
+            p_value,
+            WITHIN if p_value > band.alpha else EXCEEDS,
+            "",
+            band,
+        )
+    if exact:
+        z, p_value = (0.0, 1.0) if delta == 0 else (math.copysign(math.inf, delta), 0.0)
+        return Judgement(
+            band.metric,
+            value,
+            reference,
+            runs,
+            delta,
+            0.0,
+            z,
+            p_value,
+            WITHIN if delta == 0 else EXCEEDS,
+            "CONTROL: anything but equal is drift",
+            band,
+        )
+    note = (
+        f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
+    )
+    return Judgement(band.metric, value, reference, runs, delta, None, None, None, CANNOT_JUDGE, note, band)
+
+
+def direction(delta: float, mode: str | None) -> str:
+    """Whether a gap is `better` or `worse` for a metric to `max` or `min` (Keras's `mode`); `same` for none,
+    '' when the metric's mode is not known."""
+    if mode not in ("max", "min"):
+        return ""
+    if delta == 0:
+        return "same"
+    return "better" if (delta > 0) == (mode == "max") else "worse"
+
+
+def judge_family(judgements: Sequence[Judgement], alpha: float) -> list[Judgement]:
+    """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged."""
+    tested = [index for index, found in enumerate(judgements) if found.p_value is not None]
+    rejected = holm([judgements[index].p_value for index in tested], alpha) if tested else []
+    verdicts = dict(zip(tested, rejected, strict=False))
+    return [
+        replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN) if index in verdicts else found
+        for index, found in enumerate(judgements)
+    ]
+
+
+def family_verdict(judgements: Sequence[Judgement]) -> str:
+    """`exceeds_noise` if any exceeds; else `cannot_judge` if any could not be judged; else `within_noise`."""
+    verdicts = {found.verdict for found in judgements}
+    return EXCEEDS if EXCEEDS in verdicts else CANNOT_JUDGE if CANNOT_JUDGE in verdicts else WITHIN

@@ -1,0 +1,105 @@
+"""The writes a run makes, as plain records, and how each is applied to an MLflow store.
+
+The `Tracker` sends every write through `apply` while the store answers; when a server is lost the same
+records go to the offline journal (tracking/store/journal.py), and `tracking sync` replays them through `apply`
+again, so the online and the replayed run are written by one code path.
+
+Records are dicts with an `op` key: `batch` (params, metrics, tags), `artifact` (a local file), `inputs`
+(data set inputs), `model` (a Keras model, live or saved as `.keras`) and `end` (the final status).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+Op = dict[str, Any]
+
+
+def batch(
+    params: dict[str, str] | None = None,
+    metrics: list[tuple[str, float, int, int]] | None = None,
+    tags: dict[str, str] | None = None,
+) -> Op:
+    """Params and tags as text, metrics as (key, value, timestamp in ms, step)."""
+    return {"op": "batch", "params": params or {}, "metrics": [list(m) for m in metrics or []], "tags": tags or {}}
+
+
+def artifact(path: Path, artifact_path: str | None) -> Op:
+    return {"op": "artifact", "path": str(path), "artifact_path": artifact_path}
+
+
+def inputs(datasets: list[dict[str, Any]]) -> Op:
+    """`datasets`: each {"dataset": MLflow Dataset fields, "tags": {name: value}}."""
+    return {"op": "inputs", "datasets": datasets}
+
+
+def model(live: Any, name: str, signature: dict[str, Any], pip_requirements: list[str]) -> Op:
+    return {"op": "model", "model": live, "name": name, "signature": signature, "pip_requirements": pip_requirements}
+
+
+def end(status: str, end_time: int) -> Op:
+    return {"op": "end", "status": status, "end_time": end_time}
+
+
+def apply(client: Any, run_id: str, op: Op) -> None:
+    """Write `op` to the run `run_id` through `client` (file paths in `op` are local and absolute)."""
+    kind = op["op"]
+    if kind == "batch":
+        _apply_batch(client, run_id, op)
+    elif kind == "artifact":
+        client.log_artifact(run_id, op["path"], op["artifact_path"])
+    elif kind == "inputs":
+        _apply_inputs(client, run_id, op)
+    elif kind == "model":
+        _apply_model(client, run_id, op)
+    elif kind == "end":
+        client.set_terminated(run_id, op["status"], op["end_time"])
+    else:
+        raise ValueError(f"unknown tracking operation {kind!r}")
+
+
+def _apply_batch(client: Any, run_id: str, op: Op) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
+    client.log_batch(
+        run_id,
+        metrics=[Metric(key, value, timestamp, step) for key, value, timestamp, step in op["metrics"]],
+        params=[Param(key, value) for key, value in op["params"].items()],
+        tags=[RunTag(key, value) for key, value in op["tags"].items()],
+    )
+
+
+def _apply_inputs(client: Any, run_id: str, op: Op) -> None:
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    client.log_inputs(
+        run_id,
+        datasets=[
+            DatasetInput(Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()])
+            for item in op["datasets"]
+        ],
+    )
+
+
+def _apply_model(client: Any, run_id: str, op: Op) -> None:
+    """An MLflow model (Keras flavour) from the live model, or from the `.keras` file a journal saved."""
+    import mlflow
+    from mlflow.models import ModelSignature
+
+    active = mlflow.active_run()
+    if active is None or active.info.run_id != run_id:
+        # MLflow files a logged model under the active experiment, not the run's, when the run is not active.
+        mlflow.set_experiment(experiment_id=client.get_run(run_id).info.experiment_id)
+    live = op.get("model")
+    if live is None:
+        import keras
+
+        live = keras.models.load_model(op["path"])
+    mlflow.tensorflow.log_model(
+        live,
+        name=op["name"],
+        signature=ModelSignature.from_dict(op["signature"]),
+        pip_requirements=op["pip_requirements"],
+        run_id=run_id,
+    )

@@ -1,0 +1,313 @@
+"""`Tracker`: the one MLflow run of a pipeline execution, opened by train and resumed by evaluate.
+
+It checks the store answers before work starts, logs params, provenance, data and metrics, and ends the
+run honestly: FINISHED on success, FAILED on an error, KILLED on Ctrl-C or SIGTERM, never left RUNNING.
+Writes name the run explicitly (MLflow's fluent API keeps the active run per thread), so they may run on
+the background writer while training goes on. Every write goes through a `RunWriter`: if the tracking
+server is lost mid-run, training goes on and the whole run is kept in the offline journal for `tracking sync`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
+from tracking.errors import RunStateError, TrackingError, TrackingServerError
+from tracking.provenance import to_tags
+from tracking.provenance.git import encode_diff
+from tracking.run.lifecycle import (
+    deferred_interrupts,
+    discard_interrupt,
+    interrupts_raise,
+    pending_interrupt,
+    status_for,
+)
+from tracking.run.operations import apply, artifact, batch, end, inputs
+from tracking.run.operations import model as model_op
+from tracking.run.writer import BackgroundWriter
+from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
+from tracking.store.location import connect, project_root, tracking_uri
+from tracking.store.stale import owner_tags, repair_stale_runs
+
+DATASET_DIGEST_CHARS = 32  # MLflow's datasets.digest column holds at most 36 characters.
+_TAG_CHARS = 5000
+
+
+class Tracker:
+    """Context manager around one MLflow run; pass `run_id` to resume the run another stage started."""
+
+    def __init__(
+        self,
+        experiment: str,
+        root: Path | None = None,
+        run_id: str | None = None,
+        stage: str = "train",
+        run_name: str | None = None,
+        nested: bool = False,
+        tags: dict[str, Any] | None = None,
+    ) -> None:
+        """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs)."""
+        self.experiment = experiment
+        self.root = root
+        self.run_id = run_id
+        self.stage = stage
+        self.run_name = run_name
+        self.nested = nested
+        self.tags = tags or {}
+        self._interrupts = interrupts_raise()
+
+    def __enter__(self) -> Tracker:
+        from mlflow.tracking import MlflowClient
+
+        self.root = self.root or project_root()
+        experiment_id = connect(self.root, self.experiment)
+        self.client = MlflowClient()
+        if self.run_id is not None:  # first, so the run a lost server left RUNNING is not taken for a stale one
+            self.run_id = self._sync_kept_offline(self.run_id)
+        if not self.nested:
+            self._repair_stale_runs()
+        if self.run_id is not None:
+            self._check_resumable(self.run_id)
+        self._interrupts.__enter__()
+        self._writer = BackgroundWriter()
+        run = None
+        try:
+            with deferred_interrupts():  # a signal while the run opens waits for it to be open, then ends it KILLED
+                run = self._start_run(experiment_id)
+                self.set_tags({"pipeline.stage": self.stage, **self.tags})
+        except BaseException as err:
+            if run is None:
+                self._writer.close()
+                self._interrupts.__exit__(None, None, None)
+            else:
+                self.__exit__(type(err), err, None)
+            raise
+        return self
+
+    def _start_run(self, experiment_id: str) -> Any:
+        """Open or resume the run, recorded as owned by this process (see `tracking.store.stale`)."""
+        import mlflow
+
+        owner = owner_tags()
+        try:
+            if self.run_id is not None:
+                # Before it is RUNNING again, so it never looks owned by the stage that opened it.
+                apply(self.client, self.run_id, batch(tags={key: str(value) for key, value in owner.items()}))
+                run = mlflow.start_run(run_id=self.run_id)
+            else:
+                name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
+                run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested, tags=owner)
+        except Exception as err:
+            if not server_unavailable(err):
+                raise
+            raise TrackingServerError(
+                f"MLflow tracking server {self.uri} stopped answering while the run started "
+                f"({describe(err)}); start the server and re-run"
+            ) from err
+        self.run_id = run.info.run_id
+        self._sink = RunWriter(self.client, self.run_id, self.root, self.uri, self.experiment)
+        return run
+
+    def _repair_stale_runs(self) -> None:
+        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            stale, _ = repair_stale_runs(
+                self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root)
+            )
+        except MlflowException as err:
+            raise TrackingServerError(
+                f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`"
+            ) from err
+        if stale:
+            print(
+                f"tracking: marked {len(stale)} run(s) that a killed process left RUNNING as FAILED "
+                f"({', '.join(run.run_id for run in stale)}); see `tracking doctor`",
+                file=sys.stderr,
+            )
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            with deferred_interrupts():  # a second Ctrl-C or a SIGTERM waits until the run is ended
+                self._end(error)
+        finally:
+            self._interrupts.__exit__(None, None, None)
+
+    def _end(self, error: BaseException | None) -> None:
+        """End the run as `error` calls for; an interrupt arriving meanwhile ends it KILLED and is raised after."""
+        failure = self._close_writer()
+        interrupt = pending_interrupt()
+        cause = error or failure or interrupt
+        try:
+            if cause is not None:
+                self._sink.write(batch(tags={"error": f"{type(cause).__name__}: {cause}"[:_TAG_CHARS]}))
+        finally:
+            self._end_run(status_for(cause))
+        if cause is not interrupt:
+            discard_interrupt()  # the run already ended for another reason, or FINISHED: its work is done
+        if failure is not None and error is None:
+            raise failure
+
+    def _end_run(self, status: str) -> None:
+        """End the run on the server; when the server is lost, in the journal too (MLflow's run stack is popped either way)."""
+        import mlflow
+
+        ended = end(status, int(time.time() * 1000))
+        try:
+            mlflow.end_run(status=status)
+        except Exception as err:
+            if not server_unavailable(err):
+                raise
+            self._sink.lose(err)
+        if self._sink.offline:
+            self._sink.write(ended)
+        report = self._sink.close()
+        if report is not None:
+            print(f"warning: {report}", file=sys.stderr)
+
+    def _sync_kept_offline(self, run_id: str) -> str:
+        """Upload what an earlier stage of this run kept offline before resuming it; return the run's id there."""
+        folder = journal_folder(self.root, run_id)
+        if not has_journal(folder):
+            return run_id
+        from tracking.store.sync import sync_journal
+
+        done = sync_journal(folder, self.client, self.uri)
+        print(done.line, file=sys.stderr)
+        return done.run_id
+
+    def _close_writer(self) -> TrackingError | None:
+        """Wait for background writes; a failed one comes back as a `TrackingError`, and is reported on stderr."""
+        try:
+            self._writer.close()
+        except TrackingError as err:
+            failure = err
+        except Exception as err:
+            failure = TrackingServerError(
+                f"writing to the MLflow store {self.uri} failed ({err}); check the store and re-run"
+            )
+            failure.__cause__ = err
+        else:
+            return None
+        print(f"error: {failure}", file=sys.stderr)
+        return failure
+
+    @property
+    def uri(self) -> str:
+        return tracking_uri(self.root or project_root())
+
+    def _check_resumable(self, run_id: str) -> None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as err:
+            raise RunStateError(
+                f"MLflow run {run_id} (from the train stage) is not in {self.uri}; re-run training with `dvc repro -f train`"
+            ) from err
+
+    def in_background(self, write: Callable[[], object]) -> None:
+        """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
+        self._writer.submit(write)
+
+    def log_params(self, flat: dict[str, Any]) -> None:
+        """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
+        self._sink.write(
+            batch(params={key: value if isinstance(value, str) else json.dumps(value) for key, value in flat.items()})
+        )
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
+        """Log metrics; with `wait=False` they are written in the background, all of them before the run ends."""
+        now = int(time.time() * 1000)
+        op = batch(metrics=[(key, float(value), now, step or 0) for key, value in metrics.items()])
+        if wait:
+            self._sink.write(op)
+        else:
+            self._writer.submit(lambda: self._sink.write(op))
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        self._sink.write(batch(tags={key: str(value)[:_TAG_CHARS] for key, value in tags.items()}))
+
+    def log_provenance(self, record: dict[str, Any], packages: list[str]) -> None:
+        """`provenance.json`, the package list and the git diff as artifacts; scalars as `prov.*` tags."""
+        self.log_json(record, "provenance/provenance.json")
+        self.log_text("\n".join(packages) + "\n", "provenance/packages.txt")
+        git = record.get("git", {})
+        if git.get("diff"):
+            diff = encode_diff(git["diff"])  # git's bytes exactly, so that it applies byte for byte
+            self._write_file("provenance/uncommitted.diff", lambda path: path.write_bytes(diff))
+        tags = to_tags(record)
+        tags["mlflow.source.git.commit"] = git.get("commit", "")
+        if git.get("branch"):
+            tags["mlflow.source.git.branch"] = git["branch"]
+        if os.environ.get(DVC_EXP_NAME):
+            tags["dvc.exp_name"] = os.environ[DVC_EXP_NAME]
+        if os.environ.get(DVC_EXP_BASELINE_REV):
+            tags["dvc.baseline_rev"] = os.environ[DVC_EXP_BASELINE_REV]
+        self.set_tags(tags)
+
+    def log_dataset(self, manifest: dict[str, Any], x: Any, y: Any, location: Path, context: str) -> None:
+        """The data as an MLflow dataset input whose digest is the full-content SHA-256 (truncated to fit)."""
+        import mlflow
+
+        with warnings.catch_warnings():
+            # MLflow registers two identical resolvers for local paths and warns that it picked one of them.
+            warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
+            dataset = mlflow.data.from_numpy(
+                x,
+                targets=y,
+                source=location.resolve().as_uri(),
+                name=manifest["source"],
+                digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS],
+            )
+        tags = {"mlflow.data.context": context, "content_sha256": manifest["content_sha256"]}
+        self._sink.write(inputs([{"dataset": dataset._to_mlflow_entity().to_dictionary(), "tags": tags}]))
+        self.log_json(manifest, "data/manifest.json")
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        self._sink.write(artifact(path, artifact_path))
+
+    def log_figure(self, figure: Any, name: str) -> None:
+        self._write_file(name, lambda path: figure.savefig(path))
+
+    def log_json(self, data: Any, name: str) -> None:
+        self._write_file(name, lambda path: path.write_text(json.dumps(data, indent=2), encoding="utf-8"))
+
+    def log_text(self, text: str, name: str) -> None:
+        self._write_file(name, lambda path: path.write_text(text, encoding="utf-8"))
+
+    def _write_file(self, name: str, save: Callable[[Path], object]) -> None:
+        """Save content as the artifact `name` (folder/file) through a temporary file (the journal keeps a copy)."""
+        folder, _, filename = name.rpartition("/")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / filename
+            save(path)
+            self._sink.write(artifact(path, folder or None))
+
+    def log_keras_model(self, model: Any, example: Any) -> None:
+        """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs."""
+        import mlflow
+        import numpy as np
+
+        signature = mlflow.models.infer_signature(example, np.asarray(model(example, training=False)))
+        requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
+        self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
+
+
+def _version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return metadata.version(f"{name}-cpu")

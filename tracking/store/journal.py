@@ -1,0 +1,258 @@
+"""The offline journal: what a run would have written to a lost MLflow server, kept on disk in order.
+
+While the server answers, `RunWriter` writes each operation (tracking/run/operations.py) to it and remembers
+it: an artifact file as a copy in `.tracking/spool/<run_id>/` (its own path may be a temporary file, deleted
+once written; the kernel makes the copy, so a file of any size costs no memory), the model by reference.
+On the first write that fails because the server is gone (connection refused or reset, timeout, 5xx after
+retries), the loss is reported once on stderr, training goes on, and the whole run so far plus every later
+write are appended to `.tracking/offline/<run_id>/journal.jsonl` as numbered JSON lines (`online: true` for
+those the server had acknowledged), with a copy of each file under `files/` (spooled copies are moved there).
+So the journal alone holds the complete run, even if the server's store lost what it had. `tracking sync`
+(tracking/store/sync.py) replays it. Any other failure is a real error and is raised.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tracking.run.operations import Op, apply
+
+OFFLINE = Path(".tracking/offline")
+SYNCED = Path(".tracking/synced")
+SPOOL = Path(".tracking/spool")
+JOURNAL = "journal.jsonl"
+FILES = "files"
+SPOOLED = "spooled"  # marks an artifact op whose path is RunWriter's own copy, moved (not copied) into a journal
+
+
+def journal_folder(root: Path, run_id: str) -> Path:
+    return root / OFFLINE / run_id
+
+
+def has_journal(folder: Path) -> bool:
+    return (folder / JOURNAL).is_file()
+
+
+def pending_journals(root: Path) -> list[Path]:
+    """Journal folders not yet synced, oldest first."""
+    folder = root / OFFLINE
+    found = [path for path in folder.iterdir() if has_journal(path)] if folder.is_dir() else []
+    return sorted(found, key=lambda path: (path / JOURNAL).stat().st_mtime)
+
+
+def kept_offline(root: Path) -> frozenset[str]:
+    """Ids of the runs with a journal waiting for `tracking sync` (their server-side run may still say RUNNING)."""
+    return frozenset(folder.name for folder in pending_journals(root))
+
+
+def server_unavailable(error: BaseException) -> bool:
+    """True when `error` says the server could not be reached or could not serve, not that a write was wrong.
+
+    MLflow wraps the `requests` error in an `MlflowException` without chaining it as the cause (only as
+    the context), so the whole chain is searched.
+    """
+    import requests
+
+    lost = (requests.ConnectionError, requests.Timeout, requests.exceptions.RetryError, ConnectionError, TimeoutError)
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, lost):
+            return True
+        if isinstance(seen, requests.HTTPError) and seen.response is not None and seen.response.status_code >= 500:
+            return True
+        if getattr(seen, "error_code", None) == "TEMPORARILY_UNAVAILABLE":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def describe(error: BaseException) -> str:
+    """A short reason for a lost server: the OS error at the bottom ("[Errno 111] Connection refused") if any."""
+    text = str(error)
+    found = re.search(r"\[Errno -?\d+\] [^'\")]+|Read timed out|too many \d+ error responses", text)
+    return found.group(0) if found else (text.splitlines()[0][:200] if text else type(error).__name__)
+
+
+class Journal:
+    """Appends operations to one run's journal, numbered in order; copies the files they name."""
+
+    def __init__(self, folder: Path, header: dict[str, Any]) -> None:
+        """Start a journal, or continue one another stage of the same run left (numbering goes on)."""
+        self.folder = folder
+        self.metric_values = self.artifacts = self.operations = self.after_loss = 0
+        (folder / FILES).mkdir(parents=True, exist_ok=True)
+        path = folder / JOURNAL
+        if path.exists():
+            _drop_torn_line(path)
+        existing = read_journal(folder)[1] if path.exists() else []
+        self._seq = existing[-1]["seq"] if existing else 0
+        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open until close())
+        if not existing:
+            self._write({"seq": 0, "op": "run", **header})
+
+    def append(self, op: Op, online: bool = False) -> None:
+        """Append `op`; `online` marks one the server had acknowledged before it was lost."""
+        self._seq += 1
+        record = {key: value for key, value in op.items() if key not in ("model", SPOOLED)}
+        if online:
+            record["online"] = True
+        else:
+            self.after_loss += 1
+        if op["op"] == "artifact":
+            record["path"] = self._keep(Path(op["path"]), bool(op.get(SPOOLED)))
+            self.artifacts += 1
+        elif op["op"] == "model":
+            target = self._files_for(self._seq) / f"{op['name']}.keras"
+            op["model"].save(target)
+            record["path"] = str(target.relative_to(self.folder))
+            self.artifacts += 1
+        self.metric_values += len(op.get("metrics", []))
+        self.operations += 1
+        self._write({"seq": self._seq, **record})
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def _files_for(self, seq: int) -> Path:
+        folder = self.folder / FILES / f"{seq:06d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def _keep(self, source: Path, spooled: bool) -> str:
+        """Copy `source` into the journal (move it, if it is a spooled copy); return the copy's relative path."""
+        target = self._files_for(self._seq) / source.name
+        if spooled:
+            shutil.move(source, target)
+        else:
+            shutil.copy2(source, target)
+        return str(target.relative_to(self.folder))
+
+    def _write(self, record: dict[str, Any]) -> None:
+        """One line per operation, flushed to disk so a crash loses at most the line being written."""
+        self._handle.write(json.dumps(record) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut a last line a crash left half-written, so appending goes on from a whole line."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+def read_journal(folder: Path) -> tuple[dict[str, Any], list[Op]]:
+    """The header and the operations in order, with file paths made absolute; a torn last line is dropped."""
+    lines = (folder / JOURNAL).read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number != len(lines) - 1:
+                raise
+    header, ops = records[0], records[1:]
+    for op in ops:
+        if "path" in op:
+            op["path"] = str(folder / op["path"])
+    return header, ops
+
+
+class RunWriter:
+    """Writes one run's operations to the server while it answers, then to the offline journal."""
+
+    def __init__(self, client: Any, run_id: str, root: Path, uri: str, experiment: str) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.root = root
+        self.uri = uri
+        self.experiment = experiment
+        self.journal: Journal | None = None
+        self._written: list[Op] = []
+        self._spool = root / SPOOL / run_id
+        self._spooled = itertools.count()
+        self._lock = threading.Lock()
+
+    @property
+    def offline(self) -> bool:
+        return self.journal is not None
+
+    def write(self, op: Op) -> None:
+        if self.journal is None:
+            try:
+                apply(self.client, self.run_id, op)
+            except Exception as err:
+                if not server_unavailable(err):
+                    raise
+                self.lose(err)
+            else:
+                remembered = self._remember(op)
+                with self._lock:
+                    if self.journal is None:
+                        self._written.append(remembered)
+                    else:
+                        self.journal.append(remembered, online=True)
+                return
+        with self._lock:
+            self.journal.append(op)
+
+    def _remember(self, op: Op) -> Op:
+        """What is needed to journal `op` later: an artifact's file copied into the spool, since its own path may
+        be a temporary file deleted once written, whatever its size (the kernel copies it: no memory is held)."""
+        if op["op"] != "artifact":
+            return op
+        source = Path(op["path"])
+        target = self._spool / f"{next(self._spooled):06d}" / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        return {**op, "path": str(target), SPOOLED: True}
+
+    def lose(self, error: BaseException) -> None:
+        """Switch to the journal (once), saying so on stderr; later writes never try the server again."""
+        with self._lock:
+            if self.journal is not None:
+                return
+            reason = describe(error)
+            folder = journal_folder(self.root, self.run_id)
+            header = {
+                "run_id": self.run_id,
+                "experiment": self.experiment,
+                "tracking_uri": self.uri,
+                "lost_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "reason": reason,
+            }
+            self.journal = Journal(folder, header)
+            for done in self._written:
+                self.journal.append(done, online=True)
+            self._written.clear()
+            shutil.rmtree(self._spool, ignore_errors=True)
+            print(
+                f"warning: MLflow server {self.uri} lost during run {self.run_id} ({reason}); training goes on, "
+                f"the run's records are kept in {folder.relative_to(self.root)}",
+                file=sys.stderr,
+            )
+
+    def close(self) -> str | None:
+        """Close the journal; return the line that tells what it holds and how to upload it (None if online)."""
+        self._written.clear()
+        shutil.rmtree(self._spool, ignore_errors=True)
+        if self.journal is None:
+            return None
+        self.journal.close()
+        folder = self.journal.folder.relative_to(self.root)
+        journal = self.journal
+        return (
+            f"MLflow server lost during run {self.run_id}; the whole run ({journal.metric_values} metric values, "
+            f"{journal.artifacts} artifacts, {journal.operations} writes, {journal.after_loss} of them after the loss) "
+            f"is kept in {folder}; upload it with `tracking sync`"
+        )

@@ -1,0 +1,155 @@
+"""Where runs go: `MLFLOW_TRACKING_URI` when set, else the SQLite file `mlflow.db` at the project root.
+
+Commands that only read runs (`tracking bands`, `compare-groups`, `diff`) work from any folder on any store:
+with `MLFLOW_TRACKING_URI` set they use it anywhere; without it, inside a project, the project's `mlflow.db`;
+outside one, one error line naming `MLFLOW_TRACKING_URI` (`find_project` gives None there, `open_client` says so).
+
+`connect` checks the store answers before any training time is spent. Experiments that DVC's queue runs in
+a temporary copy of the project (`.dvc/tmp/exps/...`) log to the store of the project that owns the copy, so
+their runs outlive the copy and show in `mlflow ui` at the project root.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
+from tracking.errors import RepoError, TrackingServerError
+from tracking.store.sqlite import creation_lock, database_path, use_wal
+
+DEFAULT_DB = "mlflow.db"
+DEFAULT_ARTIFACTS = "mlartifacts"
+# The experiment type (the UI's "Machine learning"). MLflow's UI opens an experiment on its runs, not its GenAI
+# overview, by this tag when its GenAI/Model training switch is off (a build-time flag, on in 3.17, whose UI
+# follows the switch the user picks instead; see README "Two commands").
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+_HTTP_TIMEOUT_S = "10"
+_HTTP_RETRIES = "1"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The DVC project root: DVC's own DVC_ROOT while it runs a stage, else the nearest folder with `.dvc/`.
+
+    DVC's queue runs stages in a temporary copy of the project but sets DVC_ROOT to the owning project;
+    the stage's files are those of the copy, so there the copy wins.
+    """
+    if os.environ.get(TRACKING_PROJECT_ROOT):
+        return Path(os.environ[TRACKING_PROJECT_ROOT]).resolve()
+    here = (start or Path.cwd()).resolve()
+    nearest = next((folder for folder in (here, *here.parents) if (folder / ".dvc").is_dir()), None)
+    if nearest is not None and owning_project(nearest) != nearest:
+        return nearest
+    if os.environ.get(DVC_ROOT):
+        return Path(os.environ[DVC_ROOT]).resolve()
+    if nearest is not None:
+        return nearest
+    raise RepoError(
+        f"{here} is not inside a DVC project (no .dvc/ folder found); run `dvc init` or cd to the project root"
+    )
+
+
+def find_project(start: Path | None = None) -> Path | None:
+    """The DVC project root as `project_root` finds it, or None outside any project."""
+    try:
+        return project_root(start)
+    except RepoError:
+        return None
+
+
+def owning_project(root: Path) -> Path:
+    """The project whose `.dvc/tmp/` holds `root` (a DVC queue's temporary experiment copy), else `root` itself."""
+    for folder in root.parents:
+        if folder.name == "tmp" and folder.parent.name == ".dvc":
+            return folder.parent.parent
+    return root
+
+
+def tracking_uri(root: Path | None) -> str:
+    """`MLFLOW_TRACKING_URI` when set, else the project's `mlflow.db`; outside a project (`root` None) it must be set."""
+    if os.environ.get(MLFLOW_TRACKING_URI):
+        return os.environ[MLFLOW_TRACKING_URI]
+    if root is None:
+        raise RepoError(
+            f"{Path.cwd()} is not inside a DVC project and {MLFLOW_TRACKING_URI} is not set; set {MLFLOW_TRACKING_URI} "
+            "to the store that holds the runs (e.g. sqlite:////path/to/mlflow.db or http://host:5000), "
+            "or cd into the project"
+        )
+    return f"sqlite:///{owning_project(root) / DEFAULT_DB}"
+
+
+def default_artifact_location(uri: str) -> str | None:
+    """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory."""
+    database = database_path(uri)
+    return None if database is None else (database.parent / DEFAULT_ARTIFACTS).as_uri()
+
+
+def open_client(root: Path | None) -> Any:
+    """An `MlflowClient` on the store of `tracking_uri(root)`, checked to answer (for commands that only read runs).
+
+    A missing SQLite file is an error rather than a new, empty store created as a side effect; one that a
+    training is creating right now is read only once it is complete (`creation_lock`).
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri(root)
+    database = database_path(uri)
+    if database is not None and not database.is_file():
+        raise TrackingServerError(
+            f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
+            f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs"
+        )
+    http_limits(uri)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        with creation_lock(uri):
+            client.search_experiments(max_results=1)
+    except (MlflowException, OSError) as err:
+        raise _unreachable(uri, err) from err
+    return client
+
+
+def http_limits(uri: str) -> None:
+    """Fail fast on an unreachable server: a short timeout and one retry, unless the user set their own."""
+    if uri.startswith(("http://", "https://")):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", _HTTP_TIMEOUT_S)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", _HTTP_RETRIES)
+
+
+def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
+    from tracking.store.journal import describe
+
+    reason = describe(err)
+    return TrackingServerError(
+        f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}"
+    )
+
+
+def connect(root: Path, experiment: str) -> str:
+    """Point MLflow at the store, make sure it answers and holds `experiment` (typed as model training); return its id."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    uri = tracking_uri(root)
+    http_limits(uri)
+    mlflow.set_tracking_uri(uri)
+    try:
+        with creation_lock(uri):
+            found = mlflow.get_experiment_by_name(experiment)
+            use_wal(uri)
+            if found is None:
+                return mlflow.create_experiment(
+                    experiment,
+                    artifact_location=default_artifact_location(uri),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
+            if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
+                mlflow.MlflowClient().set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+            return found.experiment_id
+    except (MlflowException, OSError) as err:
+        raise _unreachable(uri, err) from err

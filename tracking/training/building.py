@@ -1,0 +1,190 @@
+"""A model from any builder: called with checked kwargs, its output checked against the task, then compiled
+with a checked optimizer, loss and metrics. Each mistake is one `UserCodeError` line naming the params.yaml key.
+
+A builder is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`; one declaring
+`seeds` or `task` receives the run's `Seeds` and `data.task`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracking.config.params import CLASSIFICATION, Params
+from tracking.config.user_code import load_callable
+from tracking.errors import UserCodeError
+
+# Where the valid identifiers are listed, for the error lines.
+LIST_LOSSES = 'python -c "import keras; print(sorted(n for n in dir(keras.losses) if n[0].islower()))"'
+# Keras metrics that threshold one probability per sample: a softmax over classes fails them mid-training.
+THRESHOLD_METRICS = {
+    "auc",
+    "precision",
+    "recall",
+    "truepositives",
+    "truenegatives",
+    "falsepositives",
+    "falsenegatives",
+    "precisionatrecall",
+    "recallatprecision",
+    "sensitivityatspecificity",
+    "specificityatsensitivity",
+    "f1score",
+    "fbetascore",
+}
+LIST_METRICS = 'python -c "import keras; print(sorted(n for n in dir(keras.metrics) if n[0].islower()))"'
+LIST_OPTIMIZERS = 'python -c "import keras; print(sorted(n for n in dir(keras.optimizers) if n[0].isupper()))"'
+
+
+def call_builder(
+    builder: Callable[..., Any],
+    spec: str,
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    kwargs: Mapping[str, Any],
+    extra: Mapping[str, Any],
+) -> Any:
+    """`builder(input_shape, n_outputs, **extra, **kwargs)`, where `extra` holds what the builder declares of
+    `seeds` and `task`; a kwarg it does not take, a TypeError or ValueError from it, or anything but a
+    `keras.Model` returned is a `UserCodeError`."""
+    import keras
+
+    signature = inspect.signature(builder)
+    accepted = {name: value for name, value in extra.items() if name in signature.parameters}
+    parameters = ", ".join(name for name in signature.parameters)
+    try:
+        signature.bind(input_shape, n_outputs, **accepted, **kwargs)
+    except TypeError as err:
+        unknown = [name for name in kwargs if name not in signature.parameters]
+        what = f"has no parameter '{unknown[0]}'" if unknown else f"cannot be called so ({err})"
+        raise UserCodeError(
+            f"model.kwargs: builder '{spec}' {what}; its parameters: {parameters}; fix model.kwargs in params.yaml"
+        ) from err
+    try:
+        model = builder(input_shape, n_outputs, **accepted, **kwargs)
+    except (TypeError, ValueError) as err:
+        raise UserCodeError(
+            f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs {dict(kwargs)}: "
+            f"{_first_line(err)}; its parameters: {parameters}; "
+            "fix model.kwargs in params.yaml (or the builder)"
+        ) from err
+    if not isinstance(model, keras.Model):
+        raise UserCodeError(
+            f"model.builder: '{spec}' returned {type(model).__name__}, not a keras.Model; "
+            "return keras.Model(inputs, outputs) (uncompiled) from it"
+        )
+    if not model.built:
+        model.build((None, *input_shape))
+    return model
+
+
+def expected_output(task: str, n_outputs: int, target_shape: Sequence[int] | None) -> list[tuple[int, ...]]:
+    """The output shapes (without the batch axis) that fit the task: K class scores (or 1 for two classes),
+    or the targets' shape ((1,) for 1-D targets)."""
+    if task == CLASSIFICATION:
+        return [(n_outputs,), (1,)] if n_outputs == 2 else [(n_outputs,)]
+    shape = tuple(target_shape) if target_shape is not None else (n_outputs,)
+    return [shape or (1,)]
+
+
+def check_output(model: Any, spec: str, task: str, n_outputs: int, target_shape: Sequence[int] | None = None) -> None:
+    """A `UserCodeError` unless the model has one output of a shape that fits the task."""
+    outputs = model.outputs if getattr(model, "outputs", None) else None
+    if outputs is None:
+        return  # a subclassed model declares no symbolic output: fit checks it against the loss
+    if len(outputs) != 1:
+        raise UserCodeError(f"model.builder: '{spec}' returned a model with {len(outputs)} outputs; return one output")
+    got = tuple(outputs[0].shape[1:])
+    allowed = expected_output(task, n_outputs, target_shape)
+    if got not in allowed:
+        want = " or ".join(str(shape) for shape in allowed)
+        raise UserCodeError(
+            f"model.builder: '{spec}' returned a model whose output shape is {got} (without the batch "
+            f"axis); data.task {task} with {n_outputs} output(s) needs {want}; change the last layer"
+        )
+
+
+def resolve_loss(loss: str, root: Path) -> Any:
+    """`train.loss` as Keras takes it: a user function for "module:function", else a checked Keras identifier."""
+    import keras
+
+    if ":" in loss:
+        return load_callable(loss, "train.loss", root)
+    try:
+        keras.losses.get(loss)
+    except ValueError as err:
+        raise UserCodeError(
+            f"train.loss: unknown Keras loss '{loss}'; list them with {LIST_LOSSES}, "
+            "or name your own as 'module:function'"
+        ) from err
+    return loss
+
+
+def check_metrics(metrics: Sequence[str], task: str = CLASSIFICATION, outputs: int | None = None) -> None:
+    """A `UserCodeError` for a `train.metrics` entry Keras does not know, or a threshold metric (AUC, precision,
+    recall, ...) on a classifier with several outputs, which Keras would only reject in the middle of training."""
+    import keras
+
+    for metric in metrics:
+        if task == CLASSIFICATION and (outputs or 1) > 1 and metric.lower().replace("_", "") in THRESHOLD_METRICS:
+            raise UserCodeError(
+                f"train.metrics: '{metric}' reads one probability per sample, but the model outputs "
+                f"{outputs} class probabilities; for two classes build the last layer as "
+                "Dense(1, activation='sigmoid'), or drop it (evaluate logs test_auc for two classes)"
+            )
+        if metric in ("accuracy", "acc", "crossentropy", "ce"):
+            continue  # resolved by compile against the loss and output
+        try:
+            keras.metrics.get(metric)
+        except ValueError as err:
+            raise UserCodeError(
+                f"train.metrics: unknown Keras metric '{metric}'; list them with {LIST_METRICS}"
+            ) from err
+
+
+def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
+    """The Keras optimizer `name` with `config`; an unknown name or keyword is a `UserCodeError`."""
+    import keras
+
+    try:
+        keras.optimizers.get({"class_name": name, "config": {}})
+    except ValueError as err:
+        raise UserCodeError(
+            f"train.optimizer: unknown Keras optimizer '{name}'; list them with {LIST_OPTIMIZERS}"
+        ) from err
+    try:
+        return keras.optimizers.get({"class_name": name, "config": dict(config)})
+    except (TypeError, ValueError) as err:
+        raise UserCodeError(
+            f"train.optimizer_kwargs: optimizer '{name}' rejects them: {_first_line(err)}; "
+            "fix train.optimizer_kwargs in params.yaml"
+        ) from err
+
+
+def custom_objects(params: Params, root: Path) -> dict[str, Any]:
+    """What `keras.models.load_model` needs to reload a model `params` trained: the user loss by its name, and
+    every Keras layer, loss or metric class defined in the builder's and the loss's modules, by class name."""
+    import keras
+
+    found: dict[str, Any] = {}
+    for key, spec in (("model.builder", params.model.builder), ("train.loss", params.train.loss)):
+        if not spec or ":" not in spec:
+            continue
+        function = load_callable(spec, key, root)
+        module = inspect.getmodule(function)
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and value.__module__ == module.__name__
+                and issubclass(value, (keras.layers.Layer, keras.losses.Loss, keras.metrics.Metric))
+            ):
+                found[name] = value
+        if key == "train.loss":
+            found[function.__name__] = function
+    return found
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
