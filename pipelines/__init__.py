@@ -23,6 +23,7 @@ REQUIRED_MODULES = (
     "yaml",
     "ruamel.yaml",
     "tqdm",
+    "detect_secrets",
     "git",
     "matplotlib",
     "mlflow",

@@ -15,7 +15,8 @@ from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import EffectiveDeterminism, as_record
 from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
-from tracking.provenance.git import open_repository, strip_credentials
+from tracking.provenance.git import open_repository
+from tracking.provenance.redaction import strip_credentials
 from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main

@@ -42,6 +42,7 @@ PLUMBING = {
     "tracking/provenance/git.py": "provenance: git commit and diff",
     "tracking/provenance/hardware.py": "provenance: CPU, GPU, OS",
     "tracking/provenance/software.py": "provenance: package versions",
+    "tracking/provenance/redaction.py": "provenance: secrets taken out of what is logged",
 }
 
 

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracking.errors import RerunError
-from tracking.provenance.git import encode_diff, open_repository, was_redacted
+from tracking.provenance.git import encode_diff, open_repository
+from tracking.provenance.redaction import was_redacted
 
 _FILE_HEADER = re.compile(r"^\+\+\+ (?:b/)?(?P<path>.+)$")
 _BINARY = re.compile(r"^Binary files (?:a/)?(?P<old>.+) and (?:b/)?(?P<new>.+) differ$")

@@ -7,34 +7,22 @@ of it could be neither checked for secrets nor kept small, so `tracking rerun` r
 
 Remote URLs lose any user:password@ part and query string. In the diff (added, removed and context lines),
 assignments to a secret-looking name (password, token, api_key, ...) keep the name and lose the value,
-URLs lose their user:password@ part, and known token formats (ghp_..., AKIA..., sk-..., JWTs) are replaced;
-a warning on stderr says how many lines were changed, since the captured diff is then no longer exact.
+URLs lose their user:password@ part, known token formats and private key blocks are replaced (the rules:
+tracking/provenance/redaction.py); a warning says how many lines were changed, since the captured diff is
+then no longer exact.
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from tracking.errors import RepoError
 from tracking.provenance.dvc import declared_outputs
+from tracking.provenance.redaction import redact_lines, strip_credentials
 
-REDACTED = "<redacted>"
-_SECRET_ASSIGNMENT = re.compile(
-    r"(?P<key>[\w.\-]*(?:password|passwd|secret|token|api[_-]?key|private[_-]?key|credential)s?[\w.\-]*"
-    r"[\"'\]]*\s*[:=]\s*)(?P<value>.+)$",
-    re.IGNORECASE,
-)
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)[^\s/@'\"]+@", re.IGNORECASE)
-_KNOWN_TOKEN = re.compile(
-    r"\b(?:(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|glpat-[A-Za-z0-9_\-]{16,}"
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{16,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+)"
-)
 _DIFF_HEADERS = ("diff --git ", "index ", "--- ", "+++ ")
 # Whatever the user's git configuration says: plain a/ b/ prefixes, no colour, no external or text-converting diff.
 _DIFF = (
@@ -122,37 +110,10 @@ def _within(path: str, output: str) -> bool:
     return path == output or path.startswith(output.rstrip("/") + "/")
 
 
-def strip_credentials(url: str) -> str:
-    """The URL without user, password or query: `https://user:tok@host/r.git?t=x` -> `https://host/r.git`."""
-    if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.username is None and not parts.query:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
 def redact_diff(diff: str) -> str:
     """The diff with secret-looking values replaced by '<redacted>' in every line but the file headers.
 
     Context lines are redacted too: a secret committed earlier would otherwise leave with the diff. Lines are
     split at "\n" only and a line's "\r" is kept, so every line left alone stays byte for byte as it was.
     """
-    return "\n".join(_redact_line(line) for line in diff.split("\n"))
-
-
-def _redact_line(line: str) -> str:
-    if line.startswith(_DIFF_HEADERS):
-        return line
-    body, end = (line[:-1], "\r") if line.endswith("\r") else (line, "")
-    body = _SECRET_ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}", body)
-    body = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", body)
-    return _KNOWN_TOKEN.sub(REDACTED, body) + end
-
-
-def was_redacted(line: str) -> bool:
-    """Whether `redact_diff` may have changed this line: it holds the placeholder (an assignment's value, a URL's
-    user:password or a token); a line that holds '<redacted>' literally is counted too, erring on the safe side."""
-    return REDACTED in line
+    return "\n".join(redact_lines(diff.split("\n"), keep=_DIFF_HEADERS))
