@@ -81,6 +81,27 @@ def test_the_readme_links_every_docs_page():
     assert {page.resolve() for page in DOCS.glob("*.md")} <= linked
 
 
+def mapped_modules(text: str) -> set[str]:
+    """The modules architecture.md's package map lists: `- `name.py`` lines under a `**`folder/`**` heading."""
+    found, folder = set(), ""
+    for line in text.splitlines():
+        if heading := re.match(r"^\*\*`([\w/]+/)`\*\*", line):
+            folder = heading.group(1)
+        elif module := re.match(r"^- `(\w+\.py)`:", line):
+            found.add(folder + module.group(1))
+    return found
+
+
+def test_the_package_map_lists_every_module():
+    modules = {
+        str(path.relative_to(REPO))
+        for folder in ("tracking", "pipelines")
+        for path in (REPO / folder).rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    assert mapped_modules((DOCS / "architecture.md").read_text()) == modules
+
+
 def test_tracking_help_is_what_the_readme_shows(tmp_path: Path):
     shown = block_starting(README.read_text(), "usage: tracking")
     assert run(["tracking", "--help"], tmp_path, env=project_env(COLUMNS="80")).stdout == shown
