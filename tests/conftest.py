@@ -87,7 +87,9 @@ def make_project(root: Path) -> Path:
     freeze(root / "params.yaml", root / "baseline.yaml")
     run(["git", "init", "-q", "-b", "main"], root)
     run(["dvc", "init", "-q"], root)
-    run(["dvc", "config", "core.analytics", "false"], root)  # as the README says for projects made with `dvc init`
+    run(
+        ["dvc", "config", "core.analytics", "false"], root
+    )  # as docs/run-record.md says for projects made with `dvc init`
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "project"], root)
     return root

@@ -1,6 +1,6 @@
 """Every DVC stage depends on the project code that decides its outputs, so an edit re-runs what it changes.
 
-The rule (README, "What each stage depends on"): a stage lists in `deps` every project module it imports,
+The rule (docs/architecture.md, "What each stage depends on"): a stage lists in `deps` every project module it imports,
 directly or through other project modules (function-level imports and `python -m` children included), except
 the logging plumbing in `PLUMBING`. That plumbing decides what goes to MLflow, not what a stage writes, and
 its version is recorded with every run instead (`prov.git.commit`, `prov.git.dirty` and the uncommitted diff;

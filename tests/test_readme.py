@@ -1,0 +1,181 @@
+"""README.md and docs/ as a newcomer uses them: the README's commands typed as it shows them, its links followed.
+
+The README stays short (at most MAX_README_LINES) and points into docs/; every relative link of README.md and
+docs/*.md must reach a file, and a `#anchor` a heading of that file. The commands the README shows run in the
+`project` fixture (a real git + DVC copy of this pipeline) and must print what the README says they print.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, project_env, run, runs_of, write_params
+
+from tracking.config.baseline import freeze
+
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+MAX_README_LINES = 220
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def blocks(text: str, language: str = "") -> list[str]:
+    """The fenced blocks of `text` whose info string is `language` ("" for blocks without one)."""
+    return [body for lang, body in FENCE.findall(text) if lang == language]
+
+
+def block_starting(text: str, start: str) -> str:
+    """The one fenced block of `text` whose first line starts with `start`."""
+    (found,) = [body for _, body in FENCE.findall(text) if body.startswith(start)]
+    return found
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's anchors for the headings of a Markdown file (fenced blocks left out; repeats get -1, -2, ...)."""
+    seen: dict[str, int] = {}
+    found = set()
+    for line in FENCE.sub("", path.read_text()).splitlines():
+        if not line.startswith("#"):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        found.add(slug if count == 0 else f"{slug}-{count}")
+    return found
+
+
+def relative_links(path: Path) -> list[str]:
+    """The links of a Markdown file that point into this repository (not to the web), outside fenced blocks."""
+    return [target for target in LINK.findall(FENCE.sub("", path.read_text())) if "://" not in target]
+
+
+def broken_links(path: Path) -> list[str]:
+    broken = []
+    for target in relative_links(path):
+        file, _, anchor = target.partition("#")
+        resolved = (path.parent / file).resolve() if file else path
+        if not resolved.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            broken.append(f"{target}: no heading with anchor #{anchor} in {resolved.relative_to(REPO)}")
+    return broken
+
+
+def test_readme_is_short():
+    assert len(README.read_text().splitlines()) <= MAX_README_LINES
+
+
+@pytest.mark.parametrize("page", [README, *sorted(DOCS.glob("*.md"))], ids=lambda page: page.name)
+def test_every_link_resolves(page: Path):
+    assert broken_links(page) == []
+
+
+def test_the_readme_links_every_docs_page():
+    linked = {(README.parent / target.partition("#")[0]).resolve() for target in relative_links(README)}
+    assert {page.resolve() for page in DOCS.glob("*.md")} <= linked
+
+
+def mapped_modules(text: str) -> set[str]:
+    """The modules architecture.md's package map lists: `- `name.py`` lines under a `**`folder/`**` heading."""
+    found, folder = set(), ""
+    for line in text.splitlines():
+        if heading := re.match(r"^\*\*`([\w/]+/)`\*\*", line):
+            folder = heading.group(1)
+        elif module := re.match(r"^- `(\w+\.py)`:", line):
+            found.add(folder + module.group(1))
+    return found
+
+
+def test_the_package_map_lists_every_module():
+    modules = {
+        str(path.relative_to(REPO))
+        for folder in ("tracking", "pipelines")
+        for path in (REPO / folder).rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    assert mapped_modules((DOCS / "architecture.md").read_text()) == modules
+
+
+def test_tracking_help_is_what_the_readme_shows(tmp_path: Path):
+    shown = block_starting(README.read_text(), "usage: tracking")
+    assert run(["tracking", "--help"], tmp_path, env=project_env(COLUMNS="80")).stdout == shown
+
+
+def pipeline_table() -> dict[str, str]:
+    """The README's pipeline table: stage name -> its `writes` cell."""
+    rows = re.findall(r"^\| `(\w+)`[^|]*\|[^|]*\|[^|]*\| (.*) \|$", README.read_text(), re.M)
+    return dict(rows)
+
+
+def declared_outputs(dvc_yaml: Path) -> dict[str, list[str]]:
+    """Each stage of a dvc.yaml -> the paths of its outs, metrics and plots."""
+    stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
+    return {
+        name: [
+            next(iter(entry)) if isinstance(entry, dict) else entry
+            for kind in ("outs", "metrics", "plots")
+            for entry in stage.get(kind, [])
+        ]
+        for name, stage in stages.items()
+    }
+
+
+def test_the_pipeline_table_names_every_stage_and_what_it_writes(project: Path):
+    """The table's stages are those `dvc stage list` finds (the audit in audit/dvc.yaml), and each stage's row
+    names every output its dvc.yaml declares; `dvc status` reads both files as the README's commands do."""
+    (project / "audit").mkdir()
+    shutil.copy(REPO / "audit/dvc.yaml", project / "audit/dvc.yaml")
+    listed = (
+        run(["dvc", "stage", "list"], project).stdout + run(["dvc", "stage", "list", "audit/dvc.yaml"], project).stdout
+    )
+    stages = {line.split()[0].rpartition(":")[2] for line in listed.splitlines()}
+    table = pipeline_table()
+    assert set(table) == stages
+    for dvc_yaml in (REPO / "dvc.yaml", REPO / "audit/dvc.yaml"):
+        for stage, outputs in declared_outputs(dvc_yaml).items():
+            written = [path.rstrip("/") for path in re.findall(r"`([^`]+)`", table[stage])]
+            assert all(any(fnmatch.fnmatch(out, path) for path in written) for out in outputs), (stage, outputs)
+    status = run(["dvc", "status"], project).stdout + run(["dvc", "status", "audit/dvc.yaml"], project).stdout
+    assert all(f"{stage}:" in status for stage in stages), status
+
+
+def test_tracking_doctor_in_a_fresh_project(project: Path):
+    """`tracking doctor` where no pipeline has run yet: one line, exit status 0, no store created."""
+    done = run(["tracking", "doctor"], project)
+    assert done.stdout == f"sqlite:///{project / 'mlflow.db'}: no store yet, nothing to check\n"
+    assert not (project / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_the_readme_commands_then_diff_as_shown(project: Path):
+    """The README's `dvc` block typed as it stands (a tiny model, ALGO and CONTROL calibrated), each compare
+    printing a verdict line shaped as the README's; then `tracking diff` of the first run and the experiment, by
+    its DVC name, prints the sections of the README's example and names the learning rate as typed."""
+    write_params(project, train={"epochs": 1}, calibration={"variants": ["algo", "control"], "repeats": 3})
+    freeze(project / "params.yaml", project / "baseline.yaml")
+    run(["git", "commit", "-qam", "tiny calibration"], project)
+    text = README.read_text()
+    (commands,) = [block for block in blocks(text, "bash") if block.startswith("dvc repro")]
+    done = run(["bash", "-ec", commands], project)
+    verdict = (
+        r"^(within_noise|exceeds_noise|cannot_judge): .*; judged against \w+ \(\d+ runs\)\. Report: reports/compare.md$"
+    )
+    assert len(re.findall(verdict, done.stdout, re.M)) == 2, done.stdout
+    runs = [found for found in runs_of(project) if found.data.tags.get("pipeline.stage") != "calibrate"]
+    (first,) = [found for found in runs if "dvc.exp_name" not in found.data.tags]
+    (experiment,) = [found.data.tags["dvc.exp_name"] for found in runs if "dvc.exp_name" in found.data.tags]
+    diff = run(["tracking", "diff", first.info.run_id, experiment], project).stdout
+    shown = block_starting(text, "$ tracking diff").splitlines()[1:]
+    assert sections(diff.splitlines()) == sections(shown), diff
+    assert re.search(r"^    train\.learning_rate +0\.001 -> 1e-05$", diff, re.M), diff
+
+
+def sections(lines: list[str]) -> list[str]:
+    """The headings of `tracking diff` output: the first word of each line that is not indented."""
+    return [re.split(r"[\s:,]", line)[0] for line in lines if line and not line.startswith(" ")]
