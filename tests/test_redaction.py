@@ -73,3 +73,19 @@ def test_url_userinfo_is_removed_from_environment_values():
     assert strip_url_userinfo("https://bob:pw123@models.example.com/x https://ok.example.com") == (
         "https://models.example.com/x https://ok.example.com"
     )
+
+
+def test_terraform_variables_are_not_tensorflow_ones_and_a_dvc_commit_is_not_a_token():
+    env = {
+        "TF_VAR_db_password": "plain-words",
+        "TF_TOKEN_app_terraform_io": "x",
+        "TF_CLI_CONFIG_FILE": "/root/.terraformrc",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "DVC_EXP_BASELINE_REV": "b118c72ce8a0d7c0ad1e6a8b7c46d0f5b3e2a1c9",
+        "DVC_EXP_NAME": "ghp_" + "a1" * 18,
+    }
+    assert gather_environment(env) == {
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "DVC_EXP_BASELINE_REV": env["DVC_EXP_BASELINE_REV"],
+        "DVC_EXP_NAME": REDACTED,
+    }
