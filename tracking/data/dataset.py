@@ -20,14 +20,13 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
+from tracking.config.project import PINS_DIR
 from tracking.config.user_code import load_callable
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
-PINS_DIR = Path("data/pins")
-PREPARED = Path("data/prepared")
 
 
 # scikit-learn's shipped sets (no download) and the task each one is for.

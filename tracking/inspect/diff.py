@@ -21,6 +21,7 @@ from typing import Any
 
 from tracking.config.legacy import upgrade_logged
 from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
+from tracking.config.project import CALIBRATE, NOISE_FILE, OUTPUT_FOLDERS
 from tracking.errors import TrackingError
 from tracking.noise.policy import (
     CANNOT_JUDGE,
@@ -42,9 +43,7 @@ from tracking.provenance.git import decode_diff
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
 CAUSES = ("data", "params", "code")
 # Files whose changes other groups already report (params, data pins) or that are outputs, not code.
-_NOT_CODE = re.compile(
-    r"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^(metrics|plots|reports|outputs|calibration)/"
-)
+_NOT_CODE = re.compile(rf"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^({'|'.join(OUTPUT_FOLDERS)})/")
 _NOT_TRAINING = ("mlflow.", "calibration.", "compare.")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _EXP_NAME = re.compile(r"^[\w.-]+$")
@@ -205,7 +204,7 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
             run = None
     if run is None and _EXP_NAME.match(ref):
         experiments = [found.experiment_id for found in client.search_experiments()]
-        named = f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != 'calibrate'"
+        named = f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != '{CALIBRATE}'"
         matches = (
             client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"], max_results=1)
             if experiments
@@ -422,7 +421,7 @@ def find_calibration(
         if not found:
             return None
         run_id = found[0].info.run_id
-    noise = _artifact(client, run_id, "calibration/noise.json", json.loads)
+    noise = _artifact(client, run_id, NOISE_FILE.as_posix(), json.loads)
     if noise is None:
         raise TrackingError(
             f"run {run_id} has no calibration/noise.json; pass the calibration parent run to --calibration"
