@@ -225,7 +225,7 @@ def _audit(args: argparse.Namespace) -> None:
 
 def _diff(args: argparse.Namespace) -> None:
     from tracking.inspect.diff import diff_runs, load_run
-    from tracking.inspect.diff_report import render
+    from tracking.inspect.diff.report import render
     from tracking.store.location import find_project, open_client
 
     root = find_project()
