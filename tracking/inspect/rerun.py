@@ -54,7 +54,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         )
     if original.tags.get("pipeline.stage") == CALIBRATE:
         raise RerunError(
-            f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f calibrate` at its commit"
+            f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f {CALIBRATE}` at its commit"
         )
     content = original.manifest.get("content_sha256")
     data_hash = original.tags.get(DATA_HASH_TAG)
@@ -86,7 +86,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         if not data_hash:
             raise RerunError(
                 f"run {original.run_id} logged no DVC hash for {PREPARED} and no directory in the DVC cache {cache.path} "
-                f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro prepare` at its commit"
+                f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro {PREPARE}` at its commit"
             )
         restore_prepared(cache, project, data_hash, content, original.run_id)
         env = _stage_environment(uri)

@@ -214,7 +214,7 @@ class Tracker:
             self.client.get_run(run_id)
         except MlflowException as err:
             raise RunStateError(
-                f"MLflow run {run_id} (from the train stage) is not in {self.uri}; re-run training with `dvc repro -f train`"
+                f"MLflow run {run_id} (from the {TRAIN} stage) is not in {self.uri}; re-run training with `dvc repro -f {TRAIN}`"
             ) from err
 
     def in_background(self, write: Callable[[], object]) -> None:
