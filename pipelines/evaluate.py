@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
-from tracking.config.params import Params, load_params
+from pipelines.scoring import flat_metrics, scores, summary_metrics
+from tracking.config.params import CLASSIFICATION, Params, load_params
 from tracking.config.project import (
     CONFUSION,
     EVAL_METRICS,

@@ -2,6 +2,9 @@
 
 Variants (Zhuang et al. 2021): `algo+impl` (seeds vary, non-deterministic kernels), `algo` (seeds vary,
 deterministic), `impl` (seeds fixed, non-deterministic), `control` (both fixed: must be bit-identical).
+On a CPU, kernel non-determinism is simulated when `calibration.simulate_impl_noise` is on: examples are
+permuted inside each batch, which keeps each batch's gradient but changes the summation order. Where a GPU
+is present its real kernel non-determinism is used instead.
 """
 
 from __future__ import annotations
