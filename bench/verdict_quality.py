@@ -20,10 +20,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.calibrate import summarise, train_and_score, variant_setup
+from pipelines.calibrate import summarise, train_and_score
 from pipelines.compare import judge_candidate
 from pipelines.prepare import split
 from pipelines.training import prepare_model
+from pipelines.variants import variant_setup
 from tracking.config.params import load_params
 from tracking.data.dataset import load_source
 from tracking.determinism.process import reproducible_process, seed_frameworks

@@ -22,7 +22,8 @@ from typing import Any, NoReturn
 
 from pipelines.training import require_code_deps
 from tracking.config.params import Params, load_params
-from tracking.data.dataset import PREPARED, read_manifest
+from tracking.config.project import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_METRICS, AUDIT_REPORT, PREPARED
+from tracking.data.dataset import read_manifest
 from tracking.determinism.process import reproducible_process
 from tracking.env import TRACKING_PROJECT_ROOT
 from tracking.inspect.audit import (
@@ -48,13 +49,6 @@ from tracking.run.tracker import Tracker
 from tracking.stage import at_least, run_main
 from tracking.store.location import project_root
 
-REPORT = Path("reports/audit.md")
-FIGURE = Path("reports/audit.png")
-METRICS = Path("metrics/audit.json")
-
-# The audit's stage lives in a dvc.yaml of its own, out of the default pipeline.
-AUDIT_DVC_FILE = "audit/dvc.yaml"
-
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pipelines.audit", description=__doc__.splitlines()[0])
@@ -70,13 +64,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     params = load_params()
     reproducible_process(params)
     root = project_root()
-    require_code_deps(params, "audit", root, AUDIT_DVC_FILE)
+    require_code_deps(params, AUDIT, root, AUDIT_DVC_FILE)
     manifest = read_manifest(root / PREPARED)
     open_repository(root)
     repeats, steps = args.repeats or params.audit.repeats, args.steps or params.audit.steps
     with (
         tempfile.TemporaryDirectory(prefix="audit-") as scratch,
-        Tracker(params.mlflow.experiment, root, stage="audit", run_name="audit", tags={"audit": "true"}) as parent,
+        Tracker(params.mlflow.experiment, root, stage=AUDIT, run_name="audit", tags={"audit": "true"}) as parent,
     ):
         parent.log_params({**params.flat(), "audit.repeats": repeats, "audit.steps": steps})
         traces = train_modes(root, repeats, steps, Path(scratch), parent, params)
@@ -103,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"audit: deterministic bit-identical: {'yes' if modes['det']['bit_identical'] else 'NO'}; "
         f"non-deterministic first divergence: {modes['nondet']['divergence_text'] or 'none (bit-identical)'}; "
-        f"cost of determinism {summary['time_ratio']:.3f}x; report {REPORT}; MLflow parent run {parent.run_id}"
+        f"cost of determinism {summary['time_ratio']:.3f}x; report {AUDIT_REPORT}; MLflow parent run {parent.run_id}"
     )
 
 
@@ -174,13 +168,13 @@ def stopped(mode: str, status: int, folder: Path, root: Path, parent: Tracker, m
     """A trainer stopped: an op without a deterministic kernel becomes `UnsupportedOpError` and its report."""
     if status == UNSUPPORTED_OP_EXIT:
         found = json.loads((folder / UNSUPPORTED_FILE).read_text())
-        for stale in (FIGURE, METRICS):
+        for stale in (AUDIT_FIGURE, AUDIT_METRICS):
             (root / stale).unlink(missing_ok=True)
-        (root / REPORT).parent.mkdir(parents=True, exist_ok=True)
-        (root / REPORT).write_text(render_unsupported(found, {"model": model}))
-        parent.log_artifact(root / REPORT, "audit")
+        (root / AUDIT_REPORT).parent.mkdir(parents=True, exist_ok=True)
+        (root / AUDIT_REPORT).write_text(render_unsupported(found, {"model": model}))
+        parent.log_artifact(root / AUDIT_REPORT, "audit")
         parent.set_tags({"audit.unsupported_op": found["op"], "audit.unsupported_layer": found["layer"] or ""})
-        raise UnsupportedOpError(unsupported_line(found) + f"; see {REPORT}")
+        raise UnsupportedOpError(unsupported_line(found) + f"; see {AUDIT_REPORT}")
     raise AuditError(
         f"the {MODE_LABELS[mode]} audit trainings stopped (exit status {status}, see the message above); "
         "fix the cause and re-run `tracking audit`"
@@ -202,7 +196,7 @@ def log_children(parent: Tracker, params: Params, trace: Trace) -> None:
         with Tracker(
             parent.experiment,
             parent.root,
-            stage="audit",
+            stage=AUDIT,
             run_name=f"{MODE_LABELS[trace.mode]} #{repeat}",
             nested=True,
             tags=tags,
@@ -232,11 +226,11 @@ def headline(summary: dict[str, Any]) -> dict[str, float]:
 
 def write_outputs(root: Path, summary: dict[str, Any]) -> None:
     """The report, the matrices figure and the headline metrics, written once everything succeeded."""
-    for path in (REPORT, FIGURE, METRICS):
+    for path in (AUDIT_REPORT, AUDIT_FIGURE, AUDIT_METRICS):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-    (root / REPORT).write_text(render(summary))
-    figure(summary).savefig(root / FIGURE, dpi=110)
-    (root / METRICS).write_text(json.dumps(headline(summary), indent=2) + "\n")
+    (root / AUDIT_REPORT).write_text(render(summary))
+    figure(summary).savefig(root / AUDIT_FIGURE, dpi=110)
+    (root / AUDIT_METRICS).write_text(json.dumps(headline(summary), indent=2) + "\n")
 
 
 def log_summary(parent: Tracker, root: Path, summary: dict[str, Any]) -> None:
@@ -247,8 +241,8 @@ def log_summary(parent: Tracker, root: Path, summary: dict[str, Any]) -> None:
         | {f"audit.{mode}.divergence": row["divergence_text"] or "none" for mode, row in modes.items()}
     )
     parent.log_json(summary, "audit/audit.json")
-    parent.log_artifact(root / REPORT, "audit")
-    parent.log_artifact(root / FIGURE, "audit")
+    parent.log_artifact(root / AUDIT_REPORT, "audit")
+    parent.log_artifact(root / AUDIT_FIGURE, "audit")
 
 
 if __name__ == "__main__":

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.calibrate import variant_setup
 from pipelines.training import batch_orders, prepare_model
+from pipelines.variants import variant_setup
 from tracking.config.params import Params, load_params
-from tracking.data.dataset import PREPARED, load_splits, output_size, read_manifest
+from tracking.config.project import PREPARED
+from tracking.data.dataset import load_splits, output_size, read_manifest
 from tracking.data.hashing import array_sha256, weights_sha256
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds

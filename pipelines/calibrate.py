@@ -1,32 +1,29 @@
 """DVC stage `calibrate`: train the frozen baseline `calibration.repeats` times per noise variant.
 
-Variants (Zhuang et al. 2021): `algo+impl` (seeds vary, non-deterministic kernels), `algo` (seeds vary,
-deterministic), `impl` (seeds fixed, non-deterministic), `control` (both fixed: must be bit-identical).
-On a CPU, kernel non-determinism is simulated when `calibration.simulate_impl_noise` is on: examples are
-permuted inside each batch, which keeps each batch's gradient but changes the summation order. Where a GPU
-is present its real kernel non-determinism is used instead.
+The variants, and how each repeat's seeds and kernel noise are set, are in `pipelines/variants.py`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from itertools import product
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pipelines.scoring import flat_metrics, scores, summary_metrics
 from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
+from pipelines.variants import variant_setup
 from tracking.config.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.config.params import CLASSIFICATION, Params, load_params
-from tracking.data.dataset import PREPARED, load_splits, output_size, read_manifest
+from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED
+from tracking.data.dataset import load_splits, output_size, read_manifest
 from tracking.data.hashing import weights_sha256
 from tracking.determinism.process import reproducible_process, seed_frameworks
-from tracking.determinism.seeds import Seeds, derive_seed
+from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record
 from tracking.noise.statistics import (
     band_from_values,
@@ -42,35 +39,9 @@ from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import project_root
 
-NOISE_FILE = Path("calibration/noise.json")
-RUNS_FILE = Path("outputs/calibration.npz")
-ALGO_SOURCES = ("init", "shuffle", "dropout", "augment")
 # Intervals stored with the calibration use this alpha; the compare stage re-derives them at compare.alpha,
 # so changing compare.alpha never re-runs the calibration.
 STORED_ALPHA = 0.05
-
-
-def variant_setup(
-    variant: str,
-    repeat: int,
-    baseline: Params,
-    seeds: Seeds,
-    simulate: bool,
-    gpu: bool,
-) -> tuple[Params, Seeds, int | None, str]:
-    """The params, seeds, within-batch noise seed and kernel-noise source of one repeat of one variant."""
-    vary_algo, vary_impl = variant in ("algo+impl", "algo"), variant in ("algo+impl", "impl")
-    if vary_algo:
-        seeds = replace(seeds, **{name: derive_seed(seeds.base, f"{name}:repeat{repeat}") for name in ALGO_SOURCES})
-    determinism = baseline.determinism.model_copy(update={"op_determinism": not vary_impl})
-    params = baseline.model_copy(update={"determinism": determinism})
-    if not vary_impl:
-        return params, seeds, None, "none"
-    if gpu:
-        return params, seeds, None, "gpu-kernels"
-    if simulate:
-        return params, seeds, derive_seed(seeds.base, f"impl:repeat{repeat}"), "simulated"
-    return params, seeds, None, "cpu-kernels"
 
 
 @dataclass(frozen=True)
@@ -179,7 +150,7 @@ def main() -> None:
     baseline = load_baseline(params.calibration.baseline)
     base_seeds = reproducible_process(baseline)
     root = project_root()
-    require_code_deps(baseline, "calibrate", root)
+    require_code_deps(baseline, CALIBRATE, root)
     manifest = read_manifest(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, val, test = splits["train"], splits.get("val"), splits["test"]
@@ -189,7 +160,7 @@ def main() -> None:
     plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
     runs, predictions, weights = [], [], []
     with Tracker(
-        params.mlflow.experiment, root, stage="calibrate", run_name="calibration", tags={"noise.role": "calibration"}
+        params.mlflow.experiment, root, stage=CALIBRATE, run_name="calibration", tags={"noise.role": "calibration"}
     ) as parent:
         import tensorflow as tf
 
@@ -208,7 +179,7 @@ def main() -> None:
             with Tracker(
                 params.mlflow.experiment,
                 root,
-                stage="calibrate",
+                stage=CALIBRATE,
                 run_name=f"{variant} #{repeat}",
                 nested=True,
                 tags=tags,
@@ -265,11 +236,11 @@ def main() -> None:
         }
         control = noise["variants"].get("control")
         parent.set_tags({"noise.control_bit_identical": str(control["bit_identical"]).lower() if control else "n/a"})
-        parent.log_json(noise, "calibration/noise.json")
+        parent.log_json(noise, NOISE_FILE.as_posix())
         (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
-        (root / RUNS_FILE).parent.mkdir(parents=True, exist_ok=True)
+        (root / CALIBRATION_RUNS).parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(
-            root / RUNS_FILE,
+            root / CALIBRATION_RUNS,
             predictions=stacked_predictions,
             weights=stacked_weights,
             variants=np.array([run["variant"] for run in runs]),

@@ -19,13 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.calibrate import NOISE_FILE, RUNS_FILE
-from pipelines.evaluate import EVAL_METRICS, PREDICTIONS
 from pipelines.scoring import flat_metrics
-from pipelines.train import RUN_FILE
 from tracking.config.baseline import load_baseline
 from tracking.config.params import CLASSIFICATION, Params, load_params
-from tracking.data.dataset import PREPARED, read_manifest
+from tracking.config.project import (
+    CALIBRATION_RUNS,
+    COMPARE,
+    COMPARE_METRICS,
+    COMPARE_PLOTS,
+    COMPARE_REPORT,
+    EVAL_METRICS,
+    NOISE_FILE,
+    PREDICTIONS,
+    PREPARED,
+    RUN_FILE,
+)
+from tracking.data.dataset import read_manifest
 from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import ParamsError, RunStateError
 from tracking.noise.policy import (
@@ -51,14 +60,6 @@ from tracking.noise.statistics import (
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import project_root
-
-COMPARE_METRICS = Path("metrics/compare.json")
-REPORT = Path("reports/compare.md")
-PLOTS = {
-    "accuracy": Path("reports/accuracy_spread.png"),
-    "churn": Path("reports/churn_heatmap.png"),
-    "classes": Path("reports/per_class_spread.png"),
-}
 
 
 def choose_variant(candidate: Params, baseline: Params, data_changed: bool, available: list[str]) -> tuple[str, str]:
@@ -149,11 +150,11 @@ def main() -> None:
     params = load_params()
     root = project_root()
     baseline = load_baseline(params.calibration.baseline)
-    for path in (NOISE_FILE, RUNS_FILE, EVAL_METRICS, PREDICTIONS, RUN_FILE):
+    for path in (NOISE_FILE, CALIBRATION_RUNS, EVAL_METRICS, PREDICTIONS, RUN_FILE):
         if not (root / path).is_file():
             raise RunStateError(f"{path} not found; run the pipeline up to compare first (`dvc repro`)")
     noise = at_alpha(json.loads((root / NOISE_FILE).read_text()), params.compare.alpha)
-    calibration = np.load(root / RUNS_FILE)
+    calibration = np.load(root / CALIBRATION_RUNS)
     evaluation = json.loads((root / EVAL_METRICS).read_text())
     check_compare_metrics(params, flat_metrics(evaluation), noise)
     candidate_run = json.loads((root / RUN_FILE).read_text())
@@ -189,7 +190,7 @@ def main() -> None:
         }
     )
     summary = compare_metrics(result)
-    with Tracker(params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage="compare") as tracker:
+    with Tracker(params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage=COMPARE) as tracker:
         write_outputs(root, result, summary, noise, calibration, predictions, evaluation)
         tracker.log_metrics(
             {key: value for key, value in summary.items() if isinstance(value, float) and np.isfinite(value)}
@@ -203,11 +204,11 @@ def main() -> None:
             }
         )
         tracker.log_json(result, "compare/compare.json")
-        for path in (REPORT, *PLOTS.values()):
+        for path in (COMPARE_REPORT, *COMPARE_PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
     unjudged = "".join(f"; {line}" for line in result["cannot_judge"])
     print(
-        f"{result['verdict']}: {reason}; judged against {name} ({len(variant['runs'])} runs){unjudged}. Report: {REPORT}"
+        f"{result['verdict']}: {reason}; judged against {name} ({len(variant['runs'])} runs){unjudged}. Report: {COMPARE_REPORT}"
     )
     if result["verdict"] == EXCEEDS and params.compare.fail_on_drift:
         print("error: drift beyond noise and compare.fail_on_drift is true", file=sys.stderr)
@@ -261,14 +262,19 @@ def compare_metrics(result: dict[str, Any]) -> dict[str, Any]:
 def write_outputs(
     root: Path, result: dict, summary: dict, noise: dict, calibration: Any, predictions: np.ndarray, evaluation: dict
 ) -> None:
-    from pipelines.compare_report import render_plots, render_report
+    from tracking.noise.report import render_plots, render_report
 
-    for path in (COMPARE_METRICS, REPORT):
+    for path in (COMPARE_METRICS, COMPARE_REPORT):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / COMPARE_METRICS).write_text(json.dumps(summary, indent=2) + "\n")
-    (root / REPORT).write_text(render_report(result))
+    (root / COMPARE_REPORT).write_text(render_report(result))
     render_plots(
-        {name: root / path for name, path in PLOTS.items()}, noise, calibration, predictions, evaluation, result
+        {name: root / path for name, path in COMPARE_PLOTS.items()},
+        noise,
+        calibration,
+        predictions,
+        flat_metrics(evaluation),
+        result,
     )
 
 

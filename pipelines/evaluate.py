@@ -13,11 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.scoring import CLASSIFICATION, flat_metrics, scores, summary_metrics
-from pipelines.train import MODEL, RUN_FILE
-from pipelines.training import compile_model
-from tracking.config.params import Params, load_params
-from tracking.data.dataset import PREPARED, load_split, output_size, read_manifest
+from pipelines.scoring import flat_metrics, scores, summary_metrics
+from tracking.config.params import CLASSIFICATION, Params, load_params
+from tracking.config.project import (
+    CONFUSION,
+    EVAL_METRICS,
+    EVALUATE,
+    MODEL,
+    PREDICTIONS,
+    PREPARED,
+    PROBABILITIES,
+    RUN_FILE,
+)
+from tracking.data.dataset import load_split, output_size, read_manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.errors import RunStateError
 from tracking.provenance import to_tags
@@ -25,12 +33,7 @@ from tracking.provenance.dvc import gather_dvc
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import project_root
-from tracking.training.building import custom_objects
-
-EVAL_METRICS = Path("metrics/eval.json")
-CONFUSION = Path("plots/confusion.json")
-PREDICTIONS = Path("outputs/predictions.npy")
-PROBABILITIES = Path("outputs/probabilities.npy")
+from tracking.training.building import compile_model, custom_objects
 
 
 def main() -> None:
@@ -44,7 +47,7 @@ def main() -> None:
     manifest = read_manifest(root / PREPARED)
     test = load_split(root / PREPARED, "test")
     task, n_outputs = manifest.get("task", CLASSIFICATION), output_size(manifest)
-    with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage="evaluate") as tracker:
+    with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage=EVALUATE) as tracker:
         seed_frameworks(params, seeds)
         model = load_trained_model(params, root)
         outputs = model.predict(test["x"], batch_size=512, verbose=0)

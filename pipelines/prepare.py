@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, DataParams, load_params
+from tracking.config.project import PINS_DIR, PREPARED
 from tracking.config.user_code import load_callable, require_stage_dep
-from tracking.data.dataset import PINS_DIR, PREPARED, Source, build_manifest, check_pin, load_data, write_splits
+from tracking.data.dataset import Source, build_manifest, check_pin, load_data, write_splits
 from tracking.errors import DataError
 from tracking.stage import run_main
 from tracking.store.location import project_root

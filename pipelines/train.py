@@ -9,7 +9,8 @@ from typing import Any
 
 from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
 from tracking.config.params import Params, load_params
-from tracking.data.dataset import PREPARED, load_splits, output_size, read_manifest
+from tracking.config.project import HISTORY, MODEL, PREPARED, RUN_FILE, TRAIN, TRAIN_METRICS
+from tracking.data.dataset import load_splits, output_size, read_manifest
 from tracking.data.hashing import weights_sha256
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
@@ -22,18 +23,12 @@ from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import connect, project_root
 
-OUTPUTS = Path("outputs")
-MODEL = OUTPUTS / "model.keras"
-RUN_FILE = OUTPUTS / "run.json"
-TRAIN_METRICS = Path("metrics/train.json")
-HISTORY = Path("plots/train/history.csv")
-
 
 def main() -> None:
     params = load_params()
     seeds = reproducible_process(params)
     root = project_root()
-    require_code_deps(params, "train", root)
+    require_code_deps(params, TRAIN, root)
     manifest = read_manifest(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")
@@ -44,7 +39,7 @@ def main() -> None:
         params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest)
     )
     try:
-        with Tracker(params.mlflow.experiment, root, stage="train") as tracker:
+        with Tracker(params.mlflow.experiment, root, stage=TRAIN) as tracker:
             model, history, digest = tracked_training(
                 params, seeds, effective, built, root, manifest, train, val, tracker
             )

@@ -10,17 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, REGRESSION, Params
-from tracking.config.user_code import DVC_FILE, describe_callable, load_callable, require_stage_dep
+from tracking.config.params import Params
+from tracking.config.project import DVC_FILE
+from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.hashing import weights_sha256
 from tracking.determinism.seeding import SeedReport, capturing_weights, seed_model
 from tracking.determinism.seeds import Seeds
 from tracking.run.lifecycle import deferred_interrupts
-from tracking.training import building
-from tracking.training.building import call_builder, check_metrics, check_output, resolve_loss
-
-# What a task compiles with when params.yaml leaves train.loss or train.metrics null.
-DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"]}
+from tracking.training.building import call_builder, check_output, compile_model
 
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
@@ -69,30 +66,6 @@ def build_model(
         "dtype_policy": keras.config.dtype_policy().name,
     }
     return Built(model, weights_sha256(model.get_weights()), report, described)
-
-
-def default_loss(task: str, n_outputs: int) -> str:
-    """The task's loss: cross-entropy on integer labels (binary for one output), mean squared error for regression."""
-    if task == REGRESSION:
-        return "mean_squared_error"
-    return "sparse_categorical_crossentropy" if n_outputs > 1 else "binary_crossentropy"
-
-
-def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
-    """Compile with the configured optimizer, loss and metrics (the task's defaults where params.yaml says null);
-    the default loss follows the model's output (one sigmoid output for two classes: binary cross-entropy)."""
-    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else 2
-    loss = resolve_loss(params.train.loss, root) if params.train.loss else default_loss(params.data.task, outputs)
-    metrics = params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task]
-    check_metrics(metrics, params.data.task, outputs)
-    model.compile(optimizer=make_optimizer(params), loss=loss, metrics=metrics)
-
-
-def make_optimizer(params: Params) -> Any:
-    """`train.optimizer` (a Keras identifier) with `train.learning_rate` and `train.optimizer_kwargs`."""
-    return building.make_optimizer(
-        params.train.optimizer, {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs}
-    )
 
 
 def prepare_model(

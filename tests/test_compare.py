@@ -145,7 +145,7 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
         "raise calibration.repeats"
     ]
     from pipelines.compare import compare_metrics
-    from pipelines.compare_report import render_report
+    from tracking.noise.report import render_report
 
     summary = compare_metrics({**result, "band_variant": "algo+impl"})
     assert "z_test_accuracy" not in summary and summary["delta_test_accuracy"] == pytest.approx(-4 / 360)

@@ -8,16 +8,12 @@ import numpy as np
 import pytest
 from conftest import client_for, project_env, run, write_params
 
-from tracking.inspect.diff import (
-    Change,
-    GroupDiff,
-    RunDiff,
-    RunSnapshot,
-    conclude,
-    differences,
-    metric_deltas,
-    split_diff,
-)
+from tracking.inspect.diff import RunDiff, RunSnapshot
+from tracking.inspect.diff.bands import differences
+from tracking.inspect.diff.changes import Change, GroupDiff
+from tracking.inspect.diff.code import split_diff
+from tracking.inspect.diff.metrics import metric_deltas
+from tracking.inspect.diff.verdict import conclude
 from tracking.noise.policy import CANNOT_JUDGE, choose_band
 
 DATA = "data/raw/digits.npz"

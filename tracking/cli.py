@@ -204,27 +204,28 @@ def _audit(args: argparse.Namespace) -> None:
     """Run the project's `audit` stage module (`tracking` never imports `pipelines`), passing its exit status on."""
     import subprocess
 
+    from tracking.config.project import AUDIT, STAGE_PACKAGE
     from tracking.inspect.audit import AuditError
     from tracking.store.location import project_root
 
     root = project_root()
-    if not (root / "pipelines" / "audit.py").is_file():
+    module = root / STAGE_PACKAGE / f"{AUDIT}.py"
+    if not module.is_file():
         raise AuditError(
-            f"{root / 'pipelines' / 'audit.py'} not found; `tracking audit` runs this project's audit "
-            "stage: run it from a project that has one"
+            f"{module} not found; `tracking audit` runs this project's audit stage: run it from a project that has one"
         )
     flags = [
         *(["--repeats", str(args.repeats)] if args.repeats else []),
         *(["--steps", str(args.steps)] if args.steps else []),
     ]
-    done = subprocess.run([sys.executable, "-m", "pipelines.audit", *flags], cwd=root)
+    done = subprocess.run([sys.executable, "-m", f"{STAGE_PACKAGE}.{AUDIT}", *flags], cwd=root)
     if done.returncode:
         sys.exit(done.returncode)
 
 
 def _diff(args: argparse.Namespace) -> None:
     from tracking.inspect.diff import diff_runs, load_run
-    from tracking.inspect.diff_report import render
+    from tracking.inspect.diff.report import render
     from tracking.store.location import find_project, open_client
 
     root = find_project()

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from tracking.config.project import DVC_FILE
 from tracking.errors import UserCodeError
-
-DVC_FILE = "dvc.yaml"
 
 
 def load_callable(spec: str, key: str, root: Path) -> Callable[..., Any]:

@@ -20,14 +20,13 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
+from tracking.config.project import PINS_DIR, PREPARE
 from tracking.config.user_code import load_callable
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
-PINS_DIR = Path("data/pins")
-PREPARED = Path("data/prepared")
 
 
 # scikit-learn's shipped sets (no download) and the task each one is for.
@@ -326,7 +325,7 @@ def output_size(manifest: dict[str, Any]) -> int:
 def read_manifest(prepared: Path) -> dict[str, Any]:
     path = prepared / MANIFEST
     if not path.is_file():
-        raise DataError(f"{path} not found; run the prepare stage first (`dvc repro prepare`)")
+        raise DataError(f"{path} not found; run the {PREPARE} stage first (`dvc repro {PREPARE}`)")
     return json.loads(path.read_text())
 
 
@@ -338,11 +337,13 @@ def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
             arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as err:
             raise DataError(
-                f"{path} is not a readable .npy file ({err}); re-create it with `dvc repro -f prepare` "
+                f"{path} is not a readable .npy file ({err}); re-create it with `dvc repro -f {PREPARE}` "
                 "or restore it with `dvc checkout`"
             ) from err
     if "x" not in arrays or "y" not in arrays:
-        raise DataError(f"{prepared}: split '{split}' is missing; run the prepare stage first (`dvc repro prepare`)")
+        raise DataError(
+            f"{prepared}: split '{split}' is missing; run the {PREPARE} stage first (`dvc repro {PREPARE}`)"
+        )
     return arrays
 
 

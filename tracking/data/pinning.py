@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 
 from tracking.config.params import load_params, yaml_editor
-from tracking.data.dataset import MANIFEST, PINS_DIR, PREPARED, read_manifest
+from tracking.config.project import PINS_DIR, PREPARED
+from tracking.data.dataset import MANIFEST, read_manifest
 from tracking.errors import ParamsError
 
 

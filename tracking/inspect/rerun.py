@@ -17,17 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracking.data.dataset import PREPARED
+from tracking.config.project import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RerunError
 from tracking.provenance import WEIGHTS_TAG
 
-STAGES = ("train", "evaluate")
+STAGES = (TRAIN, EVALUATE)
 STEPS = ("worktree", "code", "params", "data", *STAGES)
 RERUN_OF = "rerun_of"
 COMMIT_TAG = "mlflow.source.git.commit"
-DATA_HASH_TAG = f"prov.dvc.deps.train.{PREPARED.as_posix()}"
-RUN_FILE = Path("outputs/run.json")  # written by the train stage: the id of the run it opened
+DATA_HASH_TAG = f"prov.dvc.deps.{TRAIN}.{PREPARED.as_posix()}"
 ENVIRONMENT_GROUPS = ("software", "hardware")
 
 
@@ -53,9 +52,9 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         raise RerunError(
             f"run {original.run_id} logged no git commit (tag {COMMIT_TAG}); only runs of the train stage can be re-run"
         )
-    if original.tags.get("pipeline.stage") == "calibrate":
+    if original.tags.get("pipeline.stage") == CALIBRATE:
         raise RerunError(
-            f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f calibrate` at its commit"
+            f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f {CALIBRATE}` at its commit"
         )
     content = original.manifest.get("content_sha256")
     data_hash = original.tags.get(DATA_HASH_TAG)
@@ -87,7 +86,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         if not data_hash:
             raise RerunError(
                 f"run {original.run_id} logged no DVC hash for {PREPARED} and no directory in the DVC cache {cache.path} "
-                f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro prepare` at its commit"
+                f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro {PREPARE}` at its commit"
             )
         restore_prepared(cache, project, data_hash, content, original.run_id)
         env = _stage_environment(uri)
@@ -122,7 +121,7 @@ def _record_prepare(project: Path, env: dict[str, str]) -> None:
     The stages log the DVC hashes of prepare's dependencies from dvc.lock, as the original run did.
     """
     done = subprocess.run(
-        [sys.executable, "-m", "dvc", "commit", "--quiet", "--force", "prepare"],
+        [sys.executable, "-m", "dvc", "commit", "--quiet", "--force", PREPARE],
         cwd=project,
         env=env,
         capture_output=True,

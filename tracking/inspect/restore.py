@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import Params, parse_yaml, yaml_editor
-from tracking.data.dataset import MANIFEST, PREPARED
+from tracking.config.project import PREPARED
+from tracking.data.dataset import MANIFEST
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import RerunError
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tracking.config.project import TRAIN
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
 from tracking.provenance import to_tags
@@ -50,7 +51,7 @@ class Tracker:
         experiment: str,
         root: Path | None = None,
         run_id: str | None = None,
-        stage: str = "train",
+        stage: str = TRAIN,
         run_name: str | None = None,
         nested: bool = False,
         tags: dict[str, Any] | None = None,
@@ -213,7 +214,7 @@ class Tracker:
             self.client.get_run(run_id)
         except MlflowException as err:
             raise RunStateError(
-                f"MLflow run {run_id} (from the train stage) is not in {self.uri}; re-run training with `dvc repro -f train`"
+                f"MLflow run {run_id} (from the {TRAIN} stage) is not in {self.uri}; re-run training with `dvc repro -f {TRAIN}`"
             ) from err
 
     def in_background(self, write: Callable[[], object]) -> None:

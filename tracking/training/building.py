@@ -1,5 +1,6 @@
 """A model from any builder: called with checked kwargs, its output checked against the task, then compiled
-with a checked optimizer, loss and metrics. Each mistake is one `UserCodeError` line naming the params.yaml key.
+with a checked optimizer, loss and metrics (the task's defaults where params.yaml leaves them null). Each
+mistake is one `UserCodeError` line naming the params.yaml key.
 
 A builder is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`; one declaring
 `seeds` or `task` receives the run's `Seeds` and `data.task`.
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import CLASSIFICATION, Params
+from tracking.config.params import CLASSIFICATION, REGRESSION, Params
 from tracking.config.user_code import load_callable
 from tracking.errors import UserCodeError
 
@@ -36,6 +37,9 @@ THRESHOLD_METRICS = {
 }
 LIST_METRICS = 'python -c "import keras; print(sorted(n for n in dir(keras.metrics) if n[0].islower()))"'
 LIST_OPTIMIZERS = 'python -c "import keras; print(sorted(n for n in dir(keras.optimizers) if n[0].isupper()))"'
+
+# What a task compiles with when params.yaml leaves train.loss or train.metrics null.
+DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"]}
 
 
 def call_builder(
@@ -161,6 +165,30 @@ def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
             f"train.optimizer_kwargs: optimizer '{name}' rejects them: {_first_line(err)}; "
             "fix train.optimizer_kwargs in params.yaml"
         ) from err
+
+
+def default_loss(task: str, n_outputs: int) -> str:
+    """The task's loss: cross-entropy on integer labels (binary for one output), mean squared error for regression."""
+    if task == REGRESSION:
+        return "mean_squared_error"
+    return "sparse_categorical_crossentropy" if n_outputs > 1 else "binary_crossentropy"
+
+
+def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
+    """Compile with the configured optimizer, loss and metrics (the task's defaults where params.yaml says null);
+    the default loss follows the model's output (one sigmoid output for two classes: binary cross-entropy)."""
+    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else 2
+    loss = resolve_loss(params.train.loss, root) if params.train.loss else default_loss(params.data.task, outputs)
+    metrics = params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task]
+    check_metrics(metrics, params.data.task, outputs)
+    model.compile(optimizer=optimizer_from_params(params), loss=loss, metrics=metrics)
+
+
+def optimizer_from_params(params: Params) -> Any:
+    """`train.optimizer` (a Keras identifier) with `train.learning_rate` and `train.optimizer_kwargs`."""
+    return make_optimizer(
+        params.train.optimizer, {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs}
+    )
 
 
 def custom_objects(params: Params, root: Path) -> dict[str, Any]:

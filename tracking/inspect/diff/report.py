@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracking.inspect.diff import Change, GroupDiff, RunDiff
+from tracking.inspect.diff.changes import Change, GroupDiff
+from tracking.inspect.diff.verdict import RunDiff
 from tracking.provenance import WEIGHTS_TAG
 
 FORMATS = ("text", "md", "json")

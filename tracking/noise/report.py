@@ -1,4 +1,5 @@
-"""The compare stage's report (Markdown) and plots (PNG): what people would rather see than read."""
+"""A verdict's report (Markdown) and plots (PNG), as the compare stage writes them: what people would rather see
+than read. A team's own pipeline renders its verdicts with the same functions."""
 
 from __future__ import annotations
 
@@ -49,18 +50,21 @@ def _number(value: float | None, spec: str) -> str:
 
 
 def render_plots(
-    paths: dict[str, Path], noise: dict, calibration: Any, predictions: np.ndarray, evaluation: dict, result: dict
+    paths: dict[str, Path],
+    noise: dict,
+    calibration: Any,
+    predictions: np.ndarray,
+    candidate: dict[str, float],
+    result: dict,
 ) -> None:
     """Per-variant spread of the first compare metric with the candidate marked, a churn heat map, and the
-    spread of the per-class (or per-group; else every other banded) metrics."""
+    spread of the per-class (or per-group; else every other banded) metrics. `candidate` holds the candidate's
+    metrics under their banded names."""
     from matplotlib.figure import Figure
-
-    from pipelines.scoring import flat_metrics
 
     runs = noise["runs"]
     variants = list(noise["variants"])
     primary = next(row["metric"] for row in result["checks"] if row["family"] == "primary")
-    candidate = flat_metrics(evaluation)
     figure = Figure(figsize=(7, 4), layout="tight")
     axis = figure.subplots()
     for index, variant in enumerate(variants):

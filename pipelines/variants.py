@@ -1,0 +1,41 @@
+"""The calibration's noise variants, shared by the `calibrate` stage and the audit's training.
+
+Variants (Zhuang et al. 2021): `algo+impl` (seeds vary, non-deterministic kernels), `algo` (seeds vary,
+deterministic), `impl` (seeds fixed, non-deterministic), `control` (both fixed: must be bit-identical).
+On a CPU, kernel non-determinism is simulated when `calibration.simulate_impl_noise` is on: examples are
+permuted inside each batch, which keeps each batch's gradient but changes the summation order. Where a GPU
+is present its real kernel non-determinism is used instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tracking.config.params import Params
+from tracking.determinism.seeds import Seeds, derive_seed
+
+# The seeds an `algo` variant derives afresh for each repeat.
+ALGO_SOURCES = ("init", "shuffle", "dropout", "augment")
+
+
+def variant_setup(
+    variant: str,
+    repeat: int,
+    baseline: Params,
+    seeds: Seeds,
+    simulate: bool,
+    gpu: bool,
+) -> tuple[Params, Seeds, int | None, str]:
+    """The params, seeds, within-batch noise seed and kernel-noise source of one repeat of one variant."""
+    vary_algo, vary_impl = variant in ("algo+impl", "algo"), variant in ("algo+impl", "impl")
+    if vary_algo:
+        seeds = replace(seeds, **{name: derive_seed(seeds.base, f"{name}:repeat{repeat}") for name in ALGO_SOURCES})
+    determinism = baseline.determinism.model_copy(update={"op_determinism": not vary_impl})
+    params = baseline.model_copy(update={"determinism": determinism})
+    if not vary_impl:
+        return params, seeds, None, "none"
+    if gpu:
+        return params, seeds, None, "gpu-kernels"
+    if simulate:
+        return params, seeds, derive_seed(seeds.base, f"impl:repeat{repeat}"), "simulated"
+    return params, seeds, None, "cpu-kernels"

@@ -1,0 +1,67 @@
+"""The project's layout: the stage names and the files each stage writes and the next one reads.
+
+This is the contract between the pipeline and the library. The stages in `pipelines/` write and read these
+paths (relative to the project root) and open their MLflow runs under these stage names; `dvc.yaml` and
+`audit/dvc.yaml` declare the same paths as deps and outs; the library reads them back (`tracking rerun`
+re-runs the train and evaluate stages and reads the run id the train stage wrote, `tracking diff` reads the
+calibration's noise file from MLflow). A team's own pipeline that follows this layout works with the library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# The package of the stage modules: stage `name` runs as `python -m pipelines.<name>` (`tracking audit` starts
+# the audit stage that way, so the library never imports the pipeline).
+STAGE_PACKAGE = "pipelines"
+
+# Stage names: the keys under `stages:` in dvc.yaml, and what each stage's MLflow run records as `pipeline.stage`.
+PREPARE = "prepare"
+TRAIN = "train"
+EVALUATE = "evaluate"
+CALIBRATE = "calibrate"
+COMPARE = "compare"
+AUDIT = "audit"
+
+# The pipeline's DVC files: the default pipeline, and the audit's, kept out of it.
+DVC_FILE = "dvc.yaml"
+AUDIT_DVC_FILE = "audit/dvc.yaml"
+
+# prepare: the split data set (with its manifest), and the manifests pinned by `tracking pin`.
+PREPARED = Path("data/prepared")
+PINS_DIR = Path("data/pins")
+
+# train: the model, the id of the MLflow run it opened (evaluate and compare log to it), metrics and curves.
+OUTPUTS = Path("outputs")
+MODEL = OUTPUTS / "model.keras"
+RUN_FILE = OUTPUTS / "run.json"
+TRAIN_METRICS = Path("metrics/train.json")
+HISTORY = Path("plots/train/history.csv")
+
+# evaluate: test predictions (classes or values), class probabilities, scores and the confusion matrix.
+PREDICTIONS = OUTPUTS / "predictions.npy"
+PROBABILITIES = OUTPUTS / "probabilities.npy"
+EVAL_METRICS = Path("metrics/eval.json")
+CONFUSION = Path("plots/confusion.json")
+
+# calibrate: the noise bands (also logged to the calibration's MLflow run under the same path), and every
+# repeat's predictions and weights.
+NOISE_FILE = Path("calibration/noise.json")
+CALIBRATION_RUNS = OUTPUTS / "calibration.npz"
+
+# compare: the verdict's metrics, report and plots.
+COMPARE_METRICS = Path("metrics/compare.json")
+COMPARE_REPORT = Path("reports/compare.md")
+COMPARE_PLOTS = {
+    "accuracy": Path("reports/accuracy_spread.png"),
+    "churn": Path("reports/churn_heatmap.png"),
+    "classes": Path("reports/per_class_spread.png"),
+}
+
+# audit: its report, figure and metrics.
+AUDIT_REPORT = Path("reports/audit.md")
+AUDIT_FIGURE = Path("reports/audit.png")
+AUDIT_METRICS = Path("metrics/audit.json")
+
+# The folders above hold only what stages write: a change under them is never a change of code.
+OUTPUT_FOLDERS = ("metrics", "plots", "reports", "outputs", "calibration")

@@ -1,0 +1,85 @@
+"""The noise band that judges a diff: the calibration to use, what differs as the band policy weighs it, and the
+band it chooses."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tracking.config.project import CALIBRATE, NOISE_FILE
+from tracking.errors import TrackingError
+from tracking.inspect.diff.changes import GroupDiff
+from tracking.inspect.diff.groups import CAUSES, name_causes
+from tracking.inspect.diff.runs import RunSnapshot, read_artifact
+from tracking.noise.policy import Differences, choose_band, is_calibrated_baseline
+
+
+def find_calibration(
+    client: Any, experiment_ids: list[str], run_id: str | None = None
+) -> tuple[str, dict[str, Any]] | None:
+    """The calibration parent run (`run_id`, else the latest finished one) and its `calibration/noise.json`."""
+    if run_id is None:
+        found = client.search_runs(
+            sorted(set(experiment_ids)),
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+            filter_string="tags.`noise.role` = 'calibration' and attributes.status = 'FINISHED'",
+        )
+        if not found:
+            return None
+        run_id = found[0].info.run_id
+    noise = read_artifact(client, run_id, NOISE_FILE.as_posix(), json.loads)
+    if noise is None:
+        raise TrackingError(
+            f"run {run_id} has no {NOISE_FILE.as_posix()}; pass the calibration parent run to --calibration"
+        )
+    return run_id, noise
+
+
+def differences(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> Differences:
+    """What differs between the runs, as the band policy weighs it: causes, seeds, kernel numerics."""
+    changed = {group.name: group for group in groups if group.changes}
+    causes = tuple(name_causes(changed[name]) for name in CAUSES if name in changed)
+    kernels = [f"op determinism off in {label}" for label, run in (("A", a), ("B", b)) if not run.op_determinism]
+    kernels += [f"{name} differs" for name in ("determinism", "software", "hardware") if name in changed]
+    return Differences(causes, "seeds" in changed, tuple(kernels))
+
+
+@dataclass(frozen=True)
+class ChosenBand:
+    """The band that judges the metrics (None: no calibration, or no variant covers what differs), whether it is
+    centred on the calibrated baseline's mean, and how the report describes the choice."""
+
+    bands: dict[str, dict[str, Any]] | None
+    baseline_reference: bool
+    described: dict[str, Any]
+
+
+def choose_calibrated_band(
+    client: Any, groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot, calibration: str | None = None
+) -> ChosenBand:
+    """The band of the calibration (`calibration`, else the latest) that fits what differs between the runs."""
+    found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)
+    described: dict[str, Any] = {
+        "variant": None,
+        "reason": f"no calibration found: run `dvc repro {CALIBRATE}` for noise bands",
+    }
+    bands, baseline_reference = None, False
+    if found:
+        run_id, noise = found
+        choice = choose_band(differences(groups, a, b), list(noise["variants"]))
+        baseline_reference = is_calibrated_baseline(a.params, a.manifest.get("content_sha256"), noise)
+        described = {
+            "variant": choice.variant,
+            "reason": choice.reason,
+            "calibration_run": run_id,
+            "repeats": noise.get("repeats"),
+            "data_sha256": noise.get("data_sha256"),
+            "reference": "the calibrated baseline's mean (run A trained its data and configuration)"
+            if baseline_reference
+            else "run A",
+        }
+        if choice.variant is not None:
+            bands = noise["variants"][choice.variant]["bands"]
+    return ChosenBand(bands, baseline_reference, described)

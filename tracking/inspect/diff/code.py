@@ -1,0 +1,97 @@
+"""The code group: files that differ between the runs' git commits and uncommitted diffs, and the DVC code
+dependencies each run logged."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from tracking.config.project import OUTPUT_FOLDERS
+from tracking.inspect.diff.changes import Change, GroupDiff, compare_fields
+from tracking.inspect.diff.runs import RunSnapshot
+
+# Files whose changes other groups already report (params, data pins) or that are outputs, not code.
+_NOT_CODE = re.compile(rf"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^({'|'.join(OUTPUT_FOLDERS)})/")
+
+
+def shared_stages(a: RunSnapshot, b: RunSnapshot) -> set[str]:
+    """The DVC stages whose dependency hashes both runs logged.
+
+    A stage only one run logged says how that run was made (a calibration repeat is made by `calibrate`, not
+    by `train`), not that its inputs changed; the data content and the code are compared in full anyway.
+    """
+    return {key.split(".", 1)[0] for key in a.provenance("dvc.deps")} & {
+        key.split(".", 1)[0] for key in b.provenance("dvc.deps")
+    }
+
+
+def dvc_deps(run: RunSnapshot, data: bool, stages: set[str]) -> dict[str, str]:
+    """The DVC dependencies of `stages` logged with the run: data ones (folders, paths under data/) or code ones."""
+    return {
+        key: value
+        for key, value in run.provenance("dvc.deps").items()
+        if key.split(".", 1)[0] in stages and (value.endswith(".dir") or "data/" in key) == data
+    }
+
+
+def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[str]) -> GroupDiff:
+    """Code files that differ: between the commits (when the repo has both) and in the uncommitted diffs.
+
+    Changes to params.yaml, *.dvc pins, dvc.lock and outputs are left to the data and params groups.
+    """
+    commit_a, commit_b = a.tags.get("prov.git.commit", ""), b.tags.get("prov.git.commit", "")
+    per_file_a, per_file_b = split_diff(a.diff), split_diff(b.diff)
+    dirty = {path for path in set(per_file_a) | set(per_file_b) if per_file_a.get(path) != per_file_b.get(path)}
+    between: set[str] = set()
+    changes = []
+    if commit_a != commit_b:
+        found = _files_between(repo, commit_a, commit_b)
+        if found is None:
+            changes.append(Change("git.commit", commit_a, commit_b))
+        between = found or set()
+    for path in sorted((dirty | between) - {p for p in dirty | between if _NOT_CODE.search(p)}):
+        if path in dirty:
+            changes.append(Change(f"file {path}", _digest(per_file_a.get(path)), _digest(per_file_b.get(path))))
+        else:
+            changes.append(Change(f"file {path}", f"as in {commit_a[:10]}", f"as in {commit_b[:10]}"))
+    compared, deps = compare_fields(dvc_deps(a, data=False, stages=stages), dvc_deps(b, data=False, stages=stages))
+    changes += [Change(f"dvc dep {change.key}", change.a, change.b) for change in deps]
+    note = f"commit {commit_a[:10] or 'not logged'}" + (
+        "" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}"
+    )
+    if not changes and (dirty or between):
+        note += "; only params, data pins or outputs changed there"
+    return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note)
+
+
+def split_diff(text: str) -> dict[str, str]:
+    """A unified `git diff` split into {path: that file's part}."""
+    parts: dict[str, str] = {}
+    path, lines = None, []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            if path is not None:
+                parts[path] = "".join(lines)
+            path, lines = line.rstrip("\n").split(" b/", 1)[-1], []
+        lines.append(line)
+    if path is not None:
+        parts[path] = "".join(lines)
+    return parts
+
+
+def _files_between(repo: Path | None, commit_a: str, commit_b: str) -> set[str] | None:
+    """Paths changed between two commits, or None when the local repository lacks either."""
+    if repo is None or not commit_a or not commit_b:
+        return None
+    from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
+
+    try:
+        names = Repo(repo, search_parent_directories=True).git.diff("--name-only", commit_a, commit_b)
+    except (GitCommandError, InvalidGitRepositoryError, NoSuchPathError):
+        return None
+    return set(names.split())
+
+
+def _digest(text: str | None) -> str | None:
+    return None if text is None else "diff sha256 " + hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -1,0 +1,115 @@
+"""The runs `tracking diff` compares: found by id or DVC experiment name, read with their logged artifacts, and
+read in today's names when an earlier version logged them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tracking.config.legacy import upgrade_logged
+from tracking.config.project import CALIBRATE
+from tracking.errors import TrackingError
+from tracking.provenance.git import decode_diff
+
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+_EXP_NAME = re.compile(r"^[\w.-]+$")
+
+
+class RunNotFound(TrackingError):
+    """Neither a run id nor a DVC experiment name the store knows."""
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """What one run logged: params, metrics, tags, the data manifest and the uncommitted diff."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    manifest: dict[str, Any]
+    diff: str
+
+    def provenance(self, section: str) -> dict[str, str]:
+        """The `prov.<section>.*` tags, keyed without the prefix."""
+        prefix = f"prov.{section}."
+        return {key[len(prefix) :]: value for key, value in self.tags.items() if key.startswith(prefix)}
+
+    @property
+    def op_determinism(self) -> bool:
+        return (
+            self.tags.get("prov.determinism.effective.op_determinism", self.params.get("determinism.op_determinism"))
+            == "true"
+        )
+
+
+def load_run(client: Any, ref: str) -> RunSnapshot:
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name).
+
+    By name, the experiment's candidate run: its calibration runs carry the name too, and start later.
+    """
+    from mlflow.exceptions import MlflowException
+
+    run = None
+    if _RUN_ID.match(ref):
+        try:
+            run = client.get_run(ref)
+        except MlflowException:
+            run = None
+    if run is None and _EXP_NAME.match(ref):
+        experiments = [found.experiment_id for found in client.search_experiments()]
+        named = f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != '{CALIBRATE}'"
+        matches = (
+            client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"], max_results=1)
+            if experiments
+            else []
+        )
+        run = matches[0] if matches else None
+    if run is None:
+        raise RunNotFound(
+            f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
+            "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"
+        )
+    return RunSnapshot(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        experiment_id=run.info.experiment_id,
+        status=run.info.status,
+        params=dict(run.data.params),
+        metrics=dict(run.data.metrics),
+        tags=dict(run.data.tags),
+        manifest=read_artifact(client, run.info.run_id, "data/manifest.json", json.loads) or {},
+        diff=read_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "",
+    )
+
+
+def read_artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
+    """An artifact's parsed text, or None when the run has no such artifact."""
+    from mlflow.exceptions import MlflowException
+
+    folder, _, name = path.rpartition("/")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        if name not in {Path(item.path).name for item in client.list_artifacts(run_id, folder)}:
+            return None
+        with tempfile.TemporaryDirectory() as scratch:
+            # Not read_text(): its newline translation would turn a diff's CRLF lines into LF.
+            return parse(decode_diff(Path(client.download_artifacts(run_id, path, scratch)).read_bytes()))
+    except (MlflowException, OSError) as err:
+        raise TrackingError(
+            f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]}); "
+            "check the tracking server and its artifact store"
+        ) from err
+
+
+def in_todays_names(run: RunSnapshot) -> RunSnapshot:
+    params, tags = upgrade_logged(run.params, run.tags)
+    return replace(run, params=params, tags=tags)

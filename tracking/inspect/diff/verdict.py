@@ -1,0 +1,128 @@
+"""The whole diff of two runs (`diff_runs`) and its one-sentence conclusion."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracking.inspect.diff.bands import choose_calibrated_band
+from tracking.inspect.diff.changes import GroupDiff
+from tracking.inspect.diff.groups import CAUSES, GROUP_ORDER, group_diffs, name_causes
+from tracking.inspect.diff.metrics import MetricDelta, logged_compare_metrics, metric_deltas
+from tracking.inspect.diff.runs import RunSnapshot
+from tracking.noise.policy import CANNOT_JUDGE, CONTROL, EXCEEDS, family_verdict
+from tracking.provenance import WEIGHTS_TAG
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    a: RunSnapshot
+    b: RunSnapshot
+    groups: list[GroupDiff]
+    weights_identical: bool | None
+    deltas: list[MetricDelta]
+    band: dict[str, Any]
+    alpha: float
+    conclusion: str = field(default="")
+
+    @property
+    def verdict(self) -> str | None:
+        """The band policy's verdict over the metrics judged (None without a band), as the compare stage gives it."""
+        judged = [delta.judgement for delta in self.deltas if delta.judgement is not None]
+        if self.band.get("variant") == CONTROL and self.weights_identical is False:
+            return EXCEEDS
+        return family_verdict(judged) if judged else None
+
+    def changed(self, names: tuple[str, ...] = GROUP_ORDER) -> list[GroupDiff]:
+        return [group for group in self.groups if group.changes and group.name in names]
+
+    def as_dict(self) -> dict[str, Any]:
+        groups = [{**asdict(group), "identical": group.identical} for group in self.groups]
+        return {
+            "a": _run_summary(self.a),
+            "b": _run_summary(self.b),
+            "groups": groups,
+            "weights_identical": self.weights_identical,
+            "metrics": [delta.as_dict() for delta in self.deltas],
+            "band": self.band,
+            "alpha": self.alpha,
+            "verdict": self.verdict,
+            "conclusion": self.conclusion,
+        }
+
+
+def diff_runs(
+    client: Any,
+    a: RunSnapshot,
+    b: RunSnapshot,
+    metrics: list[str] | None = None,
+    alpha: float = 0.05,
+    calibration: str | None = None,
+    repo: Path | None = None,
+) -> RunDiff:
+    """Everything `tracking diff` reports about two runs; `metrics` None: those run B's configuration judges."""
+    metrics = metrics or list(logged_compare_metrics(b.params))
+    groups = group_diffs(a, b, repo)
+    hash_a, hash_b = a.tags.get(WEIGHTS_TAG), b.tags.get(WEIGHTS_TAG)
+    identical = hash_a == hash_b if hash_a and hash_b else None
+    band = choose_calibrated_band(client, groups, a, b, calibration)
+    deltas = metric_deltas(
+        a, b, metrics, band.bands, alpha, band.baseline_reference, exact=band.described["variant"] == CONTROL
+    )
+    result = RunDiff(a, b, groups, identical, deltas, band.described, alpha)
+    return RunDiff(**{**result.__dict__, "conclusion": conclude(result)})
+
+
+def conclude(diff: RunDiff) -> str:
+    """One plain sentence: what changed, and whether the metrics' gaps are beyond noise."""
+    causes = [name_causes(group) for group in diff.changed(CAUSES)]
+    noise_sources = [group.name for group in diff.changed(("seeds", "determinism", "software", "hardware"))]
+    variant = (diff.band.get("variant") or "").upper()
+    judged = [delta for delta in diff.deltas if delta.judgement is not None]
+    if diff.weights_identical:
+        return "weights are bit-identical: the runs trained the same model" + (
+            f" ({_join(causes)} changed without effect)" if causes else ""
+        )
+    subject = f"{_join(causes)} changed" if causes else f"only {_join(noise_sources) or 'nothing logged'} differ"
+    if not judged:
+        return f"{subject}; no noise band to judge the gap ({diff.band['reason']})"
+    exceeded = [delta for delta in judged if delta.verdict == EXCEEDS]
+    unjudged = [delta for delta in judged if delta.verdict == CANNOT_JUDGE]
+    if exceeded:
+        beyond = f"the {_gap(exceeded[0])} is {abs(exceeded[0].z):.1f} sigma beyond the {variant} band"
+        if causes:
+            return f"{subject}; {beyond}: the change moved it beyond noise"
+        return (
+            f"{subject}, yet {beyond}: drift that chance does not explain; look at software and hardware, "
+            "or re-run with `tracking rerun`"
+        )
+    if unjudged:
+        return f"{subject}; the {variant} band cannot judge {unjudged[0].metric}: {unjudged[0].judgement.note}"
+    inside = f"the {_gap(judged[0])} is inside the {variant} band ({abs(judged[0].z):.1f} sigma)"
+    return f"{subject}; {inside}: " + ("its effect cannot be told from noise" if causes else "noise")
+
+
+def _gap(delta: MetricDelta) -> str:
+    """The gap that was judged, e.g. "1.1 point test_accuracy gap to the baseline mean"."""
+    found = delta.judgement
+    size = abs(found.delta if found else delta.delta)
+    to = " to the baseline mean" if found and found.reference_runs > 1 else ""
+    if "accuracy" in delta.metric:
+        return f"{size * 100:.1f} point {delta.metric} gap{to}"
+    return f"{size:.4g} {delta.metric} gap{to}"
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def _run_summary(run: RunSnapshot) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "name": run.name,
+        "status": run.status,
+        "experiment_id": run.experiment_id,
+        "dvc_exp_name": run.tags.get("dvc.exp_name"),
+        "weights_sha256": run.tags.get(WEIGHTS_TAG),
+    }
