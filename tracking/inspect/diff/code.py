@@ -27,12 +27,31 @@ def shared_stages(a: RunSnapshot, b: RunSnapshot) -> set[str]:
 
 
 def dvc_deps(run: RunSnapshot, data: bool, stages: set[str]) -> dict[str, str]:
-    """The DVC dependencies of `stages` logged with the run: data ones (folders, paths under data/) or code ones."""
+    """The DVC dependencies of `stages` logged with the run: data ones (folders, paths under the project's
+    data/) or code ones. Keys are "stage.path"; a code folder named data (tracking/data/) is still code."""
     return {
         key: value
         for key, value in run.provenance("dvc.deps").items()
-        if key.split(".", 1)[0] in stages and (value.endswith(".dir") or "data/" in key) == data
+        if key.split(".", 1)[0] in stages
+        and (value.endswith(".dir") or key.split(".", 1)[1].startswith("data/")) == data
     }
+
+
+def without_moves(a: dict[str, str], b: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The dependencies of two runs without those that only moved: a path only A has and a path only B has, in
+    the same stage with the same content hash, are one file renamed, which changes nothing a stage computes."""
+    moved_a = {key: value for key, value in a.items() if key not in b}
+    moved_b = {key: value for key, value in b.items() if key not in a}
+    pairs = {(key.split(".", 1)[0], value) for key, value in moved_a.items()} & {
+        (key.split(".", 1)[0], value) for key, value in moved_b.items()
+    }
+
+    def keep(deps: dict[str, str], only: dict[str, str]) -> dict[str, str]:
+        return {
+            key: value for key, value in deps.items() if key not in only or (key.split(".", 1)[0], value) not in pairs
+        }
+
+    return keep(a, moved_a), keep(b, moved_b)
 
 
 def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[str]) -> GroupDiff:
@@ -55,7 +74,9 @@ def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[st
             changes.append(Change(f"file {path}", _digest(per_file_a.get(path)), _digest(per_file_b.get(path))))
         else:
             changes.append(Change(f"file {path}", f"as in {commit_a[:10]}", f"as in {commit_b[:10]}"))
-    compared, deps = compare_fields(dvc_deps(a, data=False, stages=stages), dvc_deps(b, data=False, stages=stages))
+    compared, deps = compare_fields(
+        *without_moves(dvc_deps(a, data=False, stages=stages), dvc_deps(b, data=False, stages=stages))
+    )
     changes += [Change(f"dvc dep {change.key}", change.a, change.b) for change in deps]
     note = f"commit {commit_a[:10] or 'not logged'}" + (
         "" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}"
@@ -81,16 +102,38 @@ def split_diff(text: str) -> dict[str, str]:
 
 
 def _files_between(repo: Path | None, commit_a: str, commit_b: str) -> set[str] | None:
-    """Paths changed between two commits, or None when the local repository lacks either."""
+    """Paths whose content changed between two commits, or None when the local repository lacks either.
+
+    A file moved without a change to its content (git's rename at 100% similarity) is not among them: the
+    code is the same, only its path is new. A file moved and edited is listed by its new path.
+    """
     if repo is None or not commit_a or not commit_b:
         return None
     from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
     try:
-        names = Repo(repo, search_parent_directories=True).git.diff("--name-only", commit_a, commit_b)
+        status = Repo(repo, search_parent_directories=True).git.diff(
+            "--name-status", "--find-renames", "-z", commit_a, commit_b
+        )
     except (GitCommandError, InvalidGitRepositoryError, NoSuchPathError):
         return None
-    return set(names.split())
+    return changed_paths(status)
+
+
+def changed_paths(name_status: str) -> set[str]:
+    """The paths of `git diff --name-status --find-renames -z` whose content changed (pure renames left out)."""
+    fields, paths = name_status.split("\0"), set()
+    index = 0
+    while index < len(fields) and fields[index]:
+        status = fields[index]
+        if status[0] in "RC":
+            if status != "R100":
+                paths.add(fields[index + 2])
+            index += 3
+        else:
+            paths.add(fields[index + 1])
+            index += 2
+    return paths
 
 
 def _digest(text: str | None) -> str | None:
