@@ -246,6 +246,13 @@ CASES = [
     ),
     case("params-missing", remove("params.yaml"), stage("prepare"), "params.yaml: file not found", "create it"),
     case(
+        "prepare-under-its-old-module-name",
+        environment(),
+        stage("data"),
+        "now pipelines.prepare",
+        "`python3 -m pipelines.prepare`",
+    ),
+    case(
         "unknown-section", params(trian={"epochs": 2}), stage("train"), "unknown key 'trian'", "did you mean 'train'?"
     ),
     case(
