@@ -185,7 +185,7 @@ def test_sigkill_leaves_a_run_that_doctor_and_the_next_run_mark_failed(prepared)
     nxt = tracker_process(prepared, "pass")
     _, stderr = nxt.communicate(timeout=120)
     assert nxt.returncode == 0, stderr
-    assert f"tracking: marked 1 run(s) that a killed process left RUNNING as FAILED ({second_id})" in stderr
+    assert f"warning: marked 1 run(s) that a killed process left RUNNING as FAILED ({second_id})" in stderr
     assert client.get_run(second_id).info.status == "FAILED"
     assert all(client.get_run(r.info.run_id).info.status == "RUNNING" for r in others.values())
 

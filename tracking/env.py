@@ -17,6 +17,9 @@ DVC_ROOT = "DVC_ROOT"
 DVC_EXP_NAME = "DVC_EXP_NAME"
 DVC_EXP_BASELINE_REV = "DVC_EXP_BASELINE_REV"
 
+# How much the library says on stderr: DEBUG, INFO (the default), WARNING or ERROR (tracking/log.py).
+TRACKING_LOGLEVEL = "TRACKING_LOGLEVEL"
+
 # Set by our stages for the processes they start.
 TRACKING_PROJECT_ROOT = "TRACKING_PROJECT_ROOT"
 

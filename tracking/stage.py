@@ -1,6 +1,7 @@
 """Entry points of commands and DVC stages: a user error is one line on stderr and exit status 2; shared argparse types.
 
-Ctrl-C exits 130 and SIGTERM 143, after the `Tracker` has ended its run as KILLED.
+Ctrl-C exits 130 and SIGTERM 143, after the `Tracker` has ended its run as KILLED. Library messages are shown
+through `tracking.log`, configured here.
 """
 
 from __future__ import annotations
@@ -10,22 +11,32 @@ import sys
 from collections.abc import Callable
 
 from tracking.errors import USER_ERROR_EXIT, TrackingError
-from tracking.run.lifecycle import Terminated
+from tracking.log import configure as configure_logging
+from tracking.run.lifecycle import Terminated, ended_killed
 
 
 def run_main(main: Callable[[], None]) -> None:
-    """Call `main`, mapping user errors and interrupts to a single line and an exit status."""
+    """Call `main`, mapping user errors and interrupts to a single line and an exit status.
+
+    An interrupt's line says a run was ended as KILLED only when this process owned one and ended it so
+    (`tracking diff` or `tracking sync` open none).
+    """
     try:
+        configure_logging()
         main()
     except TrackingError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(USER_ERROR_EXIT)
     except KeyboardInterrupt:
-        print("interrupted: the MLflow run was ended as KILLED", file=sys.stderr)
+        print(_interrupted("interrupted"), file=sys.stderr)
         sys.exit(130)
     except Terminated:
-        print("terminated: the MLflow run was ended as KILLED", file=sys.stderr)
+        print(_interrupted("terminated"), file=sys.stderr)
         sys.exit(Terminated.exit_code)
+
+
+def _interrupted(what: str) -> str:
+    return f"{what}: the MLflow run was ended as KILLED" if ended_killed() else what
 
 
 def at_least(low: int) -> Callable[[str], int]:

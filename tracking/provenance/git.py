@@ -14,14 +14,16 @@ then no longer exact.
 
 from __future__ import annotations
 
+import logging
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from tracking.errors import RepoError
 from tracking.provenance.dvc import declared_outputs
 from tracking.provenance.redaction import redact_lines, strip_credentials
+
+log = logging.getLogger(__name__)
 
 _DIFF_HEADERS = ("diff --git ", "index ", "--- ", "+++ ")
 # Whatever the user's git configuration says: plain a/ b/ prefixes, no colour, no external or text-converting diff.
@@ -68,11 +70,11 @@ def gather_git(root: Path) -> dict[str, Any]:
     diff = redact_diff(raw)
     redacted = sum(before != after for before, after in zip(raw.split("\n"), diff.split("\n"), strict=False))
     if redacted:
-        print(
-            f"warning: {redacted} line(s) of the uncommitted diff hold secret-looking values; they are redacted in "
-            "the captured provenance/uncommitted.diff, which is therefore not exact; keep secrets out of tracked files "
-            "(e.g. in environment variables) to capture the diff as it is",
-            file=sys.stderr,
+        log.warning(
+            "%d line(s) of the uncommitted diff hold secret-looking values; they are redacted in the captured "
+            "provenance/uncommitted.diff, which is therefore not exact; keep secrets out of tracked files (e.g. in "
+            "environment variables) to capture the diff as it is",
+            redacted,
         )
     untracked = [path for path in repo.untracked_files if not any(_within(path, output) for output in excludes)]
     return {

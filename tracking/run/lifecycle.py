@@ -26,6 +26,17 @@ class _State(threading.local):
 
 
 _state = _State()
+_killed: list[str] = []  # ids of the runs this process ended as KILLED
+
+
+def record_killed(run_id: str) -> None:
+    """Remember that this process ended run `run_id` as KILLED (the interrupt's message says so)."""
+    _killed.append(run_id)
+
+
+def ended_killed() -> list[str]:
+    """The runs this process ended as KILLED, in order."""
+    return list(_killed)
 
 
 def status_for(error: BaseException | None) -> str:

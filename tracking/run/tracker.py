@@ -10,8 +10,8 @@ server is lost mid-run, training goes on and the whole run is kept in the offlin
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import tempfile
 import time
 import warnings
@@ -30,6 +30,7 @@ from tracking.run.lifecycle import (
     discard_interrupt,
     interrupts_raise,
     pending_interrupt,
+    record_killed,
     status_for,
 )
 from tracking.run.operations import apply, artifact, batch, end, inputs
@@ -38,6 +39,8 @@ from tracking.run.writer import BackgroundWriter
 from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
 from tracking.store.location import connect, project_root, tracking_uri
 from tracking.store.stale import owner_tags, repair_stale_runs
+
+log = logging.getLogger(__name__)
 
 DATASET_DIGEST_CHARS = 32  # MLflow's datasets.digest column holds at most 36 characters.
 _TAG_CHARS = 5000
@@ -131,10 +134,10 @@ class Tracker:
                 f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`"
             ) from err
         if stale:
-            print(
-                f"tracking: marked {len(stale)} run(s) that a killed process left RUNNING as FAILED "
-                f"({', '.join(run.run_id for run in stale)}); see `tracking doctor`",
-                file=sys.stderr,
+            log.warning(
+                "marked %d run(s) that a killed process left RUNNING as FAILED (%s); see `tracking doctor`",
+                len(stale),
+                ", ".join(run.run_id for run in stale),
             )
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
@@ -164,6 +167,8 @@ class Tracker:
         import mlflow
 
         ended = end(status, int(time.time() * 1000))
+        if status == "KILLED":
+            record_killed(self.run_id)
         try:
             mlflow.end_run(status=status)
         except Exception as err:
@@ -174,7 +179,7 @@ class Tracker:
             self._sink.write(ended)
         report = self._sink.close()
         if report is not None:
-            print(f"warning: {report}", file=sys.stderr)
+            log.warning(report)
 
     def _sync_kept_offline(self, run_id: str) -> str:
         """Upload what an earlier stage of this run kept offline before resuming it; return the run's id there."""
@@ -184,7 +189,7 @@ class Tracker:
         from tracking.store.sync import sync_journal
 
         done = sync_journal(folder, self.client, self.uri)
-        print(done.line, file=sys.stderr)
+        log.info(done.line)
         return done.run_id
 
     def _close_writer(self) -> TrackingError | None:
@@ -200,7 +205,7 @@ class Tracker:
             failure.__cause__ = err
         else:
             return None
-        print(f"error: {failure}", file=sys.stderr)
+        log.error(failure)
         return failure
 
     @property

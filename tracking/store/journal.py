@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import re
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from tracking.run.operations import Op, apply
+
+log = logging.getLogger(__name__)
 
 OFFLINE = Path(".tracking/offline")
 SYNCED = Path(".tracking/synced")
@@ -236,10 +238,12 @@ class RunWriter:
                 self.journal.append(done, online=True)
             self._written.clear()
             shutil.rmtree(self._spool, ignore_errors=True)
-            print(
-                f"warning: MLflow server {self.uri} lost during run {self.run_id} ({reason}); training goes on, "
-                f"the run's records are kept in {folder.relative_to(self.root)}",
-                file=sys.stderr,
+            log.warning(
+                "MLflow server %s lost during run %s (%s); training goes on, the run's records are kept in %s",
+                self.uri,
+                self.run_id,
+                reason,
+                folder.relative_to(self.root),
             )
 
     def close(self) -> str | None:

@@ -1,0 +1,59 @@
+"""Ctrl-C says what happened: "the MLflow run was ended as KILLED" only from a process that owned a run and
+ended it so; `tracking diff` opens none, so it says "interrupted" and nothing more."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import project_env
+
+from tracking.run.lifecycle import record_killed
+from tracking.stage import run_main
+
+
+def test_tracking_diff_interrupted_while_waiting_for_its_server_owns_no_run(tmp_path: Path):
+    with socket.socket() as server:  # accepts the connection and never answers: the diff waits inside its command
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        env = project_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{server.getsockname()[1]}")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tracking", "diff", "a" * 32, "b" * 32],
+            cwd=tmp_path,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert select.select([server], [], [], 60)[0], "tracking diff never reached its tracking server"
+            connection, _ = server.accept()
+            os.killpg(process.pid, signal.SIGINT)
+            _, stderr = process.communicate(timeout=60)
+            connection.close()
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted", stderr
+    assert "KILLED" not in stderr and "Traceback" not in stderr
+
+
+def interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def test_the_message_names_a_killed_run_only_once_one_was_ended(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exited:
+        run_main(interrupt)
+    assert exited.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+    record_killed("0" * 32)
+    with pytest.raises(SystemExit):
+        run_main(interrupt)
+    assert capsys.readouterr().err == "interrupted: the MLflow run was ended as KILLED\n"
