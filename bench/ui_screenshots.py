@@ -27,6 +27,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
 
+from tracking.names import PROV_PREFIX
+
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -149,7 +151,7 @@ def blank_tags(dom: str) -> tuple[int, list[str], list[str]]:
     """How many `prov.*` rows the compare view shows, and those blank for the first and for the second run."""
     parser = TableRows()
     parser.feed(dom)
-    rows = [row for row in parser.rows if len(row) == 3 and row[0].startswith("prov.")]
+    rows = [row for row in parser.rows if len(row) == 3 and row[0].startswith(PROV_PREFIX)]
     return len(rows), [row[0] for row in rows if not row[1]], [row[0] for row in rows if not row[2]]
 
 

@@ -42,7 +42,17 @@ from tracking.inspect.audit import (
     unsupported_line,
 )
 from tracking.inspect.audit_report import figure, render, render_unsupported
-from tracking.provenance import WEIGHTS_TAG
+from tracking.names import (
+    AUDIT_KERNEL_NOISE_TAG,
+    AUDIT_MODE_TAG,
+    AUDIT_PREFIX,
+    AUDIT_REPEAT_TAG,
+    AUDIT_TAG,
+    AUDIT_UNSUPPORTED_LAYER_TAG,
+    AUDIT_UNSUPPORTED_OP_TAG,
+    OP_DETERMINISM_TAG,
+    WEIGHTS_TAG,
+)
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
@@ -70,9 +80,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     repeats, steps = args.repeats or params.audit.repeats, args.steps or params.audit.steps
     with (
         tempfile.TemporaryDirectory(prefix="audit-") as scratch,
-        Tracker(params.mlflow.experiment, root, stage=AUDIT, run_name="audit", tags={"audit": "true"}) as parent,
+        Tracker(params.mlflow.experiment, root, stage=AUDIT, run_name="audit", tags={AUDIT_TAG: "true"}) as parent,
     ):
-        parent.log_params({**params.flat(), "audit.repeats": repeats, "audit.steps": steps})
+        parent.log_params({**params.flat(), f"{AUDIT_PREFIX}repeats": repeats, f"{AUDIT_PREFIX}steps": steps})
         traces = train_modes(root, repeats, steps, Path(scratch), parent, params)
         for trace in traces.values():
             log_children(parent, params, trace)
@@ -173,7 +183,7 @@ def stopped(mode: str, status: int, folder: Path, root: Path, parent: Tracker, m
         (root / AUDIT_REPORT).parent.mkdir(parents=True, exist_ok=True)
         (root / AUDIT_REPORT).write_text(render_unsupported(found, {"model": model}))
         parent.log_artifact(root / AUDIT_REPORT, "audit")
-        parent.set_tags({"audit.unsupported_op": found["op"], "audit.unsupported_layer": found["layer"] or ""})
+        parent.set_tags({AUDIT_UNSUPPORTED_OP_TAG: found["op"], AUDIT_UNSUPPORTED_LAYER_TAG: found["layer"] or ""})
         raise UnsupportedOpError(unsupported_line(found) + f"; see {AUDIT_REPORT}")
     raise AuditError(
         f"the {MODE_LABELS[mode]} audit trainings stopped (exit status {status}, see the message above); "
@@ -187,11 +197,11 @@ def log_children(parent: Tracker, params: Params, trace: Trace) -> None:
     flat = {**params.flat(), "determinism.op_determinism": meta["op_determinism"]}
     for repeat in range(trace.repeats):
         tags = {
-            "audit.mode": trace.mode,
-            "audit.repeat": repeat,
-            "audit.kernel_noise": meta["kernel_noise"],
+            AUDIT_MODE_TAG: trace.mode,
+            AUDIT_REPEAT_TAG: repeat,
+            AUDIT_KERNEL_NOISE_TAG: meta["kernel_noise"],
             WEIGHTS_TAG: meta["weights_sha256"][repeat],
-            "prov.determinism.effective.op_determinism": str(meta["op_determinism"]).lower(),
+            OP_DETERMINISM_TAG: str(meta["op_determinism"]).lower(),
         }
         with Tracker(
             parent.experiment,
@@ -201,7 +211,7 @@ def log_children(parent: Tracker, params: Params, trace: Trace) -> None:
             nested=True,
             tags=tags,
         ) as child:
-            child.log_params({**flat, "audit.within_batch_seed": meta["within_batch_seeds"][repeat]})
+            child.log_params({**flat, f"{AUDIT_PREFIX}within_batch_seed": meta["within_batch_seeds"][repeat]})
             seconds = trace.step_seconds[repeat : repeat + 1]
             child.log_metrics(
                 {
@@ -237,8 +247,8 @@ def log_summary(parent: Tracker, root: Path, summary: dict[str, Any]) -> None:
     parent.log_metrics(headline(summary))
     modes = summary["modes"]
     parent.set_tags(
-        {f"audit.{mode}.bit_identical": str(row["bit_identical"]).lower() for mode, row in modes.items()}
-        | {f"audit.{mode}.divergence": row["divergence_text"] or "none" for mode, row in modes.items()}
+        {f"{AUDIT_PREFIX}{mode}.bit_identical": str(row["bit_identical"]).lower() for mode, row in modes.items()}
+        | {f"{AUDIT_PREFIX}{mode}.divergence": row["divergence_text"] or "none" for mode, row in modes.items()}
     )
     parent.log_json(summary, "audit/audit.json")
     parent.log_artifact(root / AUDIT_REPORT, "audit")

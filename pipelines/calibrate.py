@@ -25,6 +25,13 @@ from tracking.data.hashing import weights_sha256
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record
+from tracking.names import (
+    CONTROL_BIT_IDENTICAL_TAG,
+    IMPL_NOISE_TAG,
+    NOISE_REPEAT_TAG,
+    NOISE_ROLE_TAG,
+    NOISE_VARIANT_TAG,
+)
 from tracking.noise.statistics import (
     band_from_values,
     churn_measure,
@@ -32,7 +39,7 @@ from tracking.noise.statistics import (
     pairwise_disagreement,
     pairwise_weight_distance,
 )
-from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
+from tracking.provenance import capture
 from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
@@ -160,7 +167,7 @@ def main() -> None:
     plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
     runs, predictions, weights = [], [], []
     with Tracker(
-        params.mlflow.experiment, root, stage=CALIBRATE, run_name="calibration", tags={"noise.role": "calibration"}
+        params.mlflow.experiment, root, stage=CALIBRATE, run_name="calibration", tags={NOISE_ROLE_TAG: "calibration"}
     ) as parent:
         import tensorflow as tf
 
@@ -175,7 +182,7 @@ def main() -> None:
             run_params, seeds, within, source = variant_setup(
                 variant, repeat, baseline, base_seeds, params.calibration.simulate_impl_noise, gpu
             )
-            tags = {"noise.variant": variant, "noise.repeat": repeat, "noise.impl_noise": source}
+            tags = {NOISE_VARIANT_TAG: variant, NOISE_REPEAT_TAG: repeat, IMPL_NOISE_TAG: source}
             with Tracker(
                 params.mlflow.experiment,
                 root,
@@ -205,7 +212,7 @@ def main() -> None:
                 )
                 metrics, digest = trained.metrics, trained.weights_sha256
                 child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
-                child.set_tags({WEIGHTS_TAG: digest, INITIAL_WEIGHTS_TAG: built.initial_weights_sha256})
+                child.log_weights(trained=digest, initial=built.initial_weights_sha256)
             runs.append(
                 {
                     "variant": variant,
@@ -235,7 +242,7 @@ def main() -> None:
             "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std),
         }
         control = noise["variants"].get("control")
-        parent.set_tags({"noise.control_bit_identical": str(control["bit_identical"]).lower() if control else "n/a"})
+        parent.set_tags({CONTROL_BIT_IDENTICAL_TAG: str(control["bit_identical"]).lower() if control else "n/a"})
         parent.log_json(noise, NOISE_FILE.as_posix())
         (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
         (root / CALIBRATION_RUNS).parent.mkdir(parents=True, exist_ok=True)

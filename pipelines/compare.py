@@ -37,6 +37,7 @@ from tracking.config.project import (
 from tracking.data.dataset import read_manifest
 from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import ParamsError, RunStateError
+from tracking.names import BAND_VARIANT_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
 from tracking.noise.policy import (
     CONFIG_SECTIONS,
     CONTROL,
@@ -197,10 +198,10 @@ def main() -> None:
         )
         tracker.set_tags(
             {
-                "noise.verdict": result["verdict"],
-                "noise.band_variant": name,
-                "noise.reason": reason,
-                "noise.secondary_exceeding": result["secondary_exceeding"],
+                VERDICT_TAG: result["verdict"],
+                BAND_VARIANT_TAG: name,
+                REASON_TAG: reason,
+                SECONDARY_EXCEEDING_TAG: result["secondary_exceeding"],
             }
         )
         tracker.log_json(result, "compare/compare.json")

@@ -15,7 +15,7 @@ from tracking.data.hashing import weights_sha256
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import EffectiveDeterminism, as_record
-from tracking.provenance import INITIAL_WEIGHTS_TAG, WEIGHTS_TAG, capture
+from tracking.provenance import capture
 from tracking.provenance.git import open_repository
 from tracking.provenance.redaction import strip_credentials
 from tracking.provenance.software import installed_packages
@@ -79,12 +79,12 @@ def tracked_training(
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
 
     tracker.in_background(log_setup)
-    tracker.set_tags({INITIAL_WEIGHTS_TAG: built.initial_weights_sha256})
+    tracker.log_weights(initial=built.initial_weights_sha256)
     model = built.model
     history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker)])
     digest = weights_sha256(model.get_weights())
     tracker.log_metrics(final_metrics(history))
-    tracker.set_tags({WEIGHTS_TAG: digest})
+    tracker.log_weights(trained=digest)
     tracker.in_background(lambda: tracker.log_figure(curves_figure(history), "plots/training_curves.png"))
     tracker.log_keras_model(model, train["x"][:2])
     return model, history, digest

@@ -79,7 +79,8 @@ def _kept_run(root: Path, run_id: str) -> Path:
 def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from tracking.store.sync import SOURCE_TAG, sync_all
+    from tracking.names import SOURCE_TAG
+    from tracking.store.sync import sync_all
 
     folder = _kept_run(tmp_path, "a" * 32)
     uri = f"sqlite:///{tmp_path / 'other.db'}"
@@ -118,8 +119,9 @@ def test_a_run_kept_offline_is_not_taken_for_a_stale_one(tmp_path):
 
     from mlflow.tracking import MlflowClient
 
+    from tracking.names import PID_TAG
     from tracking.store.journal import kept_offline
-    from tracking.store.stale import KEPT_OFFLINE, PID_TAG, STALE, owner_tags, repair_stale_runs
+    from tracking.store.stale import KEPT_OFFLINE, STALE, owner_tags, repair_stale_runs
 
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -25,6 +25,8 @@ PLUMBING = {
     "pipelines/__init__.py": "empty package marker",
     "tracking/__init__.py": "re-exports only",
     "tracking/errors.py": "exception types and exit status",
+    "tracking/log.py": "how library messages are shown",
+    "tracking/names.py": "the names of the tags written to MLflow",
     "tracking/stage.py": "entry point: error lines, exit status, argparse types",
     "tracking/run/lifecycle.py": "signal handling that ends a run KILLED",
     "tracking/run/tracker.py": "the MLflow run",

@@ -6,11 +6,11 @@ import json
 
 from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
 from tracking.determinism.seeds import derive_seed
-from tracking.provenance import TAG_PREFIX
+from tracking.names import PROV_PREFIX
 
 # Before the split seed moved to `data.split_seed`, runs carried it under these names.
 LEGACY_SPLIT_PARAM = "seeds.split"
-LEGACY_SPLIT_TAG = f"{TAG_PREFIX}seeds.split"
+LEGACY_SPLIT_TAG = f"{PROV_PREFIX}seeds.split"
 SPLIT_SEED_PARAM = "data.split_seed"
 
 

@@ -20,13 +20,11 @@ from typing import Any
 from tracking.config.project import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RerunError
-from tracking.provenance import WEIGHTS_TAG
+from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
 
 STAGES = (TRAIN, EVALUATE)
 STEPS = ("worktree", "code", "params", "data", *STAGES)
-RERUN_OF = "rerun_of"
-COMMIT_TAG = "mlflow.source.git.commit"
-DATA_HASH_TAG = f"prov.dvc.deps.{TRAIN}.{PREPARED.as_posix()}"
+DATA_HASH_TAG = f"{DVC_DEPS_PREFIX}{TRAIN}.{PREPARED.as_posix()}"
 ENVIRONMENT_GROUPS = ("software", "hardware")
 
 
@@ -47,12 +45,12 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     uri = tracking_uri(root)
     client = open_client(root)
     original = load_run(client, ref)
-    commit = original.tags.get(COMMIT_TAG)
+    commit = original.tags.get(MLFLOW_GIT_COMMIT_TAG)
     if not commit:
         raise RerunError(
-            f"run {original.run_id} logged no git commit (tag {COMMIT_TAG}); only runs of the train stage can be re-run"
+            f"run {original.run_id} logged no git commit (tag {MLFLOW_GIT_COMMIT_TAG}); only runs of the train stage can be re-run"
         )
-    if original.tags.get("pipeline.stage") == CALIBRATE:
+    if original.tags.get(STAGE_TAG) == CALIBRATE:
         raise RerunError(
             f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f {CALIBRATE}` at its commit"
         )
@@ -96,7 +94,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
             _step(stage, f"dvc repro --single-item --force {stage}")
             _run_stage(project, stage, env)
         new_id = json.loads((project / RUN_FILE).read_text())["run_id"]
-    client.set_tag(new_id, RERUN_OF, original.run_id)
+    client.set_tag(new_id, RERUN_OF_TAG, original.run_id)
     new = load_run(client, new_id)
     return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))
 
@@ -151,7 +149,7 @@ def _run_stage(project: Path, stage: str, env: dict[str, str]) -> None:
 def report(result: Rerun) -> str:
     """The rerun's verdict: bit-identical weights or not, the metric verdict, and the environment differences."""
     original, new, diff = result.original, result.new, result.diff
-    lines = [f"re-ran {original.run_id} as {new.run_id} (tag {RERUN_OF}={original.run_id})"]
+    lines = [f"re-ran {original.run_id} as {new.run_id} (tag {RERUN_OF_TAG}={original.run_id})"]
     hash_a, hash_b = original.tags.get(WEIGHTS_TAG), new.tags.get(WEIGHTS_TAG)
     if diff.weights_identical:
         lines.append(f"weights: bit-identical (sha256 {hash_b})")

@@ -9,17 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tracking.names import MAX_TAG_CHARS, PROV_PREFIX
 from tracking.provenance.dvc import gather_dvc
 from tracking.provenance.environment import gather_environment
 from tracking.provenance.git import gather_git
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
 from tracking.provenance.software import gather_software
 
-TAG_PREFIX = "prov."
-# The trained weights' SHA-256, and beside it the initial weights' (equal across runs that change no init seed).
-WEIGHTS_TAG = f"{TAG_PREFIX}weights_sha256"
-INITIAL_WEIGHTS_TAG = f"{TAG_PREFIX}initial_weights_sha256"
-MAX_TAG_CHARS = 5000
 _ARTIFACT_ONLY = {("git", "diff"), ("git", "untracked_files"), ("git", "diff_excludes"), ("software", "executable")}
 
 
@@ -58,4 +54,4 @@ def _walk(value: Any, path: tuple[str, ...], tags: dict[str, str]) -> None:
             _walk(item, (*path, str(index)), tags)
     else:
         text = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        tags[TAG_PREFIX + ".".join(path)] = text[:MAX_TAG_CHARS]
+        tags[PROV_PREFIX + ".".join(path)] = text[:MAX_TAG_CHARS]

@@ -23,6 +23,18 @@ from typing import Any
 from tracking.config.project import TRAIN
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
+from tracking.names import (
+    DATASET_CONTEXT_TAG,
+    DVC_BASELINE_REV_TAG,
+    DVC_EXP_NAME_TAG,
+    ERROR_TAG,
+    INITIAL_WEIGHTS_TAG,
+    MAX_TAG_CHARS,
+    MLFLOW_GIT_BRANCH_TAG,
+    MLFLOW_GIT_COMMIT_TAG,
+    STAGE_TAG,
+    WEIGHTS_TAG,
+)
 from tracking.provenance import to_tags
 from tracking.provenance.git import encode_diff
 from tracking.run.lifecycle import (
@@ -43,7 +55,6 @@ from tracking.store.stale import owner_tags, repair_stale_runs
 log = logging.getLogger(__name__)
 
 DATASET_DIGEST_CHARS = 32  # MLflow's datasets.digest column holds at most 36 characters.
-_TAG_CHARS = 5000
 
 
 class Tracker:
@@ -87,7 +98,7 @@ class Tracker:
         try:
             with deferred_interrupts():  # a signal while the run opens waits for it to be open, then ends it KILLED
                 run = self._start_run(experiment_id)
-                self.set_tags({"pipeline.stage": self.stage, **self.tags})
+                self.set_tags({STAGE_TAG: self.stage, **self.tags})
         except BaseException as err:
             if run is None:
                 self._writer.close()
@@ -154,7 +165,7 @@ class Tracker:
         cause = error or failure or interrupt
         try:
             if cause is not None:
-                self._sink.write(batch(tags={"error": f"{type(cause).__name__}: {cause}"[:_TAG_CHARS]}))
+                self._sink.write(batch(tags={ERROR_TAG: f"{type(cause).__name__}: {cause}"[:MAX_TAG_CHARS]}))
         finally:
             self._end_run(status_for(cause))
         if cause is not interrupt:
@@ -242,7 +253,13 @@ class Tracker:
             self._writer.submit(lambda: self._sink.write(op))
 
     def set_tags(self, tags: dict[str, Any]) -> None:
-        self._sink.write(batch(tags={key: str(value)[:_TAG_CHARS] for key, value in tags.items()}))
+        self._sink.write(batch(tags={key: str(value)[:MAX_TAG_CHARS] for key, value in tags.items()}))
+
+    def log_weights(self, trained: str | None = None, initial: str | None = None) -> None:
+        """The SHA-256 of the trained and/or the initial weights, as the provenance tags `tracking diff` and
+        `tracking rerun` compare (tracking.data.hashing.weights_sha256 computes them)."""
+        hashes = {WEIGHTS_TAG: trained, INITIAL_WEIGHTS_TAG: initial}
+        self.set_tags({tag: digest for tag, digest in hashes.items() if digest is not None})
 
     def log_provenance(self, record: dict[str, Any], packages: list[str]) -> None:
         """`provenance.json`, the package list and the git diff as artifacts; scalars as `prov.*` tags."""
@@ -253,13 +270,13 @@ class Tracker:
             diff = encode_diff(git["diff"])  # git's bytes exactly, so that it applies byte for byte
             self._write_file("provenance/uncommitted.diff", lambda path: path.write_bytes(diff))
         tags = to_tags(record)
-        tags["mlflow.source.git.commit"] = git.get("commit", "")
+        tags[MLFLOW_GIT_COMMIT_TAG] = git.get("commit", "")
         if git.get("branch"):
-            tags["mlflow.source.git.branch"] = git["branch"]
+            tags[MLFLOW_GIT_BRANCH_TAG] = git["branch"]
         if os.environ.get(DVC_EXP_NAME):
-            tags["dvc.exp_name"] = os.environ[DVC_EXP_NAME]
+            tags[DVC_EXP_NAME_TAG] = os.environ[DVC_EXP_NAME]
         if os.environ.get(DVC_EXP_BASELINE_REV):
-            tags["dvc.baseline_rev"] = os.environ[DVC_EXP_BASELINE_REV]
+            tags[DVC_BASELINE_REV_TAG] = os.environ[DVC_EXP_BASELINE_REV]
         self.set_tags(tags)
 
     def log_dataset(self, manifest: dict[str, Any], x: Any, y: Any, location: Path, context: str) -> None:
@@ -276,7 +293,7 @@ class Tracker:
                 name=manifest["source"],
                 digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS],
             )
-        tags = {"mlflow.data.context": context, "content_sha256": manifest["content_sha256"]}
+        tags = {DATASET_CONTEXT_TAG: context, "content_sha256": manifest["content_sha256"]}
         self._sink.write(inputs([{"dataset": dataset._to_mlflow_entity().to_dictionary(), "tags": tags}]))
         self.log_json(manifest, "data/manifest.json")
 

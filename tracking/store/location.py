@@ -17,6 +17,7 @@ from typing import Any
 
 from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
+from tracking.names import EXPERIMENT_KIND_TAG
 from tracking.store.sqlite import creation_lock, database_path, use_wal
 
 DEFAULT_DB = "mlflow.db"
@@ -24,7 +25,6 @@ DEFAULT_ARTIFACTS = "mlartifacts"
 # The experiment type (the UI's "Machine learning"). MLflow's UI opens an experiment on its runs, not its GenAI
 # overview, by this tag when its GenAI/Model training switch is off (a build-time flag, on in 3.17, whose UI
 # follows the switch the user picks instead; see README "Two commands").
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 _HTTP_TIMEOUT_S = "10"
 _HTTP_RETRIES = "1"

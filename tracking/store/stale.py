@@ -16,10 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-HOST_TAG = "tracking.host"
-PID_TAG = "tracking.pid"
-START_TAG = "tracking.pid_start"
-REPAIRED_TAG = "tracking.repaired"
+from tracking.names import ERROR_TAG, HOST_TAG, PID_TAG, REPAIRED_TAG, START_TAG
 
 STALE = "stale"
 ALIVE = "alive"
@@ -129,7 +126,7 @@ def mark_failed(client: Any, run: RunningRun, by: str) -> None:
         f"marked FAILED by {by} on {socket.gethostname()} at {when}: its process {run.pid} is gone without "
         "ending the run (killed by SIGKILL, out of memory, or a crash of the machine)"
     )
-    client.log_batch(run.run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag("error", f"ProcessGone: {note}")])
+    client.log_batch(run.run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag(ERROR_TAG, f"ProcessGone: {note}")])
     client.set_terminated(run.run_id, "FAILED")
 
 

@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from tracking.errors import TrackingServerError
+from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG
 from tracking.run.operations import Op, apply
 from tracking.store.journal import SYNCED, describe, pending_journals, read_journal, server_unavailable
-from tracking.store.location import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+from tracking.store.location import EXPERIMENT_KIND
 
 PROGRESS = "progress.json"
-SOURCE_TAG = "tracking.offline.source_run_id"
-SYNCED_TAG = "tracking.offline.synced"
 
 
 @dataclass
@@ -83,7 +82,9 @@ def sync_journal(folder: Path, client: Any, uri: str) -> Synced:
             progress["done_seq"] = op["seq"]
             _write_progress(folder, progress)
         client.set_tag(
-            run_id, SYNCED_TAG, f"{len(ops)} writes kept offline from {header['lost_at']} ({header['reason']})"[:5000]
+            run_id,
+            SYNCED_TAG,
+            f"{len(ops)} writes kept offline from {header['lost_at']} ({header['reason']})"[:MAX_TAG_CHARS],
         )
     except Exception as err:
         if not server_unavailable(err):
@@ -154,9 +155,7 @@ def _target_run(client: Any, header: dict[str, Any]) -> str:
     linked = client.search_runs([experiment_id], filter_string=f"tags.`{SOURCE_TAG}` = '{header['run_id']}'")
     if linked:  # an earlier sync created it and lost its progress file
         return linked[0].info.run_id
-    run = client.create_run(
-        experiment_id, tags={SOURCE_TAG: header["run_id"], "tracking.offline.source_uri": header["tracking_uri"]}
-    )
+    run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: header["tracking_uri"]})
     return run.info.run_id
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from tracking.config.project import OUTPUT_FOLDERS
 from tracking.inspect.diff.changes import Change, GroupDiff, compare_fields
 from tracking.inspect.diff.runs import RunSnapshot
+from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG
 
 # Files whose changes other groups already report (params, data pins) or that are outputs, not code.
 _NOT_CODE = re.compile(rf"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^({'|'.join(OUTPUT_FOLDERS)})/")
@@ -21,8 +22,8 @@ def shared_stages(a: RunSnapshot, b: RunSnapshot) -> set[str]:
     A stage only one run logged says how that run was made (a calibration repeat is made by `calibrate`, not
     by `train`), not that its inputs changed; the data content and the code are compared in full anyway.
     """
-    return {key.split(".", 1)[0] for key in a.provenance("dvc.deps")} & {
-        key.split(".", 1)[0] for key in b.provenance("dvc.deps")
+    return {key.split(".", 1)[0] for key in a.provenance(DVC_DEPS_SECTION)} & {
+        key.split(".", 1)[0] for key in b.provenance(DVC_DEPS_SECTION)
     }
 
 
@@ -31,7 +32,7 @@ def dvc_deps(run: RunSnapshot, data: bool, stages: set[str]) -> dict[str, str]:
     data/) or code ones. Keys are "stage.path"; a code folder named data (tracking/data/) is still code."""
     return {
         key: value
-        for key, value in run.provenance("dvc.deps").items()
+        for key, value in run.provenance(DVC_DEPS_SECTION).items()
         if key.split(".", 1)[0] in stages
         and (value.endswith(".dir") or key.split(".", 1)[1].startswith("data/")) == data
     }
@@ -59,7 +60,7 @@ def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[st
 
     Changes to params.yaml, *.dvc pins, dvc.lock and outputs are left to the data and params groups.
     """
-    commit_a, commit_b = a.tags.get("prov.git.commit", ""), b.tags.get("prov.git.commit", "")
+    commit_a, commit_b = a.tags.get(GIT_COMMIT_TAG, ""), b.tags.get(GIT_COMMIT_TAG, "")
     per_file_a, per_file_b = split_diff(a.diff), split_diff(b.diff)
     dirty = {path for path in set(per_file_a) | set(per_file_b) if per_file_a.get(path) != per_file_b.get(path)}
     between: set[str] = set()

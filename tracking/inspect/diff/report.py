@@ -7,7 +7,7 @@ from typing import Any
 
 from tracking.inspect.diff.changes import Change, GroupDiff
 from tracking.inspect.diff.verdict import RunDiff
-from tracking.provenance import WEIGHTS_TAG
+from tracking.names import WEIGHTS_TAG
 
 FORMATS = ("text", "md", "json")
 _SHOWN = 8

@@ -14,6 +14,7 @@ from typing import Any
 from tracking.config.legacy import upgrade_logged
 from tracking.config.project import CALIBRATE
 from tracking.errors import TrackingError
+from tracking.names import OP_DETERMINISM_TAG, PROV_PREFIX
 from tracking.provenance.git import decode_diff
 
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -40,15 +41,12 @@ class RunSnapshot:
 
     def provenance(self, section: str) -> dict[str, str]:
         """The `prov.<section>.*` tags, keyed without the prefix."""
-        prefix = f"prov.{section}."
+        prefix = f"{PROV_PREFIX}{section}."
         return {key[len(prefix) :]: value for key, value in self.tags.items() if key.startswith(prefix)}
 
     @property
     def op_determinism(self) -> bool:
-        return (
-            self.tags.get("prov.determinism.effective.op_determinism", self.params.get("determinism.op_determinism"))
-            == "true"
-        )
+        return self.tags.get(OP_DETERMINISM_TAG, self.params.get("determinism.op_determinism")) == "true"
 
 
 def load_run(client: Any, ref: str) -> RunSnapshot:

@@ -11,8 +11,8 @@ from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.groups import CAUSES, GROUP_ORDER, group_diffs, name_causes
 from tracking.inspect.diff.metrics import MetricDelta, logged_compare_metrics, metric_deltas
 from tracking.inspect.diff.runs import RunSnapshot
+from tracking.names import DVC_EXP_NAME_TAG, WEIGHTS_TAG
 from tracking.noise.policy import CANNOT_JUDGE, CONTROL, EXCEEDS, family_verdict
-from tracking.provenance import WEIGHTS_TAG
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,6 @@ def _run_summary(run: RunSnapshot) -> dict[str, Any]:
         "name": run.name,
         "status": run.status,
         "experiment_id": run.experiment_id,
-        "dvc_exp_name": run.tags.get("dvc.exp_name"),
+        "dvc_exp_name": run.tags.get(DVC_EXP_NAME_TAG),
         "weights_sha256": run.tags.get(WEIGHTS_TAG),
     }

@@ -1,0 +1,65 @@
+"""The names the product writes into MLflow, in one place: tag names, their prefixes, and MLflow's limits.
+
+A name here is part of the run format: `tracking diff`, `tracking rerun` and the MLflow UI read runs logged
+by earlier versions through the same names (tracking/config/legacy.py maps the few params that changed), so
+change a value only together with a migration. The pipeline's file paths live in tracking/config/project.py,
+environment variables in tracking/env.py.
+"""
+
+from __future__ import annotations
+
+# MLflow's longest tag value; longer ones are cut to it.
+MAX_TAG_CHARS = 5000
+
+# The provenance record (`prov.<section>.<field>`, tracking/provenance/__init__.py::to_tags).
+PROV_PREFIX = "prov."
+WEIGHTS_TAG = f"{PROV_PREFIX}weights_sha256"  # the trained weights' SHA-256
+INITIAL_WEIGHTS_TAG = f"{PROV_PREFIX}initial_weights_sha256"  # equal across runs that change no init seed
+OP_DETERMINISM_TAG = f"{PROV_PREFIX}determinism.effective.op_determinism"  # as TensorFlow reports it
+GIT_COMMIT_TAG = f"{PROV_PREFIX}git.commit"
+DVC_DEPS_SECTION = "dvc.deps"
+DVC_DEPS_PREFIX = f"{PROV_PREFIX}{DVC_DEPS_SECTION}."  # + "<stage>.<path>": DVC's hash of each dependency
+
+# What made the run and how it ended.
+STAGE_TAG = "pipeline.stage"  # the stage that last wrote to the run
+ERROR_TAG = "error"  # "<ExceptionType>: <message>" of a run that did not finish
+RERUN_OF_TAG = "rerun_of"  # the run `tracking rerun` re-created
+DVC_EXP_NAME_TAG = "dvc.exp_name"
+DVC_BASELINE_REV_TAG = "dvc.baseline_rev"
+
+# MLflow's own tags, set so its UI shows the commit, the data's role and the experiment's kind.
+MLFLOW_GIT_COMMIT_TAG = "mlflow.source.git.commit"
+MLFLOW_GIT_BRANCH_TAG = "mlflow.source.git.branch"
+DATASET_CONTEXT_TAG = "mlflow.data.context"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+
+# Noise: the calibration's runs and the compare stage's verdict.
+NOISE_ROLE_TAG = "noise.role"  # "calibration" on the calibration's parent run
+NOISE_VARIANT_TAG = "noise.variant"
+NOISE_REPEAT_TAG = "noise.repeat"
+IMPL_NOISE_TAG = "noise.impl_noise"  # where a repeat's kernel noise came from
+CONTROL_BIT_IDENTICAL_TAG = "noise.control_bit_identical"
+VERDICT_TAG = "noise.verdict"
+BAND_VARIANT_TAG = "noise.band_variant"
+REASON_TAG = "noise.reason"
+SECONDARY_EXCEEDING_TAG = "noise.secondary_exceeding"
+
+# The determinism audit: its parent run, each repeat, and what could not be made deterministic.
+AUDIT_TAG = "audit"
+AUDIT_PREFIX = "audit."
+AUDIT_MODE_TAG = f"{AUDIT_PREFIX}mode"
+AUDIT_REPEAT_TAG = f"{AUDIT_PREFIX}repeat"
+AUDIT_KERNEL_NOISE_TAG = f"{AUDIT_PREFIX}kernel_noise"
+AUDIT_UNSUPPORTED_OP_TAG = f"{AUDIT_PREFIX}unsupported_op"
+AUDIT_UNSUPPORTED_LAYER_TAG = f"{AUDIT_PREFIX}unsupported_layer"
+
+# Which process on which host owns a RUNNING run, and the note left when a dead one's run was repaired.
+HOST_TAG = "tracking.host"
+PID_TAG = "tracking.pid"
+START_TAG = "tracking.pid_start"
+REPAIRED_TAG = "tracking.repaired"
+
+# A run uploaded from the offline journal: the id and store it was first opened in, and what was kept.
+SOURCE_TAG = "tracking.offline.source_run_id"
+SOURCE_URI_TAG = "tracking.offline.source_uri"
+SYNCED_TAG = "tracking.offline.synced"
