@@ -26,6 +26,7 @@ from tracking.config.project import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_M
 from tracking.data.dataset import read_manifest
 from tracking.determinism.process import reproducible_process
 from tracking.env import TRACKING_PROJECT_ROOT
+from tracking.errors import AuditError, UnsupportedOpError
 from tracking.inspect.audit import (
     DONE,
     GO,
@@ -34,9 +35,7 @@ from tracking.inspect.audit import (
     READY,
     UNSUPPORTED_FILE,
     UNSUPPORTED_OP_EXIT,
-    AuditError,
     Trace,
-    UnsupportedOpError,
     median_step_seconds,
     summarise,
     unsupported_line,

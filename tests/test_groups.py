@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tracking.errors import RunSelectionError, TrackingError
+from tracking.errors import NoiseError, RunSelectionError, TrackingError
 from tracking.noise.groups import bands, compare_groups
-from tracking.noise.statistics import NoiseError
 
 SAME_SEED = [0.951, 0.952, 0.950, 0.951, 0.953]
 NEW_SEEDS = [0.940, 0.962, 0.948, 0.958, 0.935, 0.955]

@@ -205,7 +205,7 @@ def _audit(args: argparse.Namespace) -> None:
     import subprocess
 
     from tracking.config.project import AUDIT, STAGE_PACKAGE
-    from tracking.inspect.audit import AuditError
+    from tracking.errors import AuditError
     from tracking.store.location import project_root
 
     root = project_root()

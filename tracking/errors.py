@@ -1,7 +1,8 @@
 """Errors a user can cause and fix: each carries one line saying what is wrong and how to fix it.
 
-Commands and pipeline stages turn a `TrackingError` into that line on stderr and exit status 2
-(`USER_ERROR_EXIT`); anything else is a bug and keeps its traceback.
+Every such error is a subclass of `TrackingError`, defined here, one per kind of failure. Commands and pipeline
+stages turn it into that line on stderr and exit status 2 (`USER_ERROR_EXIT`); anything else is a bug and
+keeps its traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +11,24 @@ USER_ERROR_EXIT = 2
 
 
 class TrackingError(Exception):
-    """Root of the errors a user can fix; `str(err)` is the single line to show."""
+    """Root of the errors a user can fix; `str(err)` is the single line to show.
+
+    The line is built from its parts: the problem (naming the key, file or run), what was expected and what
+    was received when that helps, and the fix. `TrackingError("params.yaml: file not found", fix="create
+    it")` reads "params.yaml: file not found; create it".
+    """
+
+    def __init__(
+        self, problem: str, *, expected: str | None = None, received: str | None = None, fix: str | None = None
+    ) -> None:
+        self.problem, self.expected, self.received, self.fix = problem, expected, received, fix
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        """The one line: problem (expected ..., got ...); fix."""
+        found = [f"expected {self.expected}" if self.expected else "", f"got {self.received}" if self.received else ""]
+        shown = ", ".join(part for part in found if part)
+        return self.problem + (f" ({shown})" if shown else "") + (f"; {self.fix}" if self.fix else "")
 
 
 class ParamsError(TrackingError):
@@ -47,3 +65,27 @@ class RerunError(TrackingError):
 
 class UserCodeError(TrackingError):
     """A "module:function" in params.yaml that does not import, is not callable, or returns the wrong thing."""
+
+
+class SettingError(TrackingError):
+    """An environment variable the product reads holds a value it cannot use."""
+
+
+class UsageError(TrackingError):
+    """A team's own code called the library's functions in an order that cannot work."""
+
+
+class RunNotFound(TrackingError):
+    """Neither a run id nor a DVC experiment name the store knows."""
+
+
+class NoiseError(TrackingError):
+    """Too few runs, or values that cannot form a band."""
+
+
+class AuditError(TrackingError):
+    """The audit cannot run or finish as configured."""
+
+
+class UnsupportedOpError(AuditError):
+    """An op of the model has no deterministic implementation, so op determinism cannot be audited."""

@@ -14,7 +14,7 @@ import sys
 from typing import TextIO
 
 from tracking.env import TRACKING_LOGLEVEL
-from tracking.errors import TrackingError
+from tracking.errors import SettingError
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DEFAULT_LEVEL = "INFO"
@@ -45,9 +45,9 @@ def configure() -> None:
         return
     level = os.environ.get(TRACKING_LOGLEVEL, DEFAULT_LEVEL).upper()
     if level not in LEVELS:
-        raise TrackingError(
-            f"{TRACKING_LOGLEVEL}={os.environ[TRACKING_LOGLEVEL]!r} is not a log level; set it to one of "
-            f"{', '.join(LEVELS)}, or unset it for {DEFAULT_LEVEL}"
+        raise SettingError(
+            f"{TRACKING_LOGLEVEL}={os.environ[TRACKING_LOGLEVEL]!r} is not a log level",
+            fix=f"set it to one of {', '.join(LEVELS)}, or unset it for {DEFAULT_LEVEL}",
         )
     handler = _Stderr()
     handler.setFormatter(_Line())

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from tracking.config.params import DeterminismParams
 from tracking.env import TF_CPP_MIN_LOG_LEVEL, TF_DETERMINISTIC_OPS, TF_ENABLE_ONEDNN_OPTS
-from tracking.errors import TrackingError
+from tracking.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,9 @@ def configure_environment(params: DeterminismParams) -> None:
     """Set the variables TensorFlow reads at import; refuse if it is already imported with other ones."""
     wanted = "1" if params.onednn else "0"
     if "tensorflow" in sys.modules and os.environ.get(TF_ENABLE_ONEDNN_OPTS) != wanted:
-        raise TrackingError(
-            "determinism.onednn must be applied before TensorFlow is imported; "
-            "call tracking.determinism.settings.configure_environment first"
+        raise UsageError(
+            "determinism.onednn must be applied before TensorFlow is imported",
+            fix="call tracking.determinism.settings.configure_environment first",
         )
     os.environ[TF_ENABLE_ONEDNN_OPTS] = wanted
     os.environ.setdefault(TF_CPP_MIN_LOG_LEVEL, "2")

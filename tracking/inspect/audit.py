@@ -18,8 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from tracking.errors import TrackingError
-
 MODES = ("det", "nondet")
 MODE_LABELS = {"det": "deterministic", "nondet": "non-deterministic"}
 # Exit status of an audit trainer that met an op without a deterministic implementation (it wrote UNSUPPORTED_FILE).
@@ -29,14 +27,6 @@ UNSUPPORTED_FILE = "unsupported_op.json"
 READY, GO, DONE = "ready", "go", "done"
 _TRACE_ARRAYS = "trace.npz"
 _TRACE_META = "trace.json"
-
-
-class AuditError(TrackingError):
-    """The audit cannot run or finish as configured."""
-
-
-class UnsupportedOpError(AuditError):
-    """An op of the model has no deterministic implementation, so op determinism cannot be audited."""
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tracking.errors import RunSelectionError, TrackingServerError
-from tracking.noise.statistics import DDOF, NoiseError, band_from_values
+from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
+from tracking.noise.statistics import DDOF, band_from_values
 
 _PAGE = 1000
 

@@ -20,15 +20,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tracking.config.params import REGRESSION
-from tracking.errors import TrackingError
+from tracking.errors import NoiseError
 
 DDOF = 1
 CLASSIFICATION_CHURN = "fraction of test predictions whose class differs between two runs"
 REGRESSION_CHURN = "mean absolute difference of two runs' test predictions / std of the test targets"
-
-
-class NoiseError(TrackingError):
-    """Too few runs, or values that cannot form a band."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ band, `metrics` tests each metric's gap against it, `verdict` puts it together w
 conclusion (`diff_runs`), and `report` renders it as text, Markdown or JSON.
 """
 
-from tracking.inspect.diff.runs import RunNotFound, RunSnapshot, load_run
+from tracking.errors import RunNotFound
+from tracking.inspect.diff.runs import RunSnapshot, load_run
 from tracking.inspect.diff.verdict import RunDiff, diff_runs
 
 __all__ = ["RunDiff", "RunNotFound", "RunSnapshot", "diff_runs", "load_run"]

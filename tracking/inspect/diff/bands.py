@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracking.config.project import CALIBRATE, NOISE_FILE
-from tracking.errors import TrackingError
+from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
@@ -31,8 +31,8 @@ def find_calibration(
         run_id = found[0].info.run_id
     noise = read_artifact(client, run_id, NOISE_FILE.as_posix(), json.loads)
     if noise is None:
-        raise TrackingError(
-            f"run {run_id} has no {NOISE_FILE.as_posix()}; pass the calibration parent run to --calibration"
+        raise RunSelectionError(
+            f"run {run_id} has no {NOISE_FILE.as_posix()}", fix="pass the calibration parent run to --calibration"
         )
     return run_id, noise
 

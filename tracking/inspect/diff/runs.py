@@ -13,16 +13,12 @@ from typing import Any
 
 from tracking.config.legacy import upgrade_logged
 from tracking.config.project import CALIBRATE
-from tracking.errors import TrackingError
+from tracking.errors import RunNotFound, TrackingServerError
 from tracking.names import OP_DETERMINISM_TAG, PROV_PREFIX
 from tracking.provenance.git import decode_diff
 
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _EXP_NAME = re.compile(r"^[\w.-]+$")
-
-
-class RunNotFound(TrackingError):
-    """Neither a run id nor a DVC experiment name the store knows."""
 
 
 @dataclass(frozen=True)
@@ -102,9 +98,9 @@ def read_artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
             # Not read_text(): its newline translation would turn a diff's CRLF lines into LF.
             return parse(decode_diff(Path(client.download_artifacts(run_id, path, scratch)).read_bytes()))
     except (MlflowException, OSError) as err:
-        raise TrackingError(
-            f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]}); "
-            "check the tracking server and its artifact store"
+        raise TrackingServerError(
+            f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]})",
+            fix="check the tracking server and its artifact store",
         ) from err
 
 
