@@ -35,6 +35,23 @@ class ParamsError(TrackingError):
     """params.yaml is missing, malformed, or has an unknown key or a bad value."""
 
 
+class UnknownKey(ParamsError):
+    """A key params.yaml's schema does not have: names the closest valid key and every valid one there."""
+
+    def __init__(self, path: str, key: str, valid: list[str], suggestion: str | None = None, more: str = "") -> None:
+        section = key.rpartition(".")[0]
+        where = f"'{section}'" if section else "the top level"
+        hint = f"did you mean '{suggestion}'? " if suggestion else ""
+        super().__init__(f"{path}: unknown key '{key}'", fix=f"{hint}valid keys in {where}: {', '.join(valid)}{more}")
+
+
+class BadValue(ParamsError):
+    """A value of params.yaml's that its key does not accept: what the key expects, what it got, where to fix it."""
+
+    def __init__(self, path: str, key: str, expected: str, received: object, more: str = "") -> None:
+        super().__init__(f"{path}: {key}: {expected}, got {received!r}", fix=f"fix it in {path}{more}")
+
+
 class DataError(TrackingError):
     """The data source is missing, corrupt, or does not match what params.yaml pins."""
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tracking.errors import ParamsError
+from tracking.errors import BadValue, ParamsError, UnknownKey
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
@@ -183,7 +183,10 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as err:
-        raise ParamsError(f"{path}: file not found; run from the project root or create it (see README)") from err
+        raise ParamsError(
+            f"{path}: file not found",
+            fix="run from the project root or create it (every key: docs/configuration.md)",
+        ) from err
     from ruamel.yaml.error import YAMLError
 
     try:
@@ -192,15 +195,18 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "invalid YAML"
-        raise ParamsError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML there") from err
+        raise ParamsError(f"{path}: YAML syntax error{where}: {problem}", fix="fix the YAML there") from err
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ParamsError(f"{path}: expected a mapping of sections at the top level, got {type(raw).__name__}")
+        raise ParamsError(
+            f"{path}: expected a mapping of sections at the top level, got {type(raw).__name__}",
+            fix="write params.yaml as sections of keys (data:, train:, ...)",
+        )
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
-        raise ParamsError(_describe(path, err)) from err
+        raise _describe(path, err) from err
 
 
 def parse_yaml(text: str) -> Any:
@@ -222,8 +228,8 @@ def yaml_editor() -> Any:
     return editor
 
 
-def _describe(path: Path, err: ValidationError) -> str:
-    """The first validation error as one line, with the valid keys for an unknown one."""
+def _describe(path: Path, err: ValidationError) -> ParamsError:
+    """The first validation error as the error to raise, with the valid keys for an unknown one."""
     errors = err.errors()
     first = errors[0]
     loc = [str(part) for part in first["loc"] if not isinstance(part, int)]
@@ -233,15 +239,12 @@ def _describe(path: Path, err: ValidationError) -> str:
         section = _section_model(loc[:-1])
         valid = list(section.model_fields)
         close = difflib.get_close_matches(loc[-1], valid, n=1)
-        hint = f"did you mean '{'.'.join([*loc[:-1], close[0]])}'? " if close else ""
-        where = f"'{'.'.join(loc[:-1])}'" if loc[:-1] else "the top level"
-        return f"{path}: unknown key '{key}'; {hint}valid keys in {where}: {', '.join(valid)}{more}"
+        suggestion = ".".join([*loc[:-1], close[0]]) if close else None
+        return UnknownKey(str(path), key, valid, suggestion, more)
     if first["type"] == "value_error":
         reason = first["msg"].removeprefix("Value error, ")
-        return f"{path}: {key}: {reason}; fix it in {path}{more}"
-    received = first.get("input")
-    expected = _expected(first)
-    return f"{path}: {key}: {expected}, got {received!r}; fix it in {path}{more}"
+        return ParamsError(f"{path}: {key}: {reason}", fix=f"fix it in {path}{more}")
+    return BadValue(str(path), key, _expected(first), first.get("input"), more)
 
 
 def _section_model(loc: list[str]) -> type[BaseModel]:
