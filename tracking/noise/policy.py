@@ -169,41 +169,20 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
     reference = band.mean if reference is None else reference
     delta = value - reference
     scale = band.std * math.sqrt(1 + 1 / runs)
+    z: float | None
+    p_value: float | None
     if scale > 0:
         z = delta / scale
         p_value = float(2 * stats.t.sf(abs(z), band.n - 1))
-        return Judgement(
-            band.metric,
-            value,
-            reference,
-            runs,
-            delta,
-            scale,
-            z,
-            p_value,
-            WITHIN if p_value > band.alpha else EXCEEDS,
-            "",
-            band,
-        )
-    if exact:
+        verdict, note = (WITHIN if p_value > band.alpha else EXCEEDS), ""
+    elif exact:
+        scale = 0.0
         z, p_value = (0.0, 1.0) if delta == 0 else (math.copysign(math.inf, delta), 0.0)
-        return Judgement(
-            band.metric,
-            value,
-            reference,
-            runs,
-            delta,
-            0.0,
-            z,
-            p_value,
-            WITHIN if delta == 0 else EXCEEDS,
-            "CONTROL: anything but equal is drift",
-            band,
-        )
-    note = (
-        f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
-    )
-    return Judgement(band.metric, value, reference, runs, delta, None, None, None, CANNOT_JUDGE, note, band)
+        verdict, note = (WITHIN if delta == 0 else EXCEEDS), "CONTROL: anything but equal is drift"
+    else:
+        scale, z, p_value, verdict = None, None, None, CANNOT_JUDGE
+        note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
+    return Judgement(band.metric, value, reference, runs, delta, scale, z, p_value, verdict, note, band)
 
 
 def direction(delta: float, mode: str | None) -> str:
