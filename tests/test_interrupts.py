@@ -3,6 +3,7 @@ ended it so; `tracking diff` opens none, so it says "interrupted" and nothing mo
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -30,6 +31,8 @@ def test_tracking_diff_interrupted_while_waiting_for_its_server_owns_no_run(tmp_
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            # As at a terminal: a shell's background job (CI run with `&`) would hand down SIGINT ignored.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             assert select.select([server], [], [], 60)[0], "tracking diff never reached its tracking server"
@@ -49,6 +52,17 @@ def interrupt() -> None:
     raise KeyboardInterrupt
 
 
+@pytest.fixture
+def logging_as_it_was():
+    """`run_main` sets up the `tracking` logger for its process; put it back for the tests that follow here."""
+    logger = logging.getLogger("tracking")
+    handlers, propagate, level = list(logger.handlers), logger.propagate, logger.level
+    yield
+    logger.handlers[:], logger.propagate = handlers, propagate
+    logger.setLevel(level)
+
+
+@pytest.mark.usefixtures("logging_as_it_was")
 def test_the_message_names_a_killed_run_only_once_one_was_ended(capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit) as exited:
         run_main(interrupt)

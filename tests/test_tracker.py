@@ -41,7 +41,7 @@ def test_errors_end_the_run_failed_or_killed(root, error, expected):
     assert run.data.tags["error"].startswith(type(error).__name__)
 
 
-def test_failed_background_write_is_reported_and_fails_the_run(root, capsys):
+def test_failed_background_write_is_reported_and_fails_the_run(root, caplog):
     def broken() -> None:
         raise OSError("disk full")
 
@@ -49,7 +49,9 @@ def test_failed_background_write_is_reported_and_fails_the_run(root, capsys):
         tracker.in_background(broken)
         tracker.log_metrics({"later": 1.0}, wait=False)
     assert status(root, tracker.run_id) == "FAILED"
-    assert "error: writing to the MLflow store" in capsys.readouterr().err
+    reported = [record for record in caplog.records if record.name == "tracking.run.tracker"]
+    assert [record.levelname for record in reported] == ["ERROR"]
+    assert reported[0].getMessage().startswith("writing to the MLflow store")
     assert "later" not in client_for(root).get_run(tracker.run_id).data.metrics
 
 

@@ -1,7 +1,7 @@
 """Messages from the library to the person running it, through Python's `logging`.
 
 Each module logs to its own logger under `tracking` (`logging.getLogger(__name__)`). Commands and stages call
-`configure()` once: a message is then one line on stderr, `warning: ...` or `error: ...` by its level, an
+`configure()` once, and so does a `Tracker` in a program that has not set up logging: a message is then one line on stderr, `warning: ...` or `error: ...` by its level, an
 informational one as it is. `TRACKING_LOGLEVEL` (DEBUG, INFO, WARNING or ERROR; default INFO) chooses how much
 is shown. A program that imports the library and sets up logging itself keeps its own set-up.
 """
@@ -36,6 +36,15 @@ class _Stderr(logging.StreamHandler):
     @stream.setter
     def stream(self, value: TextIO) -> None:
         """`StreamHandler` sets a stream at creation; this handler always follows `sys.stderr` instead."""
+
+
+def configure_unless_configured() -> None:
+    """`configure()`, unless the program set up logging itself (handlers on the root or the `tracking` logger).
+
+    The `Tracker` calls it, so a team's own script that opens runs shows the same `warning:` lines a stage does.
+    """
+    if not (logging.getLogger().handlers or logging.getLogger("tracking").handlers):
+        configure()
 
 
 def configure() -> None:

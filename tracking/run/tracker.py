@@ -23,6 +23,7 @@ from typing import Any
 from tracking.config.project import TRAIN
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
+from tracking.log import configure_unless_configured
 from tracking.names import (
     DATASET_CONTEXT_TAG,
     DVC_BASELINE_REV_TAG,
@@ -83,6 +84,7 @@ class Tracker:
     def __enter__(self) -> Tracker:
         from mlflow.tracking import MlflowClient
 
+        configure_unless_configured()
         self.root = self.root or project_root()
         experiment_id = connect(self.root, self.experiment)
         self.client = MlflowClient()
