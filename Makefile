@@ -1,5 +1,6 @@
 # `make run`: set up .venv from uv.lock (if missing or stale), then run the pipeline end to end.
 # `make test`: same set-up, then the linter (`make lint`) and the test suite.
+# `make bench`: same set-up, then the benchmarks, written to docs/performance.md.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -22,7 +23,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 # Nothing leaves the machine unasked: MLflow's usage telemetry stays off unless set to false in the environment.
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: run test lint venv clean
+.PHONY: run test lint bench venv clean
 
 venv: $(VENV)/.synced
 
@@ -48,6 +49,10 @@ run: venv
 
 test: venv lint
 	pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=20
+
+# The benchmarks (bench/), one after another (about 15 minutes on 2 cores); their output becomes docs/performance.md.
+bench: venv
+	$(BIN)/python bench/report.py
 
 # The linter and formatter configured in pyproject.toml; `ruff format .` and `ruff check --fix .` mend most of it.
 lint: venv

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipelines.calibrate import summarise, train_and_score
 from pipelines.compare import judge_candidate
 from pipelines.prepare import split
-from pipelines.training import prepare_model
+from pipelines.training import RepeatedModel
 from pipelines.variants import variant_setup
 from tracking.config.params import load_params
 from tracking.data.dataset import load_source
@@ -47,7 +47,7 @@ def main() -> None:
     source = load_source(params.data.source)
     splits = split(source, params.data, params.data.split_seed)
     n_classes = int(source.y.max()) + 1
-    train, val, test = splits["train"], splits.get("val"), splits["test"]
+    train, test = splits["train"], splits["test"]
     simulate = params.calibration.simulate_impl_noise
     rng = np.random.default_rng(0)
     shuffled = dict(train, y=train["y"].copy())
@@ -71,12 +71,13 @@ def main() -> None:
 
     gpu = bool(tf.config.list_physical_devices("GPU"))
     results: dict[str, list] = {}
+    models = RepeatedModel(tuple(train["x"].shape[1:]), n_classes, Path("."), None)
     started = time.perf_counter()
     for group, repeat, config, data in tqdm(plan, desc="train", unit="run", file=sys.stderr):
         run_params, run_seeds, within, source_kind = variant_setup("algo+impl", repeat, config, seeds, simulate, gpu)
         seed_frameworks(run_params, run_seeds)
-        built = prepare_model(run_params, run_seeds, tuple(data["x"].shape[1:]), n_classes)
-        trained = train_and_score(built, run_params, run_seeds, data, val, test, n_classes, within)
+        built = models.prepare(run_params, run_seeds)
+        trained = train_and_score(built, run_params, run_seeds, data, test, n_classes, within)
         results.setdefault(group, []).append(trained)
     calibration = results["calibration"]
     runs = [

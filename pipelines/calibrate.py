@@ -10,12 +10,13 @@ import sys
 from dataclasses import dataclass
 from functools import partial
 from itertools import product
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pipelines.scoring import flat_metrics, scores, summary_metrics
-from pipelines.training import Built, fit_model, prepare_model, require_code_deps, target_shape, with_model
+from pipelines.training import Built, RepeatedModel, fit_model, require_code_deps, target_shape, with_model
 from pipelines.variants import variant_setup
 from tracking.config.baseline import FROZEN_SECTIONS, load_baseline
 from tracking.config.params import CLASSIFICATION, Params, load_params
@@ -66,16 +67,15 @@ def train_and_score(
     params: Params,
     seeds: Seeds,
     train: dict,
-    val: dict | None,
     test: dict,
     n_outputs: int,
     within_batch_seed: int | None,
     task: str = CLASSIFICATION,
 ) -> Trained:
     """Train one repeat's built model (frameworks already seeded) and score it on the test set as evaluate does,
-    compiled metrics too."""
+    compiled metrics too. No validation pass: a repeat keeps test metrics only, and validation moves no weight."""
     model = built.model
-    fit_model(model, params, seeds, train, val, within_batch_seed=within_batch_seed)
+    fit_model(model, params, seeds, train, None, within_batch_seed=within_batch_seed)
     compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
     result = scores(
         test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled
@@ -150,6 +150,92 @@ def summarise(
     return summary
 
 
+@dataclass
+class Calibration:
+    """What every repeat of one calibration shares: the configuration, the data, the one provenance capture,
+    and the model reused across repeats."""
+
+    params: Params
+    baseline: Params
+    base_seeds: Seeds
+    root: Path
+    manifest: dict[str, Any]
+    splits: dict[str, dict]
+    record: dict[str, Any]
+    packages: list[str]
+    gpu: bool
+    models: RepeatedModel
+
+    @property
+    def task(self) -> str:
+        return self.manifest.get("task", CLASSIFICATION)
+
+
+def open_calibration(
+    params: Params,
+    baseline: Params,
+    base_seeds: Seeds,
+    root: Path,
+    data: tuple[dict[str, Any], dict[str, dict]],
+    parent: Tracker,
+) -> Calibration:
+    """Seed the frameworks, capture provenance once and log it with the params and `data` (the manifest and
+    the splits) to the parent run."""
+    import tensorflow as tf
+
+    manifest, splits = data
+    train = splits["train"]
+    effective = seed_frameworks(baseline, base_seeds)
+    record = capture(root, base_seeds.as_dict(), as_record(baseline.determinism, effective), stages=("prepare",))
+    packages = installed_packages()
+    parent.log_params(trained_on(baseline, params))
+    parent.log_provenance(record, packages)
+    parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
+    models = RepeatedModel(tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest))
+    gpu = bool(tf.config.list_physical_devices("GPU"))
+    return Calibration(params, baseline, base_seeds, root, manifest, splits, record, packages, gpu, models)
+
+
+def run_repeat(calibration: Calibration, variant: str, repeat: int) -> tuple[dict[str, Any], Trained]:
+    """Train and score one repeat of one variant as a child run of the open calibration run."""
+    c = calibration
+    train, test = c.splits["train"], c.splits["test"]
+    run_params, seeds, within, source = variant_setup(
+        variant, repeat, c.baseline, c.base_seeds, c.params.calibration.simulate_impl_noise, c.gpu
+    )
+    tags = {NOISE_VARIANT_TAG: variant, NOISE_REPEAT_TAG: repeat, IMPL_NOISE_TAG: source}
+    with Tracker(
+        c.params.mlflow.experiment, c.root, stage=CALIBRATE, run_name=f"{variant} #{repeat}", nested=True, tags=tags
+    ) as child:
+        actual = seed_frameworks(run_params, seeds)
+        own = {**c.record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
+        built = c.models.prepare(run_params, seeds)
+        child.in_background(
+            partial(
+                log_repeat_setup,
+                child,
+                with_model(own, built),
+                c.packages,
+                trained_on(run_params, c.params),
+                c.manifest,
+                train,
+            )
+        )
+        trained = train_and_score(built, run_params, seeds, train, test, output_size(c.manifest), within, c.task)
+        child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
+        child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
+    run = {
+        "variant": variant,
+        "repeat": repeat,
+        "run_id": child.run_id,
+        "impl_noise": source,
+        "weights_sha256": trained.weights_sha256,
+        "metrics": trained.metrics,
+        "seeds": seeds.as_dict(),
+    }
+    return run, trained
+
+
 def main() -> None:
     from tqdm import tqdm
 
@@ -159,81 +245,29 @@ def main() -> None:
     root = project_root()
     require_code_deps(baseline, CALIBRATE, root)
     manifest = read_manifest(root / PREPARED)
-    splits = load_splits(root / PREPARED, manifest)
-    train, val, test = splits["train"], splits.get("val"), splits["test"]
-    task = manifest.get("task", CLASSIFICATION)
-    target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
+    data = manifest, load_splits(root / PREPARED, manifest)
     open_repository(root)
     plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
     runs, predictions, weights = [], [], []
     with Tracker(
         params.mlflow.experiment, root, stage=CALIBRATE, run_name="calibration", tags={NOISE_ROLE_TAG: "calibration"}
     ) as parent:
-        import tensorflow as tf
-
-        effective = seed_frameworks(baseline, base_seeds)
-        gpu = bool(tf.config.list_physical_devices("GPU"))
-        record = capture(root, base_seeds.as_dict(), as_record(baseline.determinism, effective), stages=("prepare",))
-        packages = installed_packages()
-        parent.log_params(trained_on(baseline, params))
-        parent.log_provenance(record, packages)
-        parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
+        calibration = open_calibration(params, baseline, base_seeds, root, data, parent)
+        task, test = calibration.task, calibration.splits["test"]
+        target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
         for variant, repeat in tqdm(plan, desc="calibrate", unit="run", file=sys.stderr):
-            run_params, seeds, within, source = variant_setup(
-                variant, repeat, baseline, base_seeds, params.calibration.simulate_impl_noise, gpu
-            )
-            tags = {NOISE_VARIANT_TAG: variant, NOISE_REPEAT_TAG: repeat, IMPL_NOISE_TAG: source}
-            with Tracker(
-                params.mlflow.experiment,
-                root,
-                stage=CALIBRATE,
-                run_name=f"{variant} #{repeat}",
-                nested=True,
-                tags=tags,
-            ) as child:
-                actual = seed_frameworks(run_params, seeds)
-                own = {**record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
-                built = prepare_model(
-                    run_params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest)
-                )
-                child.in_background(
-                    partial(
-                        log_repeat_setup,
-                        child,
-                        with_model(own, built),
-                        packages,
-                        trained_on(run_params, params),
-                        manifest,
-                        train,
-                    )
-                )
-                trained = train_and_score(
-                    built, run_params, seeds, train, val, test, output_size(manifest), within, task
-                )
-                metrics, digest = trained.metrics, trained.weights_sha256
-                child.log_metrics({name: value for name, value in metrics.items() if np.isfinite(value)})
-                child.log_weights(trained=digest, initial=built.initial_weights_sha256)
-            runs.append(
-                {
-                    "variant": variant,
-                    "repeat": repeat,
-                    "run_id": child.run_id,
-                    "impl_noise": source,
-                    "weights_sha256": digest,
-                    "metrics": metrics,
-                    "seeds": seeds.as_dict(),
-                }
-            )
+            run, trained = run_repeat(calibration, variant, repeat)
+            runs.append(run)
             predictions.append(trained.predicted)
             weights.append(trained.weights)
         stacked_predictions, stacked_weights = np.stack(predictions), np.stack(weights)
         noise = {
             "baseline": baseline.flat(),
-            "data_sha256": manifest["content_sha256"],
+            "data_sha256": calibration.manifest["content_sha256"],
             "alpha": STORED_ALPHA,
             "repeats": params.calibration.repeats,
             "simulate_impl_noise": params.calibration.simulate_impl_noise,
-            "gpu": gpu,
+            "gpu": calibration.gpu,
             "parent_run_id": parent.run_id,
             "runs": runs,
             "task": task,

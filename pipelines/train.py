@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,11 @@ def tracked_training(
     train: dict,
     val: dict | None,
     tracker: Tracker,
+    callbacks: Sequence[Any] = (),
 ) -> tuple[Any, dict[str, list[float]], str]:
     """Train the built model with everything logged to `tracker`'s run: params, provenance (the builder and its
-    seeding too), data, initial and trained weights' hashes, per-epoch metrics, model."""
+    seeding too), data, initial and trained weights' hashes, per-epoch metrics, model. `callbacks` are Keras
+    callbacks of the caller's, after the logging one."""
     from tracking.training.callback import MlflowMetricsCallback
 
     def log_setup() -> None:
@@ -81,7 +84,7 @@ def tracked_training(
     tracker.in_background(log_setup)
     tracker.log_weights(initial=built.initial_weights_sha256)
     model = built.model
-    history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker)])
+    history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker), *callbacks])
     digest = weights_sha256(model.get_weights())
     tracker.log_metrics(final_metrics(history))
     tracker.log_weights(trained=digest)

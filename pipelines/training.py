@@ -14,10 +14,15 @@ from tracking.config.params import Params
 from tracking.config.project import DVC_FILE
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.hashing import weights_sha256
-from tracking.determinism.seeding import SeedReport, capturing_weights, seed_model
+from tracking.determinism.seeding import Created, SeedReport, capturing_weights, reseed, seed_model
 from tracking.determinism.seeds import Seeds
 from tracking.run.lifecycle import deferred_interrupts
 from tracking.training.building import call_builder, check_output, compile_model
+
+# Training steps Keras runs per call of its compiled train function: the same steps in the same order, so the
+# weights are bit-identical (tests/test_training.py), with a tenth less time on a small model (fewer Python
+# round trips); a Ctrl-C is acted on after at most this many steps.
+STEPS_PER_CALL = 8
 
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
@@ -29,12 +34,14 @@ def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DV
 
 @dataclass(frozen=True)
 class Built:
-    """A built, seeded model with what provenance records of it (`prov.model.*`, `prov.seeds.*`)."""
+    """A built, seeded model with what provenance records of it (`prov.model.*`, `prov.seeds.*`), and the
+    weights its builder created (to re-seed it)."""
 
     model: Any
     initial_weights_sha256: str
     seeding: SeedReport
     builder: dict[str, Any]
+    created: Created
 
 
 def build_model(
@@ -65,7 +72,7 @@ def build_model(
         "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
         "dtype_policy": keras.config.dtype_policy().name,
     }
-    return Built(model, weights_sha256(model.get_weights()), report, described)
+    return Built(model, weights_sha256(model.get_weights()), report, described, created)
 
 
 def prepare_model(
@@ -81,6 +88,49 @@ def prepare_model(
     built = build_model(params, input_shape, n_outputs, seeds, root, target_shape)
     compile_model(built.model, params, root)
     return replace(built, builder={**built.builder, "jit_compile": str(built.model.jit_compile).lower()})
+
+
+class RepeatedModel:
+    """One configuration's model, built and compiled once, then handed to every repeat reset to what a fresh
+    build with that repeat's seeds gives: every variable back to its built value, the random initial weights
+    and the generators re-drawn from the seeds, the optimizer's state back to its start.
+
+    A repeat then traces no tf.function again (Keras keeps the model's train and test functions), which is
+    most of what a repeat of a small model costs beyond its training steps. The weights after training are
+    bit-identical to a freshly built model's. A model with randomness no layer's seed covers is built afresh
+    for every repeat instead, since the global generator it draws from is not part of its state.
+    """
+
+    def __init__(
+        self, input_shape: tuple[int, ...], n_outputs: int, root: Path, target_shape: tuple[int, ...] | None
+    ) -> None:
+        self.shape = (input_shape, n_outputs, root, target_shape)
+        self._built: Built | None = None
+        self._key: str = ""
+        self._fresh: list[Any] = []
+
+    def prepare(self, params: Params, seeds: Seeds) -> Built:
+        """A compiled model seeded with `seeds`, as `prepare_model(params, seeds, ...)` builds it."""
+        key = json.dumps(
+            {name: value for name, value in params.flat().items() if not name.startswith("seeds.")}, default=str
+        )
+        built = self._built
+        if built is None or key != self._key or built.seeding.unattributed:
+            built = prepare_model(params, seeds, *self.shape)
+            built.model.optimizer.build(built.model.trainable_variables)
+            self._built, self._key = built, key
+            self._fresh = [variable.numpy() for variable in self._state(built.model)]
+            return built
+        for variable, value in zip(self._state(built.model), self._fresh, strict=True):
+            variable.assign(value)
+        init, counts, _ = reseed(built.model, built.created, seeds)
+        report = replace(built.seeding, init=init, dropout=counts["dropout"], augment=counts["augment"])
+        return replace(built, initial_weights_sha256=weights_sha256(built.model.get_weights()), seeding=report)
+
+    @staticmethod
+    def _state(model: Any) -> list[Any]:
+        """Every variable training moves: the model's weights and the optimizer's (step count, moments)."""
+        return [*model.weights, *model.optimizer.variables]
 
 
 def target_shape(manifest: dict) -> tuple[int, ...] | None:
@@ -145,6 +195,14 @@ def train_model(
     return model, fit_model(model, params, seeds, train, val, callbacks, within_batch_seed)
 
 
+def run_steps_per_call(model: Any, steps: int) -> None:
+    """Have Keras run `steps` training steps per call of its compiled function (its `steps_per_execution`);
+    functions compiled for another count are dropped so that the next fit compiles them again."""
+    if model.steps_per_execution != steps:
+        model.steps_per_execution = steps
+        model.train_function = model.test_function = model.predict_function = None
+
+
 def fit_model(
     model: Any,
     params: Params,
@@ -155,9 +213,10 @@ def fit_model(
     within_batch_seed: int | None = None,
 ) -> dict[str, list[float]]:
     """Fit a compiled model on the seeded batch order; return its per-epoch history."""
-    from tracking.training.callback import InterruptCheck
+    from tracking.training.callback import FirstStep, InterruptCheck
 
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
+    run_steps_per_call(model, min(steps, STEPS_PER_CALL))
     batches = epoch_batches(
         train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle, within_batch_seed
     )
@@ -168,7 +227,7 @@ def fit_model(
             epochs=params.train.epochs,
             steps_per_epoch=steps,
             validation_data=validation,
-            callbacks=[InterruptCheck(), *callbacks],
+            callbacks=[InterruptCheck(), FirstStep(), *callbacks],
             shuffle=False,
             verbose=0,
         )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -75,7 +77,27 @@ def project(tmp_path: Path) -> Path:
 
 
 def make_project(root: Path) -> Path:
-    """Create the `project` fixture's repository at `root` (for module-scoped fixtures that share one)."""
+    """Create the `project` fixture's repository at `root` (for module-scoped fixtures that share one).
+
+    A copy of one built per test process: `git init`, `dvc init` and the first commit cost a second each time.
+    """
+    shutil.copytree(_template(), root, symlinks=True)
+    return root
+
+
+_TEMPLATES: list[Path] = []
+
+
+def _template() -> Path:
+    """The project as `git init`, `dvc init` and a first commit leave it, built once per test process."""
+    if not _TEMPLATES:
+        folder = Path(tempfile.mkdtemp(prefix="project-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _TEMPLATES.append(_build_project(folder / "project"))
+    return _TEMPLATES[0]
+
+
+def _build_project(root: Path) -> Path:
     root.mkdir()
     for name in ("tracking", "pipelines"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))

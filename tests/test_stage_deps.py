@@ -28,6 +28,7 @@ PLUMBING = {
     "tracking/log.py": "how library messages are shown",
     "tracking/names.py": "the names of the tags written to MLflow",
     "tracking/stage.py": "entry point: error lines, exit status, argparse types",
+    "tracking/startup.py": "the stage-start timing line",
     "tracking/run/lifecycle.py": "signal handling that ends a run KILLED",
     "tracking/run/tracker.py": "the MLflow run",
     "tracking/training/callback.py": "per-epoch metrics to MLflow, Ctrl-C check",

@@ -2,6 +2,7 @@
 
 import functools
 import operator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,3 +118,32 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
         reloaded.predict(digits["x"][:8], verbose=0), model.predict(digits["x"][:8], verbose=0)
     )
     assert reloaded.loss.__name__ == "smooth_loss"
+
+
+def test_a_repeated_model_trains_as_a_fresh_build_does(digits):
+    """What calibrate does per repeat: the model reused, reset and re-seeded, gives the weights, initial and
+    trained, that a fresh build gives for each seed; op determinism off builds a new model (kernels change)."""
+    from pipelines.training import RepeatedModel, fit_model, prepare_model
+
+    params = Params.model_validate(
+        {**TINY, "model": {"kwargs": {**TINY["model"]["kwargs"], "batch_norm": True}}, "seeds": {"base": 3}}
+    )
+    models = RepeatedModel((8, 8, 1), 10, Path("."), None)
+
+    def train(built, seeds) -> tuple[str, str]:
+        fit_model(built.model, params, seeds, digits, None)
+        return built.initial_weights_sha256, weights_sha256(built.model.get_weights())
+
+    reused, fresh = [], []
+    for base in (3, 4, 3):
+        seeds = resolve_seeds(params.seeds.model_copy(update={"base": base}))
+        seed_frameworks(params, seeds)
+        reused.append(train(models.prepare(params, seeds), seeds))
+        seed_frameworks(params, seeds)
+        fresh.append(train(prepare_model(params, seeds, (8, 8, 1), 10), seeds))
+    assert reused == fresh
+    assert reused[0] == reused[2] != reused[1]
+    first = models.prepare(params, seeds).model
+    assert models.prepare(params, seeds).model is first
+    changed = params.model_copy(update={"determinism": params.determinism.model_copy(update={"op_determinism": False})})
+    assert models.prepare(changed, seeds).model is not first

@@ -1,27 +1,35 @@
 """Reproducible Keras training under DVC with its provenance logged to MLflow.
 
-The public surface is small and light to import; TensorFlow and MLflow load only inside the functions
+The public surface is small and loads on first use (`tracking.Tracker` imports its module then), so that
+`tracking --help` and the stages' own imports stay fast; TensorFlow and MLflow load only inside the functions
 that need them. The Keras callback lives in `tracking.training.callback`, which imports Keras.
 Importing the package turns MLflow's usage telemetry off (unless the user turned it on): every stage and
 command of ours imports it before MLflow.
 """
 
-from tracking.config.params import Params, load_params
-from tracking.determinism.process import reproducible_process, seed_frameworks
-from tracking.determinism.seeds import Seeds, resolve_seeds
+from importlib import import_module
+from typing import Any
+
 from tracking.env import telemetry_off_by_default
-from tracking.errors import TrackingError
-from tracking.run.tracker import Tracker
 
 telemetry_off_by_default()
 
-__all__ = [
-    "Params",
-    "Seeds",
-    "Tracker",
-    "TrackingError",
-    "load_params",
-    "reproducible_process",
-    "resolve_seeds",
-    "seed_frameworks",
-]
+# Each public name and the module that defines it (relative to this package).
+_PUBLIC = {
+    "Params": ".config.params",
+    "load_params": ".config.params",
+    "reproducible_process": ".determinism.process",
+    "seed_frameworks": ".determinism.process",
+    "Seeds": ".determinism.seeds",
+    "resolve_seeds": ".determinism.seeds",
+    "TrackingError": ".errors",
+    "Tracker": ".run.tracker",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'tracking' has no attribute {name!r}")
+    return getattr(import_module(_PUBLIC[name], __name__), name)

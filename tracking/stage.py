@@ -7,12 +7,16 @@ through `tracking.log`, configured here.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable
 
+from tracking import startup
 from tracking.errors import USER_ERROR_EXIT, TrackingError
 from tracking.log import configure as configure_logging
 from tracking.run.lifecycle import Terminated, ended_killed
+
+log = logging.getLogger(__name__)
 
 
 def run_main(main: Callable[[], None]) -> None:
@@ -24,6 +28,9 @@ def run_main(main: Callable[[], None]) -> None:
     try:
         configure_logging()
         main()
+        line = startup.report()
+        if line:
+            log.info(line)
     except TrackingError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(USER_ERROR_EXIT)

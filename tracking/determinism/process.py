@@ -6,6 +6,7 @@ once), and oneDNN is read when TensorFlow is imported.
 
 from __future__ import annotations
 
+from tracking import startup
 from tracking.config.params import Params
 from tracking.determinism.seeds import Seeds, ensure_hash_seed, resolve_seeds
 from tracking.determinism.settings import EffectiveDeterminism, apply, configure_environment
@@ -16,6 +17,7 @@ def reproducible_process(params: Params) -> Seeds:
     seeds = resolve_seeds(params.seeds)
     ensure_hash_seed(seeds.hash)
     configure_environment(params.determinism)
+    startup.mark(startup.SET_UP)
     return seeds
 
 
@@ -23,6 +25,7 @@ def seed_frameworks(params: Params, seeds: Seeds) -> EffectiveDeterminism:
     """Apply threads and op determinism, seed Python/NumPy/TF globals with `seeds.base`; return what is in force."""
     import keras
 
+    startup.mark(startup.TENSORFLOW)
     effective = apply(params.determinism)
     keras.utils.set_random_seed(seeds.base)
     return effective

@@ -133,6 +133,17 @@ def is_augmentation(layer: Any) -> bool:
 
 def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[int, ...]) -> SeedReport:
     """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them."""
+    init, counts, unattributed = reseed(model, created, seeds)
+    unattributed += unattributed_randomness(model, input_shape, seeds.base)
+    report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed))
+    if report.unattributed:
+        warn_unattributed(report.unattributed)
+    return report
+
+
+def reseed(model: Any, created: Created, seeds: Seeds) -> tuple[int, dict[str, int], list[str]]:
+    """Draw every random initial weight and set every generator's state from `seeds`, by position; return the
+    counts of weights and generators seeded and the initializers and variables no stream covers."""
     import numpy as np
     from keras.src.initializers.random_initializers import RandomInitializer
 
@@ -162,11 +173,7 @@ def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[in
             seed = getattr(seeds, stream) + counts[stream]
             generator.state.assign(np.array([seed, 0], dtype=generator.state.dtype))
             counts[stream] += 1
-    unattributed += unattributed_randomness(model, input_shape, seeds.base)
-    report = SeedReport(k, counts["dropout"], counts["augment"], tuple(unattributed))
-    if report.unattributed:
-        warn_unattributed(report.unattributed)
-    return report
+    return k, counts, unattributed
 
 
 def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int) -> list[str]:

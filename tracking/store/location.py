@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
@@ -143,13 +144,16 @@ def connect(root: Path, experiment: str) -> str:
             found = mlflow.get_experiment_by_name(experiment)
             use_wal(uri)
             if found is None:
-                return mlflow.create_experiment(
+                experiment_id = mlflow.create_experiment(
                     experiment,
                     artifact_location=default_artifact_location(uri),
                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
                 )
-            if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
-                mlflow.MlflowClient().set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-            return found.experiment_id
+            else:
+                experiment_id = found.experiment_id
+                if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
+                    mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     except (MlflowException, OSError) as err:
         raise _unreachable(uri, err) from err
+    startup.mark(startup.STORE)
+    return experiment_id

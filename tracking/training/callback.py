@@ -10,6 +10,7 @@ from typing import Any
 
 import keras
 
+from tracking import startup
 from tracking.run.lifecycle import raise_if_interrupted
 from tracking.run.tracker import Tracker
 
@@ -19,6 +20,13 @@ class InterruptCheck(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         raise_if_interrupted()
+
+
+class FirstStep(keras.callbacks.Callback):
+    """Mark the end of the process's first training step, where a stage's start-up ends (`tracking.startup`)."""
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        startup.mark(startup.FIRST_STEP)
 
 
 class MlflowMetricsCallback(keras.callbacks.Callback):

@@ -1,0 +1,174 @@
+"""`make bench`: run every benchmark here, one process each, and write what they printed to docs/performance.md.
+
+The page is written only from this run's output, with the machine it ran on, so the figures in the docs are
+always ones a script printed. Each script's output streams to the terminal as it runs (progress on stderr).
+Run from the project root: `.venv/bin/python bench/report.py [--only tracking_overhead ...]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / "docs/performance.md"
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One script, how it is run and what its section of the page says it measures."""
+
+    script: str
+    args: tuple[str, ...]
+    title: str
+    measures: str
+
+
+BENCHES = (
+    Bench(
+        "pipeline_speed.py",
+        (),
+        "The pipeline as a user runs it",
+        "In a fresh clone: `tracking --help` (target under 0.3 s), a cold `dvc repro` of the default pipeline "
+        "with each stage's time and its `stage start:` line (what it paid before its work: Python and params, "
+        "TensorFlow, the MLflow store, the first training step; target under 150 s in all), and a `dvc repro` "
+        "with nothing to do (target under 3 s).",
+    ),
+    Bench(
+        "calibration_repeat.py",
+        (),
+        "A calibration repeat next to bare training",
+        "What the `calibrate` stage does per repeat (child run, model reset and re-seeded, training, scoring, "
+        "logging) next to a team's own untracked build-and-fit of the same configuration, alternating in one "
+        "process. Target: a repeat at most 1.15 times the bare training.",
+    ),
+    Bench(
+        "tracking_overhead.py",
+        (),
+        "Cost of tracking",
+        "The `train` stage's training with tracking off and on, alternating in one process; the cost split "
+        "into per epoch (on the training thread) and per run. Target: ratio at most 1.02.",
+    ),
+    Bench(
+        "noise_metrics_speed.py",
+        (),
+        "Speed of the noise statistics",
+        "Pairwise churn and weight-distance matrices, their summaries and a band on 1,000 runs x 10,000 test "
+        "predictions x 100,000 weights (synthetic). Limits: 10 s and 2 GiB.",
+    ),
+    Bench(
+        "verdict_quality.py",
+        (),
+        "Quality of the compare verdict",
+        "Calibrates the ALGO+IMPL band (10 runs), then judges 20 candidates that differ only by seed (the "
+        "false-alarm rate, at most alpha) and 6 with real changes (the detection rate), as the compare stage does.",
+    ),
+)
+
+
+def machine() -> list[str]:
+    """The machine the figures come from: CPU model and cores, memory, OS, Python, GPU if any."""
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in _read("/proc/cpuinfo").splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or platform.machine(),
+    )
+    memory = next((line.split()[1] for line in _read("/proc/meminfo").splitlines() if line.startswith("MemTotal")), "")
+    gpus = (
+        subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, check=False
+        ).stdout.split("\n")
+        if _has("nvidia-smi")
+        else []
+    )
+    return [
+        f"- CPU: {cpu}, {os.cpu_count()} cores visible" + (f", {int(memory) / 2**20:.0f} GiB memory" if memory else ""),
+        f"- GPU: {', '.join(name for name in gpus if name) or 'none'}",
+        f"- OS: {platform.platform()}; Python {platform.python_version()}",
+    ]
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _has(command: str) -> bool:
+    return any((Path(folder) / command).exists() for folder in os.environ.get("PATH", "").split(os.pathsep))
+
+
+def run(bench: Bench) -> tuple[str, float]:
+    """Run one script, echoing its output; return what it printed and how long it took."""
+    print(f"== bench/{bench.script}", flush=True)
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / bench.script), *bench.args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    for line in process.stdout:
+        print(line, end="", flush=True)
+        lines.append(line)
+    if process.wait() != 0:
+        sys.exit(f"error: bench/{bench.script} failed (exit {process.returncode}); run it alone to see why")
+    return "".join(lines).rstrip("\n"), time.perf_counter() - started
+
+
+def page(results: list[tuple[Bench, str, float]]) -> str:
+    """docs/performance.md from this run's output."""
+    today = datetime.date.today().isoformat()
+    parts = [
+        "# Performance",
+        "",
+        f"Written by `make bench` on {today} (bench/report.py): every figure below is what a script in `bench/`",
+        "printed in that run, on this machine. Re-run `make bench` to get yours; the test suite asserts no timings.",
+        "",
+        *machine(),
+        "",
+    ]
+    for bench, output, seconds in results:
+        command = " ".join([".venv/bin/python", f"bench/{bench.script}", *bench.args])
+        parts += [
+            f"## {bench.title}",
+            "",
+            bench.measures,
+            "",
+            f"`{command}` ({seconds:.0f} s):",
+            "",
+            "```text",
+            output,
+            "```",
+            "",
+        ]
+    return "\n".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run these benches (file names without .py)")
+    args = parser.parse_args()
+    chosen = [bench for bench in BENCHES if not args.only or bench.script.removesuffix(".py") in args.only]
+    results = [(bench, *run(bench)) for bench in chosen]
+    if args.only:
+        print("(--only: docs/performance.md left as it is; it is written from a full run)")
+        return
+    PAGE.write_text(page(results))
+    print(f"wrote {PAGE.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""What a stage pays before its work: the time from the process's start to each milestone it reaches.
+
+Milestones are marked where they happen (process set up, TensorFlow imported, MLflow store open, first
+training step done) and `run_main` prints them as one line when the stage ends, so a slow start shows in
+every `dvc repro` log with where the time went. The process's start is the kernel's record of it (Linux), so
+the interpreter start-up and the re-execution that pins PYTHONHASHSEED count too; elsewhere it is the time
+this module was imported.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+# Milestones in the order a stage reaches them, with the phrase the line uses for the time leading to each.
+SET_UP = "set-up"
+TENSORFLOW = "TensorFlow"
+STORE = "store"
+FIRST_STEP = "first step"
+PHRASES = {
+    SET_UP: "Python, params and process set-up",
+    TENSORFLOW: "importing TensorFlow and Keras",
+    STORE: "opening the MLflow store",
+    FIRST_STEP: "model, provenance and the first training step",
+}
+
+_IMPORTED = time.time()
+_marks: dict[str, float] = {}
+
+
+def process_started() -> float:
+    """The wall-clock time this process started (before any re-execution), or this module's import time."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return _IMPORTED
+    return time.time() - age
+
+
+def mark(milestone: str) -> None:
+    """Note that the process reached `milestone` now (the first time only)."""
+    _marks.setdefault(milestone, time.time())
+
+
+def report() -> str | None:
+    """One line: when each milestone was reached, and what the time before it went to; None if none was."""
+    if not _marks:
+        return None
+    started = min(process_started(), *_marks.values())
+    parts, previous = [], started
+    for milestone, at in sorted(_marks.items(), key=lambda item: item[1]):
+        parts.append(f"{PHRASES[milestone]} {at - previous:.1f} s")
+        previous = at
+    last = max(_marks, key=_marks.get)
+    return f"stage start: {last} reached {previous - started:.1f} s after the process started ({', '.join(parts)})"
