@@ -102,6 +102,14 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     env = project_env(**SECRETS)
     first = run(["dvc", "repro", "evaluate"], project, env=env)
     assert "test accuracy" in first.stdout
+    starts = re.findall(
+        r"^stage start: (.+) reached ([0-9.]+) s after the process started \((.+)\)$", first.stderr, re.M
+    )
+    assert [(found[0], "importing TensorFlow and Keras" in found[2]) for found in starts] == [
+        ("main", False),
+        ("first step", True),
+        ("TensorFlow", True),
+    ], first.stderr  # prepare, train, evaluate: each says what it paid before its work
     warned = re.search(r"warning: (\d+) line\(s\) of the uncommitted diff hold secret-looking values", first.stderr)
     assert warned, first.stderr
 

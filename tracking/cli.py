@@ -125,7 +125,7 @@ def _probability(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    run_main(lambda: args.handler(args))
+    run_main(lambda: args.handler(args), startup_line=False)
 
 
 def _provenance(args: argparse.Namespace) -> None:

@@ -19,16 +19,18 @@ from tracking.run.lifecycle import Terminated, ended_killed
 log = logging.getLogger(__name__)
 
 
-def run_main(main: Callable[[], None]) -> None:
-    """Call `main`, mapping user errors and interrupts to a single line and an exit status.
+def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
+    """Call `main`, mapping user errors and interrupts to a single line and an exit status; a stage that
+    succeeds ends with its `stage start:` line (`tracking.startup`), unless `startup_line` is false.
 
     An interrupt's line says a run was ended as KILLED only when this process owned one and ended it so
     (`tracking diff` or `tracking sync` open none).
     """
     try:
         configure_logging()
+        startup.mark(startup.MAIN)
         main()
-        line = startup.report()
+        line = startup.report() if startup_line else None
         if line:
             log.info(line)
     except TrackingError as err:

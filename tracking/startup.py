@@ -13,12 +13,14 @@ import os
 import time
 
 # Milestones in the order a stage reaches them, with the phrase the line uses for the time leading to each.
+MAIN = "main"
 SET_UP = "set-up"
 TENSORFLOW = "TensorFlow"
 STORE = "store"
 FIRST_STEP = "first step"
 PHRASES = {
-    SET_UP: "Python, params and process set-up",
+    MAIN: "Python and the stage's imports (twice where the process re-executes itself to pin PYTHONHASHSEED)",
+    SET_UP: "params and process set-up",
     TENSORFLOW: "importing TensorFlow and Keras",
     STORE: "opening the MLflow store",
     FIRST_STEP: "model, provenance and the first training step",
