@@ -3,7 +3,8 @@
 A repeat is what the `calibrate` stage does per repeat (pipelines/calibrate.py's `run_repeat`: a child MLflow
 run, the model reset and re-seeded, training, scoring on the test set, provenance and metrics logged). Bare
 training is what a team's own script does: build, compile and fit the same configuration with the same seeds,
-untracked. Prints the median of the paired ratios (target: at most 1.15) and the parts a repeat is made of.
+untracked. Prints the median of the paired ratios (target: at most 1.15) and the parts a repeat is made of: the reset
+and fit alone (what a repeat trains, no validation pass), and the rest (child run, scoring, logging).
 Run from the project root: `.venv/bin/python bench/calibration_repeat.py [--repeats 5]`.
 """
 
@@ -68,7 +69,7 @@ def main() -> None:
             run_params, run_seeds, within, _ = setup(repeat)
             seed_frameworks(run_params, run_seeds)
             model = calibration.models.prepare(run_params, run_seeds).model
-            fit_model(model, run_params, run_seeds, train, val, within_batch_seed=within)
+            fit_model(model, run_params, run_seeds, train, None, within_batch_seed=within)  # as a repeat: no validation
             return weights_sha256(model.get_weights())
 
         def repeat(repeat: int) -> str:

@@ -19,9 +19,10 @@ from tracking.determinism.seeds import Seeds
 from tracking.run.lifecycle import deferred_interrupts
 from tracking.training.building import call_builder, check_output, compile_model
 
-# Training steps Keras runs per call of its compiled train function: the same steps in the same order, so the
-# weights are bit-identical (tests/test_training.py), with a tenth less time on a small model (fewer Python
-# round trips); a Ctrl-C is acted on after at most this many steps.
+# Most training steps Keras runs per call of its compiled train function (fewer where an epoch's steps are not
+# a multiple: `steps_per_call`): the same steps in the same order, so the weights are bit-identical
+# (tests/test_training.py), with a tenth less time on a small model (fewer Python round trips); a Ctrl-C is
+# acted on after at most this many steps.
 STEPS_PER_CALL = 8
 
 
@@ -195,6 +196,12 @@ def train_model(
     return model, fit_model(model, params, seeds, train, val, callbacks, within_batch_seed)
 
 
+def steps_per_call(steps: int) -> int:
+    """The most steps, at most `STEPS_PER_CALL`, that divide an epoch's `steps`: Keras runs whole calls and
+    counts an epoch in calls, so a call that did not end where the epoch does would train extra steps."""
+    return max(n for n in range(1, min(steps, STEPS_PER_CALL) + 1) if steps % n == 0)
+
+
 def run_steps_per_call(model: Any, steps: int) -> None:
     """Have Keras run `steps` training steps per call of its compiled function (its `steps_per_execution`);
     functions compiled for another count are dropped so that the next fit compiles them again."""
@@ -216,7 +223,7 @@ def fit_model(
     from tracking.training.callback import FirstStep, InterruptCheck
 
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
-    run_steps_per_call(model, min(steps, STEPS_PER_CALL))
+    run_steps_per_call(model, steps_per_call(steps))
     batches = epoch_batches(
         train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle, within_batch_seed
     )

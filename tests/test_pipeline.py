@@ -106,7 +106,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
         r"^stage start: (.+) reached ([0-9.]+) s after the process started \((.+)\)$", first.stderr, re.M
     )
     assert [(found[0], "importing TensorFlow and Keras" in found[2]) for found in starts] == [
-        ("main", False),
+        ("imports", False),
         ("first step", True),
         ("TensorFlow", True),
     ], first.stderr  # prepare, train, evaluate: each says what it paid before its work

@@ -147,3 +147,17 @@ def test_a_repeated_model_trains_as_a_fresh_build_does(digits):
     assert models.prepare(params, seeds).model is first
     changed = params.model_copy(update={"determinism": params.determinism.model_copy(update={"op_determinism": False})})
     assert models.prepare(changed, seeds).model is not first
+
+
+@pytest.mark.parametrize("samples", [256, 300, 220])
+def test_steps_per_call_trains_what_one_step_per_call_trains(digits, samples, monkeypatch):
+    """Keras running several steps per call gives the weights one step per call gives, whatever the epoch's
+    step count: 8 (a multiple of the most per call), 10 (a divisor, 5, is used) and 11 (a prime: one per call)."""
+    from pipelines import training
+
+    data = {"x": digits["x"][:samples], "y": digits["y"][:samples]}
+    params = Params.model_validate({**TINY, "train": {"epochs": 3, "batch_size": 32 if samples != 300 else 30}})
+    assert training.steps_per_call(8) == 8 and training.steps_per_call(10) == 5 and training.steps_per_call(11) == 1
+    several = trained_weights(params, data)
+    monkeypatch.setattr(training, "STEPS_PER_CALL", 1)
+    assert trained_weights(params, data) == several

@@ -17,7 +17,6 @@ def reproducible_process(params: Params) -> Seeds:
     seeds = resolve_seeds(params.seeds)
     ensure_hash_seed(seeds.hash)
     configure_environment(params.determinism)
-    startup.mark(startup.SET_UP)
     return seeds
 
 
