@@ -11,20 +11,13 @@ Run from the project root: `.venv/bin/python bench/calibration_repeat.py [--repe
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import bench_setup
 
-from pipelines.prepare import split
-from tracking.config.params import load_params
-from tracking.data.dataset import build_manifest, load_source, output_size
-from tracking.determinism.process import reproducible_process
-from tracking.store.location import project_root
+from tracking.data.dataset import output_size
 
 TARGET = 1.15
 VARIANT = "algo"  # seeds differ per repeat, kernels deterministic: the variant every calibration has
@@ -35,14 +28,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     args = parser.parse_args()
-    params = load_params(args.params)
-    seeds = reproducible_process(params)
-    root = project_root()
-    source = load_source(params.data.source, root)
-    splits = split(source, params.data, params.data.split_seed)
-    manifest = build_manifest(splits, source, params.data.task)
-    scratch = Path(tempfile.mkdtemp(prefix="bench-calibration-"))
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{scratch / 'mlflow.db'}"
+    bench = bench_setup(args.params, "bench-calibration-")
+    params, seeds, root, splits, manifest = bench.params, bench.seeds, bench.root, bench.splits, bench.manifest
 
     from pipelines.calibrate import open_calibration, run_repeat
     from pipelines.training import fit_model, train_model

@@ -11,21 +11,14 @@ Run from the project root: `.venv/bin/python bench/tracking_overhead.py [--repea
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import bench_setup
 
-from pipelines.prepare import split
-from tracking.config.params import load_params
-from tracking.data.dataset import build_manifest, load_source, output_size
-from tracking.determinism.process import reproducible_process
-from tracking.store.location import project_root
+from tracking.data.dataset import output_size
 
 TARGET = 1.02
 
@@ -35,15 +28,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     args = parser.parse_args()
-    params = load_params(args.params)
-    seeds = reproducible_process(params)
-    root = project_root()
-    source = load_source(params.data.source, root)
-    splits = split(source, params.data, params.data.split_seed)
-    manifest = build_manifest(splits, source, params.data.task)
-    train, val = splits["train"], splits.get("val")
-    scratch = Path(tempfile.mkdtemp(prefix="bench-tracking-"))
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{scratch / 'mlflow.db'}"
+    bench = bench_setup(args.params, "bench-tracking-")
+    params, seeds, root, manifest, scratch = bench.params, bench.seeds, bench.root, bench.manifest, bench.scratch
+    train, val = bench.splits["train"], bench.splits.get("val")
 
     started = time.perf_counter()
     import mlflow  # noqa: F401

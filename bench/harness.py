@@ -1,0 +1,45 @@
+"""What the training benchmarks share: the configured data split in memory and a scratch MLflow store."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipelines.prepare import split
+from tracking.config.params import Params, load_params
+from tracking.data.dataset import build_manifest, load_source
+from tracking.determinism.process import reproducible_process
+from tracking.determinism.seeds import Seeds
+from tracking.store.location import project_root
+
+
+@dataclass(frozen=True)
+class Bench:
+    """The configuration, its seeds, the project root, the splits and their manifest, and the scratch folder."""
+
+    params: Params
+    seeds: Seeds
+    root: Path
+    splits: dict[str, dict[str, Any]]
+    manifest: dict[str, Any]
+    scratch: Path
+
+
+def bench_setup(params_file: Path, prefix: str) -> Bench:
+    """Load `params_file`, set the process up as a stage does, split its data as `prepare` does, and point
+    MLflow at a new SQLite store in a temporary folder (the project's store is left alone)."""
+    params = load_params(params_file)
+    seeds = reproducible_process(params)
+    root = project_root()
+    source = load_source(params.data.source, root)
+    splits = split(source, params.data, params.data.split_seed)
+    manifest = build_manifest(splits, source, params.data.task)
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{scratch / 'mlflow.db'}"
+    return Bench(params, seeds, root, splits, manifest, scratch)
