@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,16 @@ def write_params(root: Path, **sections: dict) -> None:
         params.setdefault(name, {}).update(values)
     with open(path, "w", encoding="utf-8") as handle:
         yaml_editor().dump(params, handle)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the modules holding `slow` tests first, each module's tests kept together (module fixtures built once).
+
+    pytest-xdist hands the queue out in this order: long end-to-end tests started late would run alone at the
+    end while the other worker idles; started first, the short tests fill the gaps.
+    """
+    slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module not in slow_modules)
 
 
 @pytest.fixture
@@ -129,15 +141,38 @@ def runs_of(root: Path, experiment: str = "test") -> list:
     return client.search_runs([found.experiment_id]) if found else []
 
 
-@pytest.fixture(scope="session")
-def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny project after a real `dvc repro evaluate calibrate`: one candidate run and three ALGO repeats.
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `build` makes, made once per test session by whichever pytest-xdist worker asks first.
 
-    Shared by the tests that only read it or undo their edits (one training of the pipeline for all).
+    xdist runs a session fixture once in every worker; the others wait on a lock in the temporary folder the
+    workers share, then use what the first one built.
     """
-    project = make_project(tmp_path_factory.mktemp("calibrated") / "project")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    folder, built = shared / name, shared / f"{name}.built"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            built.touch()
+    return folder
+
+
+def _calibrate(folder: Path) -> None:
+    project = make_project(folder / "project")
     write_params(project, train={"epochs": 1}, calibration={"variants": ["algo"], "repeats": 3})
     freeze(project / "params.yaml", project / "baseline.yaml")
     run(["git", "commit", "-qam", "tiny calibration"], project)
     run(["dvc", "repro", "evaluate", "calibrate"], project)
-    return project
+
+
+@pytest.fixture(scope="session")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny project after a real `dvc repro evaluate calibrate`: one candidate run and three ALGO repeats.
+
+    Shared by the tests that only read it or undo their edits (one training of the pipeline for all workers).
+    """
+    return built_once(tmp_path_factory, "calibrated", _calibrate) / "project"

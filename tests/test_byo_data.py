@@ -104,6 +104,7 @@ def binary_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+@pytest.mark.slow
 def test_regression_pipeline_judges_regression_churn(regression: Path):
     manifest = json.loads((regression / "data/prepared/manifest.json").read_text())
     assert (manifest["task"], manifest["n_outputs"], manifest["target_shape"]) == ("regression", 1, [])
@@ -136,6 +137,7 @@ def test_regression_pipeline_judges_regression_churn(regression: Path):
     assert len(repeats) == 3 and all("test_rmse" in r.data.metrics for r in repeats)
 
 
+@pytest.mark.slow
 def test_diff_of_regression_runs_judges_the_runs_own_compare_metrics(regression: Path):
     candidate = json.loads((regression / "outputs/run.json").read_text())["run_id"]
     repeat = json.loads((regression / "calibration/noise.json").read_text())["runs"][0]
@@ -150,6 +152,7 @@ def test_diff_of_regression_runs_judges_the_runs_own_compare_metrics(regression:
         assert rows[metric]["verdict"] is not None
 
 
+@pytest.mark.slow
 def test_loader_groups_fpr_fnr_are_banded_for_a_one_sigmoid_model(binary_groups: Path):
     manifest = json.loads((binary_groups / "data/prepared/manifest.json").read_text())
     assert manifest["source"] == "loader:team_data:load" and manifest["has_groups"] and manifest["n_outputs"] == 2
