@@ -145,6 +145,26 @@ def test_the_pipeline_table_names_every_stage_and_what_it_writes(project: Path):
     assert all(f"{stage}:" in status for stage in stages), status
 
 
+def test_dvc_in_a_clone_of_this_repository_sees_only_its_own_pipelines(tmp_path: Path):
+    """The README's `dvc` commands typed at this repository's root, as after `git clone`: the stages are this
+    project's and the audit's, not the examples' (projects of their own, copied out to run), and `dvc metrics
+    show` reads the committed metrics without reporting the examples' as missing."""
+    clone = tmp_path / "clone"
+    tracked = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO).stdout
+    for name in filter(None, tracked.split("\0")):
+        if (REPO / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / name, clone / name)
+    run(["git", "init", "-q"], clone)
+    listed = run(["dvc", "stage", "list", "--all"], clone).stdout
+    assert {line.split()[0] for line in listed.splitlines()} == {
+        *declared_outputs(REPO / "dvc.yaml"),
+        "audit/dvc.yaml:audit",
+    }
+    shown = run(["dvc", "metrics", "show"], clone)
+    assert "test_accuracy" in shown.stdout and "failed to load" not in shown.stderr, shown.stderr
+
+
 def test_tracking_doctor_in_a_fresh_project(project: Path):
     """`tracking doctor` where no pipeline has run yet: one line, exit status 0, no store created."""
     done = run(["tracking", "doctor"], project)
