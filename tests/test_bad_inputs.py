@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BIN, client_for, make_project, project_env, run, write_params
+from conftest import BIN, TINY, client_for, make_project, project_env, run, write_params
 
 from tracking.config.params import parse_yaml, yaml_editor
 
@@ -676,21 +676,6 @@ CASES = [
         "fix model.kwargs in params.yaml",
     ),
     case(
-        "filters-wrong-type",
-        params(model={"kwargs": {"filters": 4}}),
-        stage("train"),
-        "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
-        "filters: expected a list of 3 positive integers, got 4",
-        "fix model.kwargs in params.yaml",
-    ),
-    case(
-        "filters-wrong-length",
-        params(model={"kwargs": {"filters": [4, 4]}}),
-        stage("train"),
-        "filters: expected a list of 3 positive integers, got [4, 4]",
-        "fix model.kwargs in params.yaml",
-    ),
-    case(
         "builder-returns-no-model",
         builder_returning("{'logits': hidden}"),
         stage("train"),
@@ -713,31 +698,52 @@ CASES = [
         "list them with",
         "or name your own as 'module:function'",
     ),
-    case(
+]
+
+
+def model_case(name: str, sections: dict, *expected: str):
+    """A params.yaml mistake in the model or its compilation, for the in-process check below."""
+    return pytest.param(sections, expected, id=name)
+
+
+# Mistakes `prepare_model` names, checked in-process: each costs a TensorFlow start as a stage process, and the
+# way such an error leaves the stage (exit 2, one line, nothing written, no run) is the table's builder-unknown-kwarg
+# and unknown-loss rows, which fail in the same call at build and at compile time.
+MODEL_CASES = [
+    model_case(
+        "filters-wrong-type",
+        {"model": {"kwargs": {"filters": 4}}},
+        "model.kwargs: builder 'pipelines.models:small_cnn' raised ValueError",
+        "filters: expected a list of 3 positive integers, got 4",
+        "fix model.kwargs in params.yaml",
+    ),
+    model_case(
+        "filters-wrong-length",
+        {"model": {"kwargs": {"filters": [4, 4]}}},
+        "filters: expected a list of 3 positive integers, got [4, 4]",
+        "fix model.kwargs in params.yaml",
+    ),
+    model_case(
         "unknown-metric",
-        params(train={"metrics": ["accuracy", "aucc"]}),
-        stage("train"),
+        {"train": {"metrics": ["accuracy", "aucc"]}},
         "train.metrics: unknown Keras metric 'aucc'",
         "list them with",
     ),
-    case(
+    model_case(
         "threshold-metric-on-softmax",
-        params(train={"metrics": ["accuracy", "auc"]}),
-        stage("train"),
+        {"train": {"metrics": ["accuracy", "auc"]}},
         "train.metrics: 'auc' reads one probability per sample",
         "Dense(1, activation='sigmoid')",
     ),
-    case(
+    model_case(
         "unknown-optimizer",
-        params(train={"optimizer": "adamm"}),
-        stage("train"),
+        {"train": {"optimizer": "adamm"}},
         "train.optimizer: unknown Keras optimizer 'adamm'",
         "list them with",
     ),
-    case(
+    model_case(
         "optimizer-kwargs-rejected",
-        params(train={"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}),
-        stage("train"),
+        {"train": {"optimizer": "sgd", "optimizer_kwargs": {"momentumm": 0.9}}},
         "train.optimizer_kwargs: optimizer 'sgd' rejects them",
         "{'momentumm': 0.9}",
         "fix train.optimizer_kwargs in params.yaml",
@@ -766,6 +772,21 @@ def template(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
             client_for(root).create_experiment(EMPTY_EXPERIMENT)
             ready.touch()
     return root
+
+
+@pytest.mark.parametrize(("sections", "expected"), MODEL_CASES)
+def test_model_mistake_is_one_line_naming_the_key(sections: dict, expected: tuple[str, ...]):
+    from pipelines.training import prepare_model
+    from tracking.config.params import Params
+    from tracking.determinism.seeds import resolve_seeds
+    from tracking.errors import TrackingError
+
+    values = {**TINY, **{name: {**TINY.get(name, {}), **section} for name, section in sections.items()}}
+    params = Params.model_validate(values)
+    with pytest.raises(TrackingError) as raised:
+        prepare_model(params, resolve_seeds(params.seeds), (8, 8, 1), 10)
+    message = str(raised.value)
+    assert "\n" not in message and all(text in message for text in expected), message
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
