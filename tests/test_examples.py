@@ -3,6 +3,10 @@
 Each test types the README's first shell block (copy, `git init`, `dvc init`, commit, `dvc repro`) in a folder
 that holds this repository's `examples/`, then re-runs the train stage's run with `tracking rerun` and reads
 both runs' logged models back through MLflow's API to check their weights are bit-identical.
+
+They are also the suite's pipelines on a team's own data and task (a regression model with its own layer on
+`sklearn:diabetes`; a one-sigmoid classifier on a loader with groups): what each task's stages write, the
+noise they measure and the metrics `tracking diff` judges are checked on the projects these tests build.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, client_for, run
+from conftest import REPO, client_for, run, runs_of
 
 from tracking.config.baseline import freeze
+from tracking.config.params import parse_yaml
 
 EXAMPLES = REPO / "examples"
 REGRESSION = "diabetes-regression"
@@ -90,6 +95,77 @@ def diff_against_a_reseeded_repeat(root: Path, original: str, metrics: tuple[str
         assert re.search(rf"^  {metric} .* (within noise|exceeds noise)", done.stdout, re.M), done.stdout
 
 
+def diff_judges_the_runs_own_compare_metrics(root: Path, a: str, b: str) -> None:
+    """`tracking diff --format json` of two runs judges run B's compare.metrics, in order, each in its direction."""
+    modes = parse_yaml((root / "params.yaml").read_text())["compare"]["metrics"]
+    done = run(["tracking", "diff", a, b, "--format", "json"], root)
+    rows = {row["metric"]: row for row in json.loads(done.stdout)["metrics"]}
+    assert list(rows) == list(modes)
+    for metric, mode in modes.items():
+        gap = rows[metric]["delta"]
+        assert rows[metric]["direction"] == (
+            "same" if gap == 0 else "better" if (gap > 0) == (mode == "max") else "worse"
+        )
+        assert rows[metric]["verdict"] is not None
+
+
+def regression_outputs_and_noise(root: Path) -> None:
+    """What a regression project's stages write: no classes, float predictions, r2 and rmse, churn in target stds."""
+    manifest = json.loads((root / "data/prepared/manifest.json").read_text())
+    assert (manifest["task"], manifest["n_outputs"], manifest["target_shape"]) == ("regression", 1, [])
+    assert "class_counts" not in manifest and "n_classes" not in manifest
+    evaluation = json.loads((root / "metrics/eval.json").read_text())
+    assert set(evaluation) == {"test_loss", "test_mae", "test_rmse", "test_r2"}
+    assert evaluation["test_rmse"] == pytest.approx(evaluation["test_loss"] ** 0.5)
+    predictions = np.load(root / "outputs/predictions.npy")
+    assert predictions.dtype == np.float32 and predictions.shape == (manifest["n_samples"]["test"],)
+
+    noise = json.loads((root / "calibration/noise.json").read_text())
+    assert noise["task"] == "regression" and "std of the test targets" in noise["churn_measure"]
+    churn = noise["variants"]["algo"]["churn"]
+    assert 0 < churn["mean"] <= churn["max"] and churn["pairs"] == 3  # reseeded runs predict differently
+    assert {"test_loss", "test_mae", "test_rmse", "test_r2"} <= set(noise["variants"]["algo"]["bands"])
+
+    report = (root / "reports/compare.md").read_text()
+    assert "mean absolute difference of two runs' test predictions / std of the test targets" in report
+    assert "| churn | churn |" in report and "| primary | test_mae |" in report and "(min)" in report
+    compare = json.loads((root / "metrics/compare.json").read_text())
+    assert {"delta_test_loss", "delta_test_mae"} <= set(compare)
+
+    runs = runs_of(root, parse_yaml((root / "params.yaml").read_text())["mlflow"]["experiment"])
+    candidate = [r for r in runs if r.data.tags.get("noise.verdict")]
+    assert len(candidate) == 1 and candidate[0].info.status == "FINISHED"
+    logged = candidate[0].data.metrics
+    assert logged["test_r2"] == pytest.approx(evaluation["test_r2"])
+    assert logged["test_mae"] == pytest.approx(evaluation["test_mae"])
+    repeats = [r for r in runs if r.data.tags.get("noise.variant") == "algo"]
+    assert len(repeats) == 3 and all("test_rmse" in r.data.metrics for r in repeats)
+
+
+def groups_of_a_one_sigmoid_model(root: Path, groups: tuple[str, ...]) -> None:
+    """A loader's groups get accuracy, FPR and FNR per group, banded and reported, from one sigmoid output."""
+    manifest = json.loads((root / "data/prepared/manifest.json").read_text())
+    assert manifest["source"].startswith("loader:") and manifest["has_groups"] and manifest["n_outputs"] == 2
+    evaluation = json.loads((root / "metrics/eval.json").read_text())
+    assert set(evaluation["per_group"]) == set(groups)
+    assert all(set(evaluation["per_group"][group]) == {"accuracy", "fpr", "fnr"} for group in groups)
+    outputs = np.load(root / "outputs/probabilities.npy")
+    assert outputs.shape[1] == 1
+    assert np.array_equal(np.load(root / "outputs/predictions.npy"), (outputs[:, 0] >= 0.5).astype("int64"))
+
+    bands = json.loads((root / "calibration/noise.json").read_text())["variants"]["algo"]["bands"]
+    for name in ("test_auc", *(f"test_group_{group}_{rate}" for group in groups for rate in ("fpr", "fnr"))):
+        assert bands[name]["n"] == 3, name
+    report = (root / "reports/compare.md").read_text()
+    assert "| primary | test_auc |" in report
+    for group in groups:
+        assert f"| group | test_group_{group}_fpr |" in report and f"| group | test_group_{group}_fnr |" in report
+
+    logged = client_for(root).get_run(train_run_id(root)).data.metrics
+    assert logged[f"test_group_{groups[0]}_fpr"] == pytest.approx(evaluation["per_group"][groups[0]]["fpr"])
+    assert logged["test_auc"] == pytest.approx(evaluation["test_auc"])
+
+
 def stages_changed_by_editing(root: Path, module: str) -> set[str]:
     """The stages whose deps `dvc status` finds changed after a comment is appended to the team's `module` (the
     stages after them re-run too, once these change their outputs); the edit is undone."""
@@ -113,12 +189,14 @@ def test_baseline_is_what_tracking_baseline_writes(example: str, tmp_path: Path)
 def test_regression_example_end_to_end(tmp_path: Path):
     """The diabetes project with its own model module: repro, a verdict on test_loss/test_mae, rerun, diff."""
     root = start_as_the_readme_says(REGRESSION, tmp_path)
-    report = (root / "reports/compare.md").read_text()
-    assert "test_loss" in report and "test_mae" in report
+    regression_outputs_and_noise(root)
     assert (
         json.loads((root / "metrics/eval.json").read_text())["test_mae"] < 0.7
     )  # in target stds; the mean scores ~0.8
-    diff_against_a_reseeded_repeat(root, rerun_bit_identical(root, tmp_path), ("test_loss", "test_mae"))
+    original = rerun_bit_identical(root, tmp_path)
+    diff_against_a_reseeded_repeat(root, original, ("test_loss", "test_mae"))
+    repeat = json.loads((root / "calibration/noise.json").read_text())["runs"][0]["run_id"]
+    diff_judges_the_runs_own_compare_metrics(root, original, repeat)
     assert stages_changed_by_editing(root, "models/net.py") == {"train", "evaluate", "calibrate"}
 
 
@@ -126,15 +204,13 @@ def test_regression_example_end_to_end(tmp_path: Path):
 def test_binary_example_end_to_end(tmp_path: Path):
     """The breast cancer project with its own loader and groups: repro, per-group FPR/FNR bands, rerun."""
     root = start_as_the_readme_says(BINARY, tmp_path)
-    report = (root / "reports/compare.md").read_text()
-    assert "test_auc" in report
+    groups_of_a_one_sigmoid_model(root, ("q1", "q2", "q3"))
     assert (
         json.loads((root / "metrics/eval.json").read_text())["test_accuracy"] > 0.9
     )  # the majority class scores ~0.63
-    for group in ("q1", "q2", "q3"):
-        assert f"| group | test_group_{group}_fpr |" in report and f"| group | test_group_{group}_fnr |" in report, (
-            report
-        )
-    diff_against_a_reseeded_repeat(root, rerun_bit_identical(root, tmp_path), ("test_auc",))
+    original = rerun_bit_identical(root, tmp_path)
+    diff_against_a_reseeded_repeat(root, original, ("test_auc",))
+    repeat = json.loads((root / "calibration/noise.json").read_text())["runs"][0]["run_id"]
+    diff_judges_the_runs_own_compare_metrics(root, original, repeat)
     assert stages_changed_by_editing(root, "cancer/model.py") == {"train", "evaluate", "calibrate"}
     assert stages_changed_by_editing(root, "cancer/data.py") == {"prepare"}

@@ -50,6 +50,14 @@ def everything(input_shape, n_outputs):
     return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
 
 
+def own_seeds(input_shape, n_outputs, seeds):
+    """A builder that seeds its initialisers itself from the run's `seeds`, as a team may prefer."""
+    inputs = keras.Input(input_shape)
+    initializer = keras.initializers.GlorotUniform(seeds.init)
+    output = keras.layers.Dense(n_outputs, activation="softmax", kernel_initializer=initializer)
+    return keras.Model(inputs, output(keras.layers.Flatten()(inputs)))
+
+
 def unseeded(input_shape, n_outputs):
     inputs = keras.Input(input_shape)
     x = Unseeded()(keras.layers.Flatten()(inputs))
@@ -131,6 +139,13 @@ def test_the_same_seeds_rebuild_the_same_model_and_every_generator_is_seeded(zoo
     # SpatialDropout2D, GaussianNoise, the LSTM cell, MultiHeadAttention's dropout, Jitter, Dropout; flip, translation.
     assert (built.seeding.dropout, built.seeding.augment) == (6, 2)
     assert built.seeding.unattributed == ()
+
+
+def test_a_builder_taking_seeds_gets_the_run_s_seeds(zoo: Path):
+    """`seeds` in a builder's signature receives the run's `Seeds`: its own initialiser follows `seeds.init`."""
+    first, again, other = build(zoo, "own_seeds"), build(zoo, "own_seeds"), build(zoo, "own_seeds", init=99)
+    assert first.initial_weights_sha256 == again.initial_weights_sha256 != other.initial_weights_sha256
+    assert first.seeding.unattributed == ()
 
 
 def test_randomness_without_a_generator_is_named_and_warned_about(zoo: Path, caplog: pytest.LogCaptureFixture):
