@@ -120,11 +120,18 @@ def remove_outputs(root: Path) -> None:
 
 def curves_figure(history: dict[str, list[float]]) -> Any:
     """The loss and the first compiled metric per epoch, training and validation (a pyplot-free figure, safe off
-    the main thread): accuracy for the default classifier, mae for regression, whatever train.metrics names first."""
+    the main thread): accuracy for the default classifier, mae for regression, whatever train.metrics names first.
+
+    Margins are fixed in inches: matplotlib's tight layout measured every tick label and took 0.15 s of the 0.23 s
+    the figure cost, in the background of every training run."""
     from matplotlib.figure import Figure
 
     shown = ["loss", *[key for key in history if key != "loss" and not key.startswith("val_")][:1]]
-    figure = Figure(figsize=(4.5 * len(shown), 3.5), layout="tight")
+    width, height = 4.5 * len(shown), 3.5
+    figure = Figure(figsize=(width, height))
+    figure.subplots_adjust(
+        left=0.7 / width, right=1 - 0.15 / width, bottom=0.5 / height, top=1 - 0.35 / height, wspace=0.3
+    )
     for axis, metric in zip(figure.subplots(1, len(shown), squeeze=False)[0], shown, strict=False):
         for key in (metric, f"val_{metric}"):
             if key in history:

