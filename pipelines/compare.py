@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.scoring import flat_metrics
+from tracking import startup
 from tracking.config.baseline import load_baseline
 from tracking.config.params import CLASSIFICATION, Params, load_params
 from tracking.config.project import (
@@ -191,6 +192,7 @@ def main() -> None:
         }
     )
     summary = compare_metrics(result)
+    startup.mark(startup.JUDGED)  # compare opens its store after judging: the line tells the two apart
     with Tracker(params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage=COMPARE) as tracker:
         write_outputs(root, result, summary, noise, calibration, predictions, evaluation)
         tracker.log_metrics(

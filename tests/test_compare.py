@@ -40,6 +40,9 @@ def test_choose_variant():
 def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     first = run(["dvc", "repro"], project)
     assert "calibrated 12 runs over 4 variant(s)" in first.stdout
+    compare_start = [line for line in first.stderr.splitlines() if line.startswith("stage start: ")][-1]
+    assert compare_start.startswith("stage start: store reached ")  # judging, then the store, apart
+    assert compare_start.index("judging the candidate") < compare_start.index("opening the MLflow store")
     noise = json.loads((project / "calibration/noise.json").read_text())
     assert noise["variants"]["control"]["bit_identical"] is True
     assert (

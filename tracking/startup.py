@@ -1,7 +1,7 @@
 """What a stage pays before its work: the time from the process's start to each milestone it reaches.
 
-Milestones are marked where they happen (the stage's modules imported, MLflow store open, TensorFlow imported,
-first training step done) and `run_main` prints them as one line when the stage ends, so a slow start shows in
+Milestones are marked where they happen (the stage's modules imported, the candidate judged, MLflow store open,
+TensorFlow imported, first training step done) and `run_main` prints them as one line when the stage ends, so a slow start shows in
 every `dvc repro` log with where the time went. The process's start is the kernel's record of it (Linux), so
 the interpreter start-up and the re-execution that pins PYTHONHASHSEED count too; elsewhere it is the time
 this module was imported.
@@ -14,11 +14,13 @@ import time
 
 # Milestones in the order a stage reaches them, with the phrase the line uses for the time leading to each.
 MAIN = "imports"
+JUDGED = "judgement"
 TENSORFLOW = "TensorFlow"
 STORE = "store"
 FIRST_STEP = "first step"
 PHRASES = {
     MAIN: "Python and the stage's imports, twice where it re-executes itself to pin PYTHONHASHSEED",
+    JUDGED: "reading the calibration and judging the candidate",
     TENSORFLOW: "importing TensorFlow and Keras",
     STORE: "opening the MLflow store",
     FIRST_STEP: "model, provenance and the first training step",
