@@ -181,16 +181,3 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
     hashes = {r.data.tags["prov.weights_sha256"] for r in runs}
     assert len(hashes) == 1, "op determinism on: two runs with the same params must give bit-identical weights"
-
-
-def test_dvc_exp_run_set_param_is_tracked(project: Path):
-    run(["dvc", "exp", "run", "evaluate", "-S", "train.learning_rate=0.01", "-n", "lr-up"], project)
-    shown = json.loads(run(["dvc", "exp", "show", "--json"], project).stdout)
-    assert "lr-up" in json.dumps(shown)
-    found = runs_of(project)
-    assert len(found) == 1
-    tags, params = found[0].data.tags, found[0].data.params
-    assert params["train.learning_rate"] == "0.01"
-    assert tags["dvc.exp_name"] == "lr-up" and tags["prov.dvc.experiment"] == "lr-up"
-    assert len(tags["dvc.baseline_rev"]) == 40
-    assert found[0].info.run_name == "lr-up" and found[0].info.status == "FINISHED"

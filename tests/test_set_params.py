@@ -56,13 +56,10 @@ def spelled(value) -> str:
 
 
 def test_accepted_values_reach_the_stage_and_mlflow_as_dvc_reads_them(project: Path):
-    run(
-        ["dvc", "exp", "run", "-q", *[arg for key, typed, _ in ACCEPTED for arg in ("-S", f"{key}={typed}")], "train"],
-        project,
-    )
-    [workspace] = [
-        row for row in json.loads(run(["dvc", "exp", "show", "--json"], project).stdout) if row["rev"] == "workspace"
-    ]
+    settings = [arg for key, typed, _ in ACCEPTED for arg in ("-S", f"{key}={typed}")]
+    run(["dvc", "exp", "run", "-q", *settings, "-n", "typed", "train"], project)
+    shown = json.loads(run(["dvc", "exp", "show", "--json"], project).stdout)
+    [workspace] = [row for row in shown if row["rev"] == "workspace"]
     dvc_read = flatten(workspace["data"]["params"]["params.yaml"]["data"])
     stage_read = load_params(project / "params.yaml").flat()
     client = client_for(project)
@@ -76,6 +73,12 @@ def test_accepted_values_reach_the_stage_and_mlflow_as_dvc_reads_them(project: P
         )
         assert seen == (spelled(expected),) * 3, f"-S {key}={typed}: DVC, stage, MLflow read {seen}"
     assert logged.data.params["train.learning_rate"] == "1e-05"
+    # The experiment's name, as `dvc exp show` lists it, names the MLflow run and is tagged with its baseline.
+    assert "typed" in json.dumps(shown)
+    tags = logged.data.tags
+    assert tags["dvc.exp_name"] == "typed" and tags["prov.dvc.experiment"] == "typed"
+    assert len(tags["dvc.baseline_rev"]) == 40
+    assert logged.info.run_name == "typed" and logged.info.status == "FINISHED"
 
 
 @pytest.mark.parametrize(("key", "typed", "message"), REJECTED, ids=[f"{key}={typed}" for key, typed, _ in REJECTED])
