@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracking.provenance.hardware import gather_cpu
+
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs/performance.md"
 
@@ -74,15 +76,10 @@ BENCHES = (
 
 
 def machine() -> list[str]:
-    """The machine the figures come from: CPU model and cores, memory, OS, Python, GPU if any."""
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in _read("/proc/cpuinfo").splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor() or platform.machine(),
-    )
+    """The machine the figures come from: CPU model, cores and the instruction sets that change numerics (weights
+    hashes hold per machine: an AVX-512 CPU trains other bits than an AVX2 one), memory, OS, Python, GPU if any."""
+    cpu = gather_cpu()
+    numerics = ", ".join(flag for flag, present in cpu["numeric_flags"].items() if present) or "none listed"
     memory = next((line.split()[1] for line in _read("/proc/meminfo").splitlines() if line.startswith("MemTotal")), "")
     gpus = (
         subprocess.run(
@@ -92,7 +89,9 @@ def machine() -> list[str]:
         else []
     )
     return [
-        f"- CPU: {cpu}, {os.cpu_count()} cores visible" + (f", {int(memory) / 2**20:.0f} GiB memory" if memory else ""),
+        f"- CPU: {cpu['model']}, {cpu['usable_cores']} cores visible"
+        + (f", {int(memory) / 2**20:.0f} GiB memory" if memory else ""),
+        f"- instruction sets that change numerics: {numerics}",
         f"- GPU: {', '.join(name for name in gpus if name) or 'none'}",
         f"- OS: {platform.platform()}; Python {platform.python_version()}",
     ]
