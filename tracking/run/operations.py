@@ -10,10 +10,12 @@ Records are dicts with an `op` key: `batch` (params, metrics, tags), `artifact` 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 Op = dict[str, Any]
+MLFLOW_UV_LOGGER = "mlflow.utils.uv_utils"
 
 
 def batch(
@@ -91,6 +93,9 @@ def _apply_model(client: Any, run_id: str, op: Op) -> None:
     if active is None or active.info.run_id != run_id:
         # MLflow files a logged model under the active experiment, not the run's, when the run is not active.
         mlflow.set_experiment(experiment_id=client.get_run(run_id).info.experiment_id)
+    # The packages are `pip_requirements`, so MLflow's INFO line "Detected uv project" (it saw uv.lock in the
+    # working folder, and reads nothing from it) is noise in every training's output.
+    logging.getLogger(MLFLOW_UV_LOGGER).setLevel(logging.WARNING)
     live = op.get("model")
     if live is None:
         import keras
