@@ -79,3 +79,18 @@ def test_experiments_open_on_training_runs_in_the_mlflow_ui(root):
         pass
     for experiment_id in (client.get_experiment_by_name("new").experiment_id, older):
         assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_a_logged_model_says_nothing_of_a_uv_lock_beside_it(root, capfd):
+    """MLflow logs "Detected uv project" when uv.lock and pyproject.toml sit in the working folder, as in this
+    repository; the packages are given to it, so the line is noise in every training's output."""
+    import keras
+    import numpy as np
+
+    (root / "uv.lock").write_text("version = 1\n")
+    (root / "pyproject.toml").write_text('[project]\nname = "team"\nversion = "0"\n')
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with Tracker("t", root) as tracker:
+        tracker.log_keras_model(model, np.zeros((2, 3), dtype="float32"))
+    assert client_for(root).search_logged_models([client_for(root).get_experiment_by_name("t").experiment_id])
+    assert "Detected uv project" not in capfd.readouterr().err
