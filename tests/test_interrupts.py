@@ -63,7 +63,12 @@ def logging_as_it_was():
 
 
 @pytest.mark.usefixtures("logging_as_it_was")
-def test_the_message_names_a_killed_run_only_once_one_was_ended(capsys: pytest.CaptureFixture[str]):
+def test_the_message_names_a_killed_run_only_once_one_was_ended(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    import tracking.run.lifecycle
+
+    monkeypatch.setattr(tracking.run.lifecycle, "_killed", [])  # none yet, whatever tests ran before in this process
     with pytest.raises(SystemExit) as exited:
         run_main(interrupt)
     assert exited.value.code == 130 and capsys.readouterr().err == "interrupted\n"
