@@ -251,7 +251,7 @@ def _doctor(args: argparse.Namespace) -> None:
     from tracking.store.journal import kept_offline
     from tracking.store.location import open_client, project_root, tracking_uri
     from tracking.store.sqlite import database_path
-    from tracking.store.stale import STALE, repair_stale_runs
+    from tracking.store.stale import ENDED, repair_stale_runs
 
     root = project_root()
     uri = tracking_uri(root)
@@ -269,9 +269,12 @@ def _doctor(args: argparse.Namespace) -> None:
             f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
             "start the server or fix MLFLOW_TRACKING_URI"
         ) from err
-    print(f"{uri}: {len(running)} run(s) RUNNING, {len(stale)} of them left by a process that is gone")
+    print(
+        f"{uri}: {len(running)} run(s) RUNNING, {len(stale)} of them left by a process that is gone "
+        "or whose heartbeat went silent"
+    )
     for run in running:
-        action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict == STALE else "left alone"
+        action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict in ENDED else "left alone"
         print(f"  {run.describe()} -> {action}")
 
 

@@ -53,10 +53,12 @@ AUDIT_KERNEL_NOISE_TAG = f"{AUDIT_PREFIX}kernel_noise"
 AUDIT_UNSUPPORTED_OP_TAG = f"{AUDIT_PREFIX}unsupported_op"
 AUDIT_UNSUPPORTED_LAYER_TAG = f"{AUDIT_PREFIX}unsupported_layer"
 
-# Which process on which host owns a RUNNING run, and the note left when a dead one's run was repaired.
+# Which process on which host owns a RUNNING run, its last sign of life (Unix seconds, from its background
+# writer), and the note left when a dead one's run was repaired.
 HOST_TAG = "tracking.host"
 PID_TAG = "tracking.pid"
 START_TAG = "tracking.pid_start"
+HEARTBEAT_TAG = "tracking.heartbeat"
 REPAIRED_TAG = "tracking.repaired"
 
 # A run uploaded from the offline journal: the id and store it was first opened in, and what was kept.

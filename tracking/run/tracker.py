@@ -51,7 +51,7 @@ from tracking.run.operations import model as model_op
 from tracking.run.writer import BackgroundWriter
 from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
 from tracking.store.location import connect, project_root, tracking_uri
-from tracking.store.stale import owner_tags, repair_stale_runs
+from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags, repair_stale_runs
 
 log = logging.getLogger(__name__)
 
@@ -95,20 +95,25 @@ class Tracker:
         if self.run_id is not None:
             self._check_resumable(self.run_id)
         self._interrupts.__enter__()
-        self._writer = BackgroundWriter()
         run = None
         try:
             with deferred_interrupts():  # a signal while the run opens waits for it to be open, then ends it KILLED
                 run = self._start_run(experiment_id)
+                self._writer = BackgroundWriter(self._beat, HEARTBEAT_INTERVAL_S)
                 self.set_tags({STAGE_TAG: self.stage, **self.tags})
         except BaseException as err:
             if run is None:
-                self._writer.close()
                 self._interrupts.__exit__(None, None, None)
             else:
                 self.__exit__(type(err), err, None)
             raise
         return self
+
+    def _beat(self) -> None:
+        """Renew the run's heartbeat, which tells hosts that cannot see this process that it lives; not while the
+        server is lost (the journal keeps the run's writes, and a heartbeat there would say nothing)."""
+        if not self._sink.offline:
+            self._sink.write(batch(tags=heartbeat()))
 
     def _start_run(self, experiment_id: str) -> Any:
         """Open or resume the run, recorded as owned by this process (see `tracking.store.stale`)."""

@@ -2,33 +2,49 @@
 
 Every run records who runs it: the host, the pid, and the process's start (Linux boot id and start tick), so a
 pid the system has since handed to another process is not taken for the run's owner. A RUNNING run whose
-owner is on this host and gone is marked FAILED with a note; runs owned by another host, or with no owner
-recorded (not started by `Tracker`), may still be alive and are only reported. A run whose owner lost the
-tracking server and kept the rest of it in the offline journal (tracking/store/journal.py) is left for `tracking sync`.
+owner is on this host and gone is marked FAILED with a note. A process on another host cannot be looked up, so
+every run also carries a heartbeat, the owner's clock in Unix seconds, renewed by its background writer every
+HEARTBEAT_INTERVAL_S: another host's run whose heartbeat is older than HEARTBEAT_TIMEOUT_S is marked FAILED too.
+The timeout is twenty beats, so minutes of clock skew between hosts or a store that stalls a while never end a
+live run; a heartbeat ahead of this host's clock counts as fresh. Runs with no owner recorded (not started by
+`Tracker`), and other hosts' runs from before heartbeats, may still be alive and are only reported. A run whose
+owner lost the tracking server and kept the rest of it in the offline journal (tracking/store/journal.py) is
+left for `tracking sync`.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracking.names import ERROR_TAG, HOST_TAG, PID_TAG, REPAIRED_TAG, START_TAG
+from tracking.names import ERROR_TAG, HEARTBEAT_TAG, HOST_TAG, PID_TAG, REPAIRED_TAG, START_TAG
 
 STALE = "stale"
+SILENT = "stale: no heartbeat"
 ALIVE = "alive"
-OTHER_HOST = "other host"
+BEATING = "other host, heartbeat fresh"
+OTHER_HOST = "other host, no heartbeat recorded"
 NO_OWNER = "no owner recorded"
 KEPT_OFFLINE = "kept offline, waiting for `tracking sync`"
+ENDED = (STALE, SILENT)  # the verdicts whose runs are marked FAILED
+HEARTBEAT_INTERVAL_S = 30.0
+HEARTBEAT_TIMEOUT_S = 600.0
 
 
 def owner_tags() -> dict[str, str]:
-    """The tags naming this process as a run's owner."""
+    """The tags naming this process as a run's owner, with its first heartbeat."""
     pid = os.getpid()
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), START_TAG: process_start(pid) or ""}
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), START_TAG: process_start(pid) or "", **heartbeat()}
+
+
+def heartbeat() -> dict[str, str]:
+    """The heartbeat tag: this host's clock now, in whole Unix seconds."""
+    return {HEARTBEAT_TAG: str(int(time.time()))}
 
 
 def process_start(pid: int) -> str | None:
@@ -69,26 +85,36 @@ class RunningRun:
     pid: str
     verdict: str
 
+    silent_s: float | None = None
+
     def describe(self) -> str:
         owner = f"process {self.pid} on {self.host}" if self.host else "no owner recorded"
-        return f"run {self.run_id} ({self.name or 'unnamed'}, experiment {self.experiment}), {owner}: {self.verdict}"
+        found = self.verdict
+        if self.verdict == SILENT:
+            found = f"{SILENT} for {self.silent_s / 60:.0f} min (timeout {HEARTBEAT_TIMEOUT_S / 60:.0f} min)"
+        return f"run {self.run_id} ({self.name or 'unnamed'}, experiment {self.experiment}), {owner}: {found}"
 
 
-def verdict(tags: dict[str, str], host: str) -> str:
-    """STALE, ALIVE, OTHER_HOST or NO_OWNER for a RUNNING run with `tags`, seen from `host`."""
+def verdict(tags: dict[str, str], host: str, now: float) -> tuple[str, float | None]:
+    """STALE, ALIVE, SILENT, BEATING, OTHER_HOST or NO_OWNER for a RUNNING run with `tags`, seen from `host` at
+    `now` (Unix seconds), with how long its heartbeat has been silent where that was read."""
     owner_host, pid = tags.get(HOST_TAG), tags.get(PID_TAG, "")
     if not owner_host or not pid.isdigit():
-        return NO_OWNER
-    if owner_host != host:
-        return OTHER_HOST
-    return ALIVE if is_alive(int(pid), tags.get(START_TAG, "")) else STALE
+        return NO_OWNER, None
+    if owner_host == host:
+        return (ALIVE if is_alive(int(pid), tags.get(START_TAG, "")) else STALE), None
+    try:
+        silent = now - float(tags[HEARTBEAT_TAG])
+    except (KeyError, ValueError):
+        return OTHER_HOST, None
+    return (SILENT if silent > HEARTBEAT_TIMEOUT_S else BEATING), silent
 
 
 def running_runs(client: Any) -> list[RunningRun]:
     """Every RUNNING run in the store, in every experiment, with its verdict."""
     from mlflow.entities import ViewType
 
-    host = socket.gethostname()
+    host, now = socket.gethostname(), time.time()
     found = []
     for experiment in client.search_experiments(view_type=ViewType.ALL):
         token = None
@@ -108,7 +134,7 @@ def running_runs(client: Any) -> list[RunningRun]:
                         run.info.run_name or "",
                         tags.get(HOST_TAG, ""),
                         tags.get(PID_TAG, ""),
-                        verdict(tags, host),
+                        *verdict(tags, host, now),
                     )
                 )
             token = page.token
@@ -122,10 +148,17 @@ def mark_failed(client: Any, run: RunningRun, by: str) -> None:
     from mlflow.entities import RunTag
 
     when = datetime.now(UTC).isoformat(timespec="seconds")
-    note = (
-        f"marked FAILED by {by} on {socket.gethostname()} at {when}: its process {run.pid} is gone without "
-        "ending the run (killed by SIGKILL, out of memory, or a crash of the machine)"
-    )
+    if run.verdict == SILENT:
+        why = (
+            f"its process {run.pid} on {run.host} sent no heartbeat for {run.silent_s / 60:.0f} min (the timeout is "
+            f"{HEARTBEAT_TIMEOUT_S / 60:.0f} min): the process or its machine died without ending the run"
+        )
+    else:
+        why = (
+            f"its process {run.pid} is gone without ending the run (killed by SIGKILL, out of memory, or a crash "
+            "of the machine)"
+        )
+    note = f"marked FAILED by {by} on {socket.gethostname()} at {when}: {why}"
     client.log_batch(run.run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag(ERROR_TAG, f"ProcessGone: {note}")])
     client.set_terminated(run.run_id, "FAILED")
 
@@ -133,12 +166,13 @@ def mark_failed(client: Any, run: RunningRun, by: str) -> None:
 def repair_stale_runs(
     client: Any, by: str, dry_run: bool = False, kept_offline: frozenset[str] = frozenset()
 ) -> tuple[list[RunningRun], list[RunningRun]]:
-    """Mark this host's stale runs FAILED (unless `dry_run`); return (stale runs, every RUNNING run).
+    """Mark FAILED (unless `dry_run`) this host's runs whose process is gone and any host's whose heartbeat went
+    silent; return (those runs, every RUNNING run).
 
     Runs in `kept_offline` (their ids) have the rest of their writes in the offline journal: left alone.
     """
     runs = [replace(run, verdict=KEPT_OFFLINE) if run.run_id in kept_offline else run for run in running_runs(client)]
-    stale = [run for run in runs if run.verdict == STALE]
+    stale = [run for run in runs if run.verdict in ENDED]
     if not dry_run:
         for run in stale:
             mark_failed(client, run, by)
