@@ -84,8 +84,7 @@ class RunningRun:
     host: str
     pid: str
     verdict: str
-
-    silent_s: float | None = None
+    silent_s: float | None = None  # how long a SILENT run's heartbeat has been silent
 
     def describe(self) -> str:
         owner = f"process {self.pid} on {self.host}" if self.host else "no owner recorded"
