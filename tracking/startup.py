@@ -1,8 +1,8 @@
 """What a stage pays before its work: the time from the process's start to each milestone it reaches.
 
 Milestones are marked where they happen (the stage's modules imported, the candidate judged, MLflow store open,
-TensorFlow imported, first training step done) and `run_main` prints them as one line when the stage ends, so a slow start shows in
-every `dvc repro` log with where the time went. The process's start is the kernel's record of it (Linux), so
+TensorFlow imported, first training step done) and `run_main` prints them as one line when the stage ends, so a
+slow start shows in every `dvc repro` log with where the time went. The process's start is the kernel's record of it (Linux), so
 the interpreter start-up and the re-execution that pins PYTHONHASHSEED count too; elsewhere it is the time
 this module was imported.
 """

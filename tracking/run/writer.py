@@ -19,7 +19,7 @@ _STOP = object()
 class BackgroundWriter:
     """Runs submitted writes in order on one daemon thread, and `beat` every `interval` seconds if given."""
 
-    def __init__(self, beat: Callable[[], object] | None = None, interval: float = 30.0) -> None:
+    def __init__(self, beat: Callable[[], object] | None = None, interval: float = 0.0) -> None:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._error: BaseException | None = None
         self._beat = beat
