@@ -83,6 +83,15 @@ def tmp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def root(tmp_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project folder (`.dvc/` only) as the working directory, its store the default `mlflow.db`."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    (tmp_dir / ".dvc").mkdir()
+    return tmp_dir
+
+
+@pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A fresh git + DVC repository holding this project's pipeline with tiny params, committed."""
     return make_project(tmp_path / "project")

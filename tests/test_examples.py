@@ -95,10 +95,12 @@ def diff_against_a_reseeded_repeat(root: Path, original: str, metrics: tuple[str
         assert re.search(rf"^  {metric} .* (within noise|exceeds noise)", done.stdout, re.M), done.stdout
 
 
-def diff_judges_the_runs_own_compare_metrics(root: Path, a: str, b: str) -> None:
-    """`tracking diff --format json` of two runs judges run B's compare.metrics, in order, each in its direction."""
+def diff_judges_the_runs_own_compare_metrics(root: Path, original: str) -> None:
+    """`tracking diff --format json` of the train run and a calibration repeat judges the repeat's compare.metrics
+    (the project's own, not the digits' test_accuracy), in order, each in its direction."""
     modes = parse_yaml((root / "params.yaml").read_text())["compare"]["metrics"]
-    done = run(["tracking", "diff", a, b, "--format", "json"], root)
+    repeat = json.loads((root / "calibration/noise.json").read_text())["runs"][0]["run_id"]
+    done = run(["tracking", "diff", original, repeat, "--format", "json"], root)
     rows = {row["metric"]: row for row in json.loads(done.stdout)["metrics"]}
     assert list(rows) == list(modes)
     for metric, mode in modes.items():
@@ -195,8 +197,7 @@ def test_regression_example_end_to_end(tmp_path: Path):
     )  # in target stds; the mean scores ~0.8
     original = rerun_bit_identical(root, tmp_path)
     diff_against_a_reseeded_repeat(root, original, ("test_loss", "test_mae"))
-    repeat = json.loads((root / "calibration/noise.json").read_text())["runs"][0]["run_id"]
-    diff_judges_the_runs_own_compare_metrics(root, original, repeat)
+    diff_judges_the_runs_own_compare_metrics(root, original)
     assert stages_changed_by_editing(root, "models/net.py") == {"train", "evaluate", "calibrate"}
 
 
@@ -210,7 +211,6 @@ def test_binary_example_end_to_end(tmp_path: Path):
     )  # the majority class scores ~0.63
     original = rerun_bit_identical(root, tmp_path)
     diff_against_a_reseeded_repeat(root, original, ("test_auc",))
-    repeat = json.loads((root / "calibration/noise.json").read_text())["runs"][0]["run_id"]
-    diff_judges_the_runs_own_compare_metrics(root, original, repeat)
+    diff_judges_the_runs_own_compare_metrics(root, original)
     assert stages_changed_by_editing(root, "cancer/model.py") == {"train", "evaluate", "calibrate"}
     assert stages_changed_by_editing(root, "cancer/data.py") == {"prepare"}

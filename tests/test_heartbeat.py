@@ -19,14 +19,6 @@ from tracking.run.tracker import Tracker
 from tracking.store.stale import HEARTBEAT_TIMEOUT_S
 
 
-@pytest.fixture
-def root(tmp_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("DVC_ROOT", raising=False)
-    (tmp_dir / ".dvc").mkdir()
-    return tmp_dir
-
-
 def test_a_run_beats_on_its_background_writer_while_it_is_open(root: Path, monkeypatch: pytest.MonkeyPatch):
     """The beat keeps its pace with the writer busy: epoch metrics queued faster than the interval."""
     monkeypatch.setattr("tracking.run.tracker.HEARTBEAT_INTERVAL_S", 0.2)

@@ -7,14 +7,6 @@ from tracking.errors import RunStateError, TrackingServerError
 from tracking.run.tracker import Tracker
 
 
-@pytest.fixture
-def root(tmp_dir, monkeypatch):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("DVC_ROOT", raising=False)
-    (tmp_dir / ".dvc").mkdir()
-    return tmp_dir
-
-
 def status(root, run_id):
     return client_for(root).get_run(run_id).info.status
 
