@@ -30,7 +30,7 @@ venv: $(VENV)/.synced
 $(VENV)/.synced: uv.lock pyproject.toml $(VENV)/.build-$(TF_BUILD)
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@test -x $(UV) || $(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
-	$(UV) sync --frozen --compile-bytecode --extra $(TF_BUILD) --python $(BIN)/python
+	$(UV) sync --frozen --compile-bytecode --extra $(TF_BUILD) --extra cluster --python $(BIN)/python
 	@touch $@
 
 # Switching TF_BUILD forces a re-sync, which swaps the TensorFlow wheels.

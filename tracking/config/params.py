@@ -143,6 +143,23 @@ class AuditParams(_Section):
     steps: Annotated[int, Field(ge=1, le=100_000)] = 40
 
 
+class ComputeParams(_Section):
+    """Where calibration repeats train and what every training run records of its hardware (docs/cluster.md).
+
+    No stage declares this section as a DVC param: where a repeat ran never changes what it trained, so moving
+    between executors, or turning system metrics off, re-runs nothing.
+    """
+
+    executor: Literal["local", "ray"] = "local"
+    address: Annotated[str, Field(min_length=1)] | None = None  # null: a private Ray; "auto" or "host:port"
+    workers: Annotated[int, Field(ge=1, le=10_000)] | None = None  # null: as many as the cluster fits
+    cpus_per_run: Annotated[float, Field(gt=0, le=1024)] = 1
+    gpus_per_run: Annotated[float, Field(ge=0, le=64)] | None = None  # null: 1 where the cluster has GPUs, else 0
+    accelerator_type: Annotated[str, Field(min_length=1)] | None = None
+    max_retries: Annotated[int, Field(ge=0, le=100)] = 2
+    system_metrics: bool = True
+
+
 class Params(_Section):
     """Everything one pipeline execution depends on; the single source of configuration."""
 
@@ -155,6 +172,7 @@ class Params(_Section):
     calibration: CalibrationParams = CalibrationParams()
     compare: CompareParams = CompareParams()
     audit: AuditParams = AuditParams()
+    compute: ComputeParams = ComputeParams()
 
     def compare_metrics(self) -> dict[str, str]:
         """`compare.metrics`, or the task's default: each judged metric to `max` or `min`."""
