@@ -1,6 +1,6 @@
 """Cost of a calibration repeat next to the same configuration's bare training, alternating in one process.
 
-A repeat is what the `calibrate` stage does per repeat (pipelines/calibrate.py's `run_repeat`: a child MLflow
+A repeat is what the `calibrate` stage does per repeat (pipelines/repeats.py's `RepeatWorker.run`: a child MLflow
 run, the model reset and re-seeded, training, scoring on the test set, provenance and metrics logged). Bare
 training is what a team's own script does: build, compile and fit the same configuration with the same seeds,
 untracked. Prints the median of the paired ratios (target: at most 1.15) and the parts a repeat is made of: the reset
@@ -31,7 +31,8 @@ def main() -> None:
     bench = bench_setup(args.params, "bench-calibration-")
     params, seeds, root, splits, manifest = bench.params, bench.seeds, bench.root, bench.splits, bench.manifest
 
-    from pipelines.calibrate import open_calibration, run_repeat
+    from pipelines.calibrate import open_calibration
+    from pipelines.repeats import RepeatWorker
     from pipelines.training import fit_model, train_model
     from pipelines.variants import variant_setup
     from tracking.data.hashing import weights_sha256
@@ -41,7 +42,7 @@ def main() -> None:
     train, val = splits["train"], splits.get("val")
 
     with Tracker("bench-calibration", root, stage="bench", run_name="calibration") as parent:
-        calibration = open_calibration(params, params, seeds, root, (manifest, splits), parent)
+        calibration = RepeatWorker(open_calibration(params, params, seeds, root, (manifest, splits), parent))
 
         def setup(repeat: int) -> tuple:
             return variant_setup(VARIANT, repeat, params, seeds, True, calibration.gpu)
@@ -60,7 +61,7 @@ def main() -> None:
             return weights_sha256(model.get_weights())
 
         def repeat(repeat: int) -> str:
-            return run_repeat(calibration, VARIANT, repeat)[0]["weights_sha256"]
+            return calibration.run((VARIANT, repeat, "bench")).run["weights_sha256"]
 
         kinds = {"bare": bare, "repeat": repeat, "fit": repeat_fit}
         for run in kinds.values():  # warm-up: the first of each pays the one-off tracing and imports

@@ -20,9 +20,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.calibrate import summarise, train_and_score
+from pipelines.calibrate import summarise
 from pipelines.compare import judge_candidate
 from pipelines.prepare import split
+from pipelines.repeats import train_and_score
 from pipelines.training import RepeatedModel
 from pipelines.variants import variant_setup
 from tracking.config.params import load_params

@@ -1,38 +1,43 @@
 """DVC stage `calibrate`: train the frozen baseline `calibration.repeats` times per noise variant.
 
-The variants, and how each repeat's seeds and kernel noise are set, are in `pipelines/variants.py`.
+The variants, and how each repeat's seeds and kernel noise are set, are in `pipelines/variants.py`; one repeat's
+training is `pipelines/repeats.py`. Repeats run in this process one after another (`compute.executor: local`) or
+on the workers of a Ray cluster (`ray`). Every finished repeat is kept under the key of what determined it
+(tracking/noise/repeats.py): a calibration that was killed, or given more repeats, trains only what it lacks.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable, Iterator
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pipelines.scoring import flat_metrics, scores, summary_metrics
-from pipelines.training import Built, RepeatedModel, fit_model, require_code_deps, target_shape, with_model
-from pipelines.variants import variant_setup
-from tracking.config.baseline import FROZEN_SECTIONS, load_baseline
+from pipelines.repeats import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
+from pipelines.training import require_code_deps
+from tracking.config.baseline import load_baseline
 from tracking.config.params import CLASSIFICATION, Params, load_params
-from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED
-from tracking.data.dataset import load_splits, output_size, read_manifest
-from tracking.data.hashing import weights_sha256
-from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
+from tracking.data.dataset import load_splits, read_manifest
+from tracking.determinism.process import process_environment, reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record
+from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
 from tracking.names import (
+    COMPUTE_ATTEMPT_TAG,
+    COMPUTE_EXECUTOR_TAG,
     CONTROL_BIT_IDENTICAL_TAG,
-    IMPL_NOISE_TAG,
-    NOISE_REPEAT_TAG,
     NOISE_ROLE_TAG,
-    NOISE_VARIANT_TAG,
+    REPEAT_KEY_TAG,
+    REUSED_REPEATS_TAG,
 )
+from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 from tracking.noise.statistics import (
     band_from_values,
     churn_measure,
@@ -46,74 +51,13 @@ from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import project_root
+from tracking.store.stale import end_failed
+
+log = logging.getLogger(__name__)
 
 # Intervals stored with the calibration use this alpha; the compare stage re-derives them at compare.alpha,
 # so changing compare.alpha never re-runs the calibration.
 STORED_ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Trained:
-    """One repeat's test metrics, predictions (classes, or values for regression) and flattened weights."""
-
-    metrics: dict[str, float]
-    predicted: np.ndarray
-    weights: np.ndarray
-    weights_sha256: str
-
-
-def train_and_score(
-    built: Built,
-    params: Params,
-    seeds: Seeds,
-    train: dict,
-    test: dict,
-    n_outputs: int,
-    within_batch_seed: int | None,
-    task: str = CLASSIFICATION,
-) -> Trained:
-    """Train one repeat's built model (frameworks already seeded) and score it on the test set as evaluate does,
-    compiled metrics too. No validation pass: a repeat keeps test metrics only, and validation moves no weight."""
-    model = built.model
-    fit_model(model, params, seeds, train, None, within_batch_seed=within_batch_seed)
-    compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
-    result = scores(
-        test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled
-    )
-    model_weights = model.get_weights()
-    predicted = result["predicted"].astype(np.int16 if task == CLASSIFICATION else np.float32)
-    return Trained(
-        flat_metrics(summary_metrics(result)),
-        predicted,
-        np.concatenate([w.ravel() for w in model_weights]).astype(np.float32),
-        weights_sha256(model_weights),
-    )
-
-
-def trained_on(run_params: Params, params: Params) -> dict[str, Any]:
-    """The params a calibration run applies: the baseline's training sections, the rest from params.yaml.
-
-    The rest includes `data.*`: the calibration trains on `data/prepared`, which `prepare` made from
-    params.yaml, so the baseline's data section would describe data the runs never saw.
-    """
-    training = set(FROZEN_SECTIONS) - {"data"}
-    return {
-        **params.flat(),
-        **{key: value for key, value in run_params.flat().items() if key.split(".", 1)[0] in training},
-    }
-
-
-def log_repeat_setup(
-    child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any], manifest: dict, train: dict
-) -> None:
-    """What the candidate's run holds, for one repeat: params, provenance and the training data.
-
-    The record is the calibration's one capture with this repeat's seeds and determinism, so a repeat costs
-    no new capture; the writes run on the child's background writer while it trains.
-    """
-    child.log_params(flat)
-    child.log_provenance(record, packages)
-    child.log_dataset(manifest, train["x"], train["y"], location=child.root / PREPARED, context="training")
 
 
 def summarise(
@@ -150,27 +94,6 @@ def summarise(
     return summary
 
 
-@dataclass
-class Calibration:
-    """What every repeat of one calibration shares: the configuration, the data, the one provenance capture,
-    and the model reused across repeats."""
-
-    params: Params
-    baseline: Params
-    base_seeds: Seeds
-    root: Path
-    manifest: dict[str, Any]
-    splits: dict[str, dict]
-    record: dict[str, Any]
-    packages: list[str]
-    gpu: bool
-    models: RepeatedModel
-
-    @property
-    def task(self) -> str:
-        return self.manifest.get("task", CLASSIFICATION)
-
-
 def open_calibration(
     params: Params,
     baseline: Params,
@@ -178,11 +101,10 @@ def open_calibration(
     root: Path,
     data: tuple[dict[str, Any], dict[str, dict]],
     parent: Tracker,
-) -> Calibration:
+    executor: str = "local",
+) -> RepeatSpec:
     """Seed the frameworks, capture provenance once and log it with the params and `data` (the manifest and
-    the splits) to the parent run."""
-    import tensorflow as tf
-
+    the splits) to the parent run; return what every repeat shares."""
     manifest, splits = data
     train = splits["train"]
     effective = seed_frameworks(baseline, base_seeds)
@@ -191,49 +113,64 @@ def open_calibration(
     parent.log_params(trained_on(baseline, params))
     parent.log_provenance(record, packages)
     parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
-    models = RepeatedModel(tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest))
-    gpu = bool(tf.config.list_physical_devices("GPU"))
-    return Calibration(params, baseline, base_seeds, root, manifest, splits, record, packages, gpu, models)
+    return RepeatSpec(params, baseline, base_seeds, root, manifest, splits, record, packages, parent.run_id, executor)
 
 
-def run_repeat(calibration: Calibration, variant: str, repeat: int) -> tuple[dict[str, Any], Trained]:
-    """Train and score one repeat of one variant as a child run of the open calibration run."""
-    c = calibration
-    train, test = c.splits["train"], c.splits["test"]
-    run_params, seeds, within, source = variant_setup(
-        variant, repeat, c.baseline, c.base_seeds, c.params.calibration.simulate_impl_noise, c.gpu
-    )
-    tags = {NOISE_VARIANT_TAG: variant, NOISE_REPEAT_TAG: repeat, IMPL_NOISE_TAG: source}
-    with Tracker(
-        c.params.mlflow.experiment, c.root, stage=CALIBRATE, run_name=f"{variant} #{repeat}", nested=True, tags=tags
-    ) as child:
-        actual = seed_frameworks(run_params, seeds)
-        own = {**c.record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
-        built = c.models.prepare(run_params, seeds)
-        child.in_background(
-            partial(
-                log_repeat_setup,
-                child,
-                with_model(own, built),
-                c.packages,
-                trained_on(run_params, c.params),
-                c.manifest,
-                train,
-            )
-        )
-        trained = train_and_score(built, run_params, seeds, train, test, output_size(c.manifest), within, c.task)
-        child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
-        child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
-    run = {
-        "variant": variant,
-        "repeat": repeat,
-        "run_id": child.run_id,
-        "impl_noise": source,
-        "weights_sha256": trained.weights_sha256,
-        "metrics": trained.metrics,
-        "seeds": seeds.as_dict(),
+def repeat_identity(spec: RepeatSpec, gpu: bool) -> dict[str, Any]:
+    """What determines every repeat's result but its variant and index: the baseline's training sections, the
+    data, the code, kernel-noise simulation and whether GPUs train (`compute.accelerator_type` names which)."""
+    baseline = {key: value for key, value in spec.baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS}
+    return {
+        "baseline": baseline,
+        "data_sha256": spec.manifest["content_sha256"],
+        "code": code_version(spec.root, CALIBRATE, spec.record.get("git", {})),
+        "simulate_impl_noise": spec.params.calibration.simulate_impl_noise,
+        "gpu": spec.params.compute.accelerator_type or gpu,
     }
-    return run, trained
+
+
+def train_locally(spec: RepeatSpec, jobs: list[Job], show: Callable[[str], None]) -> Iterator[tuple[Job, KeptRepeat]]:
+    """The local executor: every repeat in this process, one after another."""
+    worker = RepeatWorker(spec)
+    for job in jobs:
+        show(f"{worker.where()} {label(job)}")
+        yield job, worker.run(job)
+
+
+def train_on_ray(
+    spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
+) -> Iterator[tuple[Job, KeptRepeat]]:
+    """The Ray executor: repeats on concurrent worker processes; a repeat whose worker died ends FAILED and is
+    tried again."""
+    from tracking.compute.ray_executor import RayPool
+
+    compute = spec.params.compute
+    experiment_id = parent.client.get_run(parent.run_id).info.experiment_id
+
+    def on_lost(job: Job, attempt: int, why: str) -> None:
+        left = compute.max_retries + 1 - attempt
+        then = f"trying again ({left} tr{'y' if left == 1 else 'ies'} left)" if left > 0 else "no tries left"
+        found = parent.client.search_runs(
+            [experiment_id],
+            f"tags.mlflow.parentRunId = '{spec.parent_run_id}' and tags.`{REPEAT_KEY_TAG}` = '{job[2]}' "
+            f"and tags.`{COMPUTE_ATTEMPT_TAG}` = '{attempt}' and attributes.status = 'RUNNING'",
+        )
+        for run in found:
+            end_failed(
+                parent.client, run.info.run_id, "the calibrate stage", f"its worker died mid-repeat ({why}); {then}"
+            )
+        log.warning("calibration repeat %s: its worker died (%s); %s", label(job), why, then)
+
+    with RayPool(compute, parent.uri, spec.root) as pool:
+        yield from pool.run(RepeatWorker, spec, jobs, worker_environment(parent.uri), label, on_lost, show)
+
+
+def worker_environment(uri: str) -> dict[str, str]:
+    """What a Ray worker starts with: this process's determinism settings, its MLflow settings (the store and
+    any credentials for it) and the DVC experiment it belongs to."""
+    passed = (DVC_EXP_NAME, DVC_EXP_BASELINE_REV, TRACKING_LOGLEVEL)
+    env = {name: value for name, value in os.environ.items() if name.startswith("MLFLOW_") or name in passed}
+    return {**env, **process_environment(), MLFLOW_TRACKING_URI: uri}
 
 
 def main() -> None:
@@ -247,28 +184,55 @@ def main() -> None:
     manifest = read_manifest(root / PREPARED)
     data = manifest, load_splits(root / PREPARED, manifest)
     open_repository(root)
-    plan = list(product(params.calibration.variants, range(params.calibration.repeats)))
-    runs, predictions, weights = [], [], []
+    executor = params.compute.executor
     with Tracker(
-        params.mlflow.experiment, root, stage=CALIBRATE, run_name="calibration", tags={NOISE_ROLE_TAG: "calibration"}
+        params.mlflow.experiment,
+        root,
+        stage=CALIBRATE,
+        run_name="calibration",
+        tags={NOISE_ROLE_TAG: "calibration", COMPUTE_EXECUTOR_TAG: executor},
     ) as parent:
-        calibration = open_calibration(params, baseline, base_seeds, root, data, parent)
-        task, test = calibration.task, calibration.splits["test"]
+        spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
+        import tensorflow as tf
+
+        gpu = bool(tf.config.list_physical_devices("GPU"))
+        identity = repeat_identity(spec, gpu)
+        store = RepeatStore(root / REPEATS_DIR)
+        plan = [
+            (variant, repeat, repeat_key(identity, variant, repeat))
+            for variant, repeat in product(params.calibration.variants, range(params.calibration.repeats))
+        ]
+        finished = {job: kept for job in plan if (kept := store.load(job[2])) is not None}
+        reused = set(finished)
+        pending = [job for job in plan if job not in finished]
+        with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
+            if reused:
+                bar.write(f"calibrate: {len(reused)} of {len(plan)} repeats kept from earlier calibrations are reused")
+            trained = (
+                train_on_ray(spec, pending, parent, bar.set_postfix_str)
+                if executor == "ray"
+                else train_locally(spec, pending, bar.set_postfix_str)
+            )
+            for job, kept in trained:
+                store.save(job[2], kept)
+                finished[job] = kept
+                bar.update()
+            bar.set_postfix_str("")
+        runs = [{**finished[job].run, "reused": job in reused} for job in plan]
+        stacked_predictions = np.stack([finished[job].predicted for job in plan])
+        stacked_weights = np.stack([finished[job].weights for job in plan])
+        task, test = spec.task, spec.splits["test"]
         target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
-        for variant, repeat in tqdm(plan, desc="calibrate", unit="run", file=sys.stderr):
-            run, trained = run_repeat(calibration, variant, repeat)
-            runs.append(run)
-            predictions.append(trained.predicted)
-            weights.append(trained.weights)
-        stacked_predictions, stacked_weights = np.stack(predictions), np.stack(weights)
         noise = {
             "baseline": baseline.flat(),
-            "data_sha256": calibration.manifest["content_sha256"],
+            "data_sha256": spec.manifest["content_sha256"],
             "alpha": STORED_ALPHA,
             "repeats": params.calibration.repeats,
             "simulate_impl_noise": params.calibration.simulate_impl_noise,
-            "gpu": calibration.gpu,
+            "gpu": gpu,
             "parent_run_id": parent.run_id,
+            "executor": executor,
+            "reused": [label(job) for job in plan if job in reused],
             "runs": runs,
             "task": task,
             "churn_measure": churn_measure(task),
@@ -276,7 +240,12 @@ def main() -> None:
             "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std),
         }
         control = noise["variants"].get("control")
-        parent.set_tags({CONTROL_BIT_IDENTICAL_TAG: str(control["bit_identical"]).lower() if control else "n/a"})
+        parent.set_tags(
+            {
+                CONTROL_BIT_IDENTICAL_TAG: str(control["bit_identical"]).lower() if control else "n/a",
+                REUSED_REPEATS_TAG: len(reused),
+            }
+        )
         parent.log_json(noise, NOISE_FILE.as_posix())
         (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
         (root / CALIBRATION_RUNS).parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +262,11 @@ def main() -> None:
             f"weights: {', '.join(control['weights_sha256'])}",
             file=sys.stderr,
         )
-    print(f"calibrated {len(runs)} runs over {len(noise['variants'])} variant(s); MLflow parent run {parent.run_id}")
+    trained_here = len(plan) - len(reused)
+    print(
+        f"calibrated {len(runs)} runs over {len(noise['variants'])} variant(s) ({trained_here} trained with the "
+        f"{executor} executor, {len(reused)} reused); MLflow parent run {parent.run_id}"
+    )
 
 
 if __name__ == "__main__":

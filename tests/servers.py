@@ -6,6 +6,7 @@ would (SIGKILL to the group) and start it again on the same port with the same s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -140,3 +141,55 @@ def _postgres_bin() -> Path:
         "PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql` "
         f"(.ci/run does), or set {SKIP_POSTGRES}=1 to skip the PostgreSQL tests"
     )
+
+
+class RayHead:
+    """A real Ray cluster on 127.0.0.1: a head node on a free port and any worker nodes added, each `ray start
+    --block` in its own process group with its own short temporary folder and usage statistics off.
+
+    It requires Ray's token authentication with a token of its own, which a driver gets from `env` (not the
+    user's ~/.ray/auth_token). `stop` kills those process groups; never `ray stop`, which stops every Ray on the
+    machine.
+    """
+
+    def __init__(self, cpus: int = 2) -> None:
+        self.port = free_port()
+        self.temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # Ray's socket paths must stay short
+        self.cpus = cpus
+        self.processes: list[subprocess.Popen] = []
+        self.env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(32).hex(), "RAY_USAGE_STATS_ENABLED": "0"}
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> RayHead:
+        head = ["--head", f"--port={self.port}", "--include-dashboard=false", f"--num-cpus={self.cpus}"]
+        self._node(head, self.temp / "head.log")
+        return self
+
+    def add_node(self, cpus: int = 1) -> None:
+        """A second node joining the head (on this machine, as a raylet of its own)."""
+        self._node([f"--address={self.address}", f"--num-cpus={cpus}"], self.temp / f"node{len(self.processes)}.log")
+
+    def _node(self, arguments: list[str], log: Path) -> None:
+        command = [str(BIN / "ray"), "start", *arguments, "--node-ip-address=127.0.0.1", "--num-gpus=0"]
+        command += [f"--temp-dir={self.temp}", "--disable-usage-stats", "--block"]
+        env = {**os.environ, **self.env}
+        with log.open("w") as out:
+            process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes.append(process)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "Ray runtime started" not in log.read_text():
+            if process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"ray start failed:\n{log.read_text()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+        self.processes.clear()
+        shutil.rmtree(self.temp, ignore_errors=True)

@@ -46,6 +46,9 @@ PLUMBING = {
     "tracking/provenance/hardware.py": "provenance: CPU, GPU, OS",
     "tracking/provenance/software.py": "provenance: package versions",
     "tracking/provenance/redaction.py": "provenance: secrets taken out of what is logged",
+    "tracking/compute/__init__.py": "empty package marker",
+    "tracking/compute/placement.py": "compute.* tags: where a run ran",
+    "tracking/compute/ray_executor.py": "where repeats train, not what (test_cluster: the local executor's weights)",
 }
 
 

@@ -12,6 +12,9 @@ TF_ENABLE_ONEDNN_OPTS = "TF_ENABLE_ONEDNN_OPTS"
 TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
 TF_CPP_MIN_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 
+# Ray sends usage statistics unless this is 0; the Ray executor sets it unless the user did.
+RAY_USAGE_STATS_ENABLED = "RAY_USAGE_STATS_ENABLED"
+
 # Set by DVC for the commands of the stages it runs.
 DVC_ROOT = "DVC_ROOT"
 DVC_EXP_NAME = "DVC_EXP_NAME"

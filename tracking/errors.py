@@ -106,3 +106,7 @@ class AuditError(TrackingError):
 
 class UnsupportedOpError(AuditError):
     """An op of the model has no deterministic implementation, so op determinism cannot be audited."""
+
+
+class ComputeError(TrackingError):
+    """The compute section asks for what the cluster cannot give, or a repeat's worker died on every try."""

@@ -43,6 +43,15 @@ VERDICT_TAG = "noise.verdict"
 BAND_VARIANT_TAG = "noise.band_variant"
 REASON_TAG = "noise.reason"
 SECONDARY_EXCEEDING_TAG = "noise.secondary_exceeding"
+REPEAT_KEY_TAG = "noise.repeat_key"  # what determines a repeat's result (tracking/noise/repeats.py)
+REUSED_REPEATS_TAG = "noise.reused_repeats"  # on the parent: how many repeats an earlier calibration trained
+
+# Where a training run ran (tracking/compute): the executor, the node, the process and the GPUs it could use.
+COMPUTE_EXECUTOR_TAG = "compute.executor"
+COMPUTE_NODE_TAG = "compute.node"
+COMPUTE_PROCESS_TAG = "compute.process"
+COMPUTE_GPU_TAG = "compute.gpu"
+COMPUTE_ATTEMPT_TAG = "compute.attempt"  # 1, or more where a repeat's worker died and it was tried again
 
 # The determinism audit: its parent run, each repeat, and what could not be made deterministic.
 AUDIT_TAG = "audit"

@@ -48,6 +48,9 @@ CONFUSION = Path("plots/confusion.json")
 # repeat's predictions and weights.
 NOISE_FILE = Path("calibration/noise.json")
 CALIBRATION_RUNS = OUTPUTS / "calibration.npz"
+# calibrate: every finished repeat, kept under the key of what determined it (tracking/noise/repeats.py), so a
+# killed calibration resumes and more repeats train only the new ones. Not a DVC out: DVC would delete it.
+REPEATS_DIR = Path("calibration/repeats")
 
 # compare: the verdict's metrics, report and plots.
 COMPARE_METRICS = Path("metrics/compare.json")

@@ -6,10 +6,16 @@ once), and oneDNN is read when TensorFlow is imported.
 
 from __future__ import annotations
 
+import os
+
 from tracking import startup
 from tracking.config.params import Params
 from tracking.determinism.seeds import Seeds, ensure_hash_seed, resolve_seeds
 from tracking.determinism.settings import EffectiveDeterminism, apply, configure_environment
+from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS
+
+# What `reproducible_process` fixes in the environment, which a worker process must start with to match it.
+PROCESS_VARIABLES = (PYTHONHASHSEED, TF_ENABLE_ONEDNN_OPTS, TF_CPP_MIN_LOG_LEVEL)
 
 
 def reproducible_process(params: Params) -> Seeds:
@@ -28,3 +34,9 @@ def seed_frameworks(params: Params, seeds: Seeds) -> EffectiveDeterminism:
     effective = apply(params.determinism)
     keras.utils.set_random_seed(seeds.base)
     return effective
+
+
+def process_environment() -> dict[str, str]:
+    """The variables `reproducible_process` set here, for a worker process to start with (before its interpreter
+    and TensorFlow read them), so that it trains as this process would."""
+    return {name: os.environ[name] for name in PROCESS_VARIABLES if name in os.environ}

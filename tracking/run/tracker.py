@@ -70,8 +70,10 @@ class Tracker:
         run_name: str | None = None,
         nested: bool = False,
         tags: dict[str, Any] | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
-        """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs)."""
+        """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs), or of
+        `parent_run_id`, which may be open in another process (a worker's repeat under the calibration's run)."""
         self.experiment = experiment
         self.root = root
         self.run_id = run_id
@@ -79,6 +81,7 @@ class Tracker:
         self.run_name = run_name
         self.nested = nested
         self.tags = tags or {}
+        self.parent_run_id = parent_run_id
         self._interrupts = interrupts_raise()
 
     def __enter__(self) -> Tracker:
@@ -127,7 +130,13 @@ class Tracker:
                 run = mlflow.start_run(run_id=self.run_id)
             else:
                 name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
-                run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=self.nested, tags=owner)
+                run = mlflow.start_run(
+                    experiment_id=experiment_id,
+                    run_name=name,
+                    nested=self.nested,
+                    parent_run_id=self.parent_run_id,
+                    tags=owner,
+                )
         except Exception as err:
             if not server_unavailable(err):
                 raise

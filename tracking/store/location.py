@@ -81,6 +81,11 @@ def tracking_uri(root: Path | None) -> str:
     return f"sqlite:///{owning_project(root) / DEFAULT_DB}"
 
 
+def is_local_store(uri: str) -> bool:
+    """Whether `uri` is a store only this machine can open (a SQLite file or a folder), not a server."""
+    return uri.startswith(("sqlite:", "file:", "/")) or "://" not in uri
+
+
 def default_artifact_location(uri: str) -> str | None:
     """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory."""
     database = database_path(uri)

@@ -144,9 +144,6 @@ def running_runs(client: Any) -> list[RunningRun]:
 
 def mark_failed(client: Any, run: RunningRun, by: str) -> None:
     """End a stale run as FAILED, saying why and who decided it."""
-    from mlflow.entities import RunTag
-
-    when = datetime.now(UTC).isoformat(timespec="seconds")
     if run.verdict == SILENT:
         why = (
             f"its process {run.pid} on {run.host} sent no heartbeat for {run.silent_s / 60:.0f} min (the timeout is "
@@ -157,9 +154,17 @@ def mark_failed(client: Any, run: RunningRun, by: str) -> None:
             f"its process {run.pid} is gone without ending the run (killed by SIGKILL, out of memory, or a crash "
             "of the machine)"
         )
+    end_failed(client, run.run_id, by, why)
+
+
+def end_failed(client: Any, run_id: str, by: str, why: str) -> None:
+    """End a RUNNING run whose process is gone as FAILED, with a note saying why, who decided it and when."""
+    from mlflow.entities import RunTag
+
+    when = datetime.now(UTC).isoformat(timespec="seconds")
     note = f"marked FAILED by {by} on {socket.gethostname()} at {when}: {why}"
-    client.log_batch(run.run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag(ERROR_TAG, f"ProcessGone: {note}")])
-    client.set_terminated(run.run_id, "FAILED")
+    client.log_batch(run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag(ERROR_TAG, f"ProcessGone: {note}")])
+    client.set_terminated(run_id, "FAILED")
 
 
 def repair_stale_runs(

@@ -1,0 +1,217 @@
+"""One calibration repeat: train the frozen baseline as a variant's repeat and score it, as a child MLflow run.
+
+A `RepeatWorker` holds what a process needs to train repeat after repeat: the calibration's shared `RepeatSpec`,
+its own hardware record and the model reused across repeats. The local executor makes one in the stage's own
+process; the Ray executor makes one per worker process (tracking/compute/ray_executor.py), started with the
+stage's process-level settings, so a repeat's weights do not depend on where it ran.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipelines.scoring import flat_metrics, scores, summary_metrics
+from pipelines.training import Built, RepeatedModel, fit_model, target_shape, with_model
+from pipelines.variants import variant_setup
+from tracking.compute.placement import placement_tags
+from tracking.config.baseline import FROZEN_SECTIONS
+from tracking.config.params import CLASSIFICATION, Params
+from tracking.config.project import CALIBRATE, PREPARED
+from tracking.data.dataset import output_size
+from tracking.data.hashing import weights_sha256
+from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import as_record
+from tracking.names import COMPUTE_ATTEMPT_TAG, IMPL_NOISE_TAG, NOISE_REPEAT_TAG, NOISE_VARIANT_TAG, REPEAT_KEY_TAG
+from tracking.noise.repeats import KeptRepeat
+from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
+from tracking.run.tracker import Tracker
+
+# A repeat to train: its variant, its index and its key (tracking/noise/repeats.py).
+Job = tuple[str, int, str]
+
+
+def label(job: Job) -> str:
+    """How a repeat is named in runs and progress: `<variant> #<index>`."""
+    return f"{job[0]} #{job[1]}"
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One repeat's test metrics, predictions (classes, or values for regression) and flattened weights."""
+
+    metrics: dict[str, float]
+    predicted: np.ndarray
+    weights: np.ndarray
+    weights_sha256: str
+
+
+@dataclass(frozen=True)
+class RepeatSpec:
+    """What every repeat of one calibration shares, sent once to every worker: the configuration, the data, the
+    calibration's one provenance capture and the MLflow run the repeats are children of."""
+
+    params: Params
+    baseline: Params
+    base_seeds: Seeds
+    root: Path
+    manifest: dict[str, Any]
+    splits: dict[str, dict]
+    record: dict[str, Any]
+    packages: list[str]
+    parent_run_id: str
+    executor: str
+
+    @property
+    def task(self) -> str:
+        return self.manifest.get("task", CLASSIFICATION)
+
+
+def train_and_score(
+    built: Built,
+    params: Params,
+    seeds: Seeds,
+    train: dict,
+    test: dict,
+    n_outputs: int,
+    within_batch_seed: int | None,
+    task: str = CLASSIFICATION,
+) -> Trained:
+    """Train one repeat's built model (frameworks already seeded) and score it on the test set as evaluate does,
+    compiled metrics too. No validation pass: a repeat keeps test metrics only, and validation moves no weight."""
+    model = built.model
+    fit_model(model, params, seeds, train, None, within_batch_seed=within_batch_seed)
+    compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
+    result = scores(
+        test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled
+    )
+    model_weights = model.get_weights()
+    predicted = result["predicted"].astype(np.int16 if task == CLASSIFICATION else np.float32)
+    return Trained(
+        flat_metrics(summary_metrics(result)),
+        predicted,
+        np.concatenate([w.ravel() for w in model_weights]).astype(np.float32),
+        weights_sha256(model_weights),
+    )
+
+
+def trained_on(run_params: Params, params: Params) -> dict[str, Any]:
+    """The params a calibration run applies: the baseline's training sections, the rest from params.yaml.
+
+    The rest includes `data.*`: the calibration trains on `data/prepared`, which `prepare` made from
+    params.yaml, so the baseline's data section would describe data the runs never saw.
+    """
+    return {
+        **params.flat(),
+        **{key: value for key, value in run_params.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
+    }
+
+
+# The baseline's sections a repeat trains with (its data is the prepared data, described by params.yaml).
+TRAINING_SECTIONS = frozenset(FROZEN_SECTIONS) - {"data"}
+
+
+def log_repeat_setup(
+    child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any], manifest: dict, train: dict
+) -> None:
+    """What the candidate's run holds, for one repeat: params, provenance and the training data.
+
+    The record is the calibration's one capture with this worker's hardware and this repeat's seeds and
+    determinism, so a repeat costs no new capture; the writes run on the child's background writer while it trains.
+    """
+    child.log_params(flat)
+    child.log_provenance(record, packages)
+    child.log_dataset(manifest, train["x"], train["y"], location=child.root / PREPARED, context="training")
+
+
+class RepeatWorker:
+    """Trains repeats of one calibration in this process, one after another, each as a child MLflow run."""
+
+    def __init__(self, spec: RepeatSpec) -> None:
+        """Set the process up as the stage's own (a no-op where it already is), then seed the frameworks once."""
+        import tensorflow as tf
+
+        reproducible_process(spec.baseline)
+        seed_frameworks(spec.baseline, spec.base_seeds)
+        self.spec = spec
+        self.root = spec.root if spec.root.is_dir() else Path.cwd()  # another node has the project elsewhere
+        self.record = {**spec.record, "cpu": gather_cpu(), "gpu": gather_gpus(), "os": gather_os()}
+        self.gpu = bool(tf.config.list_physical_devices("GPU"))
+        manifest = spec.manifest
+        shape = tuple(spec.splits["train"]["x"].shape[1:])
+        self.models = RepeatedModel(shape, output_size(manifest), self.root, target_shape(manifest))
+
+    def where(self) -> str:
+        """`<host>:<pid>` of this worker."""
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+    def run(self, job: Job, attempt: int = 1) -> KeptRepeat:
+        """Train and score one repeat (`attempt` counts tries after lost workers) as a child of the calibration run."""
+        variant, repeat, key = job
+        s = self.spec
+        train, test = s.splits["train"], s.splits["test"]
+        run_params, seeds, within, source = variant_setup(
+            variant, repeat, s.baseline, s.base_seeds, s.params.calibration.simulate_impl_noise, self.gpu
+        )
+        placement = placement_tags(s.executor, self.record["gpu"], _node_address())
+        tags = {
+            NOISE_VARIANT_TAG: variant,
+            NOISE_REPEAT_TAG: repeat,
+            IMPL_NOISE_TAG: source,
+            REPEAT_KEY_TAG: key,
+            COMPUTE_ATTEMPT_TAG: attempt,
+            **placement,
+        }
+        with Tracker(
+            s.params.mlflow.experiment,
+            self.root,
+            stage=CALIBRATE,
+            run_name=label(job),
+            nested=True,
+            tags=tags,
+            parent_run_id=s.parent_run_id,
+        ) as child:
+            actual = seed_frameworks(run_params, seeds)
+            own = {**self.record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
+            built = self.models.prepare(run_params, seeds)
+            child.in_background(
+                partial(
+                    log_repeat_setup,
+                    child,
+                    with_model(own, built),
+                    s.packages,
+                    trained_on(run_params, s.params),
+                    s.manifest,
+                    train,
+                )
+            )
+            trained = train_and_score(built, run_params, seeds, train, test, output_size(s.manifest), within, s.task)
+            child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
+            child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
+        run = {
+            "variant": variant,
+            "repeat": repeat,
+            "run_id": child.run_id,
+            "impl_noise": source,
+            "weights_sha256": trained.weights_sha256,
+            "metrics": trained.metrics,
+            "seeds": seeds.as_dict(),
+            "where": placement,
+        }
+        return KeptRepeat(run, trained.predicted, trained.weights)
+
+
+def _node_address() -> str | None:
+    """The Ray node's address where this runs in a Ray worker; None elsewhere."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.util.get_node_ip_address()

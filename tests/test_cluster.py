@@ -1,0 +1,196 @@
+"""Calibration repeats on a real Ray cluster (a head on 127.0.0.1), kept and resumed, retried when a worker dies.
+
+One tiny project is calibrated three ways, as users do it: `dvc repro` with the local executor, killed mid-way
+and run again (it resumes); `dvc exp run -S compute.executor=ray` on two concurrent workers (the same weights,
+repeat for repeat); and `-S calibration.repeats=4` on Ray while a worker is SIGKILLed mid-repeat (only the new
+repeats train, and the lost one is retried).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import client_for, make_project, project_env, run, write_params
+from servers import RayHead
+
+from tracking.config.baseline import freeze
+from tracking.config.params import ComputeParams
+from tracking.config.project import NOISE_FILE, REPEATS_DIR
+from tracking.names import (
+    COMPUTE_ATTEMPT_TAG,
+    COMPUTE_EXECUTOR_TAG,
+    COMPUTE_GPU_TAG,
+    COMPUTE_NODE_TAG,
+    COMPUTE_PROCESS_TAG,
+    REPAIRED_TAG,
+    REPEAT_KEY_TAG,
+    REUSED_REPEATS_TAG,
+)
+
+pytestmark = pytest.mark.slow
+
+VARIANTS = ["algo", "control"]
+
+
+def noise_of(project: Path) -> dict:
+    return json.loads((project / NOISE_FILE).read_text())
+
+
+def hashes(noise: dict) -> dict[tuple[str, int], str]:
+    return {(run["variant"], run["repeat"]): run["weights_sha256"] for run in noise["runs"]}
+
+
+def children(project: Path, parent_run_id: str) -> list:
+    client = client_for(project)
+    experiment = client.get_experiment_by_name("test").experiment_id
+    return client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent_run_id}'")
+
+
+def ray_settings(head: RayHead, **more: object) -> list[str]:
+    settings = {"compute.executor": "ray", "compute.address": head.address, "compute.workers": 2, **more}
+    return [argument for key, value in settings.items() for argument in ("-S", f"{key}={value}")]
+
+
+@pytest.fixture(scope="module")
+def head():
+    ray = RayHead(cpus=2).start()
+    yield ray
+    ray.stop()
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory: pytest.TempPathFactory, head: RayHead) -> dict:
+    """The project calibrated locally (interrupted once, then resumed), then again on Ray from nothing kept."""
+    project = make_project(tmp_path_factory.mktemp("cluster") / "project")
+    write_params(project, train={"epochs": 3}, calibration={"variants": VARIANTS, "repeats": 3})
+    freeze(project / "params.yaml", project / "baseline.yaml")
+    run(["git", "commit", "-qam", "calibration on a cluster"], project)
+
+    stage = subprocess.Popen(
+        ["dvc", "repro", "calibrate"], cwd=project, env=project_env(**head.env), start_new_session=True, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    kept = project / REPEATS_DIR
+    deadline = time.monotonic() + 300
+    while len(list(kept.glob("*.npz"))) < 2 and stage.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(stage.pid, signal.SIGINT)  # Ctrl-C, as a user stops it
+    interrupted = stage.communicate(timeout=120)[0]
+    kept_when_killed = len(list(kept.glob("*.npz")))
+    resumed = run(["dvc", "repro", "calibrate"], project)
+    local = noise_of(project)
+
+    for path in kept.glob("*.npz"):
+        path.unlink()
+    on_ray = run(["dvc", "exp", "run", "-f", *ray_settings(head), "calibrate"], project, project_env(**head.env))
+    return {
+        "project": project,
+        "interrupted": (stage.returncode, interrupted, kept_when_killed),
+        "resumed": resumed.stdout + resumed.stderr,
+        "local": local,
+        "on_ray": on_ray.stdout + on_ray.stderr,
+        "ray": noise_of(project),
+    }
+
+
+def test_an_interrupted_calibration_resumes_with_the_repeats_it_lacks(calibrated: dict) -> None:
+    status, output, kept = calibrated["interrupted"]
+    assert status != 0 and kept >= 2, output
+    assert not list((calibrated["project"] / REPEATS_DIR).glob("*.tmp"))
+    assert f"{kept} of 6 repeats kept from earlier calibrations are reused" in calibrated["resumed"]
+    assert f"({6 - kept} trained with the local executor, {kept} reused)" in calibrated["resumed"]
+    local = calibrated["local"]
+    assert len(local["reused"]) == kept and sum(run["reused"] for run in local["runs"]) == kept
+    assert local["variants"]["control"]["bit_identical"]
+
+
+def test_ray_workers_train_the_local_executors_weights_and_tag_where(calibrated: dict) -> None:
+    ray, local = calibrated["ray"], calibrated["local"]
+    assert "(6 trained with the ray executor, 0 reused)" in calibrated["on_ray"], calibrated["on_ray"]
+    assert hashes(ray) == hashes(local)
+    assert ray["variants"]["control"]["bit_identical"]
+    runs = children(calibrated["project"], ray["parent_run_id"])
+    assert len(runs) == 6 and {run.info.status for run in runs} == {"FINISHED"}
+    processes = {run.data.tags[COMPUTE_PROCESS_TAG] for run in runs}
+    assert len(processes) == 2 and str(os.getpid()) not in processes
+    for found in runs:
+        tags = found.data.tags
+        assert tags[COMPUTE_EXECUTOR_TAG] == "ray" and tags[COMPUTE_GPU_TAG] == "none"
+        assert tags[COMPUTE_NODE_TAG].startswith(socket.gethostname())
+        assert tags[COMPUTE_ATTEMPT_TAG] == "1"
+    control = [run for run in runs if run.data.tags["noise.variant"] == "control"]
+    assert len({run.data.tags[COMPUTE_PROCESS_TAG] for run in control}) == 2, "CONTROL compared across processes"
+
+
+def test_more_repeats_train_only_the_new_ones_and_a_killed_worker_is_retried(calibrated: dict, head: RayHead) -> None:
+    project = calibrated["project"]
+    command = ["dvc", "exp", "run", *ray_settings(head, **{"compute.max_retries": 1}), "-S", "calibration.repeats=4"]
+    stage = subprocess.Popen(
+        [*command, "calibrate"], cwd=project, env=project_env(**head.env), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    client = client_for(project)
+    experiment = client.get_experiment_by_name("test").experiment_id
+    victim, deadline = None, time.monotonic() + 300
+    while victim is None and stage.poll() is None and time.monotonic() < deadline:
+        running = client.search_runs(
+            [experiment], f"tags.`{COMPUTE_EXECUTOR_TAG}` = 'ray' and attributes.status = 'RUNNING'"
+        )
+        victim = next((found for found in running if "mlflow.parentRunId" in found.data.tags), None)
+        time.sleep(0.05)
+    assert victim is not None, "no repeat was seen training"
+    os.kill(int(victim.data.tags[COMPUTE_PROCESS_TAG]), signal.SIGKILL)
+    output = stage.communicate(timeout=300)[0]
+    assert stage.returncode == 0, output
+    assert "(2 trained with the ray executor, 6 reused)" in output, output
+    assert "its worker died" in output
+
+    lost = client.get_run(victim.info.run_id)
+    assert lost.info.status == "FAILED"
+    assert "worker died mid-repeat" in lost.data.tags[REPAIRED_TAG] and "1 try left" in lost.data.tags[REPAIRED_TAG]
+    key = victim.data.tags[REPEAT_KEY_TAG]
+    retried = client.search_runs([experiment], f"tags.`{REPEAT_KEY_TAG}` = '{key}' and attributes.status = 'FINISHED'")
+    assert [run.data.tags[COMPUTE_ATTEMPT_TAG] for run in retried if "ray" in run.data.tags[COMPUTE_EXECUTOR_TAG]] == [
+        "2"
+    ]
+    noise = noise_of(project)
+    assert len(noise["reused"]) == 6 and len(noise["runs"]) == 8
+    assert noise["variants"]["control"]["bit_identical"]
+    assert {key: value for key, value in hashes(noise).items() if key[1] < 3} == hashes(calibrated["local"])
+    assert client.get_run(noise["parent_run_id"]).data.tags[REUSED_REPEATS_TAG] == "6"
+
+
+def test_a_cluster_with_other_nodes_refuses_a_local_store_and_unknown_resources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracking.compute.ray_executor import RayPool
+    from tracking.errors import ComputeError
+
+    cluster = RayHead(cpus=2).start()
+    for name, value in cluster.env.items():
+        monkeypatch.setenv(name, value)
+    try:
+        sqlite = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        for compute, expected in (
+            (ComputeParams(executor="ray", address=cluster.address, accelerator_type="H100"), "compute.accelerator_type H100"),
+            (ComputeParams(executor="ray", address=cluster.address, cpus_per_run=4), "compute.cpus_per_run 4"),
+        ):  # fmt: skip
+            with pytest.raises(ComputeError, match=expected), RayPool(compute, sqlite, tmp_path) as pool:
+                pool.size(10)
+        with RayPool(ComputeParams(executor="ray", address=cluster.address), sqlite, tmp_path) as pool:
+            assert pool.size(10) == 2 and pool.size(1) == 1 and pool.gpus_per_run == 0
+        cluster.add_node(cpus=1)
+        compute = ComputeParams(executor="ray", address=cluster.address)
+        with pytest.raises(ComputeError, match=r"has 2 nodes.*MLFLOW_TRACKING_URI"), RayPool(compute, sqlite, tmp_path):
+            pass
+        with RayPool(compute, "http://127.0.0.1:5000", tmp_path) as pool:
+            assert pool.size(10) == 3
+    finally:
+        cluster.stop()

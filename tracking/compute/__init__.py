@@ -1,0 +1,1 @@
+"""Where training runs: the executors of calibration repeats, and what a run records of where it ran."""

@@ -1,0 +1,194 @@
+"""The Ray executor: jobs on a pool of long-lived worker processes of a Ray cluster, retried when a worker dies.
+
+Each worker is a Ray actor: one process, started with the environment the driver hands it (the hash seed and
+TensorFlow's import-time settings must be in place before its interpreter and TensorFlow start), set up once
+and then given job after job, so TensorFlow's start-up is paid once per worker, not once per job. A worker that
+dies mid-job (SIGKILL, out of memory, a lost node) is replaced and its job tried again, up to
+`compute.max_retries` times. With `compute.address: null` a private Ray starts on this machine and stops with
+the pool; otherwise the pool joins the cluster there, and its actors end when the pool does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tracking.config.params import ComputeParams
+from tracking.env import RAY_USAGE_STATS_ENABLED
+from tracking.errors import ComputeError, TrackingError
+from tracking.store.location import is_local_store
+
+log = logging.getLogger(__name__)
+
+# What a worker uploads with its job's code where the cluster has other nodes (Ray also honours .gitignore).
+UPLOAD_EXCLUDES = [".git", ".venv", ".dvc/cache", ".dvc/tmp", "mlruns", "mlartifacts", "mlflow.db*", "data", "outputs"]
+
+
+class RayPool:
+    """A Ray cluster joined (or a private one started) for the pool's lifetime, with its size worked out."""
+
+    def __init__(self, compute: ComputeParams, uri: str, root: Path) -> None:
+        self.compute = compute
+        self.uri = uri
+        self.root = root
+
+    def __enter__(self) -> RayPool:
+        os.environ.setdefault(RAY_USAGE_STATS_ENABLED, "0")  # nothing leaves the machine unasked
+        try:
+            import ray
+        except ImportError as err:
+            raise ComputeError(
+                "compute.executor is ray, but Ray is not installed",
+                fix="install the cluster extra (`pip install 'tracking[cluster]'`; make installs it) or set "
+                "compute.executor: local",
+            ) from err
+        self.ray = ray
+        address = self.compute.address
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise ComputeError(
+                f"compute.address {address}: no Ray cluster answers there ({str(err).splitlines()[0]})",
+                fix="start one with `ray start --head` (docs/cluster.md) or set compute.address: null for a private one",
+            ) from err
+        try:
+            self._check()
+        except BaseException:
+            ray.shutdown()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.ray.shutdown()
+
+    def _check(self) -> None:
+        """Refuse a store the other nodes cannot reach, and an accelerator type no node has."""
+        nodes = [node for node in self.ray.nodes() if node.get("Alive")]
+        self.remote_nodes = len(nodes) > 1
+        if self.remote_nodes and is_local_store(self.uri):
+            raise ComputeError(
+                f"the Ray cluster at {self.compute.address or 'this machine'} has {len(nodes)} nodes, and the MLflow "
+                f"store {self.uri} is a local file the other nodes cannot reach",
+                fix="set MLFLOW_TRACKING_URI to an `mlflow server` every node reaches (docs/cluster.md)",
+            )
+        self.resources = self.ray.cluster_resources()
+        wanted = self.compute.accelerator_type
+        if wanted and f"accelerator_type:{wanted}" not in self.resources:
+            found = sorted(name.split(":", 1)[1] for name in self.resources if name.startswith("accelerator_type:"))
+            raise ComputeError(
+                f"compute.accelerator_type {wanted}: no node of the Ray cluster has it (found: {', '.join(found) or 'none'})",
+                fix="name one of those, or set compute.accelerator_type: null",
+            )
+
+    @property
+    def gpus_per_run(self) -> float:
+        """`compute.gpus_per_run`, or 1 where the cluster has GPUs and 0 where it has none."""
+        if self.compute.gpus_per_run is not None:
+            return self.compute.gpus_per_run
+        return 1.0 if self.resources.get("GPU", 0) > 0 else 0.0
+
+    def size(self, jobs: int) -> int:
+        """Concurrent workers: `compute.workers`, or as many as the cluster's CPUs and GPUs fit; never more than
+        the jobs."""
+        if self.compute.workers is not None:
+            return max(1, min(self.compute.workers, jobs))
+        fits = [int(self.resources.get("CPU", 0) // self.compute.cpus_per_run)]
+        if self.gpus_per_run > 0:
+            fits.append(int(self.resources.get("GPU", 0) // self.gpus_per_run))
+        if min(fits) < 1:
+            raise ComputeError(
+                f"the Ray cluster ({self.resources.get('CPU', 0):g} CPUs, {self.resources.get('GPU', 0):g} GPUs) "
+                f"cannot fit one worker of compute.cpus_per_run {self.compute.cpus_per_run:g} and "
+                f"compute.gpus_per_run {self.gpus_per_run:g}",
+                fix="lower them or add nodes",
+            )
+        return max(1, min(*fits, jobs))
+
+    def run(
+        self,
+        worker_class: type,
+        spec: Any,
+        jobs: list[Hashable],
+        env: dict[str, str],
+        label: Callable[[Hashable], str],
+        on_lost: Callable[[Hashable, int, str], None],
+        show: Callable[[str], None],
+    ) -> Iterator[tuple[Hashable, Any]]:
+        """Run every job as `worker_class(spec).run(job, attempt)` on the pool's workers, yielding (job, result)
+        as each finishes. A dead worker's job is reported to `on_lost(job, attempt, why)` and tried again on a
+        fresh worker; `show` gets a line of what runs where whenever that changes."""
+        ray = self.ray
+        options: dict[str, Any] = {
+            "num_cpus": self.compute.cpus_per_run,
+            "num_gpus": self.gpus_per_run,
+            "max_restarts": 0,
+            "runtime_env": self._runtime_env(env),
+        }
+        if self.compute.accelerator_type:
+            options["accelerator_type"] = self.compute.accelerator_type
+        remote = ray.remote(worker_class).options(**options)
+        spec_ref = ray.put(spec)
+        queue, attempts = deque(jobs), dict.fromkeys(jobs, 1)
+        idle = [self._start(remote, spec_ref) for _ in range(self.size(len(jobs)))]
+        running: dict[Any, tuple[Any, Hashable]] = {}
+        while queue or running:
+            while idle and queue:
+                worker, job = idle.pop(), queue.popleft()
+                running[worker[0].run.remote(job, attempts[job])] = (worker, job)
+            show(self._where(running, label))
+            (done,), _ = ray.wait(list(running), num_returns=1)
+            worker, job = running.pop(done)
+            try:
+                result = ray.get(done)
+            except ray.exceptions.RayActorError as err:
+                why = self._why(err)
+                on_lost(job, attempts[job], why)
+                if attempts[job] > self.compute.max_retries:
+                    raise ComputeError(
+                        f"{label(job)}: its worker died on each of {attempts[job]} tries (last: {why})",
+                        fix="see the failed child runs' `error` tag, or raise compute.max_retries",
+                    ) from None
+                attempts[job] += 1
+                queue.appendleft(job)
+                idle.append(self._start(remote, spec_ref))
+                continue
+            except ray.exceptions.RayTaskError as err:
+                if isinstance(err.cause, TrackingError):
+                    raise err.cause from None
+                raise err.as_instanceof_cause() from None
+            idle.append(worker)
+            yield job, result
+
+    def _runtime_env(self, env: dict[str, str]) -> dict[str, Any]:
+        """The workers' environment; the project's code travels with them where other nodes must import it."""
+        if self.remote_nodes:
+            return {"env_vars": env, "working_dir": str(self.root), "excludes": UPLOAD_EXCLUDES}
+        return {"env_vars": {**env, "PYTHONPATH": os.pathsep.join([str(self.root), os.environ.get("PYTHONPATH", "")])}}
+
+    @staticmethod
+    def _start(remote: Any, spec_ref: Any) -> tuple[Any, Any]:
+        """A new worker, and the reference its `where()` (node and process) will answer on."""
+        actor = remote.remote(spec_ref)
+        return actor, actor.where.remote()
+
+    def _where(self, running: dict[Any, tuple[Any, Hashable]], label: Callable[[Hashable], str]) -> str:
+        """`<node>:<pid> <job>` for every running job whose worker has started."""
+        parts = []
+        for (_, where_ref), job in running.values():
+            ready, _ = self.ray.wait([where_ref], timeout=0)
+            try:
+                where = self.ray.get(where_ref) if ready else "starting"
+            except self.ray.exceptions.RayError:
+                where = "lost"
+            parts.append(f"{where} {label(job)}")
+        return "; ".join(parts)
+
+    @staticmethod
+    def _why(err: Exception) -> str:
+        """The first line of a Ray actor error: what killed the worker."""
+        return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)

@@ -1,0 +1,126 @@
+"""Finished calibration repeats, kept under the key of everything that determines their result.
+
+A repeat's weights follow from the frozen baseline's training sections, the data, the code that trains (the
+calibrate stage's code deps and the numerical libraries), the variant and the repeat index: the same key gives
+bit-identical weights. So a calibration killed mid-way resumes with the repeats it lacks, raising
+`calibration.repeats` trains only the new ones, and changing the baseline, the data or the code trains all.
+Each repeat is one `.npz` file (its predictions, weights and run record), written whole or not at all, in a
+folder that git ignores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracking.config.project import PREPARED, STAGE_PACKAGE
+from tracking.config.user_code import stage_deps
+
+log = logging.getLogger(__name__)
+
+# The product's own packages (found, not imported): their code trains the repeats wherever they are installed.
+PRODUCT_PACKAGES = (STAGE_PACKAGE, __name__.split(".", 1)[0])
+# The libraries whose version changes a repeat's numbers (the data's and the code's hashes cover the rest).
+NUMERIC_LIBRARIES = ("tensorflow", "tensorflow-cpu", "keras", "numpy")
+
+
+@dataclass(frozen=True)
+class KeptRepeat:
+    """One finished repeat: its record (variant, seeds, metrics, run id...), test predictions and flat weights."""
+
+    run: dict[str, Any]
+    predicted: np.ndarray
+    weights: np.ndarray
+
+
+def repeat_key(identity: dict[str, Any], variant: str, repeat: int) -> str:
+    """The SHA-256 of a repeat's identity (what the calibration shares) with its variant and index."""
+    text = json.dumps({**identity, "variant": variant, "repeat": repeat}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def code_version(root: Path, stage: str, git: dict[str, Any]) -> dict[str, Any]:
+    """The code a repeat trains with, by content: the stage's deps in dvc.yaml (less the prepared data, which its
+    hash covers), the product's packages where they are installed outside the project (every module, since no
+    dvc.yaml lists them), and the numerical libraries' versions. Without a dvc.yaml declaring the stage, the git
+    commit and uncommitted diff stand in for the deps."""
+    libraries = {}
+    for name in NUMERIC_LIBRARIES:
+        try:
+            libraries[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    project = root.resolve()
+    files: dict[str, str] = {}
+    for package in PRODUCT_PACKAGES:
+        found = importlib.util.find_spec(package)
+        if found is None or not found.submodule_search_locations:
+            continue
+        folder = Path(found.submodule_search_locations[0]).resolve()
+        if not folder.is_relative_to(project):
+            files.update(_hashed(folder.parent, sorted(folder.rglob("*.py"))))
+    deps = stage_deps(root, stage)
+    if deps is None:
+        diff = hashlib.sha256(str(git.get("diff") or "").encode()).hexdigest()
+        return {"libraries": libraries, "files": files, "git_commit": git.get("commit"), "git_diff_sha256": diff}
+    for dep in deps:
+        path = root / dep
+        if dep != PREPARED and path.exists():
+            files.update(_hashed(root, sorted(path.rglob("*")) if path.is_dir() else [path]))
+    return {"libraries": libraries, "files": files}
+
+
+def _hashed(base: Path, paths: list[Path]) -> dict[str, str]:
+    """Each file's SHA-256 under its path relative to `base`, compiled-bytecode caches left out."""
+    return {
+        path.relative_to(base).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in paths
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+class RepeatStore:
+    """The folder of kept repeats, one `<key>.npz` each."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def load(self, key: str) -> KeptRepeat | None:
+        """The repeat kept under `key`, or None; an unreadable file counts as missing (it is trained again)."""
+        path = self.folder / f"{key}.npz"
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path) as kept:
+                return KeptRepeat(json.loads(str(kept["run"])), kept["predicted"], kept["weights"])
+        except (OSError, ValueError, KeyError) as err:
+            log.warning("ignoring the unreadable kept repeat %s (%s); it is trained again", path, err)
+            return None
+
+    def save(self, key: str, kept: KeptRepeat) -> None:
+        """Write the repeat under `key` through a temporary file, so a kill never leaves half a file."""
+        if not self.folder.is_dir():
+            self.folder.mkdir(parents=True)
+            # Kept repeats are a cache of this machine's work: never committed, in any project.
+            (self.folder / ".gitignore").write_text("*\n")
+        buffer = io.BytesIO()
+        np.savez(buffer, run=np.array(json.dumps(kept.run)), predicted=kept.predicted, weights=kept.weights)
+        handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(buffer.getvalue())
+            os.replace(temporary, self.folder / f"{key}.npz")
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
