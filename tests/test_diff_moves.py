@@ -56,3 +56,19 @@ def test_a_code_folder_named_data_is_code_and_the_projects_data_folder_is_data()
     )
     assert dvc_deps(run_, data=False, stages={"prepare", "train"}) == {"prepare.tracking/data/dataset.py": "c0b5"}
     assert set(dvc_deps(run_, data=True, stages={"prepare", "train"})) == {"prepare.data/raw", "train.data/prepared"}
+
+
+def test_where_runs_train_and_how_they_are_judged_are_not_hyperparameters():
+    from tracking.inspect.diff.groups import group_diffs
+
+    def run(**params: str) -> RunSnapshot:
+        return RunSnapshot("0" * 32, "r", "1", "FINISHED", params, metrics={}, tags={}, manifest={}, diff="")
+
+    a = run(**{"train.epochs": "20", "compute.executor": "local", "compute.system_metrics": "true"})
+    b = run(**{"train.epochs": "20", "compute.executor": "ray", "compute.system_metrics": "false"})
+    params = next(group for group in group_diffs(a, b) if group.name == "params")
+    assert not params.changes and "compute.executor" not in str(params)
+    changed = run(**{"train.epochs": "30", "compute.executor": "ray", "compute.system_metrics": "false"})
+    assert [change.key for change in next(g for g in group_diffs(a, changed) if g.name == "params").changes] == [
+        "train.epochs"
+    ]

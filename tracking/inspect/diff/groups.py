@@ -11,7 +11,7 @@ from tracking.inspect.diff.runs import RunSnapshot, in_todays_names
 
 GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
 CAUSES = ("data", "params", "code")
-_NOT_TRAINING = ("mlflow.", "calibration.", "compare.")
+_NOT_TRAINING = ("mlflow.", "calibration.", "compare.", "compute.")  # where and how runs are judged or run
 
 
 def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> list[GroupDiff]:
