@@ -192,5 +192,11 @@ def test_a_cluster_with_other_nodes_refuses_a_local_store_and_unknown_resources(
             pass
         with RayPool(compute, "http://127.0.0.1:5000", tmp_path) as pool:
             assert pool.size(10) == 3
+        private = ComputeParams(executor="ray", cpus_per_run=0.5)  # address null: a Ray of its own, not this one
+        with RayPool(private, sqlite, tmp_path) as pool:
+            from ray._common.usage.usage_lib import usage_stats_enabled
+
+            assert pool.size(100) == 2 * os.cpu_count() and not pool.remote_nodes
+            assert not usage_stats_enabled()
     finally:
         cluster.stop()

@@ -25,6 +25,7 @@ from tracking.store.location import is_local_store
 
 log = logging.getLogger(__name__)
 
+PRIVATE = "local"  # Ray's address for a new cluster of this process's own
 # What a worker uploads with its job's code where the cluster has other nodes (Ray also honours .gitignore).
 UPLOAD_EXCLUDES = [".git", ".venv", ".dvc/cache", ".dvc/tmp", "mlruns", "mlartifacts", "mlflow.db*", "data", "outputs"]
 
@@ -50,7 +51,14 @@ class RayPool:
         self.ray = ray
         address = self.compute.address
         try:
-            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+            # "local": a Ray of our own even where another runs here (None would join RAY_ADDRESS or the last
+            # `ray start`).
+            ray.init(
+                address=address or PRIVATE,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                log_to_driver=True,
+            )
         except (ConnectionError, RuntimeError, ValueError) as err:
             raise ComputeError(
                 f"compute.address {address}: no Ray cluster answers there ({str(err).splitlines()[0]})",
