@@ -42,7 +42,9 @@ def main() -> None:
     train, val = splits["train"], splits.get("val")
 
     with Tracker("bench-calibration", root, stage="bench", run_name="calibration") as parent:
-        calibration = RepeatWorker(open_calibration(params, params, seeds, root, (manifest, splits), parent))
+        calibration = RepeatWorker.in_this_process(
+            open_calibration(params, params, seeds, root, (manifest, splits), parent)
+        )
 
         def setup(repeat: int) -> tuple:
             return variant_setup(VARIANT, repeat, params, seeds, True, calibration.gpu)

@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ import numpy as np
 
 from pipelines.repeats import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
 from pipelines.training import require_code_deps
+from tracking.compute.ray_executor import RayPool
 from tracking.config.baseline import load_baseline
-from tracking.config.params import CLASSIFICATION, Params, load_params
+from tracking.config.params import CLASSIFICATION, LOCAL, RAY, Params, load_params
 from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
 from tracking.data.dataset import load_splits, read_manifest
 from tracking.determinism.process import process_environment, reproducible_process, seed_frameworks
@@ -50,7 +52,7 @@ from tracking.provenance.git import open_repository
 from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
-from tracking.store.location import project_root
+from tracking.store.location import project_root, tracking_uri
 from tracking.store.stale import end_failed
 
 log = logging.getLogger(__name__)
@@ -101,7 +103,7 @@ def open_calibration(
     root: Path,
     data: tuple[dict[str, Any], dict[str, dict]],
     parent: Tracker,
-    executor: str = "local",
+    executor: str = LOCAL,
 ) -> RepeatSpec:
     """Seed the frameworks, capture provenance once and log it with the params and `data` (the manifest and
     the splits) to the parent run; return what every repeat shares."""
@@ -116,39 +118,37 @@ def open_calibration(
     return RepeatSpec(params, baseline, base_seeds, root, manifest, splits, record, packages, parent.run_id, executor)
 
 
-def repeat_identity(spec: RepeatSpec, gpu: bool) -> dict[str, Any]:
+def repeat_identity(
+    params: Params, baseline: Params, manifest: dict[str, Any], root: Path, gpu: bool
+) -> dict[str, Any]:
     """What determines every repeat's result but its variant and index: the baseline's training sections, the
     data, the code, kernel-noise simulation and whether GPUs train (`compute.accelerator_type` names which)."""
-    baseline = {key: value for key, value in spec.baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS}
     return {
-        "baseline": baseline,
-        "data_sha256": spec.manifest["content_sha256"],
-        "code": code_version(spec.root, CALIBRATE, spec.record.get("git", {})),
-        "simulate_impl_noise": spec.params.calibration.simulate_impl_noise,
-        "gpu": spec.params.compute.accelerator_type or gpu,
+        "baseline": {key: value for key, value in baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
+        "data_sha256": manifest["content_sha256"],
+        "code": code_version(root, CALIBRATE),
+        "simulate_impl_noise": params.calibration.simulate_impl_noise,
+        "gpu": params.compute.accelerator_type or gpu,
     }
 
 
 def train_locally(spec: RepeatSpec, jobs: list[Job], show: Callable[[str], None]) -> Iterator[tuple[Job, KeptRepeat]]:
     """The local executor: every repeat in this process, one after another."""
-    worker = RepeatWorker(spec)
+    worker = RepeatWorker.in_this_process(spec)
     for job in jobs:
         show(f"{worker.where()} {label(job)}")
         yield job, worker.run(job)
 
 
 def train_on_ray(
-    spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
+    pool: RayPool, spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
 ) -> Iterator[tuple[Job, KeptRepeat]]:
-    """The Ray executor: repeats on concurrent worker processes; a repeat whose worker died ends FAILED and is
-    tried again."""
-    from tracking.compute.ray_executor import RayPool
-
-    compute = spec.params.compute
+    """The Ray executor: repeats on the pool's workers; a repeat whose worker died ends FAILED and is tried again."""
     experiment_id = parent.client.get_run(parent.run_id).info.experiment_id
+    retries = spec.params.compute.max_retries
 
     def on_lost(job: Job, attempt: int, why: str) -> None:
-        left = compute.max_retries + 1 - attempt
+        left = retries + 1 - attempt
         then = f"trying again ({left} tr{'y' if left == 1 else 'ies'} left)" if left > 0 else "no tries left"
         found = parent.client.search_runs(
             [experiment_id],
@@ -161,8 +161,7 @@ def train_on_ray(
             )
         log.warning("calibration repeat %s: its worker died (%s); %s", label(job), why, then)
 
-    with RayPool(compute, parent.uri, spec.root) as pool:
-        yield from pool.run(RepeatWorker, spec, jobs, worker_environment(parent.uri), label, on_lost, show)
+    yield from pool.run(spec, jobs, label, on_lost, show)
 
 
 def worker_environment(uri: str) -> dict[str, str]:
@@ -171,6 +170,13 @@ def worker_environment(uri: str) -> dict[str, str]:
     passed = (DVC_EXP_NAME, DVC_EXP_BASELINE_REV, TRACKING_LOGLEVEL)
     env = {name: value for name, value in os.environ.items() if name.startswith("MLFLOW_") or name in passed}
     return {**env, **process_environment(), MLFLOW_TRACKING_URI: uri}
+
+
+def local_gpu() -> bool:
+    """Whether TensorFlow sees a GPU in this process (the local executor's repeats train on it)."""
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
 
 
 def main() -> None:
@@ -185,32 +191,37 @@ def main() -> None:
     data = manifest, load_splits(root / PREPARED, manifest)
     open_repository(root)
     executor = params.compute.executor
-    with Tracker(
-        params.mlflow.experiment,
-        root,
-        stage=CALIBRATE,
-        run_name="calibration",
-        tags={NOISE_ROLE_TAG: "calibration", COMPUTE_EXECUTOR_TAG: executor},
-    ) as parent:
-        spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
-        import tensorflow as tf
-
-        gpu = bool(tf.config.list_physical_devices("GPU"))
-        identity = repeat_identity(spec, gpu)
-        store = RepeatStore(root / REPEATS_DIR)
+    uri = tracking_uri(root)
+    with ExitStack() as stack:
+        pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
+        gpu = pool.gpus_per_run > 0 if pool else local_gpu()
+        identity = repeat_identity(params, baseline, manifest, root, gpu)
         plan = [
             (variant, repeat, repeat_key(identity, variant, repeat))
             for variant, repeat in product(params.calibration.variants, range(params.calibration.repeats))
         ]
+        store = RepeatStore(root / REPEATS_DIR)
         finished = {job: kept for job in plan if (kept := store.load(job[2])) is not None}
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
+        if pool and pending:  # the workers start TensorFlow while this process opens the run and captures provenance
+            pool.start(RepeatWorker, len(pending), worker_environment(uri))
+        parent = stack.enter_context(
+            Tracker(
+                params.mlflow.experiment,
+                root,
+                stage=CALIBRATE,
+                run_name="calibration",
+                tags={NOISE_ROLE_TAG: "calibration", COMPUTE_EXECUTOR_TAG: executor},
+            )
+        )
+        spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
         with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
             if reused:
                 bar.write(f"calibrate: {len(reused)} of {len(plan)} repeats kept from earlier calibrations are reused")
             trained = (
-                train_on_ray(spec, pending, parent, bar.set_postfix_str)
-                if executor == "ray"
+                train_on_ray(pool, spec, pending, parent, bar.set_postfix_str)
+                if pool
                 else train_locally(spec, pending, bar.set_postfix_str)
             )
             for job, kept in trained:

@@ -135,19 +135,31 @@ def log_repeat_setup(
 class RepeatWorker:
     """Trains repeats of one calibration in this process, one after another, each as a child MLflow run."""
 
-    def __init__(self, spec: RepeatSpec) -> None:
-        """Set the process up as the stage's own (a no-op where it already is), then seed the frameworks once."""
+    def __init__(self) -> None:
+        """Import TensorFlow: a worker process's start-up, before it knows which calibration it serves (its
+        environment already holds the stage's import-time settings)."""
         import tensorflow as tf
 
+        self.gpu = bool(tf.config.list_physical_devices("GPU"))
+
+    def setup(self, spec: RepeatSpec) -> None:
+        """Set the process up as the stage's own (a no-op where it already is), seed the frameworks, gather this
+        machine's hardware for the repeats' provenance, and make the model the repeats reuse."""
         reproducible_process(spec.baseline)
         seed_frameworks(spec.baseline, spec.base_seeds)
         self.spec = spec
         self.root = spec.root if spec.root.is_dir() else Path.cwd()  # another node has the project elsewhere
         self.record = {**spec.record, "cpu": gather_cpu(), "gpu": gather_gpus(), "os": gather_os()}
-        self.gpu = bool(tf.config.list_physical_devices("GPU"))
         manifest = spec.manifest
         shape = tuple(spec.splits["train"]["x"].shape[1:])
         self.models = RepeatedModel(shape, output_size(manifest), self.root, target_shape(manifest))
+
+    @classmethod
+    def in_this_process(cls, spec: RepeatSpec) -> RepeatWorker:
+        """A worker in this process, set up for `spec` (the local executor's)."""
+        worker = cls()
+        worker.setup(spec)
+        return worker
 
     def where(self) -> str:
         """`<host>:<pid>` of this worker."""

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 from pipelines.calibrate import repeat_identity
-from pipelines.repeats import RepeatSpec
 from tracking.config.params import Params
-from tracking.determinism.seeds import resolve_seeds
 from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 
 DVC_YAML = "stages:\n  calibrate:\n    cmd: python3 -m pipelines.calibrate\n    deps: [data/prepared, models/net.py]\n"
@@ -26,47 +24,41 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def spec(root: Path, params: Params, baseline: Params, data_sha256: str = "a" * 64) -> RepeatSpec:
-    return RepeatSpec(
-        params, baseline, resolve_seeds(baseline.seeds), root, {"content_sha256": data_sha256}, {}, {}, [], "p", "local"
-    )
+def identity(root: Path, params: Params, baseline: Params, gpu: bool = False, data: str = "a" * 64) -> dict:
+    return repeat_identity(params, baseline, {"content_sha256": data}, root, gpu)
 
 
 def test_the_key_follows_the_baseline_the_data_and_the_code_not_where_or_how_many(project: Path) -> None:
     params = Params()
     baseline = Params.model_validate({"train": {"epochs": 3}})
-    key = repeat_key(repeat_identity(spec(project, params, baseline), gpu=False), "algo", 0)
+    key = repeat_key(identity(project, params, baseline), "algo", 0)
 
     elsewhere = params.model_validate(
         {"compute": {"executor": "ray", "workers": 8}, "calibration": {"repeats": 40}, "compare": {"alpha": 0.01}}
     )
-    assert repeat_key(repeat_identity(spec(project, elsewhere, baseline), False), "algo", 0) == key
+    assert repeat_key(identity(project, elsewhere, baseline), "algo", 0) == key
     (project / "notes.md").write_text("edited\n")
-    assert repeat_key(repeat_identity(spec(project, params, baseline), False), "algo", 0) == key
+    assert repeat_key(identity(project, params, baseline), "algo", 0) == key
 
     changed = {
-        "variant": repeat_key(repeat_identity(spec(project, params, baseline), False), "control", 0),
-        "index": repeat_key(repeat_identity(spec(project, params, baseline), False), "algo", 1),
-        "baseline": repeat_key(
-            repeat_identity(spec(project, params, Params.model_validate({"train": {"epochs": 4}})), False), "algo", 0
-        ),
-        "data": repeat_key(repeat_identity(spec(project, params, baseline, "b" * 64), False), "algo", 0),
-        "gpu": repeat_key(repeat_identity(spec(project, params, baseline), True), "algo", 0),
+        "variant": repeat_key(identity(project, params, baseline), "control", 0),
+        "index": repeat_key(identity(project, params, baseline), "algo", 1),
+        "baseline": repeat_key(identity(project, params, Params.model_validate({"train": {"epochs": 4}})), "algo", 0),
+        "data": repeat_key(identity(project, params, baseline, data="b" * 64), "algo", 0),
+        "gpu": repeat_key(identity(project, params, baseline, gpu=True), "algo", 0),
         "kernel-noise simulation": repeat_key(
-            repeat_identity(
-                spec(project, params.model_validate({"calibration": {"simulate_impl_noise": False}}), baseline), False
-            ),
+            identity(project, params.model_validate({"calibration": {"simulate_impl_noise": False}}), baseline),
             "algo",
             0,
         ),
     }
     (project / "models/net.py").write_text("def build(shape, n):\n    return None\n")
-    changed["code"] = repeat_key(repeat_identity(spec(project, params, baseline), False), "algo", 0)
+    changed["code"] = repeat_key(identity(project, params, baseline), "algo", 0)
     assert len({key, *changed.values()}) == len(changed) + 1, changed
 
 
 def test_installed_product_code_counts_where_no_dvc_yaml_lists_it(project: Path) -> None:
-    files = code_version(project, "calibrate", {})["files"]
+    files = code_version(project, "calibrate")["files"]
     assert "models/net.py" in files and "notes.md" not in files
     assert "pipelines/repeats.py" in files and "tracking/noise/repeats.py" in files  # installed outside `project`
 

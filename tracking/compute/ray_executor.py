@@ -1,8 +1,9 @@
 """The Ray executor: jobs on a pool of long-lived worker processes of a Ray cluster, retried when a worker dies.
 
 Each worker is a Ray actor: one process, started with the environment the driver hands it (the hash seed and
-TensorFlow's import-time settings must be in place before its interpreter and TensorFlow start), set up once
-and then given job after job, so TensorFlow's start-up is paid once per worker, not once per job. A worker that
+TensorFlow's import-time settings must be in place before its interpreter and TensorFlow start), started as
+early as the driver can (`start`) so its imports overlap the driver's own preparation, set up once with what
+the jobs share and then given job after job: TensorFlow's start-up is paid once per worker, not once per job. A worker that
 dies mid-job (SIGKILL, out of memory, a lost node) is replaced and its job tried again, up to
 `compute.max_retries` times. With `compute.address: null` a private Ray starts on this machine and stops with
 the pool; otherwise the pool joins the cluster there, and its actors end when the pool does.
@@ -117,20 +118,9 @@ class RayPool:
             )
         return max(1, min(*fits, jobs))
 
-    def run(
-        self,
-        worker_class: type,
-        spec: Any,
-        jobs: list[Hashable],
-        env: dict[str, str],
-        label: Callable[[Hashable], str],
-        on_lost: Callable[[Hashable, int, str], None],
-        show: Callable[[str], None],
-    ) -> Iterator[tuple[Hashable, Any]]:
-        """Run every job as `worker_class(spec).run(job, attempt)` on the pool's workers, yielding (job, result)
-        as each finishes. A dead worker's job is reported to `on_lost(job, attempt, why)` and tried again on a
-        fresh worker; `show` gets a line of what runs where whenever that changes."""
-        ray = self.ray
+    def start(self, worker_class: type, jobs: int, env: dict[str, str]) -> None:
+        """Start the workers for `jobs` jobs now, each a process with `env` that starts its `worker_class()` (the
+        imports: TensorFlow's start-up), so that this overlaps whatever the caller does before `run`."""
         options: dict[str, Any] = {
             "num_cpus": self.compute.cpus_per_run,
             "num_gpus": self.gpus_per_run,
@@ -139,11 +129,25 @@ class RayPool:
         }
         if self.compute.accelerator_type:
             options["accelerator_type"] = self.compute.accelerator_type
-        remote = ray.remote(worker_class).options(**options)
+        self.remote = self.ray.remote(worker_class).options(**options)
+        self.idle = [self._start() for _ in range(self.size(jobs))]
+
+    def run(
+        self,
+        spec: Any,
+        jobs: list[Hashable],
+        label: Callable[[Hashable], str],
+        on_lost: Callable[[Hashable, int, str], None],
+        show: Callable[[str], None],
+    ) -> Iterator[tuple[Hashable, Any]]:
+        """Set every started worker up with `spec` (`setup(spec)`, once), run each job as `run(job, attempt)` on
+        them, and yield (job, result) as each finishes. A dead worker's job is reported to `on_lost(job,
+        attempt, why)` and tried again on a fresh worker; `show` gets a line of what runs where."""
+        ray = self.ray
         spec_ref = ray.put(spec)
+        idle = [self._set_up(worker, spec_ref) for worker in self.idle]
         queue, attempts = deque(jobs), dict.fromkeys(jobs, 1)
-        idle = [self._start(remote, spec_ref) for _ in range(self.size(len(jobs)))]
-        running: dict[Any, tuple[Any, Hashable]] = {}
+        running: dict[Any, tuple[tuple[Any, Any, Any], Hashable]] = {}
         while queue or running:
             while idle and queue:
                 worker, job = idle.pop(), queue.popleft()
@@ -163,12 +167,10 @@ class RayPool:
                     ) from None
                 attempts[job] += 1
                 queue.appendleft(job)
-                idle.append(self._start(remote, spec_ref))
+                idle.append(self._set_up(self._start(), spec_ref))
                 continue
             except ray.exceptions.RayTaskError as err:
-                if isinstance(err.cause, TrackingError):
-                    raise err.cause from None
-                raise err.as_instanceof_cause() from None
+                raise self._error(worker, err) from None
             idle.append(worker)
             yield job, result
 
@@ -178,16 +180,32 @@ class RayPool:
             return {"env_vars": env, "working_dir": str(self.root), "excludes": UPLOAD_EXCLUDES}
         return {"env_vars": {**env, "PYTHONPATH": os.pathsep.join([str(self.root), os.environ.get("PYTHONPATH", "")])}}
 
-    @staticmethod
-    def _start(remote: Any, spec_ref: Any) -> tuple[Any, Any]:
+    def _start(self) -> tuple[Any, Any]:
         """A new worker, and the reference its `where()` (node and process) will answer on."""
-        actor = remote.remote(spec_ref)
+        actor = self.remote.remote()
         return actor, actor.where.remote()
 
-    def _where(self, running: dict[Any, tuple[Any, Hashable]], label: Callable[[Hashable], str]) -> str:
+    @staticmethod
+    def _set_up(worker: tuple[Any, Any], spec_ref: Any) -> tuple[Any, Any, Any]:
+        """Queue the worker's `setup(spec)`, whose reference joins it; its jobs queue behind it (an actor runs its
+        calls in order)."""
+        return (*worker, worker[0].setup.remote(spec_ref))
+
+    def _error(self, worker: tuple[Any, Any, Any], err: Any) -> BaseException:
+        """What to raise for a job that raised: its worker's set-up error if the set-up failed, else the job's; a
+        `TrackingError` as itself (one line for the user), anything else with the worker's traceback."""
+        try:
+            self.ray.get(worker[2])
+        except self.ray.exceptions.RayTaskError as failed:
+            err = failed
+        return err.cause if isinstance(err.cause, TrackingError) else err.as_instanceof_cause()
+
+    def _where(
+        self, running: dict[Any, tuple[tuple[Any, Any, Any], Hashable]], label: Callable[[Hashable], str]
+    ) -> str:
         """`<node>:<pid> <job>` for every running job whose worker has started."""
         parts = []
-        for (_, where_ref), job in running.values():
+        for (_, where_ref, _), job in running.values():
             ready, _ = self.ray.wait([where_ref], timeout=0)
             try:
                 where = self.ray.get(where_ref) if ready else "starting"

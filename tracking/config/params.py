@@ -30,6 +30,8 @@ CallableSpec = Annotated[str, Field(pattern=CALLABLE_SPEC_PATTERN)]
 # The two tasks (`data.task`), named here once.
 CLASSIFICATION, REGRESSION = "classification", "regression"
 Task = Literal["classification", "regression"]
+# The executors of calibration repeats (`compute.executor`), named here once.
+LOCAL, RAY = "local", "ray"
 # What the compare stage and `tracking diff` judge when `compare.metrics` is null: each metric to max or min.
 DEFAULT_COMPARE_METRICS: dict[str, dict[str, str]] = {
     CLASSIFICATION: {"test_accuracy": "max", "test_loss": "min"},
@@ -150,7 +152,7 @@ class ComputeParams(_Section):
     between executors, or turning system metrics off, re-runs nothing.
     """
 
-    executor: Literal["local", "ray"] = "local"
+    executor: Literal["local", "ray"] = LOCAL
     address: Annotated[str, Field(min_length=1)] | None = None  # null: a private Ray; "auto" or "host:port"
     workers: Annotated[int, Field(ge=1, le=10_000)] | None = None  # null: as many as the cluster fits
     cpus_per_run: Annotated[float, Field(gt=0, le=1024)] = 1

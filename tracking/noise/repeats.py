@@ -50,7 +50,7 @@ def repeat_key(identity: dict[str, Any], variant: str, repeat: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def code_version(root: Path, stage: str, git: dict[str, Any]) -> dict[str, Any]:
+def code_version(root: Path, stage: str) -> dict[str, Any]:
     """The code a repeat trains with, by content: the stage's deps in dvc.yaml (less the prepared data, which its
     hash covers), the product's packages where they are installed outside the project (every module, since no
     dvc.yaml lists them), and the numerical libraries' versions. Without a dvc.yaml declaring the stage, the git
@@ -72,6 +72,9 @@ def code_version(root: Path, stage: str, git: dict[str, Any]) -> dict[str, Any]:
             files.update(_hashed(folder.parent, sorted(folder.rglob("*.py"))))
     deps = stage_deps(root, stage)
     if deps is None:
+        from tracking.provenance.git import gather_git
+
+        git = gather_git(root)
         diff = hashlib.sha256(str(git.get("diff") or "").encode()).hexdigest()
         return {"libraries": libraries, "files": files, "git_commit": git.get("commit"), "git_diff_sha256": diff}
     for dep in deps:
