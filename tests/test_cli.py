@@ -23,3 +23,9 @@ def test_provenance_command_outside_a_project_is_one_line(tmp_path):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "dvc init" in done.stderr
+
+
+def test_ray_is_imported_only_by_the_ray_executor():
+    code = "import sys, pipelines.calibrate, pipelines.repeats, tracking.compute.ray_executor; print('ray' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
