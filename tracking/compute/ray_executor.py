@@ -61,8 +61,14 @@ class RayPool:
                 log_to_driver=True,
             )
         except (ConnectionError, RuntimeError, ValueError) as err:
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if address is None:
+                raise ComputeError(
+                    f"compute.address null: a private Ray could not start on this machine ({why})",
+                    fix="see Ray's message above, or set compute.executor: local",
+                ) from err
             raise ComputeError(
-                f"compute.address {address}: no Ray cluster answers there ({str(err).splitlines()[0]})",
+                f"compute.address {address}: no Ray cluster answers there ({why})",
                 fix="start one with `ray start --head` (docs/cluster.md) or set compute.address: null for a private one",
             ) from err
         try:
