@@ -205,7 +205,13 @@ def run_repeat(calibration: Calibration, variant: str, repeat: int) -> tuple[dic
     )
     tags = {NOISE_VARIANT_TAG: variant, NOISE_REPEAT_TAG: repeat, IMPL_NOISE_TAG: source}
     with Tracker(
-        c.params.mlflow.experiment, c.root, stage=CALIBRATE, run_name=f"{variant} #{repeat}", nested=True, tags=tags
+        c.params.mlflow.experiment,
+        c.root,
+        stage=CALIBRATE,
+        run_name=f"{variant} #{repeat}",
+        nested=True,
+        tags=tags,
+        system_metrics=c.params.compute.system_metrics,
     ) as child:
         actual = seed_frameworks(run_params, seeds)
         own = {**c.record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
