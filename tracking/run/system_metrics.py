@@ -36,7 +36,6 @@ class SystemMetrics:
 
     def __init__(self, run_id: str, uri: str, write: Callable[[Op], None], resume: bool = False) -> None:
         """`write` takes each sample (the run's `RunWriter.write`); `resume` goes on from the run's last step."""
-        import psutil  # noqa: F401 - MLflow's monitors need it; fail here, not on the thread
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         logging.getLogger(MLFLOW_SYSTEM_METRICS_LOGGER).setLevel(logging.ERROR)
@@ -56,7 +55,9 @@ class SystemMetrics:
     def _sample(self) -> None:
         import psutil
 
-        psutil.cpu_percent()  # per thread, utilisation since the previous call: the first sample covers the run
+        # Utilisation since this thread's previous call (an ended sampler's, if the ident is reused): start afresh,
+        # so the first sample covers the run from here.
+        psutil.cpu_percent()
         try:
             while not self._stop.wait(self._monitor.sampling_interval):
                 self._publish()
