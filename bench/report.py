@@ -55,8 +55,9 @@ BENCHES = (
         "tracking_overhead.py",
         (),
         "Cost of tracking",
-        "The `train` stage's training with tracking off and on, alternating in one process; the cost split "
-        "into per epoch (on the training thread) and per run. Target: ratio at most 1.02.",
+        "The `train` stage's training with tracking off and on (MLflow's system metrics as `compute.system_metrics` "
+        "says, and tracked without them for their own cost), alternating in one process; the cost split into per "
+        "epoch (on the training thread) and per run. Target: ratio at most 1.02.",
     ),
     Bench(
         "noise_metrics_speed.py",

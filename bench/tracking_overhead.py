@@ -3,8 +3,10 @@ in one process.
 
 Prints each repeat's wall time, the median of the paired ratios tracked/untracked (target: at most 1.02), and
 the cost split in two: per epoch on the training thread (the metrics callback) and per run (opening the run,
-logging the model, waiting for the background writes at its end). The one-off per-process costs (importing
-MLflow, opening the store) are printed apart, since they do not grow with training.
+logging the model, waiting for the background writes at its end). Tracked runs are made with MLflow's system
+metrics and without them; the ratio and the split use the one `compute.system_metrics` says (on by default,
+as users get it), and the paired ratio with/without is their own cost. The one-off per-process costs (importing MLflow, opening the store) are
+printed apart, since they do not grow with training.
 Run from the project root: `.venv/bin/python bench/tracking_overhead.py [--repeats 7]`.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +71,12 @@ def main() -> None:
         write_outputs(scratch / "untracked", built.model, history, digest)
         return digest, {"total": time.perf_counter() - began, "fit": fit.ended - fit.began}
 
-    def tracked() -> tuple[str, dict[str, float]]:
+    def tracked(system_metrics: bool) -> tuple[str, dict[str, float]]:
         effective = seed_frameworks(params, seeds)
         began = time.perf_counter()
         built = prepare_model(params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root)
         fit, building = FitTime(), time.perf_counter()
-        with Tracker("bench-overhead", root, stage="bench") as tracker:
+        with Tracker("bench-overhead", root, stage="bench", system_metrics=system_metrics) as tracker:
             opened = time.perf_counter()
             model, history, digest = tracked_training(
                 params, seeds, effective, built, root, manifest, train, val, tracker, [fit]
@@ -90,43 +93,52 @@ def main() -> None:
             "end": ended - closing,
         }
 
-    untracked()
-    tracked()
-    times: dict[str, list[dict[str, float]]] = {"untracked": [], "tracked": []}
+    with_system, without_system = "tracked with system metrics", "tracked without"
+    arms = {"untracked": untracked, with_system: partial(tracked, True), without_system: partial(tracked, False)}
+    configured = with_system if params.compute.system_metrics else without_system
+    for warm_up in arms.values():
+        warm_up()
+    times: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
     digests = set()
     for repeat in range(args.repeats):
-        order = [("untracked", untracked), ("tracked", tracked)]
-        for name, run in order if repeat % 2 == 0 else order[::-1]:
-            digest, parts = run()
+        order = list(arms)
+        for name in order[repeat % len(order) :] + order[: repeat % len(order)]:  # each arm first in turn
+            digest, parts = arms[name]()
             digests.add(digest)
             times[name].append(parts)
         print(
-            f"repeat {repeat + 1}/{args.repeats}: untracked {times['untracked'][-1]['total']:.2f} s, "
-            f"tracked {times['tracked'][-1]['total']:.2f} s"
+            f"repeat {repeat + 1}/{args.repeats}: "
+            + ", ".join(f"{name} {times[name][-1]['total']:.2f} s" for name in arms)
         )
 
     def median(name: str, part: str) -> float:
         return statistics.median(parts[part] for parts in times[name])
 
-    ratio = statistics.median(
-        t["total"] / u["total"] for t, u in zip(times["tracked"], times["untracked"], strict=True)
-    )
+    def paired_ratio(name: str, other: str) -> float:
+        return statistics.median(a["total"] / b["total"] for a, b in zip(times[name], times[other], strict=True))
+
+    ratio = paired_ratio(configured, "untracked")
     epochs = params.train.epochs
-    per_epoch = (median("tracked", "fit") - median("untracked", "fit")) / epochs
-    per_run = median("tracked", "total") - median("untracked", "total") - per_epoch * epochs
+    per_epoch = (median(configured, "fit") - median("untracked", "fit")) / epochs
+    per_run = median(configured, "total") - median("untracked", "total") - per_epoch * epochs
     print(f"model {params.model.builder}, {epochs} epochs, {len(train['y'])} training samples")
     print(
-        f"median untracked {median('untracked', 'total'):.2f} s, tracked {median('tracked', 'total'):.2f} s "
-        f"(fit {median('untracked', 'fit'):.2f} s untracked, {median('tracked', 'fit'):.2f} s tracked)"
+        f"median untracked {median('untracked', 'total'):.2f} s, {configured} {median(configured, 'total'):.2f} s "
+        f"(fit {median('untracked', 'fit'):.2f} s untracked, {median(configured, 'fit'):.2f} s tracked)"
     )
     print(
         f"per epoch on the training thread: {per_epoch * 1000:.1f} ms; per run: {per_run:.2f} s "
-        f"(opening the run {median('tracked', 'open'):.2f} s, logging after fit {median('tracked', 'after fit'):.2f} s, "
-        f"ending it {median('tracked', 'end'):.2f} s)"
+        f"(opening the run {median(configured, 'open'):.2f} s, logging after fit "
+        f"{median(configured, 'after fit'):.2f} s, ending it {median(configured, 'end'):.2f} s)"
     )
     print(
         f"ratio tracked/untracked (median of the paired repeats): {ratio:.3f} (target <= {TARGET})"
         f" {'OK' if ratio <= TARGET else 'OVER TARGET'}"
+    )
+    print(
+        f"system metrics: tracked with/without {paired_ratio(with_system, without_system):.3f} (median of the "
+        f"paired repeats); ending the run {median(with_system, 'end'):.3f} s with, "
+        f"{median(without_system, 'end'):.3f} s without"
     )
     print(f"weights identical in every run, tracked or not: {len(digests) == 1}")
     print(f"one-off per process: import mlflow {import_s:.2f} s, open the store {connect_s:.2f} s")

@@ -79,7 +79,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     repeats, steps = args.repeats or params.audit.repeats, args.steps or params.audit.steps
     with (
         tempfile.TemporaryDirectory(prefix="audit-") as scratch,
-        Tracker(params.mlflow.experiment, root, stage=AUDIT, run_name="audit", tags={AUDIT_TAG: "true"}) as parent,
+        Tracker(
+            params.mlflow.experiment,
+            root,
+            stage=AUDIT,
+            run_name="audit",
+            tags={AUDIT_TAG: "true"},
+            system_metrics=params.compute.system_metrics,  # open while both modes train; the children come after
+        ) as parent,
     ):
         parent.log_params({**params.flat(), f"{AUDIT_PREFIX}repeats": repeats, f"{AUDIT_PREFIX}steps": steps})
         traces = train_modes(root, repeats, steps, Path(scratch), parent, params)

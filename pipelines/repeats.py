@@ -190,6 +190,7 @@ class RepeatWorker:
             nested=True,
             tags=tags,
             parent_run_id=s.parent_run_id,
+            system_metrics=s.params.compute.system_metrics,
         ) as child:
             actual = seed_frameworks(run_params, seeds)
             own = {**self.record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}

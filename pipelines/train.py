@@ -40,7 +40,9 @@ def main() -> None:
         params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root, target_shape(manifest)
     )
     try:
-        with Tracker(params.mlflow.experiment, root, stage=TRAIN) as tracker:
+        with Tracker(
+            params.mlflow.experiment, root, stage=TRAIN, system_metrics=params.compute.system_metrics
+        ) as tracker:
             model, history, digest = tracked_training(
                 params, seeds, effective, built, root, manifest, train, val, tracker
             )

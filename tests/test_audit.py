@@ -186,6 +186,9 @@ def test_audit_reports_bit_identity_divergence_matrices_and_logs_to_mlflow(audit
         assert child.data.tags["prov.weights_sha256"] == summary["modes"][mode]["weights_sha256"][repeat]
         assert child.data.params["determinism.op_determinism"] == ("true" if mode == "det" else "false")
         assert child.data.metrics["run_seconds"] > 0
+        assert not [key for key in child.data.metrics if key.startswith("system/")]  # logged after training
+    # The parent run is open while both modes train: it holds what the hardware did meanwhile.
+    assert "system/cpu_utilization_percentage" in parent.data.metrics
 
 
 @pytest.mark.slow

@@ -41,6 +41,12 @@ def test_a_repeat_carries_every_provenance_tag_the_candidate_has(calibrated: Pat
     assert [dataset.dataset.digest for dataset in repeat.inputs.dataset_inputs] == [
         dataset.dataset.digest for dataset in candidate.inputs.dataset_inputs
     ]
+    # compute.system_metrics is on by default: every training run says what its worker's hardware did; the
+    # calibration's parent run trains nothing.
+    system = {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"}
+    assert system <= set(repeat.data.metrics) and system <= set(candidate.data.metrics)
+    (parent,) = [found for found in runs_of(calibrated) if found.data.tags.get("noise.role") == "calibration"]
+    assert not [key for key in parent.data.metrics if key.startswith("system/")]
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import client_for, make_project, project_env, run, write_params
-from servers import RayHead
+from servers import RayHead, free_port
 
 from tracking.config.baseline import freeze
 from tracking.config.params import ComputeParams
@@ -192,6 +192,9 @@ def test_a_cluster_with_other_nodes_refuses_a_local_store_and_unknown_resources(
             pass
         with RayPool(compute, "http://127.0.0.1:5000", tmp_path) as pool:
             assert pool.size(10) == 3
+        for address, expected in ((f"127.0.0.1:{free_port()}", "no Ray cluster answers there"), ("head", "host:port")):
+            with pytest.raises(ComputeError, match=expected), RayPool(ComputeParams(address=address), sqlite, tmp_path):
+                pass
         private = ComputeParams(executor="ray", cpus_per_run=0.5)  # address null: a Ray of its own, not this one
         with RayPool(private, sqlite, tmp_path) as pool:
             from ray._common.usage.usage_lib import usage_stats_enabled

@@ -126,6 +126,9 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert {"test_loss", "test_accuracy_class_0", "final_loss", "epoch_loss"} <= set(metrics)
     history = client_for(project).get_metric_history(found.info.run_id, "epoch_loss")
     assert [m.step for m in history] == [0, 1]
+    # compute.system_metrics is on by default, and MLflow's lines about it stay out of the stages' output.
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= set(metrics)
+    assert "system metrics" not in first.stderr and "GPU metrics" not in first.stderr
 
     tags = found.data.tags
     manifest = json.loads((project / "data/prepared/manifest.json").read_text())

@@ -76,6 +76,7 @@ def assert_honest_failure(root: Path, status: str) -> None:
     artifacts = {a.path for a in client_for(root).list_artifacts(found.info.run_id, "provenance")}
     assert "provenance/provenance.json" in artifacts
     assert found.data.params["train.batch_size"] == "64"
+    assert "system/cpu_utilization_percentage" in found.data.metrics  # the sampler's last sample, as the run ended
     left = [name for name in STAGE_OUTPUTS if (root / name).exists()]
     assert left == []
     status_json = json.loads(run(["dvc", "status", "--json", "train"], root).stdout)

@@ -141,6 +141,12 @@ def test_server_lost_mid_training_is_kept_and_synced_once(project, tmp_path):
         assert steps == list(range(EPOCHS))
         after_loss = [m for op in ops if op["op"] == "batch" and not op.get("online") for m in op["metrics"]]
         assert after_loss, "the server was killed after training ended; raise EPOCHS"
+        # System metrics (on by default) go through the same writer: the samples after the loss, and the last one
+        # as the run ended, are journaled; no warning or traceback of theirs.
+        cpu = "system/cpu_utilization_percentage"
+        system_steps = [m[3] for op in ops if op["op"] == "batch" for m in op["metrics"] if m[0] == cpu]
+        assert system_steps == list(range(len(system_steps))) and [m for m in after_loss if m[0] == cpu]
+        assert "system metrics" not in stderr
         files = {(op["artifact_path"], Path(op["path"]).name) for op in ops if op["op"] == "artifact"}
         assert {
             ("provenance", "provenance.json"),
@@ -164,6 +170,7 @@ def test_server_lost_mid_training_is_kept_and_synced_once(project, tmp_path):
         found = only_run(server)
         assert found.info.run_id == run_id and found.info.status == "FINISHED"
         assert history_counts(server, run_id, keys) == expected
+        assert history_counts(server, run_id, [cpu]) == {cpu: system_steps}
         assert found.data.params["train.epochs"] == str(EPOCHS) and found.data.tags["prov.weights_sha256"]
         assert {"provenance", "plots", "data"} <= {a.path for a in client(server).list_artifacts(run_id)}
         (model,) = client(server).search_logged_models([found.info.experiment_id])

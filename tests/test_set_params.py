@@ -26,6 +26,7 @@ ACCEPTED = [
     ("data.sha256", "null", None),
     ("model.kwargs.filters", "[1, 2, 3]", [1, 2, 3]),
     ("mlflow.experiment", '"1e-5"', "1e-5"),
+    ("compute.system_metrics", "false", False),
 ]
 # key, as typed after -S, the stage's one-line error (the value as DVC read it)
 REJECTED = [
@@ -79,6 +80,10 @@ def test_accepted_values_reach_the_stage_and_mlflow_as_dvc_reads_them(project: P
     assert tags["dvc.exp_name"] == "typed" and tags["prov.dvc.experiment"] == "typed"
     assert len(tags["dvc.baseline_rev"]) == 40
     assert logged.info.run_name == "typed" and logged.info.status == "FINISHED"
+    # `compute` is no stage's param: the run has no system metrics, and turning them on again changes no stage.
+    assert not [key for key in logged.data.metrics if key.startswith("system/")]
+    write_params(project, compute={"system_metrics": True})
+    assert json.loads(run(["dvc", "status", "--json", "train"], project).stdout) == {}
 
 
 @pytest.mark.parametrize(("key", "typed", "message"), REJECTED, ids=[f"{key}={typed}" for key, typed, _ in REJECTED])

@@ -36,6 +36,7 @@ PLUMBING = {
     "tracking/store/sqlite.py": "SQLite store locking",
     "tracking/run/writer.py": "background MLflow writes",
     "tracking/run/operations.py": "MLflow write operations",
+    "tracking/run/system_metrics.py": "MLflow's system metrics of a training run",
     "tracking/store/journal.py": "offline journal",
     "tracking/store/sync.py": "offline journal upload",
     "tracking/store/stale.py": "runs left RUNNING",

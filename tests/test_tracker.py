@@ -1,5 +1,7 @@
 """The run lifecycle against a real SQLite MLflow store: honest end states, resuming, background writes."""
 
+import contextlib
+
 import pytest
 from conftest import client_for
 
@@ -86,3 +88,60 @@ def test_a_logged_model_says_nothing_of_a_uv_lock_beside_it(root, capfd):
         tracker.log_keras_model(model, np.zeros((2, 3), dtype="float32"))
     assert client_for(root).search_logged_models([client_for(root).get_experiment_by_name("t").experiment_id])
     assert "Detected uv project" not in capfd.readouterr().err
+
+
+def sampler_threads() -> list[str]:
+    import threading
+
+    """Ours, and MLflow's own (which the tracker never starts)."""
+    return [t.name for t in threading.enumerate() if t.name in ("tracking-system-metrics", "SystemMetricsMonitor")]
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"), [(None, "FINISHED"), (ValueError("boom"), "FAILED"), (KeyboardInterrupt(), "KILLED")]
+)
+def test_system_metrics_sample_a_run_shorter_than_the_interval_and_stop_with_it(
+    root, capfd, monkeypatch, error, expected
+):
+    """The default pipeline's repeats last about 4.5 s: even a run that ends before the first interval has a sample,
+    and ending the run does not wait for the interval."""
+    import time
+
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "30")
+    with (
+        pytest.raises(type(error)) if error else contextlib.nullcontext(),
+        Tracker("t", root, system_metrics=True) as tracker,
+    ):
+        time.sleep(0.5)
+        assert sampler_threads() == ["tracking-system-metrics"]
+        closing = time.monotonic()
+        if error:
+            raise error
+    assert time.monotonic() - closing < 10, "ending the run waited for the next sample"
+    assert sampler_threads() == []
+    client = client_for(root)
+    assert client.get_run(tracker.run_id).info.status == expected
+    for key in ("system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"):
+        [sample] = client.get_metric_history(tracker.run_id, key)
+        assert sample.step == 0 and sample.value >= 0
+    err = capfd.readouterr().err  # MLflow's INFO lines ("Skip logging GPU metrics", ...) stay out of stage output
+    assert "GPU metrics" not in err and "system metrics" not in err, err
+
+
+def test_system_metrics_are_sampled_every_interval(root, monkeypatch):
+    import time
+
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "0.2")  # MLflow's own setting is honoured
+    with Tracker("t", root, system_metrics=True) as tracker:
+        time.sleep(1.0)
+    history = client_for(root).get_metric_history(tracker.run_id, "system/cpu_utilization_percentage")
+    assert len(history) >= 3 and [m.step for m in history] == list(range(len(history)))
+
+
+def test_without_system_metrics_none_are_logged_whatever_mlflow_is_told(root, monkeypatch):
+    """MLflow's own monitor, which MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING would start, never runs beside ours."""
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "true")
+    with Tracker("t", root) as tracker:
+        tracker.log_metrics({"a": 1.0})
+        assert sampler_threads() == []
+    assert set(client_for(root).get_run(tracker.run_id).data.metrics) == {"a"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
@@ -27,6 +28,9 @@ from tracking.store.location import is_local_store
 log = logging.getLogger(__name__)
 
 PRIVATE = "local"  # Ray's address for a new cluster of this process's own
+AUTO = "auto"  # Ray's address for the cluster this machine is a node of
+START_ONE = "start one with `ray start --head` (docs/cluster.md) or set compute.address: null for a private one"
+CONNECT_TIMEOUT_S = 5.0  # Ray itself retries an address that does not answer for many minutes
 # What a worker uploads with its job's code where the cluster has other nodes (Ray also honours .gitignore).
 UPLOAD_EXCLUDES = [".git", ".venv", ".dvc/cache", ".dvc/tmp", "mlruns", "mlartifacts", "mlflow.db*", "data", "outputs"]
 
@@ -51,6 +55,8 @@ class RayPool:
             ) from err
         self.ray = ray
         address = self.compute.address
+        if address and address != AUTO:
+            _require_answer(address)
         try:
             # "local": a Ray of our own even where another runs here (None would join RAY_ADDRESS or the last
             # `ray start`).
@@ -69,7 +75,7 @@ class RayPool:
                 ) from err
             raise ComputeError(
                 f"compute.address {address}: no Ray cluster answers there ({why})",
-                fix="start one with `ray start --head` (docs/cluster.md) or set compute.address: null for a private one",
+                fix=START_ONE,
             ) from err
         try:
             self._check()
@@ -224,3 +230,20 @@ class RayPool:
     def _why(err: Exception) -> str:
         """The first line of a Ray actor error: what killed the worker."""
         return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+
+
+def _require_answer(address: str) -> None:
+    """Refuse at once a `host:port` where nothing accepts a connection (Ray would retry it for minutes)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ComputeError(
+            f"compute.address {address}: expected host:port (e.g. 10.0.0.5:6379), auto, or null",
+            fix="set it in params.yaml",
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        raise ComputeError(
+            f"compute.address {address}: no Ray cluster answers there ({err.strerror or err})",
+            fix=START_ONE,
+        ) from err

@@ -48,6 +48,7 @@ from tracking.run.lifecycle import (
 )
 from tracking.run.operations import apply, artifact, batch, end, inputs
 from tracking.run.operations import model as model_op
+from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
 from tracking.store.location import connect, project_root, tracking_uri
@@ -71,9 +72,11 @@ class Tracker:
         nested: bool = False,
         tags: dict[str, Any] | None = None,
         parent_run_id: str | None = None,
+        system_metrics: bool = False,
     ) -> None:
         """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs), or of
-        `parent_run_id`, which may be open in another process (a worker's repeat under the calibration's run)."""
+        `parent_run_id`, which may be open in another process (a worker's repeat under the calibration's run);
+        `system_metrics` samples MLflow's system metrics while the run is open (a training run's `compute.system_metrics`)."""
         self.experiment = experiment
         self.root = root
         self.run_id = run_id
@@ -82,6 +85,8 @@ class Tracker:
         self.nested = nested
         self.tags = tags or {}
         self.parent_run_id = parent_run_id
+        self.system_metrics = system_metrics
+        self._system: SystemMetrics | None = None
         self._interrupts = interrupts_raise()
 
     def __enter__(self) -> Tracker:
@@ -98,12 +103,14 @@ class Tracker:
         if self.run_id is not None:
             self._check_resumable(self.run_id)
         self._interrupts.__enter__()
-        run = None
+        resuming, run = self.run_id is not None, None
         try:
             with deferred_interrupts():  # a signal while the run opens waits for it to be open, then ends it KILLED
                 run = self._start_run(experiment_id)
                 self._writer = BackgroundWriter(self._beat, HEARTBEAT_INTERVAL_S)
                 self.set_tags({STAGE_TAG: self.stage, **self.tags})
+                if self.system_metrics:
+                    self._system = SystemMetrics(self.run_id, self.uri, self._sink.write, resume=resuming)
         except BaseException as err:
             if run is None:
                 self._interrupts.__exit__(None, None, None)
@@ -119,7 +126,9 @@ class Tracker:
             self._sink.write(batch(tags=heartbeat()))
 
     def _start_run(self, experiment_id: str) -> Any:
-        """Open or resume the run, recorded as owned by this process (see `tracking.store.stale`)."""
+        """Open or resume the run, recorded as owned by this process (see `tracking.store.stale`). MLflow's own
+        system metrics thread stays off whatever `MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING` says: `system_metrics`
+        starts the sampler that writes through the journal (tracking/run/system_metrics.py)."""
         import mlflow
 
         owner = owner_tags()
@@ -127,7 +136,7 @@ class Tracker:
             if self.run_id is not None:
                 # Before it is RUNNING again, so it never looks owned by the stage that opened it.
                 apply(self.client, self.run_id, batch(tags={key: str(value) for key, value in owner.items()}))
-                run = mlflow.start_run(run_id=self.run_id)
+                run = mlflow.start_run(run_id=self.run_id, log_system_metrics=False)
             else:
                 name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
                 run = mlflow.start_run(
@@ -136,6 +145,7 @@ class Tracker:
                     nested=self.nested,
                     parent_run_id=self.parent_run_id,
                     tags=owner,
+                    log_system_metrics=False,
                 )
         except Exception as err:
             if not server_unavailable(err):
@@ -176,6 +186,8 @@ class Tracker:
 
     def _end(self, error: BaseException | None) -> None:
         """End the run as `error` calls for; an interrupt arriving meanwhile ends it KILLED and is raised after."""
+        if self._system is not None:
+            self._system.stop()
         failure = self._close_writer()
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
