@@ -22,6 +22,7 @@ import numpy as np
 
 from pipelines.repeats import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
 from pipelines.training import require_code_deps
+from pipelines.variants import op_determinism
 from tracking.compute.ray_executor import RayPool
 from tracking.config.baseline import load_baseline
 from tracking.config.params import CLASSIFICATION, LOCAL, RAY, Params, load_params
@@ -133,9 +134,10 @@ def repeat_identity(
 
 
 def train_locally(spec: RepeatSpec, jobs: list[Job], show: Callable[[str], None]) -> Iterator[tuple[Job, KeptRepeat]]:
-    """The local executor: every repeat in this process, one after another."""
+    """The local executor: every repeat in this process, one after another, those that share a built model
+    together (the order changes no repeat's weights)."""
     worker = RepeatWorker.in_this_process(spec)
-    for job in jobs:
+    for job in sorted(jobs, key=lambda job: op_determinism(job[0])):
         show(f"{worker.where()} {label(job)}")
         yield job, worker.run(job)
 
@@ -161,7 +163,7 @@ def train_on_ray(
             )
         log.warning("calibration repeat %s: its worker died (%s); %s", label(job), why, then)
 
-    yield from pool.run(spec, jobs, label, on_lost, show)
+    yield from pool.run(spec, jobs, label, on_lost, show, affinity=lambda job: op_determinism(job[0]))
 
 
 def worker_environment(uri: str) -> dict[str, str]:
@@ -193,6 +195,17 @@ def main() -> None:
     executor = params.compute.executor
     uri = tracking_uri(root)
     with ExitStack() as stack:
+        # The run opens first, while this machine is quiet; then Ray's workers start TensorFlow while this process
+        # captures provenance, so the first repeats start as soon as both are done.
+        parent = stack.enter_context(
+            Tracker(
+                params.mlflow.experiment,
+                root,
+                stage=CALIBRATE,
+                run_name="calibration",
+                tags={NOISE_ROLE_TAG: "calibration", COMPUTE_EXECUTOR_TAG: executor},
+            )
+        )
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
         gpu = pool.gpus_per_run > 0 if pool else local_gpu()
         identity = repeat_identity(params, baseline, manifest, root, gpu)
@@ -204,17 +217,8 @@ def main() -> None:
         finished = {job: kept for job in plan if (kept := store.load(job[2])) is not None}
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
-        if pool and pending:  # the workers start TensorFlow while this process opens the run and captures provenance
+        if pool and pending:
             pool.start(RepeatWorker, len(pending), worker_environment(uri))
-        parent = stack.enter_context(
-            Tracker(
-                params.mlflow.experiment,
-                root,
-                stage=CALIBRATE,
-                run_name="calibration",
-                tags={NOISE_ROLE_TAG: "calibration", COMPUTE_EXECUTOR_TAG: executor},
-            )
-        )
         spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
         with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
             if reused:

@@ -136,8 +136,9 @@ class RepeatWorker:
     """Trains repeats of one calibration in this process, one after another, each as a child MLflow run."""
 
     def __init__(self) -> None:
-        """Import TensorFlow: a worker process's start-up, before it knows which calibration it serves (its
-        environment already holds the stage's import-time settings)."""
+        """Import TensorFlow and MLflow's store: a worker process's start-up, before it knows which calibration it
+        serves (its environment already holds the stage's import-time settings)."""
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (what opening the first run would import)
         import tensorflow as tf
 
         self.gpu = bool(tf.config.list_physical_devices("GPU"))

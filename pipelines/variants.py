@@ -18,6 +18,12 @@ from tracking.determinism.seeds import Seeds, derive_seed
 ALGO_SOURCES = ("init", "shuffle", "dropout", "augment")
 
 
+def op_determinism(variant: str) -> bool:
+    """Whether a variant's repeats train with op determinism on: besides the seeds, the one setting variants
+    differ in, so repeats that agree on it share one built model (pipelines/training.py's `RepeatedModel`)."""
+    return variant not in ("algo+impl", "impl")
+
+
 def variant_setup(
     variant: str,
     repeat: int,
@@ -27,7 +33,7 @@ def variant_setup(
     gpu: bool,
 ) -> tuple[Params, Seeds, int | None, str]:
     """The params, seeds, within-batch noise seed and kernel-noise source of one repeat of one variant."""
-    vary_algo, vary_impl = variant in ("algo+impl", "algo"), variant in ("algo+impl", "impl")
+    vary_algo, vary_impl = variant in ("algo+impl", "algo"), not op_determinism(variant)
     if vary_algo:
         seeds = replace(seeds, **{name: derive_seed(seeds.base, f"{name}:repeat{repeat}") for name in ALGO_SOURCES})
     determinism = baseline.determinism.model_copy(update={"op_determinism": not vary_impl})

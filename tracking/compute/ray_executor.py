@@ -151,18 +151,25 @@ class RayPool:
         label: Callable[[Hashable], str],
         on_lost: Callable[[Hashable, int, str], None],
         show: Callable[[str], None],
+        affinity: Callable[[Hashable], Hashable] = lambda job: None,
     ) -> Iterator[tuple[Hashable, Any]]:
         """Set every started worker up with `spec` (`setup(spec)`, once), run each job as `run(job, attempt)` on
         them, and yield (job, result) as each finishes. A dead worker's job is reported to `on_lost(job,
-        attempt, why)` and tried again on a fresh worker; `show` gets a line of what runs where."""
+        attempt, why)` and tried again on a fresh worker; `show` gets a line of what runs where. A worker is
+        given jobs of one `affinity` (what it has set up for them) while there are any, then those of an
+        affinity no other worker holds."""
         ray = self.ray
         spec_ref = ray.put(spec)
         idle = [self._set_up(worker, spec_ref) for worker in self.idle]
         queue, attempts = deque(jobs), dict.fromkeys(jobs, 1)
         running: dict[Any, tuple[tuple[Any, Any, Any], Hashable]] = {}
+        last: dict[Any, Hashable] = {}
         while queue or running:
             while idle and queue:
-                worker, job = idle.pop(), queue.popleft()
+                worker = idle.pop()
+                held = {affinity(job) for _, job in running.values()}
+                job = _pick(queue, last.get(worker[0]), held, affinity)
+                last[worker[0]] = affinity(job)
                 running[worker[0].run.remote(job, attempts[job])] = (worker, job)
             show(self._where(running, label))
             (done,), _ = ray.wait(list(running), num_returns=1)
@@ -247,3 +254,13 @@ def _require_answer(address: str) -> None:
             f"compute.address {address}: no Ray cluster answers there ({err.strerror or err})",
             fix=START_ONE,
         ) from err
+
+
+def _pick(queue: deque, last: Hashable, held: set, affinity: Callable[[Hashable], Hashable]) -> Hashable:
+    """Take from `queue` the job for a worker whose last job had affinity `last` (None: a new worker): the first of
+    that affinity, else the first of an affinity no running job has, else the first."""
+    same = (job for job in queue if last is not None and affinity(job) == last)
+    free = (job for job in queue if affinity(job) not in held)
+    job = next(same, None) or next(free, None) or queue[0]
+    queue.remove(job)
+    return job
