@@ -50,7 +50,7 @@ run: venv
 test: venv lint
 	pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=20
 
-# The benchmarks (bench/), one after another (9 to 15 minutes on 2 cores); their output becomes docs/performance.md.
+# The benchmarks (bench/), one after another (12 to 19 minutes on 2 cores); their output becomes docs/performance.md.
 bench: venv
 	$(BIN)/python bench/report.py
 

@@ -60,6 +60,14 @@ BENCHES = (
         "epoch (on the training thread) and per run. Target: ratio at most 1.02.",
     ),
     Bench(
+        "cluster_speedup.py",
+        (),
+        "Calibration on Ray next to the local executor",
+        "In a fresh clone: the default calibration (20 repeats) from nothing kept, with `compute.executor: local` "
+        "(one process) and with `ray` (a private Ray, one worker per core), one after the other: wall times, the "
+        "speed-up (target: at least 1.6 on 2 cores) and whether both trained the same weights, repeat for repeat.",
+    ),
+    Bench(
         "noise_metrics_speed.py",
         (),
         "Speed of the noise statistics",
