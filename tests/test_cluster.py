@@ -129,29 +129,43 @@ def test_ray_workers_train_the_local_executors_weights_and_tag_where(calibrated:
     assert len({run.data.tags[COMPUTE_PROCESS_TAG] for run in control}) == 2, "CONTROL compared across processes"
 
 
-def test_more_repeats_train_only_the_new_ones_and_a_killed_worker_is_retried(calibrated: dict, head: RayHead) -> None:
-    project = calibrated["project"]
-    command = ["dvc", "exp", "run", *ray_settings(head, **{"compute.max_retries": 1}), "-S", "calibration.repeats=4"]
+def kill_a_worker_mid_repeat(project: Path, head: RayHead, **settings: object) -> tuple[object, str, int]:
+    """`dvc exp run` the calibration on Ray with `settings`, SIGKILL the worker of the first repeat seen training,
+    and return that repeat's run, the stage's output and its exit status."""
+    command = ["dvc", "exp", "run", *ray_settings(head, **settings), "calibrate"]
     stage = subprocess.Popen(
-        [*command, "calibrate"], cwd=project, env=project_env(**head.env), text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        command, cwd=project, env=project_env(**head.env), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     client = client_for(project)
     experiment = client.get_experiment_by_name("test").experiment_id
+    started = time.time() * 1000
     victim, deadline = None, time.monotonic() + 300
     while victim is None and stage.poll() is None and time.monotonic() < deadline:
         running = client.search_runs(
             [experiment], f"tags.`{COMPUTE_EXECUTOR_TAG}` = 'ray' and attributes.status = 'RUNNING'"
         )
-        victim = next((found for found in running if "mlflow.parentRunId" in found.data.tags), None)
+        victim = next(
+            (found for found in running if "mlflow.parentRunId" in found.data.tags and found.info.start_time > started),
+            None,
+        )
         time.sleep(0.05)
     assert victim is not None, "no repeat was seen training"
     os.kill(int(victim.data.tags[COMPUTE_PROCESS_TAG]), signal.SIGKILL)
     output = stage.communicate(timeout=300)[0]
-    assert stage.returncode == 0, output
+    return victim, output, stage.returncode
+
+
+def test_more_repeats_train_only_the_new_ones_and_a_killed_worker_is_retried(calibrated: dict, head: RayHead) -> None:
+    project = calibrated["project"]
+    victim, output, status = kill_a_worker_mid_repeat(
+        project, head, **{"compute.max_retries": 1, "calibration.repeats": 4}
+    )
+    assert status == 0, output
     assert "(2 trained with the ray executor, 6 reused)" in output, output
     assert "its worker died" in output
 
+    client = client_for(project)
+    experiment = client.get_experiment_by_name("test").experiment_id
     lost = client.get_run(victim.info.run_id)
     assert lost.info.status == "FAILED"
     assert "worker died mid-repeat" in lost.data.tags[REPAIRED_TAG] and "1 try left" in lost.data.tags[REPAIRED_TAG]
@@ -165,6 +179,28 @@ def test_more_repeats_train_only_the_new_ones_and_a_killed_worker_is_retried(cal
     assert noise["variants"]["control"]["bit_identical"]
     assert {key: value for key, value in hashes(noise).items() if key[1] < 3} == hashes(calibrated["local"])
     assert client.get_run(noise["parent_run_id"]).data.tags[REUSED_REPEATS_TAG] == "6"
+
+
+def test_a_repeat_whose_worker_dies_with_no_tries_left_fails_the_stage_in_one_line(
+    calibrated: dict, head: RayHead
+) -> None:
+    project = calibrated["project"]
+    kept = len(list((project / REPEATS_DIR).glob("*.npz")))
+    victim, output, status = kill_a_worker_mid_repeat(
+        project, head, **{"compute.max_retries": 0, "calibration.repeats": 5}
+    )
+    lines = output.strip().splitlines()
+    error = next(line for line in lines if line.startswith("error: "))
+    assert f"{victim.info.run_name}: its worker died on each of 1 tries" in error and "compute.max_retries" in error
+    assert status != 0 and "Traceback" not in output
+    client = client_for(project)
+    assert client.get_run(victim.info.run_id).info.status == "FAILED"
+    assert "no tries left" in client.get_run(victim.info.run_id).data.tags[REPAIRED_TAG]
+    parents = client.search_runs(
+        [client.get_experiment_by_name("test").experiment_id], "tags.`noise.role` = 'calibration'"
+    )
+    assert "RUNNING" not in {run.info.status for run in parents}
+    assert len(list((project / REPEATS_DIR).glob("*.npz"))) == kept + 1, "the other new repeat is kept"
 
 
 def test_a_cluster_with_other_nodes_refuses_a_local_store_and_unknown_resources(

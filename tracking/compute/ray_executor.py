@@ -157,15 +157,17 @@ class RayPool:
         them, and yield (job, result) as each finishes. A dead worker's job is reported to `on_lost(job,
         attempt, why)` and tried again on a fresh worker; `show` gets a line of what runs where. A worker is
         given jobs of one `affinity` (what it has set up for them) while there are any, then those of an
-        affinity no other worker holds."""
+        affinity no other worker holds. A job out of tries stops the rest from starting; the running ones finish
+        and are yielded before its `ComputeError` is raised."""
         ray = self.ray
         spec_ref = ray.put(spec)
         idle = [self._set_up(worker, spec_ref) for worker in self.idle]
         queue, attempts = deque(jobs), dict.fromkeys(jobs, 1)
         running: dict[Any, tuple[tuple[Any, Any, Any], Hashable]] = {}
         last: dict[Any, Hashable] = {}
-        while queue or running:
-            while idle and queue:
+        failure: ComputeError | None = None
+        while running or (queue and failure is None):
+            while idle and queue and failure is None:
                 worker = idle.pop()
                 held = {affinity(job) for _, job in running.values()}
                 job = _pick(queue, last.get(worker[0]), held, affinity)
@@ -180,10 +182,11 @@ class RayPool:
                 why = self._why(err)
                 on_lost(job, attempts[job], why)
                 if attempts[job] > self.compute.max_retries:
-                    raise ComputeError(
+                    failure = failure or ComputeError(
                         f"{label(job)}: its worker died on each of {attempts[job]} tries (last: {why})",
                         fix="see the failed child runs' `error` tag, or raise compute.max_retries",
-                    ) from None
+                    )
+                    continue
                 attempts[job] += 1
                 queue.appendleft(job)
                 idle.append(self._set_up(self._start(), spec_ref))
@@ -192,6 +195,8 @@ class RayPool:
                 raise self._error(worker, err) from None
             idle.append(worker)
             yield job, result
+        if failure is not None:
+            raise failure  # after the running jobs finished and were handed over: nothing else is lost
 
     def _runtime_env(self, env: dict[str, str]) -> dict[str, Any]:
         """The workers' environment; the project's code travels with them where other nodes must import it."""
