@@ -23,6 +23,7 @@ REQUIRED_MODULES = (
     "yaml",
     "ruamel.yaml",
     "tqdm",
+    "psutil",
     "detect_secrets",
     "git",
     "matplotlib",
