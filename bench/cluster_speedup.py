@@ -4,11 +4,16 @@ In a fresh clone of this repository (its committed HEAD, this checkout's `.venv`
 `dvc repro -f -s calibrate` twice from nothing kept, once as committed (`compute.executor: local`) and once with
 `compute.executor: ray` (a private Ray using every core). Prints each wall time, the speed-up (target: at
 least 1.6 on 2 cores), how many worker processes trained, and whether both gave the same weights, repeat for
-repeat. Run from the project root: `.venv/bin/python bench/cluster_speedup.py`.
+repeat. Then this machine's own ceiling, with no Ray and no tracking: the same bare training (the default
+configuration's ALGO repeats, untracked) in one process alone, then in one process per core at once; the rate
+they reach together over the rate of one alone bounds any executor's speed-up here (cores that share a physical
+core or memory bandwidth give less than their count).
+Run from the project root: `.venv/bin/python bench/cluster_speedup.py`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -27,6 +32,7 @@ from tracking.names import COMPUTE_PROCESS_TAG
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TARGET = 1.6
+BARE_TRAININGS = 3  # per process, after one warm-up
 
 
 def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict]:
@@ -50,7 +56,55 @@ def set_executor(clone: Path, executor: str) -> None:
         yaml.dump(params, file)
 
 
+def bare_trainings(count: int) -> None:
+    """Train the default configuration's ALGO repeats 1..count untracked, as a team's script would (after one
+    warm-up that pays the imports and tracing); print the seconds they took."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from harness import bench_setup
+
+    from pipelines.training import train_model
+    from pipelines.variants import variant_setup
+    from tracking.data.dataset import output_size
+    from tracking.determinism.process import seed_frameworks
+
+    bench = bench_setup(Path("params.yaml"), "bench-ceiling-")
+    train, val = bench.splits["train"], bench.splits.get("val")
+
+    def one(repeat: int) -> None:
+        run_params, seeds, within, _ = variant_setup("algo", repeat, bench.params, bench.seeds, True, False)
+        seed_frameworks(run_params, seeds)
+        train_model(run_params, seeds, train, val, output_size(bench.manifest), within_batch_seed=within)
+
+    one(0)
+    started = time.perf_counter()
+    for repeat in range(1, count + 1):
+        one(repeat)
+    print(f"{time.perf_counter() - started:.3f}")
+
+
+def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, float]:
+    """Seconds of `BARE_TRAININGS` bare trainings in one process alone, and the slowest of `processes` such
+    processes started together."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--bare", str(BARE_TRAININGS)]
+
+    def together(count: int) -> list[float]:
+        started = [
+            subprocess.Popen(command, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for _ in range(count)
+        ]
+        return [float(process.communicate()[0].split()[-1]) for process in started]
+
+    (alone,) = together(1)
+    return alone, max(together(processes))
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bare", type=int, help=argparse.SUPPRESS)  # one process of the ceiling measurement
+    args = parser.parse_args()
+    if args.bare:
+        bare_trainings(args.bare)
+        return
     env = {key: value for key, value in os.environ.items() if key not in ("MLFLOW_TRACKING_URI", "VIRTUAL_ENV")}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -63,6 +117,8 @@ def main() -> None:
         local_s, local = calibrate(clone, env)
         set_executor(clone, "ray")
         ray_s, ray = calibrate(clone, env)
+        cores = os.cpu_count() or 1
+        alone_s, together_s = ceiling(clone, env, cores)
 
     repeats = len(local["runs"])
     workers = len({run["where"][COMPUTE_PROCESS_TAG] for run in ray["runs"]})
@@ -73,6 +129,12 @@ def main() -> None:
     print(f"ray executor:   {ray_s:.1f} s ({workers} worker processes, a private Ray started and stopped)")
     print(f"speed-up: {speedup:.2f}x (target >= {TARGET}) {'OK' if speedup >= TARGET else 'UNDER TARGET'}")
     print(f"same weights, repeat for repeat: {same}")
+    limit = cores * alone_s / together_s
+    print(
+        f"this machine's ceiling, no Ray, no tracking: {BARE_TRAININGS} bare trainings take {alone_s:.1f} s in one "
+        f"process alone and {together_s:.1f} s in each of {cores} at once: {limit:.2f}x the rate of one "
+        f"(the Ray speed-up is {speedup / limit:.0%} of it)"
+    )
 
 
 if __name__ == "__main__":

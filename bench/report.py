@@ -65,7 +65,9 @@ BENCHES = (
         "Calibration on Ray next to the local executor",
         "In a fresh clone: the default calibration (20 repeats) from nothing kept, with `compute.executor: local` "
         "(one process) and with `ray` (a private Ray, one worker per core), one after the other: wall times, the "
-        "speed-up (target: at least 1.6 on 2 cores) and whether both trained the same weights, repeat for repeat.",
+        "speed-up (target: at least 1.6 on 2 cores) and whether both trained the same weights, repeat for repeat; "
+        "then the machine's own ceiling: the same bare training, untracked, in one process alone and in one per core "
+        "at once.",
     ),
     Bench(
         "noise_metrics_speed.py",
