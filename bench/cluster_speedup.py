@@ -32,7 +32,7 @@ from tracking.names import COMPUTE_PROCESS_TAG
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TARGET = 1.6
-BARE_TRAININGS = 3  # per process, after one warm-up
+BARE_TRAININGS = 4  # per process, after one warm-up
 
 
 def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict]:
@@ -76,6 +76,8 @@ def bare_trainings(count: int) -> None:
         train_model(run_params, seeds, train, val, output_size(bench.manifest), within_batch_seed=within)
 
     one(0)
+    print("ready", flush=True)
+    sys.stdin.readline()  # every process starts its timed trainings at once
     started = time.perf_counter()
     for repeat in range(1, count + 1):
         one(repeat)
@@ -84,14 +86,28 @@ def bare_trainings(count: int) -> None:
 
 def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, float]:
     """Seconds of `BARE_TRAININGS` bare trainings in one process alone, and the slowest of `processes` such
-    processes started together."""
+    processes whose timed trainings start together (after each has imported and trained its warm-up)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--bare", str(BARE_TRAININGS)]
 
     def together(count: int) -> list[float]:
         started = [
-            subprocess.Popen(command, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            subprocess.Popen(
+                command,
+                cwd=clone,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
             for _ in range(count)
         ]
+        for process in started:  # each has imported, set up and trained its warm-up
+            if process.stdout.readline().strip() != "ready":
+                sys.exit("a bare training process of the ceiling measurement failed before its timed trainings")
+        for process in started:
+            process.stdin.write("go\n")
+            process.stdin.flush()
         return [float(process.communicate()[0].split()[-1]) for process in started]
 
     (alone,) = together(1)
