@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +24,8 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 BIN = Path(sys.executable).parent
 TINY = {
     "mlflow": {"experiment": "test"},
@@ -138,6 +142,11 @@ def _build_project(root: Path) -> Path:
     return root
 
 
+def blocks(text: str, language: str = "") -> list[str]:
+    """The fenced blocks of `text` whose info string is `language` ("" for blocks without one)."""
+    return [body for lang, body in FENCE.findall(text) if lang == language]
+
+
 def client_for(root: Path):
     from mlflow.tracking import MlflowClient
 
@@ -185,3 +194,38 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Shared by the tests that only read it or undo their edits (one training of the pipeline for all workers).
     """
     return built_once(tmp_path_factory, "calibrated", _calibrate) / "project"
+
+
+# The README's `dvc` block as typed: what it printed, and what `dvc exp run -n reseeded -S seeds.base=7` ran after it.
+README_TYPED, RESEEDED_RAN = "readme.out", "reseeded.json"
+
+
+def _type_the_readme(folder: Path) -> None:
+    project = make_project(folder / "project")
+    write_params(project, train={"epochs": 1}, calibration={"variants": ["algo+impl", "algo", "control"], "repeats": 3})
+    freeze(project / "params.yaml", project / "baseline.yaml")
+    run(["git", "commit", "-qam", "tiny calibration"], project)
+    (commands,) = [block for block in blocks(README.read_text(), "bash") if block.startswith("dvc repro")]
+    (folder / README_TYPED).write_text(run(["bash", "-ec", commands], project).stdout)
+    lock = parse_yaml((project / "dvc.lock").read_text())["stages"]
+    run(["git", "checkout", "--", "params.yaml"], project)
+    done = run(["dvc", "exp", "run", "-n", "reseeded", "-S", "seeds.base=7"], project)
+    after = parse_yaml((project / "dvc.lock").read_text())["stages"]
+    ran = {stage for stage in after if f"Running stage '{stage}'" in done.stdout}
+    ran |= {
+        f"{stage} outs changed" for stage in ("prepare", "calibrate") if after[stage]["outs"] != lock[stage]["outs"]
+    }
+    (folder / RESEEDED_RAN).write_text(json.dumps(sorted(ran)))
+
+
+@pytest.fixture(scope="session")
+def readme_typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny project (ALGO+IMPL, ALGO and CONTROL calibrated: where diff and compare used to disagree) after the
+    README's `dvc` block typed as it stands (`dvc repro`, then `dvc exp run -S train.learning_rate=1e-5`, ...),
+    then `dvc exp run -n reseeded -S seeds.base=7`: one candidate that differs only in seeds, as users vary them.
+
+    Its folder holds the project, what the README's commands printed (README_TYPED) and the stages the reseeded
+    experiment ran (RESEEDED_RAN). Shared by the tests that only read it (one pipeline for the README's checks
+    and the noise policy's).
+    """
+    return built_once(tmp_path_factory, "readme_typed", _type_the_readme)

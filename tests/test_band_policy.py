@@ -7,39 +7,33 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, client_for, make_project, project_env, run, runs_of, write_params
+from conftest import RESEEDED_RAN, assert_user_error, client_for, project_env, run, runs_of
 
-from tracking.config.params import DEFAULT_SPLIT_SEED, parse_yaml
+from tracking.config.params import DEFAULT_SPLIT_SEED
 
 pytestmark = pytest.mark.slow
 
-PAIRS = {"reseeded": ["-S", "seeds.base=7"], "faster": ["-S", "train.learning_rate=1e-2"]}
-STAGES = ("prepare", "train", "evaluate", "calibrate", "compare")
 ALGO_RUNS = "tags.\"noise.variant\" = 'algo'"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """`dvc repro` of the tiny pipeline (ALGO+IMPL, ALGO and CONTROL calibrated: where diff and compare used to
-    disagree), then two `dvc exp run` candidates: one that differs only in seeds (`seeds.base`, as users vary
-    it), one with a changed learning rate. Keeps which stages each experiment ran and the lock before them."""
-    root = make_project(tmp_path_factory.mktemp("policy") / "project")
-    write_params(root, calibration={"variants": ["algo+impl", "algo", "control"]})
-    run(["git", "commit", "-qam", "calibrate without IMPL"], root)
-    run(["dvc", "repro"], root)
-    baseline = json.loads((root / "outputs/run.json").read_text())["run_id"]
-    lock, ran = parse_yaml((root / "dvc.lock").read_text())["stages"], {}
-    for name, settings in PAIRS.items():
-        run(["git", "checkout", "--", "params.yaml"], root)
-        done = run(["dvc", "exp", "run", "-n", name, *settings], root)
-        ran[name] = {stage for stage in STAGES if f"Running stage '{stage}'" in done.stdout}
-        lock_after = parse_yaml((root / "dvc.lock").read_text())["stages"]
-        ran[name] |= {
-            f"{stage} outs changed"
-            for stage in ("prepare", "calibrate")
-            if lock_after[stage]["outs"] != lock[stage]["outs"]
-        }
-    return {"root": root, "baseline": baseline, "uri": f"sqlite:///{root / 'mlflow.db'}", "ran": ran}
+def store(readme_typed: Path) -> dict:
+    """The `readme_typed` project: its first run (the calibrated baseline's configuration), the experiment the
+    README's `dvc exp run -S train.learning_rate=1e-5` made ("faster") and `reseeded`, which differs only in seeds;
+    and the stages `reseeded` ran."""
+    root = readme_typed / "project"
+    runs = [found for found in runs_of(root) if found.data.tags.get("pipeline.stage") != "calibrate"]
+    (baseline,) = [found.info.run_id for found in runs if "dvc.exp_name" not in found.data.tags]
+    (faster,) = [
+        found.data.tags["dvc.exp_name"] for found in runs if found.data.params["train.learning_rate"] == "1e-05"
+    ]
+    return {
+        "root": root,
+        "baseline": baseline,
+        "uri": f"sqlite:///{root / 'mlflow.db'}",
+        "experiments": {"reseeded": "reseeded", "faster": faster},
+        "ran": {"reseeded": set(json.loads((readme_typed / RESEEDED_RAN).read_text()))},
+    }
 
 
 def test_varying_seeds_base_keeps_the_split_and_the_calibration(store: dict):
@@ -54,21 +48,21 @@ def tracking(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProc
     return run([sys.executable, "-m", "tracking", *args], cwd, env=project_env(**env), check=False)
 
 
-def compare_result(root: Path, exp_name: str) -> dict:
-    """What the compare stage logged with the experiment's candidate run."""
+def compare_result(root: Path, exp_name: str, into: Path) -> dict:
+    """What the compare stage logged with the experiment's candidate run, downloaded `into` a folder."""
     client = client_for(root)
     experiment = client.get_experiment_by_name("test").experiment_id
     (candidate,) = client.search_runs([experiment], filter_string=f"tags.`dvc.exp_name` = '{exp_name}'")
-    path = client.download_artifacts(candidate.info.run_id, "compare/compare.json", str(root / ".dvc/tmp"))
+    path = client.download_artifacts(candidate.info.run_id, "compare/compare.json", str(into))
     return json.loads(Path(path).read_text())
 
 
 @pytest.mark.parametrize(
     "exp_name, reason", [("reseeded", "the runs differ in seeds"), ("faster", "train.learning_rate changed")]
 )
-def test_diff_and_compare_give_the_same_band_z_and_verdict(store: dict, exp_name: str, reason: str):
-    root = store["root"]
-    compared = compare_result(root, exp_name)
+def test_diff_and_compare_give_the_same_band_z_and_verdict(store: dict, exp_name: str, reason: str, tmp_path: Path):
+    root, exp_name = store["root"], store["experiments"][exp_name]
+    compared = compare_result(root, exp_name, tmp_path)
     done = tracking(["diff", store["baseline"], exp_name, "--format", "json"], root)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
