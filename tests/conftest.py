@@ -218,6 +218,19 @@ def _type_the_readme(folder: Path) -> None:
     (folder / RESEEDED_RAN).write_text(json.dumps(sorted(ran)))
 
 
+def readme_runs(readme_typed: Path) -> tuple[str, str]:
+    """The `readme_typed` project's first run (its id) and the experiment the README's `dvc exp run -S
+    train.learning_rate=1e-5` made (its DVC name)."""
+    runs = [
+        found for found in runs_of(readme_typed / "project") if found.data.tags.get("pipeline.stage") != "calibrate"
+    ]
+    (first,) = [found.info.run_id for found in runs if "dvc.exp_name" not in found.data.tags]
+    (experiment,) = [
+        found.data.tags["dvc.exp_name"] for found in runs if found.data.params["train.learning_rate"] == "1e-05"
+    ]
+    return first, experiment
+
+
 @pytest.fixture(scope="session")
 def readme_typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny project (ALGO+IMPL, ALGO and CONTROL calibrated: where diff and compare used to disagree) after the

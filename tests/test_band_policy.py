@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import RESEEDED_RAN, assert_user_error, client_for, project_env, run, runs_of
+from conftest import RESEEDED_RAN, assert_user_error, client_for, project_env, readme_runs, run, runs_of
 
 from tracking.config.params import DEFAULT_SPLIT_SEED
 
@@ -22,11 +22,7 @@ def store(readme_typed: Path) -> dict:
     README's `dvc exp run -S train.learning_rate=1e-5` made ("faster") and `reseeded`, which differs only in seeds;
     and the stages `reseeded` ran."""
     root = readme_typed / "project"
-    runs = [found for found in runs_of(root) if found.data.tags.get("pipeline.stage") != "calibrate"]
-    (baseline,) = [found.info.run_id for found in runs if "dvc.exp_name" not in found.data.tags]
-    (faster,) = [
-        found.data.tags["dvc.exp_name"] for found in runs if found.data.params["train.learning_rate"] == "1e-05"
-    ]
+    baseline, faster = readme_runs(readme_typed)
     return {
         "root": root,
         "baseline": baseline,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FENCE, README, README_TYPED, REPO, project_env, run, runs_of
+from conftest import FENCE, README, README_TYPED, REPO, project_env, readme_runs, run
 
 DOCS = REPO / "docs"
 MAX_README_LINES = 220
@@ -172,12 +172,8 @@ def test_the_readme_commands_then_diff_as_shown(readme_typed: Path):
         r"^(within_noise|exceeds_noise|cannot_judge): .*; judged against \w+ \(\d+ runs\)\. Report: reports/compare.md$"
     )
     assert len(re.findall(verdict, typed, re.M)) == 2, typed
-    runs = [found for found in runs_of(project) if found.data.tags.get("pipeline.stage") != "calibrate"]
-    (first,) = [found for found in runs if "dvc.exp_name" not in found.data.tags]
-    (experiment,) = [
-        found.data.tags["dvc.exp_name"] for found in runs if found.data.params["train.learning_rate"] == "1e-05"
-    ]
-    diff = run(["tracking", "diff", first.info.run_id, experiment], project).stdout
+    first, experiment = readme_runs(readme_typed)
+    diff = run(["tracking", "diff", first, experiment], project).stdout
     shown = block_starting(README.read_text(), "$ tracking diff").splitlines()[1:]
     assert sections(diff.splitlines()) == sections(shown), diff
     assert re.search(r"^    train\.learning_rate +0\.001 -> 1e-05$", diff, re.M), diff
