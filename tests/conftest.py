@@ -179,12 +179,17 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
     return folder
 
 
-def _calibrate(folder: Path) -> None:
-    project = make_project(folder / "project")
-    write_params(project, train={"epochs": 1}, calibration={"variants": ["algo"], "repeats": 3})
+def tiny_calibration(root: Path, variants: list[str]) -> Path:
+    """A `project` at `root` whose baseline is one epoch, calibrated with three repeats of each of `variants`."""
+    project = make_project(root)
+    write_params(project, train={"epochs": 1}, calibration={"variants": variants, "repeats": 3})
     freeze(project / "params.yaml", project / "baseline.yaml")
     run(["git", "commit", "-qam", "tiny calibration"], project)
-    run(["dvc", "repro", "evaluate", "calibrate"], project)
+    return project
+
+
+def _calibrate(folder: Path) -> None:
+    run(["dvc", "repro", "evaluate", "calibrate"], tiny_calibration(folder / "project", ["algo"]))
 
 
 @pytest.fixture(scope="session")
@@ -201,10 +206,7 @@ README_TYPED, RESEEDED_RAN = "readme.out", "reseeded.json"
 
 
 def _type_the_readme(folder: Path) -> None:
-    project = make_project(folder / "project")
-    write_params(project, train={"epochs": 1}, calibration={"variants": ["algo+impl", "algo", "control"], "repeats": 3})
-    freeze(project / "params.yaml", project / "baseline.yaml")
-    run(["git", "commit", "-qam", "tiny calibration"], project)
+    project = tiny_calibration(folder / "project", ["algo+impl", "algo", "control"])
     (commands,) = [block for block in blocks(README.read_text(), "bash") if block.startswith("dvc repro")]
     (folder / README_TYPED).write_text(run(["bash", "-ec", commands], project).stdout)
     lock = parse_yaml((project / "dvc.lock").read_text())["stages"]
