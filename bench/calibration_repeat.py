@@ -15,9 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from harness import bench_setup
-
-from tracking.data.dataset import output_size
+from harness import bare_training, bench_setup
 
 TARGET = 1.15
 VARIANT = "algo"  # seeds differ per repeat, kernels deterministic: the variant every calibration has
@@ -33,13 +31,13 @@ def main() -> None:
 
     from pipelines.calibrate import open_calibration
     from pipelines.repeats import RepeatWorker
-    from pipelines.training import fit_model, train_model
+    from pipelines.training import fit_model
     from pipelines.variants import variant_setup
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
     from tracking.run.tracker import Tracker
 
-    train, val = splits["train"], splits.get("val")
+    train = splits["train"]
 
     with Tracker("bench-calibration", root, stage="bench", run_name="calibration") as parent:
         calibration = RepeatWorker.in_this_process(
@@ -50,10 +48,7 @@ def main() -> None:
             return variant_setup(VARIANT, repeat, params, seeds, True, calibration.gpu)
 
         def bare(repeat: int) -> str:
-            run_params, run_seeds, within, _ = setup(repeat)
-            seed_frameworks(run_params, run_seeds)
-            model, _ = train_model(run_params, run_seeds, train, val, output_size(manifest), within_batch_seed=within)
-            return weights_sha256(model.get_weights())
+            return weights_sha256(bare_training(bench, VARIANT, repeat, calibration.gpu).get_weights())
 
         def repeat_fit(repeat: int) -> str:
             run_params, run_seeds, within, _ = setup(repeat)

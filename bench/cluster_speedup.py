@@ -60,27 +60,16 @@ def bare_trainings(count: int) -> None:
     """Train the default configuration's ALGO repeats 1..count untracked, as a team's script would (after one
     warm-up that pays the imports and tracing); print the seconds they took."""
     sys.path.insert(0, str(REPO / "bench"))
-    from harness import bench_setup
-
-    from pipelines.training import train_model
-    from pipelines.variants import variant_setup
-    from tracking.data.dataset import output_size
-    from tracking.determinism.process import seed_frameworks
+    from harness import bare_training, bench_setup
 
     bench = bench_setup(Path("params.yaml"), "bench-ceiling-")
-    train, val = bench.splits["train"], bench.splits.get("val")
 
-    def one(repeat: int) -> None:
-        run_params, seeds, within, _ = variant_setup("algo", repeat, bench.params, bench.seeds, True, False)
-        seed_frameworks(run_params, seeds)
-        train_model(run_params, seeds, train, val, output_size(bench.manifest), within_batch_seed=within)
-
-    one(0)
+    bare_training(bench, "algo", 0, gpu=False)
     print("ready", flush=True)
     sys.stdin.readline()  # every process starts its timed trainings at once
     started = time.perf_counter()
     for repeat in range(1, count + 1):
-        one(repeat)
+        bare_training(bench, "algo", repeat, gpu=False)
     print(f"{time.perf_counter() - started:.3f}")
 
 
