@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import client_for, project_env, run, write_params
+from conftest import assert_user_error, client_for, project_env, run, write_params
 
 from tracking.inspect.diff import RunDiff, RunSnapshot
 from tracking.inspect.diff.bands import differences
@@ -81,6 +81,23 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     )
     markdown = diff(project, colleague, newcomer, "md")
     assert "| `train.learning_rate` | 0.001 | 0.01 |" in markdown and "**Conclusion:** data and" in markdown
+
+    # An experiment that changes only what `train` does not depend on trains no run to tag with its name: the name
+    # means the run DVC reused, the one its outputs/run.json names, for diff and rerun alike.
+    run(["dvc", "exp", "run", "-n", "moved", "-S", "compute.workers=1"], project)
+    done = run([sys.executable, "-m", "tracking", "diff", colleague, "moved", "--format", "json"], project)
+    assert json.loads(done.stdout)["b"]["run_id"] == restored
+    assert done.stderr.strip().splitlines() == [
+        f"'moved': no run is tagged dvc.exp_name with that name (DVC reused an earlier training for it); using run "
+        f"{restored}, which its outputs/run.json names"
+    ]
+    elsewhere = project.parent / "elsewhere"
+    elsewhere.mkdir()
+    client_for(elsewhere).search_experiments()
+    command = [sys.executable, "-m", "tracking", "diff", "moved", colleague]
+    uri = f"sqlite:///{elsewhere / 'mlflow.db'}"
+    done = run(command, project, env=project_env(MLFLOW_TRACKING_URI=uri), check=False)
+    assert_user_error(done, f"its outputs/run.json names, {restored}, is not in this store", "MLFLOW_TRACKING_URI")
 
 
 def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):

@@ -15,6 +15,11 @@ from pathlib import Path
 from tracking.stage import at_least, run_main
 
 DEFAULT_METRICS = ["test_accuracy", "test_loss"]
+# A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
+RUN_REF_HELP = (
+    "MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag), or inside the project any DVC "
+    "experiment or git revision (the run its outputs/run.json names)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,9 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff = commands.add_parser(
         "diff", help="what differs between two runs, ranked, and whether their metric gap is noise"
     )
-    diff.add_argument(
-        "run_a", metavar="RUN_A", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)"
-    )
+    diff.add_argument("run_a", metavar="RUN_A", help=RUN_REF_HELP)
     diff.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (same forms)")
     diff.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default: text)")
     diff.add_argument(
@@ -77,9 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     rerun = commands.add_parser(
         "rerun", help="re-create a logged run in a temporary git worktree, train it again and compare"
     )
-    rerun.add_argument(
-        "run", metavar="RUN_ID", help="MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag)"
-    )
+    rerun.add_argument("run", metavar="RUN_ID", help=RUN_REF_HELP)
     rerun.add_argument(
         "--metric",
         action="append",
@@ -230,7 +231,7 @@ def _diff(args: argparse.Namespace) -> None:
 
     root = find_project()
     client = open_client(root)
-    run_a, run_b = load_run(client, args.run_a), load_run(client, args.run_b)
+    run_a, run_b = load_run(client, args.run_a, root), load_run(client, args.run_b, root)
     # The code group reads commits from the git repository here, if there is one.
     result = diff_runs(client, run_a, run_b, args.metric, args.alpha, args.calibration, repo=root or Path.cwd())
     sys.stdout.write(render(result, args.format))

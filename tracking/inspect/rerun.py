@@ -44,7 +44,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
 
     uri = tracking_uri(root)
     client = open_client(root)
-    original = load_run(client, ref)
+    original = load_run(client, ref, root)
     commit = original.tags.get(MLFLOW_GIT_COMMIT_TAG)
     if not commit:
         raise RerunError(

@@ -4,6 +4,7 @@ read in today's names when an earlier version logged them."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -12,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.legacy import upgrade_logged
-from tracking.config.project import CALIBRATE
+from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.errors import RunNotFound, TrackingServerError
 from tracking.names import OP_DETERMINISM_TAG, PROV_PREFIX
 from tracking.provenance.git import decode_diff
+
+log = logging.getLogger(__name__)
 
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _EXP_NAME = re.compile(r"^[\w.-]+$")
@@ -45,10 +48,13 @@ class RunSnapshot:
         return self.tags.get(OP_DETERMINISM_TAG, self.params.get("determinism.op_determinism")) == "true"
 
 
-def load_run(client: Any, ref: str) -> RunSnapshot:
-    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name).
+def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or else the
+    run that `outputs/run.json` names at `ref` in `project` (an experiment or git revision DVC resolves).
 
-    By name, the experiment's candidate run: its calibration runs carry the name too, and start later.
+    By name, the experiment's candidate run: its calibration runs carry the name too, and start later. An
+    experiment that changed only what `train` does not depend on (`compute`, `calibration`, `compare`) trained
+    no run to tag: DVC reused the earlier training, whose run its `outputs/run.json` names.
     """
     from mlflow.exceptions import MlflowException
 
@@ -67,6 +73,8 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
             else []
         )
         run = matches[0] if matches else None
+    if run is None and project is not None:
+        run = _run_at_revision(client, project, ref)
     if run is None:
         raise RunNotFound(
             f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
@@ -83,6 +91,37 @@ def load_run(client: Any, ref: str) -> RunSnapshot:
         manifest=read_artifact(client, run.info.run_id, "data/manifest.json", json.loads) or {},
         diff=read_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "",
     )
+
+
+def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
+    """The run the project's `outputs/run.json` names at DVC revision `ref`, or None where DVC resolves no such
+    revision or that revision has no `outputs/run.json` (nothing trained there, or not in the cache)."""
+    import dvc.api
+    from dvc.exceptions import DvcException
+    from mlflow.exceptions import MlflowException
+
+    try:
+        named = json.loads(dvc.api.read(RUN_FILE.as_posix(), repo=str(project), rev=ref))["run_id"]
+    except (DvcException, OSError):
+        return None
+    try:
+        run = client.get_run(named)
+    except MlflowException as err:
+        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise RunNotFound(
+            f"run '{ref}' not found in {client.tracking_uri}: no run is tagged dvc.exp_name with that name, and the "
+            f"run its {RUN_FILE} names, {named}, is not in this store",
+            fix="set MLFLOW_TRACKING_URI to the store that logged it (its tracking_uri in that file)",
+        ) from err
+    log.info(
+        "'%s': no run is tagged dvc.exp_name with that name (DVC reused an earlier training for it); using run %s, "
+        "which its %s names",
+        ref,
+        named,
+        RUN_FILE,
+    )
+    return run
 
 
 def read_artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
