@@ -113,6 +113,12 @@ def test_read_only_commands_work_outside_any_project_with_the_uri(store: dict, t
     assert outside.returncode == 0, outside.stderr
     assert json.loads(outside.stdout)["metrics"] == json.loads(inside.stdout)["metrics"]
     assert json.loads(outside.stdout)["band"]["variant"] == "algo"
+    # An experiment DVC ran without training (`-S compute.*` only) has no tagged run; only its project resolves it.
+    assert_user_error(
+        tracking(["diff", store["baseline"], "no-such-exp"], elsewhere, MLFLOW_TRACKING_URI=uri),
+        "run 'no-such-exp' not found",
+        "an experiment that trained no run of its own is found from inside its project",
+    )
 
     for args in (
         ["bands", "--experiment", "test"],

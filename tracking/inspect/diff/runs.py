@@ -76,9 +76,14 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
     if run is None and project is not None:
         run = _run_at_revision(client, project, ref)
     if run is None:
+        outside = (
+            "; an experiment that trained no run of its own is found from inside its project"
+            if project is None and not _RUN_ID.match(ref)
+            else ""
+        )
         raise RunNotFound(
             f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
-            "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"
+            f"dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`{outside}"
         )
     return RunSnapshot(
         run_id=run.info.run_id,
