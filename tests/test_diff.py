@@ -88,8 +88,8 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     done = run([sys.executable, "-m", "tracking", "diff", colleague, "moved", "--format", "json"], project)
     assert json.loads(done.stdout)["b"]["run_id"] == restored
     assert done.stderr.strip().splitlines() == [
-        f"'moved': no run is tagged dvc.exp_name with that name (DVC reused an earlier training for it); using run "
-        f"{restored}, which its outputs/run.json names"
+        f"'moved': no run is tagged dvc.exp_name with that name; using run {restored}, which its outputs/run.json "
+        "names (the training DVC ran or reused there)"
     ]
     elsewhere = project.parent / "elsewhere"
     elsewhere.mkdir()

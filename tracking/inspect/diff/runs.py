@@ -113,15 +113,19 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
         run = client.get_run(named)
     except MlflowException as err:
         if err.error_code != "RESOURCE_DOES_NOT_EXIST":
-            raise
+            raise TrackingServerError(
+                f"run {named}, which {RUN_FILE} names at '{ref}', cannot be read from {client.tracking_uri} "
+                f"({str(err).splitlines()[0]})",
+                fix="check the tracking server",
+            ) from err
         raise RunNotFound(
             f"run '{ref}' not found in {client.tracking_uri}: no run is tagged dvc.exp_name with that name, and the "
             f"run its {RUN_FILE} names, {named}, is not in this store",
             fix="set MLFLOW_TRACKING_URI to the store that logged it (its tracking_uri in that file)",
         ) from err
     log.info(
-        "'%s': no run is tagged dvc.exp_name with that name (DVC reused an earlier training for it); using run %s, "
-        "which its %s names",
+        "'%s': no run is tagged dvc.exp_name with that name; using run %s, which its %s names (the training DVC ran "
+        "or reused there)",
         ref,
         named,
         RUN_FILE,
