@@ -188,6 +188,7 @@ def main() -> None:
             "reason": reason,
             "data_changed": data_changed,
             "calibration_runs": len(variant["runs"]),
+            "reused_runs": sum(bool(noise["runs"][index].get("reused")) for index in variant["runs"]),
             "churn_measure": noise.get("churn_measure", CLASSIFICATION_CHURN),
         }
     )

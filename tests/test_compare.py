@@ -154,3 +154,26 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
     assert "z_test_accuracy" not in summary and summary["delta_test_accuracy"] == pytest.approx(-4 / 360)
     report = render_report({**result, "band_variant": "algo+impl", "reason": "r", "calibration_runs": 3})
     assert "Cannot judge test_accuracy" in report and "| n/a | n/a | cannot_judge |" in report
+
+
+def test_report_says_how_many_of_the_band_runs_were_reused():
+    from pipelines.compare import judge_candidate
+    from tracking.noise.report import render_report
+    from tracking.noise.statistics import band_from_values
+
+    metrics = Params().compare_metrics()
+    bands = {name: band_from_values(name, [0.90, 0.91, 0.92], 0.05, "test").as_dict() for name in metrics}
+    churn = np.array([0.02, 0.03, 0.025])
+    candidate = dict.fromkeys(metrics, 0.91)
+    result = {
+        **judge_candidate(Params(), {"bands": bands, "weights_sha256": ["abc"]}, candidate, churn, churn, "x", False),
+        "band_variant": "algo",
+        "reason": "r",
+        "calibration_runs": 3,
+    }
+    assert "(3 calibration runs): r." in render_report(result)  # a team's own result, without the count
+    assert "(3 calibration runs): r." in render_report({**result, "reused_runs": 0})
+    assert (
+        "(3 calibration runs, 2 of them trained by an earlier calibration and reused: calibration/noise.json lists "
+        "which): r." in render_report({**result, "reused_runs": 2})
+    )

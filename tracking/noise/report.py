@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION
+from tracking.config.project import NOISE_FILE
 from tracking.noise.statistics import pairwise_disagreement
+
+
+def _reused(count: int) -> str:
+    """How many of the band's runs an earlier calibration trained (the calibrate stage kept and reused them)."""
+    if not count:
+        return ""
+    return f", {count} of them trained by an earlier calibration and reused: {NOISE_FILE} lists which"
 
 
 def render_report(result: dict[str, Any]) -> str:
@@ -17,7 +25,8 @@ def render_report(result: dict[str, Any]) -> str:
     lines = [
         f"# Compare: **{result['verdict']}**",
         "",
-        f"- Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs): {result['reason']}.",
+        f"- Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs"
+        f"{_reused(result.get('reused_runs', 0))}): {result['reason']}.",
         f"- {result['correction']}; intervals are t-based prediction intervals for one new run (std with ddof=1); "
         "z = (value - band mean) / (std * sqrt(1 + 1/n)), the statistic whose t-distribution gives p.",
         f"- Candidate churn against those runs: mean {result['candidate_churn']['mean']:.4f}, max {result['candidate_churn']['max']:.4f} "
