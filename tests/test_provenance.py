@@ -1,11 +1,14 @@
 import os
+from pathlib import Path
 
 import pytest
 
+from tracking.inspect.diff.groups import group_diffs
+from tracking.inspect.diff.runs import RunSnapshot
 from tracking.provenance import to_tags
 from tracking.provenance.environment import gather_environment
 from tracking.provenance.git import redact_diff
-from tracking.provenance.hardware import gather_gpus, parse_cpuinfo, parse_nvidia_smi, query_nvidia_smi
+from tracking.provenance.hardware import gather_cpu, gather_gpus, parse_cpuinfo, parse_nvidia_smi, query_nvidia_smi
 from tracking.provenance.redaction import REDACTED, looks_secret, strip_credentials
 
 NVIDIA_SMI = """\
@@ -16,10 +19,30 @@ NVIDIA_SMI = """\
 CPUINFO = """\
 processor\t: 0
 vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
 model name\t: Intel(R) Xeon(R) Platinum 8480+
+stepping\t: 8
 flags\t\t: fpu sse4_2 avx avx2 fma avx512f
 processor\t: 1
 model name\t: ignored second core
+"""
+
+ARM_CPUINFO = """\
+processor\t: 0
+BogoMIPS\t: 108.00
+Features\t: fp asimd evtstrm crc32 cpuid
+CPU implementer\t: 0x41
+CPU architecture: 8
+CPU variant\t: 0x0
+CPU part\t: 0xd08
+CPU revision\t: 3
+
+processor\t: 1
+CPU part\t: 0xd03
+
+Hardware\t: BCM2835
+Model\t\t: Raspberry Pi 4 Model B
 """
 
 
@@ -58,9 +81,48 @@ def test_this_machine_says_plainly_it_has_no_gpu():
 
 
 def test_parse_cpuinfo_first_processor():
-    model, flags = parse_cpuinfo(CPUINFO)
+    model, identity, flags = parse_cpuinfo(CPUINFO)
     assert model == "Intel(R) Xeon(R) Platinum 8480+"
+    assert identity == "GenuineIntel family 6 model 143 stepping 8"
     assert {"avx2", "fma", "avx512f"} <= flags
+
+
+def test_parse_cpuinfo_arm_names_the_part_and_the_board_given_last():
+    model, identity, flags = parse_cpuinfo(ARM_CPUINFO)
+    assert (model, identity) == ("BCM2835", "implementer 0x41 part 0xd08 variant 0x0 revision 3")
+    assert "asimd" in flags
+    assert parse_cpuinfo("") == (None, None, set())
+
+
+def amd_epyc(folder: Path, family: int, model: int, l1d: str) -> dict:
+    """The CPU record of a VM that calls its CPU `AMD EPYC`, whatever its generation."""
+    folder.mkdir()
+    (folder / "cpuinfo").write_text(
+        f"processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+        "model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu avx avx2 fma avx512f avx512_vnni avx512_bf16\n"
+    )
+    for index, (level, kind, size) in enumerate([(1, "Data", l1d), (1, "Instruction", "32K"), (2, "Unified", "1024K")]):
+        cache = folder / f"cache/index{index}"
+        cache.mkdir(parents=True)
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (cache / name).write_text(f"{value}\n")
+    return gather_cpu(folder / "cpuinfo", folder / "cache")
+
+
+def test_diff_tells_apart_cpu_generations_that_share_a_model_name_and_instruction_sets(tmp_path):
+    """Two VMs' "AMD EPYC" (Zen 4 and Zen 5) trained the same code to other weights; the diff must say why."""
+    zen4, zen5 = amd_epyc(tmp_path / "zen4", 25, 17, "32K"), amd_epyc(tmp_path / "zen5", 26, 2, "48K")
+    assert zen4["cache"] == {"l1d": "32K", "l1i": "32K", "l2": "1024K"}
+    runs = [RunSnapshot("0" * 32, "r", "1", "FINISHED", {}, {}, to_tags({"cpu": cpu}), {}, "") for cpu in (zen4, zen5)]
+    (hardware,) = [group for group in group_diffs(*runs) if group.name == "hardware"]
+    assert {change.key: (change.a, change.b) for change in hardware.changes} == {
+        "cpu.id": ("AuthenticAMD family 25 model 17 stepping 1", "AuthenticAMD family 26 model 2 stepping 1"),
+        "cpu.cache.l1d": ("32K", "48K"),
+    }
+
+
+def test_no_cache_folder_is_no_caches(tmp_path):
+    assert gather_cpu(tmp_path / "no-cpuinfo", tmp_path / "no-cache")["cache"] == {}
 
 
 @pytest.mark.parametrize(

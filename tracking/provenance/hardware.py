@@ -1,4 +1,9 @@
-"""Hardware gatherers: CPU model and the instruction sets that change numerics, OS and kernel, GPUs.
+"""Hardware gatherers: CPU model, identity, caches and the instruction sets that change numerics, OS and kernel,
+GPUs.
+
+Virtual machines often show a generic model name ("AMD EPYC") for CPUs of different generations, whose kernels
+may block and sum in another order (oneDNN and Eigen size their blocks by the caches): the vendor's family, model
+and stepping numbers and the cache sizes tell them apart where the name cannot.
 
 GPU facts come from three places, each optional: TensorFlow's device details, `nvidia-smi`, and NVML
 (`nvidia-ml-py`, in the `gpu` extra). On a machine without a GPU the record says so plainly.
@@ -11,34 +16,69 @@ import platform
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 NUMERIC_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "neon", "asimd")
+# Linux's description of the first CPU's caches, one index* folder per cache.
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+_CACHE_KINDS = {"Data": "d", "Instruction": "i", "Unified": ""}
 NVIDIA_SMI_FIELDS = ("index", "name", "driver_version", "memory.total", "compute_cap", "uuid")
 
 
-def gather_cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
-    model, flags = parse_cpuinfo(cpuinfo.read_text() if cpuinfo.is_file() else "")
+def gather_cpu(cpuinfo: Path = Path("/proc/cpuinfo"), caches: Path = CPU_CACHES) -> dict[str, Any]:
+    parsed = parse_cpuinfo(cpuinfo.read_text() if cpuinfo.is_file() else "")
     return {
-        "model": model or platform.processor() or platform.machine(),
+        "model": parsed.model or platform.processor() or platform.machine(),
+        "id": parsed.identity,
         "architecture": platform.machine(),
         "logical_cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "numeric_flags": {flag: flag in flags for flag in NUMERIC_FLAGS},
+        "cache": read_caches(caches),
+        "numeric_flags": {flag: flag in parsed.flags for flag in NUMERIC_FLAGS},
     }
 
 
-def parse_cpuinfo(text: str) -> tuple[str | None, set[str]]:
-    """The first processor's model name and its flag set from /proc/cpuinfo text (x86 or Arm)."""
-    model, flags = None, set()
+class CpuInfo(NamedTuple):
+    """The first processor's model name, identity numbers (None where the text has none) and flag set."""
+
+    model: str | None
+    identity: str | None
+    flags: set[str]
+
+
+def parse_cpuinfo(text: str) -> CpuInfo:
+    """The first processor's fields of /proc/cpuinfo text (x86 or Arm; some Arm kernels name the board last)."""
+    fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        key = key.strip().lower()
-        if key in ("model name", "hardware", "cpu model") and model is None:
-            model = value.strip()
-        elif key in ("flags", "features") and not flags:
-            flags = set(value.split())
-    return model, flags
+        fields.setdefault(key.strip().lower(), value.strip())
+    model = fields.get("model name") or fields.get("hardware") or fields.get("cpu model")
+    flags = set((fields.get("flags") or fields.get("features") or "").split())
+    return CpuInfo(model, _identity(fields), flags)
+
+
+def _identity(fields: dict[str, str]) -> str | None:
+    """`GenuineIntel family 6 model 143 stepping 8` (x86), `implementer 0x41 part 0xd0c variant 0x3 revision 1`
+    (Arm): the numbers that name a CPU generation when the model name does not."""
+    if "cpu family" in fields:
+        names = (("vendor_id", ""), ("cpu family", "family "), ("model", "model "), ("stepping", "stepping "))
+    else:
+        names = tuple((f"cpu {name}", f"{name} ") for name in ("implementer", "part", "variant", "revision"))
+    found = [f"{label}{fields[key]}" for key, label in names if fields.get(key)]
+    return " ".join(found) or None
+
+
+def read_caches(folder: Path) -> dict[str, str]:
+    """The first CPU's cache sizes by level and kind (`l1d`, `l1i`, `l2`, `l3`) as Linux's sysfs gives them
+    (`48K`); empty where the kernel does not say."""
+    caches = {}
+    for index in sorted(folder.glob("index[0-9]*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        caches[f"l{level}{_CACHE_KINDS.get(kind, '')}"] = size
+    return caches
 
 
 def gather_os() -> dict[str, Any]:
