@@ -1,6 +1,7 @@
 """`tracking diff`: the story of a worse rerun, built for real; and the pieces it is made of."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -98,6 +99,23 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     uri = f"sqlite:///{elsewhere / 'mlflow.db'}"
     done = run(command, project, env=project_env(MLFLOW_TRACKING_URI=uri), check=False)
     assert_user_error(done, f"its outputs/run.json names, {restored}, is not in this store", "MLFLOW_TRACKING_URI")
+
+
+def test_a_revision_whose_run_file_a_clone_lacks_names_the_file_and_how_to_fetch_it(calibrated: Path, tmp_path: Path):
+    """A clone has dvc.lock from git but not the DVC cache it points into: `tracking diff HEAD RUN` there says
+    that, instead of 'not found'; a revision whose lock names no run file is still plainly not found."""
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(calibrated), str(clone)], tmp_path)
+    shutil.copy(calibrated / "dvc.lock", clone / "dvc.lock")
+    run(["git", "add", "dvc.lock"], clone)
+    run(["git", "commit", "-qm", "pipeline ran"], clone)
+    candidate = json.loads((calibrated / "outputs/run.json").read_text())["run_id"]
+    env = project_env(MLFLOW_TRACKING_URI=f"sqlite:///{calibrated / 'mlflow.db'}")
+
+    done = run([sys.executable, "-m", "tracking", "diff", "HEAD", candidate], clone, env=env, check=False)
+    assert_user_error(done, "the outputs/run.json that dvc.lock names at 'HEAD' (md5 ", "dvc pull outputs/run.json")
+    done = run([sys.executable, "-m", "tracking", "diff", "HEAD~1", candidate], clone, env=env, check=False)
+    assert_user_error(done, "run 'HEAD~1' not found", "no run with that id and no run tagged dvc.exp_name")
 
 
 def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.legacy import upgrade_logged
+from tracking.config.params import parse_yaml
 from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.errors import RunNotFound, TrackingServerError
 from tracking.names import OP_DETERMINISM_TAG, PROV_PREFIX
@@ -102,11 +103,20 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
     """The run the project's `outputs/run.json` names at DVC revision `ref`, or None where DVC resolves no such
     revision or that revision has no `outputs/run.json` (nothing trained there, or not in the cache)."""
     import dvc.api
-    from dvc.exceptions import DvcException
+    from dvc.exceptions import DvcException, PathMissingError
     from mlflow.exceptions import MlflowException
 
     try:
         named = json.loads(dvc.api.read(RUN_FILE.as_posix(), repo=str(project), rev=ref))["run_id"]
+    except PathMissingError as err:
+        locked = _locked_run_file(project, ref)
+        if locked is None:
+            return None
+        raise RunNotFound(
+            f"run '{ref}' not found in {client.tracking_uri}: no run is tagged dvc.exp_name with that name, and the "
+            f"{RUN_FILE} that dvc.lock names at '{ref}' (md5 {locked[:8]}) is not in this project's DVC cache",
+            fix=f"`git checkout {ref} && dvc pull {RUN_FILE}` from the DVC remote that holds it, or give the run's id",
+        ) from err
     except (DvcException, OSError):
         return None
     try:
@@ -131,6 +141,20 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
         RUN_FILE,
     )
     return run
+
+
+def _locked_run_file(project: Path, ref: str) -> str | None:
+    """The hash `dvc.lock` records for the run file at revision `ref`: a clone has the lock file from git, but
+    not the cache it points into."""
+    import dvc.api
+    from dvc.exceptions import DvcException
+
+    try:
+        lock = parse_yaml(dvc.api.read("dvc.lock", repo=str(project), rev=ref)) or {}
+    except (DvcException, OSError):
+        return None
+    outs = [out for stage in (lock.get("stages") or {}).values() for out in stage.get("outs") or []]
+    return next((out.get("md5") for out in outs if out.get("path") == RUN_FILE.as_posix()), None)
 
 
 def read_artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
