@@ -33,7 +33,7 @@ def gather_cpu(cpuinfo: Path = Path("/proc/cpuinfo"), caches: Path = CPU_CACHES)
         "architecture": platform.machine(),
         "logical_cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "cache": read_caches(caches),
+        "cache": _read_caches(caches),
         "numeric_flags": {flag: flag in parsed.flags for flag in NUMERIC_FLAGS},
     }
 
@@ -68,7 +68,7 @@ def _identity(fields: dict[str, str]) -> str | None:
     return " ".join(found) or None
 
 
-def read_caches(folder: Path) -> dict[str, str]:
+def _read_caches(folder: Path) -> dict[str, str]:
     """The first CPU's cache sizes by level and kind (`l1d`, `l1i`, `l2`, `l3`) as Linux's sysfs gives them
     (`48K`); empty where the kernel does not say."""
     caches = {}

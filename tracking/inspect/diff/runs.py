@@ -101,7 +101,7 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
 
 def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
     """The run the project's `outputs/run.json` names at DVC revision `ref`, or None where DVC resolves no such
-    revision or that revision has no `outputs/run.json` (nothing trained there, or not in the cache)."""
+    revision or nothing trained there; RunNotFound where that revision's dvc.lock names a run file the cache lacks."""
     import dvc.api
     from dvc.exceptions import DvcException, PathMissingError
     from mlflow.exceptions import MlflowException
