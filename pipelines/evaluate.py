@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.scoring import flat_metrics, scores, summary_metrics
+from pipelines.training import SCORING_BATCH, in_batches
 from tracking.config.params import CLASSIFICATION, Params, load_params
 from tracking.config.project import (
     CONFUSION,
@@ -50,8 +51,8 @@ def main() -> None:
     with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage=EVALUATE) as tracker:
         seed_frameworks(params, seeds)
         model = load_trained_model(params, root)
-        outputs = model.predict(test["x"], batch_size=512, verbose=0)
-        compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
+        outputs = model.predict(in_batches(test["x"], SCORING_BATCH), verbose=0)
+        compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
         result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled)
         metrics = summary_metrics(result)
         write_outputs(root, metrics, result, outputs, test["y"])

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.scoring import flat_metrics, scores, summary_metrics
-from pipelines.training import Built, RepeatedModel, fit_model, target_shape, with_model
+from pipelines.training import SCORING_BATCH, Built, RepeatedModel, fit_model, in_batches, target_shape, with_model
 from pipelines.variants import variant_setup
 from tracking.compute.placement import placement_tags
 from tracking.config.baseline import FROZEN_SECTIONS
@@ -89,7 +89,7 @@ def train_and_score(
     compiled metrics too. No validation pass: a repeat keeps test metrics only, and validation moves no weight."""
     model = built.model
     fit_model(model, params, seeds, train, None, within_batch_seed=within_batch_seed)
-    compiled = model.evaluate(test["x"], test["y"], batch_size=512, verbose=0, return_dict=True)
+    compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
     result = scores(
         test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled
     )

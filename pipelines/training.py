@@ -24,6 +24,9 @@ from tracking.training.building import call_builder, check_output, compile_model
 # (tests/test_training.py), with a tenth less time on a small model (fewer Python round trips); a Ctrl-C is
 # acted on after at most this many steps.
 STEPS_PER_CALL = 8
+# Batches for scoring (evaluate, and each calibration repeat), and the batches Keras gives `validation_data` arrays.
+SCORING_BATCH = 512
+KERAS_VALIDATION_BATCH = 32
 
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
@@ -182,6 +185,15 @@ def epoch_batches(
     )
 
 
+def in_batches(arrays: Any, batch_size: int) -> Any:
+    """`arrays` (one, or a tuple of inputs and targets) as a tf.data pipeline of consecutive batches: what Keras
+    makes of arrays, less the parallel map its adapter adds, which TensorFlow 2.21 rewrites under op determinism
+    with an `E0000 ... NodeDef mentions attribute use_unbounded_threadpool` line on every stage's stderr."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+
+
 def train_model(
     params: Params,
     seeds: Seeds,
@@ -227,7 +239,7 @@ def fit_model(
     batches = epoch_batches(
         train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle, within_batch_seed
     )
-    validation = (val["x"], val["y"]) if val is not None and len(val["y"]) else None
+    validation = in_batches((val["x"], val["y"]), KERAS_VALIDATION_BATCH) if val is not None and len(val["y"]) else None
     with deferred_interrupts():
         history = model.fit(
             batches,
