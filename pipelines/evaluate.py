@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.batches import SCORING_BATCH, in_batches
 from pipelines.scoring import flat_metrics, scores, summary_metrics
-from pipelines.training import SCORING_BATCH, in_batches
 from tracking.config.params import CLASSIFICATION, Params, load_params
 from tracking.config.project import (
     CONFUSION,

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.batches import SCORING_BATCH, in_batches
 from pipelines.scoring import flat_metrics, scores, summary_metrics
-from pipelines.training import SCORING_BATCH, Built, RepeatedModel, fit_model, in_batches, target_shape, with_model
+from pipelines.training import Built, RepeatedModel, fit_model, target_shape, with_model
 from pipelines.variants import variant_setup
 from tracking.compute.placement import placement_tags
 from tracking.config.baseline import FROZEN_SECTIONS

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.batches import KERAS_VALIDATION_BATCH, in_batches
 from tracking.config.params import Params
 from tracking.config.project import DVC_FILE
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
@@ -24,9 +25,6 @@ from tracking.training.building import call_builder, check_output, compile_model
 # (tests/test_training.py), with a tenth less time on a small model (fewer Python round trips); a Ctrl-C is
 # acted on after at most this many steps.
 STEPS_PER_CALL = 8
-# Batches for scoring (evaluate, and each calibration repeat), and the batches Keras gives `validation_data` arrays.
-SCORING_BATCH = 512
-KERAS_VALIDATION_BATCH = 32
 
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
@@ -183,15 +181,6 @@ def epoch_batches(
         .map(lambda index: (tf.gather(x_t, index), tf.gather(y_t, index)))
         .prefetch(2)
     )
-
-
-def in_batches(arrays: Any, batch_size: int) -> Any:
-    """`arrays` (one, or a tuple of inputs and targets) as a tf.data pipeline of consecutive batches: what Keras
-    makes of arrays, less the parallel map its adapter adds, which TensorFlow 2.21 rewrites under op determinism
-    with an `E0000 ... NodeDef mentions attribute use_unbounded_threadpool` line on every stage's stderr."""
-    import tensorflow as tf
-
-    return tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
 
 
 def train_model(
