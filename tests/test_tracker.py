@@ -1,12 +1,14 @@
 """The run lifecycle against a real SQLite MLflow store: honest end states, resuming, background writes."""
 
 import contextlib
+import time
 
 import pytest
 from conftest import client_for
 
 from tracking.errors import RunStateError, TrackingServerError
 from tracking.run.tracker import Tracker
+from tracking.store.journal import RunWriter
 
 
 def status(root, run_id):
@@ -55,6 +57,47 @@ def test_background_metrics_keep_their_order_and_steps(root):
             tracker.log_metrics({"epoch_loss": 1.0 / (step + 1)}, step=step, wait=False)
     history = client_for(root).get_metric_history(tracker.run_id, "epoch_loss")
     assert [m.step for m in history] == list(range(5))
+
+
+def metric_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many metrics each write to the store carried, from here on (the writes still reach the store)."""
+    counts: list[int] = []
+    write = RunWriter.write
+
+    def counted(self: RunWriter, op: dict) -> None:
+        if op["op"] == "batch" and op["metrics"]:
+            counts.append(len(op["metrics"]))
+        write(self, op)
+
+    monkeypatch.setattr(RunWriter, "write", counted)
+    return counts
+
+
+def test_quick_epochs_reach_the_store_in_few_writes_with_every_step(root, monkeypatch):
+    """Fifty epochs logged within a second: the first is written at once, the rest together as the run ends."""
+    writes = metric_writes(monkeypatch)
+    with Tracker("t", root) as tracker:
+        for step in range(50):
+            tracker.log_metrics({"epoch_loss": 1.0 / (step + 1), "epoch_accuracy": step / 50}, step=step, wait=False)
+    client = client_for(root)
+    for key, value in (("epoch_loss", lambda step: 1.0 / (step + 1)), ("epoch_accuracy", lambda step: step / 50)):
+        history = client.get_metric_history(tracker.run_id, key)
+        assert [(m.step, m.value) for m in history] == [(step, value(step)) for step in range(50)]
+    assert sum(writes) == 100 and len(writes) <= 2, writes
+
+
+def test_slow_epochs_are_in_the_store_while_the_run_is_open(root, monkeypatch):
+    """Queued epochs are written every `METRICS_FLUSH_S` during training, not only at its end."""
+    monkeypatch.setattr("tracking.run.tracker.METRICS_FLUSH_S", 0.2)
+    writes = metric_writes(monkeypatch)
+    with Tracker("t", root) as tracker:
+        for step in range(10):
+            tracker.log_metrics({"epoch_loss": 1.0 / (step + 1)}, step=step, wait=False)
+            time.sleep(0.1)
+        time.sleep(0.3)
+        seen = client_for(root).get_metric_history(tracker.run_id, "epoch_loss")
+    assert len(seen) >= 8, [m.step for m in seen]
+    assert 3 <= len(writes) <= 7, writes
 
 
 def test_unknown_run_id_is_a_user_error(root):

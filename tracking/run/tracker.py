@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -57,6 +58,10 @@ from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags, re
 log = logging.getLogger(__name__)
 
 DATASET_DIGEST_CHARS = 32  # MLflow's datasets.digest column holds at most 36 characters.
+# Metrics logged with `wait=False` (every epoch's) reach the store at most this often, gathered into one write:
+# the default model's epochs take 0.2 s, and 20 writes of one epoch each cost 37 ms of the cores training runs
+# on against 10 ms for one write of all 20 (over HTTP each write is also a round trip). The first goes at once.
+METRICS_FLUSH_S = 1.0
 
 
 class Tracker:
@@ -88,6 +93,9 @@ class Tracker:
         self.system_metrics = system_metrics
         self._system: SystemMetrics | None = None
         self._interrupts = interrupts_raise()
+        self._queued_metrics: list[list[Any]] = []
+        self._queued_lock = threading.Lock()
+        self._next_flush = 0.0
 
     def __enter__(self) -> Tracker:
         from mlflow.tracking import MlflowClient
@@ -188,6 +196,7 @@ class Tracker:
         """End the run as `error` calls for; an interrupt arriving meanwhile ends it KILLED and is raised after."""
         if self._system is not None:
             self._system.stop()
+        self._writer.submit(self._flush_metrics)
         failure = self._close_writer()
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
@@ -272,13 +281,25 @@ class Tracker:
         )
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
-        """Log metrics; with `wait=False` they are written in the background, all of them before the run ends."""
+        """Log metrics; with `wait=False` they are written in the background, gathered into one write at most every
+        `METRICS_FLUSH_S` (each keeps the time it was logged at), all of them before the run ends."""
         now = int(time.time() * 1000)
         op = batch(metrics=[(key, float(value), now, step or 0) for key, value in metrics.items()])
         if wait:
             self._sink.write(op)
-        else:
-            self._writer.submit(lambda: self._sink.write(op))
+            return
+        with self._queued_lock:
+            self._queued_metrics.extend(op["metrics"])
+        if time.monotonic() >= self._next_flush:
+            self._next_flush = time.monotonic() + METRICS_FLUSH_S
+            self._writer.submit(self._flush_metrics)
+
+    def _flush_metrics(self) -> None:
+        """Write the metrics queued so far, in the order they were logged (on the background writer)."""
+        with self._queued_lock:
+            queued, self._queued_metrics = self._queued_metrics, []
+        if queued:
+            self._sink.write(batch(metrics=queued))
 
     def set_tags(self, tags: dict[str, Any]) -> None:
         self._sink.write(batch(tags={key: str(value)[:MAX_TAG_CHARS] for key, value in tags.items()}))
