@@ -100,6 +100,18 @@ def test_slow_epochs_are_in_the_store_while_the_run_is_open(root, monkeypatch):
     assert 3 <= len(writes) <= 7, writes
 
 
+def test_an_epoch_queued_before_a_pause_is_written_by_the_next_heartbeat(root, monkeypatch):
+    """Two epochs close together, then a long pause: the second reaches the store with the heartbeat, not at the end."""
+    monkeypatch.setattr("tracking.run.tracker.HEARTBEAT_INTERVAL_S", 0.2)
+    with Tracker("t", root) as tracker:
+        tracker.log_metrics({"epoch_loss": 1.0}, step=0, wait=False)
+        time.sleep(0.1)  # written by now; the next epoch comes within METRICS_FLUSH_S of it
+        tracker.log_metrics({"epoch_loss": 0.5}, step=1, wait=False)
+        time.sleep(0.6)
+        seen = client_for(root).get_metric_history(tracker.run_id, "epoch_loss")
+    assert [m.step for m in seen] == [0, 1]
+
+
 def test_unknown_run_id_is_a_user_error(root):
     with pytest.raises(RunStateError, match="not in sqlite:///"), Tracker("t", root, run_id="f" * 32):
         pass

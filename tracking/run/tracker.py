@@ -129,7 +129,10 @@ class Tracker:
 
     def _beat(self) -> None:
         """Renew the run's heartbeat, which tells hosts that cannot see this process that it lives; not while the
-        server is lost (the journal keeps the run's writes, and a heartbeat there would say nothing)."""
+        server is lost (the journal keeps the run's writes, and a heartbeat there would say nothing). Metrics still
+        queued go first: an epoch logged within `METRICS_FLUSH_S` of the last write, then a long pause (a slow
+        epoch, a user's callback), would otherwise wait for the next epoch to be seen."""
+        self._flush_metrics()
         if not self._sink.offline:
             self._sink.write(batch(tags=heartbeat()))
 
