@@ -29,15 +29,15 @@ def main() -> None:
     bench = bench_setup(args.params, "bench-calibration-")
     params, seeds, root, splits, manifest = bench.params, bench.seeds, bench.root, bench.splits, bench.manifest
 
-    from pipelines.calibrate import open_calibration
-    from pipelines.repeats import RepeatWorker
-    from pipelines.training import fit_model
-    from pipelines.variants import variant_setup
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
+    from tracking.noise.calibration import open_calibration
+    from tracking.noise.variants import variant_setup
+    from tracking.noise.worker import RepeatWorker
     from tracking.run.tracker import Tracker
+    from tracking.training.fitting import fit_model
 
-    train = splits["train"]
+    train, val = splits["train"], splits.get("val")
 
     with Tracker("bench-calibration", root, stage="bench", run_name="calibration") as parent:
         calibration = RepeatWorker.in_this_process(
@@ -54,7 +54,7 @@ def main() -> None:
             run_params, run_seeds, within, _ = setup(repeat)
             seed_frameworks(run_params, run_seeds)
             model = calibration.models.prepare(run_params, run_seeds).model
-            fit_model(model, run_params, run_seeds, train, None, within_batch_seed=within)  # as a repeat: no validation
+            fit_model(model, run_params, run_seeds, train, val, within_batch_seed=within)  # as a repeat: validated
             return weights_sha256(model.get_weights())
 
         def repeat(repeat: int) -> str:

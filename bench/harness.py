@@ -48,13 +48,14 @@ def bench_setup(params_file: Path, prefix: str) -> Bench:
 def bare_training(bench: Bench, variant: str, repeat: int, gpu: bool) -> Any:
     """Train `variant`'s repeat `repeat` of the configuration untracked, as a team's own script would: seed,
     build, compile and fit; return the model."""
-    from pipelines.training import train_model
-    from pipelines.variants import variant_setup
-    from tracking.data.dataset import output_size
     from tracking.determinism.process import seed_frameworks
+    from tracking.noise.variants import variant_setup
+    from tracking.training.fitting import train_model
+    from tracking.training.model import BuildInputs
 
     run_params, seeds, within, _ = variant_setup(variant, repeat, bench.params, bench.seeds, True, gpu)
     seed_frameworks(run_params, seeds)
     train, val = bench.splits["train"], bench.splits.get("val")
-    model, _ = train_model(run_params, seeds, train, val, output_size(bench.manifest), within_batch_seed=within)
+    inputs = BuildInputs.of(bench.manifest, train, bench.root)
+    model, _ = train_model(run_params, seeds, inputs, val, within_batch_seed=within)
     return model

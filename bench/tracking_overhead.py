@@ -21,8 +21,6 @@ from typing import Any
 
 from harness import bench_setup
 
-from tracking.data.dataset import output_size
-
 TARGET = 1.02
 
 
@@ -41,12 +39,14 @@ def main() -> None:
     import_s = time.perf_counter() - started
     import keras
 
-    from pipelines.train import tracked_training, write_outputs
-    from pipelines.training import fit_model, prepare_model
+    from pipelines.train import write_outputs
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
     from tracking.run.tracker import Tracker
     from tracking.store.location import connect
+    from tracking.training.fitting import fit_model
+    from tracking.training.model import BuildInputs, prepare_model
+    from tracking.training.tracked import tracked_training
 
     started = time.perf_counter()
     connect(root, "bench-overhead")
@@ -64,7 +64,7 @@ def main() -> None:
     def untracked() -> tuple[str, dict[str, float]]:
         seed_frameworks(params, seeds)
         began = time.perf_counter()
-        built = prepare_model(params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root)
+        built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
         fit = FitTime()
         history = fit_model(built.model, params, seeds, train, val, [fit])
         digest = weights_sha256(built.model.get_weights())
@@ -74,7 +74,7 @@ def main() -> None:
     def tracked(system_metrics: bool) -> tuple[str, dict[str, float]]:
         effective = seed_frameworks(params, seeds)
         began = time.perf_counter()
-        built = prepare_model(params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root)
+        built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
         fit, building = FitTime(), time.perf_counter()
         with Tracker("bench-overhead", root, stage="bench", system_metrics=system_metrics) as tracker:
             opened = time.perf_counter()

@@ -20,16 +20,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.calibrate import summarise
 from pipelines.compare import judge_candidate
 from pipelines.prepare import split
-from pipelines.repeats import train_and_score
-from pipelines.training import RepeatedModel
-from pipelines.variants import variant_setup
 from tracking.config.params import load_params
 from tracking.data.dataset import load_source
 from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.noise.calibration import summarise
 from tracking.noise.statistics import pairwise_churn
+from tracking.noise.variants import variant_setup
+from tracking.noise.worker import train_and_score
+from tracking.training.model import BuildInputs, RepeatedModel
 
 
 def main() -> None:
@@ -72,13 +72,13 @@ def main() -> None:
 
     gpu = bool(tf.config.list_physical_devices("GPU"))
     results: dict[str, list] = {}
-    models = RepeatedModel(tuple(train["x"].shape[1:]), n_classes, Path("."), None)
+    models = RepeatedModel(BuildInputs(train, n_classes, None, Path(".")))
     started = time.perf_counter()
     for group, repeat, config, data in tqdm(plan, desc="train", unit="run", file=sys.stderr):
         run_params, run_seeds, within, source_kind = variant_setup("algo+impl", repeat, config, seeds, simulate, gpu)
         seed_frameworks(run_params, run_seeds)
         built = models.prepare(run_params, run_seeds)
-        trained = train_and_score(built, run_params, run_seeds, data, test, n_classes, within)
+        trained = train_and_score(built, run_params, run_seeds, {"train": data, "test": test}, n_classes, within)
         results.setdefault(group, []).append(trained)
     calibration = results["calibration"]
     runs = [

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pipelines.training import require_code_deps
 from tracking.config.params import Params, load_params
 from tracking.config.project import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_METRICS, AUDIT_REPORT, PREPARED
 from tracking.data.dataset import read_manifest
@@ -57,6 +56,7 @@ from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
 from tracking.stage import at_least, run_main
 from tracking.store.location import project_root
+from tracking.training.model import require_code_deps
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

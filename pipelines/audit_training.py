@@ -5,7 +5,7 @@
 algorithm choices) made under one setting must not serve the other, so each mode gets a fresh process.
 Both processes start together; each says `ready` on stdout once set up, then trains one repeat per `go`
 line on stdin and answers `done`, so the stage can alternate the modes repeat by repeat and time them fairly.
-The step reproduces `training.train_model`: the same model builder, compiled optimizer and loss, seeds and NumPy batch
+The step reproduces `tracking.training.fitting.fit_model`: the same model builder, compiled optimizer and loss, seeds and NumPy batch
 order (checked bit for bit against Keras' `fit` by the tests); a tf.GradientTape step exposes the gradients.
 `det` is the calibration's `control` variant (op determinism on), `nondet` its `impl` variant (op
 determinism off and, on a CPU, examples permuted inside each batch with a different seed per repeat).
@@ -23,11 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.training import batch_orders, prepare_model
-from pipelines.variants import variant_setup
 from tracking.config.params import Params, load_params
 from tracking.config.project import PREPARED
-from tracking.data.dataset import load_splits, output_size, read_manifest
+from tracking.data.dataset import load_splits, read_manifest
 from tracking.data.hashing import array_sha256, weights_sha256
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
@@ -42,8 +40,11 @@ from tracking.inspect.audit import (
     diagnose,
     is_determinism_error,
 )
+from tracking.noise.variants import variant_setup
 from tracking.stage import run_main
 from tracking.store.location import project_root
+from tracking.training.batches import batch_orders
+from tracking.training.model import BuildInputs, prepare_model
 
 VARIANT = {"det": "control", "nondet": "impl"}
 KERNEL_NOISE = {
@@ -58,7 +59,7 @@ PREDICT_BATCH = 1024
 def step_batches(
     n: int, batch_size: int, epochs: int, steps: int, seed: int, within_batch_seed: int | None
 ) -> list[np.ndarray]:
-    """The example indices of the first `steps` batches of training, in `train_model`'s order."""
+    """The example indices of the first `steps` batches of training, in `fit_model`'s order."""
     needed = min(epochs, math.ceil(steps / math.ceil(n / batch_size)))
     orders = batch_orders(n, batch_size, needed, seed, within_batch_seed)
     return [order[start : start + batch_size] for order in orders for start in range(0, n, batch_size)][:steps]
@@ -151,7 +152,7 @@ def main() -> None:
         effective = seed_frameworks(run_params, seeds)
         model = None
         try:
-            model = prepare_model(run_params, seeds, tuple(train["x"].shape[1:]), output_size(manifest), root).model
+            model = prepare_model(run_params, seeds, BuildInputs.of(manifest, train, root)).model
             runs.append(train_traced(model, run_params, seeds, train, test, args.steps, within))
         except Exception as err:
             if not (effective.op_determinism and is_determinism_error(err)):

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.scoring import flat_metrics
 from tracking import startup
 from tracking.config.baseline import load_baseline
 from tracking.config.params import CLASSIFICATION, Params, load_params
@@ -62,6 +61,7 @@ from tracking.noise.statistics import (
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import project_root
+from tracking.training.scoring import flat_metrics
 
 
 def choose_variant(candidate: Params, baseline: Params, data_changed: bool, available: list[str]) -> tuple[str, str]:

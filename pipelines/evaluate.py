@@ -2,7 +2,9 @@
 the confusion matrix (classification) or predicted against actual (regression), and the predictions.
 
 The saved model is reloaded with the custom layers and loss of the team's modules (model.builder's, a
-"module:function" train.loss) and compiled again as train compiled it, so its compiled metrics can be scored. Resumes the MLflow run that `train` opened (its id comes through `outputs/run.json`) and finishes it.
+"module:function" train.loss), compiled again as train compiled it, and scored by the library's one scoring
+(`tracking.training.scoring.score_model`), as every calibration repeat is. Resumes the MLflow run that `train`
+opened (its id comes through `outputs/run.json`) and finishes it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.batches import SCORING_BATCH, in_batches
-from pipelines.scoring import flat_metrics, scores, summary_metrics
-from tracking.config.params import CLASSIFICATION, Params, load_params
+from tracking.config.params import CLASSIFICATION, load_params
 from tracking.config.project import (
     CONFUSION,
     EVAL_METRICS,
@@ -34,7 +34,8 @@ from tracking.provenance.dvc import gather_dvc
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import project_root
-from tracking.training.building import compile_model, custom_objects
+from tracking.training.model import load_trained_model
+from tracking.training.scoring import flat_metrics, score_model, summary_metrics
 
 
 def main() -> None:
@@ -50,12 +51,10 @@ def main() -> None:
     task, n_outputs = manifest.get("task", CLASSIFICATION), output_size(manifest)
     with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage=EVALUATE) as tracker:
         seed_frameworks(params, seeds)
-        model = load_trained_model(params, root)
-        outputs = model.predict(in_batches(test["x"], SCORING_BATCH), verbose=0)
-        compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
-        result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled)
+        model = load_trained_model(root / MODEL, params, root)
+        result = score_model(model, seeds, test, task, n_outputs)
         metrics = summary_metrics(result)
-        write_outputs(root, metrics, result, outputs, test["y"])
+        write_outputs(root, metrics, result, test["y"])
         tracker.log_metrics({key: value for key, value in flat_metrics(metrics).items() if np.isfinite(value)})
         tracker.log_dataset(manifest, test["x"], test["y"], location=root / PREPARED, context="evaluation")
         if "confusion" in result:
@@ -74,23 +73,15 @@ def main() -> None:
     print(f"{shown}; MLflow run {tracker.run_id}")
 
 
-def load_trained_model(params: Params, root: Path) -> Any:
-    """The trained model, compiled as train compiled it, with the custom layers and loss of the team's modules."""
-    import keras
-
-    model = keras.models.load_model(root / MODEL, custom_objects=custom_objects(params, root), compile=False)
-    compile_model(model, params, root)
-    return model
-
-
-def write_outputs(root: Path, metrics: dict, result: dict, outputs: np.ndarray, y: np.ndarray) -> None:
-    """Metrics, predictions (classes, or values shaped like the targets), raw outputs, and the pairs DVC plots."""
+def write_outputs(root: Path, metrics: dict, result: dict, y: np.ndarray) -> None:
+    """Metrics, predictions (classes, or values shaped like the targets), the class probabilities scored (the model's
+    outputs for regression), and the pairs DVC plots."""
     for path in (EVAL_METRICS, CONFUSION, PREDICTIONS):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
     predicted = result["predicted"]
     classes = "confusion" in result
     np.save(root / PREDICTIONS, predicted.astype("int64" if classes else "float32"))
-    np.save(root / PROBABILITIES, np.asarray(outputs).astype("float32"))
+    np.save(root / PROBABILITIES, np.asarray(result.get("probabilities", result["outputs"])).astype("float32"))
     cast = int if classes else float
     pairs = [
         {"actual": cast(a), "predicted": cast(p)}

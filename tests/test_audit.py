@@ -116,12 +116,13 @@ HUBER_SGD = {
 def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
     """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
     from pipelines.audit_training import train_traced
-    from pipelines.training import prepare_model, train_model
     from tracking.config.params import Params
     from tracking.data.dataset import load_source
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
     from tracking.determinism.seeds import resolve_seeds
+    from tracking.training.fitting import train_model
+    from tracking.training.model import BuildInputs, prepare_model
 
     source = load_source("sklearn:digits")
     params = Params.model_validate(config)
@@ -130,9 +131,10 @@ def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
     outputs = 1 if regression else 10
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
-    fitted, _ = train_model(params, seeds, data, None, outputs, within_batch_seed=7)
+    inputs = BuildInputs(data, outputs, None, Path("."))
+    fitted, _ = train_model(params, seeds, inputs, None, within_batch_seed=7)
     seed_frameworks(params, seeds)
-    model = prepare_model(params, seeds, (8, 8, 1), outputs).model
+    model = prepare_model(params, seeds, inputs).model
     traced = train_traced(model, params, seeds, data, data, steps=8, within_batch_seed=7)
     assert traced["weights_sha256"] == weights_sha256(fitted.get_weights())
     assert len(traced["hashes"]) == 8

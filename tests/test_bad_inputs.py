@@ -776,15 +776,18 @@ def template(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
 
 @pytest.mark.parametrize(("sections", "expected"), MODEL_CASES)
 def test_model_mistake_is_one_line_naming_the_key(sections: dict, expected: tuple[str, ...]):
-    from pipelines.training import prepare_model
+    import numpy as np
+
     from tracking.config.params import Params
     from tracking.determinism.seeds import resolve_seeds
     from tracking.errors import TrackingError
+    from tracking.training.model import BuildInputs, prepare_model
 
     values = {**TINY, **{name: {**TINY.get(name, {}), **section} for name, section in sections.items()}}
     params = Params.model_validate(values)
     with pytest.raises(TrackingError) as raised:
-        prepare_model(params, resolve_seeds(params.seeds), (8, 8, 1), 10)
+        train = {"x": np.zeros((8, 8, 8, 1), "float32"), "y": np.arange(8)}
+        prepare_model(params, resolve_seeds(params.seeds), BuildInputs(train, 10, None, Path(".")))
     message = str(raised.value)
     assert "\n" not in message and all(text in message for text in expected), message
 

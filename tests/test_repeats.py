@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.calibrate import repeat_identity
 from tracking.config.params import Params
+from tracking.noise.calibration import repeat_identity
 from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 
 DVC_YAML = "stages:\n  calibrate:\n    cmd: python3 -m pipelines.calibrate\n    deps: [data/prepared, models/net.py]\n"
@@ -60,7 +60,7 @@ def test_the_key_follows_the_baseline_the_data_and_the_code_not_where_or_how_man
 def test_installed_product_code_counts_where_no_dvc_yaml_lists_it(project: Path) -> None:
     files = code_version(project, "calibrate")["files"]
     assert "models/net.py" in files and "notes.md" not in files
-    assert "pipelines/repeats.py" in files and "tracking/noise/repeats.py" in files  # installed outside `project`
+    assert "tracking/noise/worker.py" in files and "tracking/noise/repeats.py" in files  # installed outside `project`
 
 
 def test_a_repeat_is_kept_whole_in_a_folder_git_ignores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

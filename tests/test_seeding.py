@@ -75,10 +75,12 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def build(root: Path, builder: str = "everything", **seeds: int):
-    from pipelines.training import build_model
+    import numpy as np
+
     from tracking.config.params import Params
     from tracking.determinism.process import seed_frameworks
     from tracking.determinism.seeds import resolve_seeds
+    from tracking.training.model import BuildInputs, build_model
 
     params = Params.model_validate(
         {
@@ -88,7 +90,8 @@ def build(root: Path, builder: str = "everything", **seeds: int):
     )
     resolved = resolve_seeds(params.seeds)
     seed_frameworks(params, resolved)
-    return build_model(params, SHAPE, 3, resolved, root)
+    train = {"x": np.zeros((4, *SHAPE), "float32"), "y": np.arange(4) % 3}
+    return build_model(params, resolved, BuildInputs(train, 3, None, root))
 
 
 def digest(*arrays) -> str:

@@ -149,18 +149,18 @@ def test_the_exempt_list_names_real_modules_and_no_stage_code():
 
 def test_closure_follows_function_level_imports_and_python_m_children():
     assert "tracking/training/callback.py" in import_closure("pipelines.train")  # imported inside a function
-    assert "pipelines/variants.py" in import_closure("pipelines.audit")  # via `python -m pipelines.audit_training`
+    assert "tracking/noise/variants.py" in import_closure("pipelines.audit")  # via `python -m pipelines.audit_training`
 
 
 @pytest.mark.slow
 def test_editing_the_scoring_code_marks_calibrate_and_evaluate_changed(calibrated: Path):
     assert json.loads(run(["dvc", "status", "--json"], calibrated).stdout).keys() == {"compare"}  # never run
-    scoring = calibrated / "pipelines/scoring.py"
+    scoring = calibrated / "tracking/training/scoring.py"
     try:
         with open(scoring, "a") as handle:
             handle.write("# an edit to the scoring code\n")
         status = json.loads(run(["dvc", "status", "--json"], calibrated).stdout)
     finally:
-        run(["git", "checkout", "--", "pipelines/scoring.py"], calibrated)
+        run(["git", "checkout", "--", "tracking/training/scoring.py"], calibrated)
     assert {"evaluate", "calibrate"} <= set(status), status
-    assert {"changed deps": {"pipelines/scoring.py": "modified"}} in status["calibrate"], status["calibrate"]
+    assert {"changed deps": {"tracking/training/scoring.py": "modified"}} in status["calibrate"], status["calibrate"]

@@ -7,17 +7,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.training import build_model, epoch_batches, train_model
 from tracking.config.params import Params
 from tracking.data.dataset import load_source
 from tracking.data.hashing import weights_sha256
 from tracking.determinism.process import seed_frameworks
 from tracking.determinism.seeds import resolve_seeds
+from tracking.training.batches import epoch_batches
+from tracking.training.fitting import train_model
+from tracking.training.model import BuildInputs, build_model
 
 TINY = {
     "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3, "augment": True}},
     "train": {"epochs": 2, "batch_size": 64},
 }
+
+
+# Eight digits, for the tests that only build: builders see their shapes (and the data, if they ask for it).
+DIGITS8 = {"x": np.zeros((8, 8, 8, 1), "float32"), "y": np.arange(8) % 10}
+
+
+def inputs(data, root: Path = Path(".")) -> BuildInputs:
+    """What a ten-class model of `data` is built for."""
+    return BuildInputs(data, 10, None, root)
 
 
 def params_with(**seeds) -> Params:
@@ -32,13 +43,13 @@ def digits():
 
 def initial_weights(params: Params) -> str:
     seeds = resolve_seeds(params.seeds)
-    return build_model(params, (8, 8, 1), 10, seeds).initial_weights_sha256
+    return build_model(params, seeds, inputs(DIGITS8)).initial_weights_sha256
 
 
 def trained_weights(params: Params, data) -> str:
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
-    model, _ = train_model(params, seeds, data, None, 10)
+    model, _ = train_model(params, seeds, inputs(data), None)
     return weights_sha256(model.get_weights())
 
 
@@ -96,8 +107,8 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
     """What the evaluate stage does with `custom_objects(params, root)`: the saved model reloads and predicts the same."""
     import keras
 
-    from pipelines.training import prepare_model
     from tracking.training.building import custom_objects
+    from tracking.training.model import prepare_model
 
     (tmp_path / "team_code.py").write_text(TEAM)
     params = Params.model_validate(
@@ -108,7 +119,7 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
     )
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
-    model = prepare_model(params, seeds, (8, 8, 1), 10, tmp_path).model
+    model = prepare_model(params, seeds, inputs(digits, tmp_path)).model
     model.fit(digits["x"][:128], digits["y"][:128], epochs=1, verbose=0)
     model.save(tmp_path / "model.keras")
     found = custom_objects(params, tmp_path)
@@ -123,12 +134,13 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
 def test_a_repeated_model_trains_as_a_fresh_build_does(digits):
     """What calibrate does per repeat: the model reused, reset and re-seeded, gives the weights, initial and
     trained, that a fresh build gives for each seed; op determinism off builds a new model (kernels change)."""
-    from pipelines.training import RepeatedModel, fit_model, prepare_model
+    from tracking.training.fitting import fit_model
+    from tracking.training.model import RepeatedModel, prepare_model
 
     params = Params.model_validate(
         {**TINY, "model": {"kwargs": {**TINY["model"]["kwargs"], "batch_norm": True}}, "seeds": {"base": 3}}
     )
-    models = RepeatedModel((8, 8, 1), 10, Path("."), None)
+    models = RepeatedModel(inputs(digits))
 
     def train(built, seeds) -> tuple[str, str]:
         fit_model(built.model, params, seeds, digits, None)
@@ -140,7 +152,7 @@ def test_a_repeated_model_trains_as_a_fresh_build_does(digits):
         seed_frameworks(params, seeds)
         reused.append(train(models.prepare(params, seeds), seeds))
         seed_frameworks(params, seeds)
-        fresh.append(train(prepare_model(params, seeds, (8, 8, 1), 10), seeds))
+        fresh.append(train(prepare_model(params, seeds, inputs(digits)), seeds))
     assert reused == fresh
     assert reused[0] == reused[2] != reused[1]
     first = models.prepare(params, seeds).model
@@ -153,11 +165,11 @@ def test_a_repeated_model_trains_as_a_fresh_build_does(digits):
 def test_steps_per_call_trains_what_one_step_per_call_trains(digits, samples, monkeypatch):
     """Keras running several steps per call gives the weights one step per call gives, whatever the epoch's
     step count: 8 (a multiple of the most per call), 10 (a divisor, 5, is used) and 11 (a prime: one per call)."""
-    from pipelines import training
+    from tracking.training import fitting
 
     data = {"x": digits["x"][:samples], "y": digits["y"][:samples]}
     params = Params.model_validate({**TINY, "train": {"epochs": 3, "batch_size": 32 if samples != 300 else 30}})
-    assert training.steps_per_call(8) == 8 and training.steps_per_call(10) == 5 and training.steps_per_call(11) == 1
+    assert fitting.steps_per_call(8) == 8 and fitting.steps_per_call(10) == 5 and fitting.steps_per_call(11) == 1
     several = trained_weights(params, data)
-    monkeypatch.setattr(training, "STEPS_PER_CALL", 1)
+    monkeypatch.setattr(fitting, "STEPS_PER_CALL", 1)
     assert trained_weights(params, data) == several

@@ -53,6 +53,9 @@ STATEFUL_RANDOM_OPS = frozenset(
         "StatefulRandomBinomial",
     }
 )
+# The counter every generator scores from (`inference_streams`): far beyond the draws a training makes, so inference
+# never repeats a training draw.
+INFERENCE_COUNTER = 1 << 30
 # Initializers that draw nothing: re-seeding them is not needed, and they are not unattributed randomness.
 _DETERMINISTIC_INITIALIZERS = frozenset({"Zeros", "Ones", "Constant", "Identity", "STFT", "STFTInitializer"})
 
@@ -144,7 +147,6 @@ def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[in
 def reseed(model: Any, created: Created, seeds: Seeds) -> tuple[int, dict[str, int], list[str]]:
     """Draw every random initial weight and set every generator's state from `seeds`, by position; return the
     counts of weights and generators seeded and the initializers and variables no stream covers."""
-    import numpy as np
     from keras.src.initializers.random_initializers import RandomInitializer
 
     layers = walk_layers(model)
@@ -166,24 +168,42 @@ def reseed(model: Any, created: Created, seeds: Seeds) -> tuple[int, dict[str, i
             if id(variable) not in captured:
                 unattributed.append(f"variable {variable.path} of {_describe(layer, order)} made outside add_weight")
                 captured.add(id(variable))
+    return k, set_generators(layers, seeds), unattributed
+
+
+def set_generators(layers: list[Any], seeds: Seeds, counter: int = 0) -> dict[str, int]:
+    """Set every generator of `layers` (in walk order) to `[seed of its stream + its position, counter]`;
+    return how many each stream holds."""
+    import numpy as np
+
     counts = {"dropout": 0, "augment": 0}
     for layer in layers:
         stream = "augment" if is_augmentation(layer) else "dropout"
         for generator in layer._seed_generators:
             seed = getattr(seeds, stream) + counts[stream]
-            generator.state.assign(np.array([seed, 0], dtype=generator.state.dtype))
+            generator.state.assign(np.array([seed, counter], dtype=generator.state.dtype))
             counts[stream] += 1
-    return k, counts, unattributed
+    return counts
+
+
+def inference_streams(model: Any, seeds: Seeds) -> None:
+    """Set every generator to the state it scores from: its training stream's seed at counter `INFERENCE_COUNTER`.
+
+    A layer that draws at inference (a VAE's sampling layer, Monte Carlo dropout) would otherwise score from
+    wherever training left its generator, and a reloaded model from a state Keras draws afresh (a generator's state
+    is not saved with the model). Set here before every scoring, the candidate (reloaded by evaluate) and each
+    calibration repeat (scored in memory) draw the same numbers.
+    """
+    set_generators(walk_layers(model), seeds, INFERENCE_COUNTER)
 
 
 def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int) -> list[str]:
     """Random draws in a training-mode call of `model` that no layer's generator makes, after seeding Keras's
     global generator from `base`: found by tracing the call (nothing runs, so no state moves)."""
     import tensorflow as tf
-    from keras.src.backend.common import global_state
     from keras.src.random import seed_generator
 
-    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, seed_generator.SeedGenerator(base))
+    _seed_global_generator(base)
     global_calls: list[str] = []
     original = seed_generator.global_seed_generator
 
@@ -209,6 +229,23 @@ def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int)
     found = [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(global_calls)]
     found += [f"tf.random op {op.type} at {op.name}" for op in graph.get_operations() if op.type in STATEFUL_RANDOM_OPS]
     return found
+
+
+def reset_global_streams(seeds: Seeds) -> None:
+    """Seed Python's, NumPy's, TensorFlow's and Keras's global random streams from `seeds.base` again: what training
+    draws from them (randomness no layer's seed covers) then follows the seeds alone, not what ran before."""
+    import keras
+
+    keras.utils.set_random_seed(seeds.base)
+    _seed_global_generator(seeds.base)
+
+
+def _seed_global_generator(base: int) -> None:
+    """Keras's global generator (what `keras.random` calls without a generator draw from), seeded from `base`."""
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, seed_generator.SeedGenerator(base))
 
 
 _warned = False

@@ -1,1 +1,1 @@
-"""Keras: a model from any builder (checked, compiled) and the callback that logs each epoch."""
+"""Keras: the one way every path builds, checks, fits, scores and saves a model, and the callback that logs each epoch."""

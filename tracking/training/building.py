@@ -209,7 +209,7 @@ def custom_objects(params: Params, root: Path) -> dict[str, Any]:
                 and issubclass(value, (keras.layers.Layer, keras.losses.Loss, keras.metrics.Metric))
             ):
                 found[name] = value
-        if key == "train.loss":
+        if key == "train.loss" and hasattr(function, "__name__"):  # a Loss instance is found by its class instead
             found[function.__name__] = function
     return found
 

@@ -1,13 +1,17 @@
-"""Test-set scores shared by the evaluate and calibrate stages, so both judge a model the same way.
+"""Test-set scores: the one way every model is scored, the candidate (by evaluate) and each calibration repeat alike.
 
-Its own module, so stages do not import each other and both depend on this file in dvc.yaml.
+`score_model` runs the model on the test set in the scoring batches, from its generators' inference state
+(tracking/determinism/seeding.py), so a layer that draws at inference draws the same numbers wherever it is scored.
 
 Classification: `test_accuracy`, `test_loss` (cross-entropy from the model's probabilities), per-class
 accuracy, for two classes `test_auc`; the model gives K softmax probabilities or, for binary, one sigmoid
-column (predicted class: p >= 0.5). Regression: `test_loss` (mean squared error), `test_mae`, `test_rmse`,
-`test_r2`. Per-group rows for either task (FPR and FNR for binary). The model's compiled metrics, as
-`model.evaluate` gives them, are added as `test_<name>` unless one of the above already has that name (the
-compiled loss is not: `test_loss` is the task's own, computed the same way for every run).
+column (predicted class: p >= 0.5). A model compiled with a `from_logits=True` loss outputs logits: they are
+turned into probabilities (softmax, or sigmoid for one column) before scoring, and the run records it
+(`prov.model.outputs`); outputs that are neither are an error, never a silently wrong loss. Regression:
+`test_loss` (mean squared error), `test_mae`, `test_rmse`, `test_r2`. Per-group rows for either task (FPR and
+FNR for binary). The model's compiled metrics, as `model.evaluate` gives them, are added as `test_<name>` unless
+one of the above already has that name (the compiled loss is not: `test_loss` is the task's own, computed the
+same way for every run).
 """
 
 from __future__ import annotations
@@ -17,21 +21,80 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION
+from tracking.determinism.seeding import inference_streams
+from tracking.determinism.seeds import Seeds
 from tracking.errors import UserCodeError
+from tracking.training.batches import SCORING_BATCH, in_batches
+
+# What a classifier's outputs are (`prov.model.outputs`): probabilities as they are, or logits turned into them.
+PROBABILITIES, LOGITS = "probabilities", "logits"
+# How far outputs may stray from probabilities (float32 rounding of a softmax) before they are taken for something else.
+PROBABILITY_TOLERANCE = 1e-3
 
 
-def class_probabilities(outputs: np.ndarray, n_classes: int) -> np.ndarray:
-    """(N, K) class probabilities from the model's outputs: K columns, or one sigmoid column for binary."""
+def output_kind(model: Any) -> str:
+    """`LOGITS` when the model is compiled with a loss that reads logits (`from_logits=True`), else `PROBABILITIES`."""
+    loss = getattr(model, "loss", None)
+    config = loss.get_config() if callable(getattr(loss, "get_config", None)) else {}
+    return LOGITS if isinstance(config, dict) and config.get("from_logits") else PROBABILITIES
+
+
+def score_model(model: Any, seeds: Seeds, test: dict[str, np.ndarray], task: str, n_outputs: int) -> dict[str, Any]:
+    """Score `model` on `test`: its outputs in scoring batches (generators at their inference state), its compiled
+    metrics, and the task's scores of them; the result's `outputs` are what the model gave, `probabilities` the
+    class probabilities scored (classification)."""
+    inference_streams(model, seeds)
+    outputs = model.predict(in_batches(test["x"], SCORING_BATCH), verbose=0)
+    compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
+    result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled, output_kind(model))
+    return {**result, "outputs": np.asarray(outputs)}
+
+
+def class_probabilities(outputs: np.ndarray, n_classes: int, kind: str = PROBABILITIES) -> np.ndarray:
+    """(N, K) class probabilities from the model's outputs: K columns, or one sigmoid column for binary; logits
+    (`kind` LOGITS) through a softmax or sigmoid first. Outputs that are not probabilities are a `UserCodeError`."""
     outputs = np.asarray(outputs)  # its own dtype: the default model's float32 losses stay as they were
     if outputs.ndim == 2 and outputs.shape[1] == n_classes:
-        return outputs
+        return _softmax(outputs) if kind == LOGITS else _probabilities(outputs)
     if n_classes == 2 and outputs.reshape(len(outputs), -1).shape[1] == 1:
         positive = outputs.reshape(-1)
+        positive = _sigmoid(positive) if kind == LOGITS else _probabilities(positive)
         return np.stack([1.0 - positive, positive], axis=1)
     raise UserCodeError(
         f"model.builder: the model outputs shape {outputs.shape[1:]} per sample but the data has {n_classes} "
         f"classes; return {n_classes} softmax outputs" + (" or one sigmoid output" if n_classes == 2 else "")
     )
+
+
+def _probabilities(outputs: np.ndarray) -> np.ndarray:
+    """`outputs` as they are, if they are probabilities (in [0, 1]; rows summing to 1 for several columns)."""
+    low, high = float(np.min(outputs)), float(np.max(outputs))
+    sums = outputs.sum(axis=1) if outputs.ndim == 2 else np.ones(1)
+    if (
+        np.isfinite(outputs).all()
+        and low >= -PROBABILITY_TOLERANCE
+        and high <= 1 + PROBABILITY_TOLERANCE
+        and np.abs(sums - 1).max() <= PROBABILITY_TOLERANCE
+    ):
+        return outputs
+    spread = f"values from {low:.4g} to {high:.4g}" + (
+        f", rows summing to {sums.min():.4g} to {sums.max():.4g}" if outputs.ndim == 2 else ""
+    )
+    raise UserCodeError(
+        f"model.builder: the model's outputs are not probabilities ({spread}), so no loss or accuracy can be "
+        "scored from them; end the model in a softmax (a sigmoid for one output), or train it with a loss that "
+        "reads logits (train.loss naming e.g. keras.losses.SparseCategoricalCrossentropy(from_logits=True)), "
+        "which makes the scores apply the softmax"
+    )
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def _sigmoid(logits: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-logits))
 
 
 def regression_outputs(outputs: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -52,13 +115,17 @@ def scores(
     n_outputs: int,
     groups: np.ndarray | None = None,
     compiled: dict[str, float] | None = None,
+    kind: str = PROBABILITIES,
 ) -> dict[str, Any]:
-    """The task's scores of the model's test `outputs`, its predictions, and the compiled metrics beside them."""
-    result = (
-        classification_scores(y, class_probabilities(outputs, n_outputs), n_outputs, groups)
-        if task == CLASSIFICATION
-        else regression_scores(y, regression_outputs(outputs, y), groups)
-    )
+    """The task's scores of the model's test `outputs` (`kind`: probabilities or logits), its predictions, and the
+    compiled metrics beside them."""
+    if task == CLASSIFICATION:
+        probabilities = class_probabilities(outputs, n_outputs, kind)
+        result = classification_scores(y, probabilities, n_outputs, groups)
+        one_column = np.asarray(outputs).reshape(len(y), -1).shape[1] == 1
+        result["probabilities"] = probabilities[:, 1:] if one_column else probabilities  # laid out as the outputs
+    else:
+        result = regression_scores(y, regression_outputs(outputs, y), groups)
     result["compiled"] = {
         f"test_{name}": float(value)
         for name, value in (compiled or {}).items()

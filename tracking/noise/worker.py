@@ -1,6 +1,8 @@
 """One calibration repeat: train the frozen baseline as a variant's repeat and score it, as a child MLflow run.
 
-A `RepeatWorker` holds what a process needs to train repeat after repeat: the calibration's shared `RepeatSpec`,
+A repeat takes the train stage's path: the model prepared as train prepares it (tracking/training/model.py), the
+same fit with its validation pass (tracking/training/fitting.py), then scored as evaluate scores the candidate
+(tracking/training/scoring.py). A CONTROL repeat is thereby the candidate again, bit for bit. A `RepeatWorker` holds what a process needs to train repeat after repeat: the calibration's shared `RepeatSpec`,
 its own hardware record and the model reused across repeats. The local executor makes one in the stage's own
 process; the Ray executor makes one per worker process (tracking/compute/ray_executor.py), started with the
 stage's process-level settings, so a repeat's weights do not depend on where it ran.
@@ -18,10 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.batches import SCORING_BATCH, in_batches
-from pipelines.scoring import flat_metrics, scores, summary_metrics
-from pipelines.training import Built, RepeatedModel, fit_model, target_shape, with_model
-from pipelines.variants import variant_setup
 from tracking.compute.placement import placement_tags
 from tracking.config.baseline import FROZEN_SECTIONS
 from tracking.config.params import CLASSIFICATION, Params
@@ -33,8 +31,12 @@ from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record
 from tracking.names import COMPUTE_ATTEMPT_TAG, IMPL_NOISE_TAG, NOISE_REPEAT_TAG, NOISE_VARIANT_TAG, REPEAT_KEY_TAG
 from tracking.noise.repeats import KeptRepeat
+from tracking.noise.variants import variant_setup
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
 from tracking.run.tracker import Tracker
+from tracking.training.fitting import fit_model
+from tracking.training.model import BuildInputs, Built, RepeatedModel, with_model
+from tracking.training.scoring import flat_metrics, score_model, summary_metrics
 
 # A repeat to train: its variant, its index and its key (tracking/noise/repeats.py).
 Job = tuple[str, int, str]
@@ -80,20 +82,16 @@ def train_and_score(
     built: Built,
     params: Params,
     seeds: Seeds,
-    train: dict,
-    test: dict,
+    splits: dict[str, dict],
     n_outputs: int,
     within_batch_seed: int | None,
     task: str = CLASSIFICATION,
 ) -> Trained:
-    """Train one repeat's built model (frameworks already seeded) and score it on the test set as evaluate does,
-    compiled metrics too. No validation pass: a repeat keeps test metrics only, and validation moves no weight."""
+    """Train one repeat's built model (frameworks already seeded) as the train stage trains, validation included,
+    and score it on the test set as evaluate scores the candidate, compiled metrics too."""
     model = built.model
-    fit_model(model, params, seeds, train, None, within_batch_seed=within_batch_seed)
-    compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
-    result = scores(
-        test["y"], np.asarray(model(test["x"], training=False)), task, n_outputs, test.get("groups"), compiled
-    )
+    fit_model(model, params, seeds, splits["train"], splits.get("val"), within_batch_seed=within_batch_seed)
+    result = score_model(model, seeds, splits["test"], task, n_outputs)
     model_weights = model.get_weights()
     predicted = result["predicted"].astype(np.int16 if task == CLASSIFICATION else np.float32)
     return Trained(
@@ -152,9 +150,7 @@ class RepeatWorker:
         self.spec = spec
         self.root = spec.root if spec.root.is_dir() else Path.cwd()  # another node has the project elsewhere
         self.record = {**spec.record, "cpu": gather_cpu(), "gpu": gather_gpus(), "os": gather_os()}
-        manifest = spec.manifest
-        shape = tuple(spec.splits["train"]["x"].shape[1:])
-        self.models = RepeatedModel(shape, output_size(manifest), self.root, target_shape(manifest))
+        self.models = RepeatedModel(BuildInputs.of(spec.manifest, spec.splits["train"], self.root))
 
     @classmethod
     def in_this_process(cls, spec: RepeatSpec) -> RepeatWorker:
@@ -171,7 +167,7 @@ class RepeatWorker:
         """Train and score one repeat (`attempt` counts tries after lost workers) as a child of the calibration run."""
         variant, repeat, key = job
         s = self.spec
-        train, test = s.splits["train"], s.splits["test"]
+        train = s.splits["train"]
         run_params, seeds, within, source = variant_setup(
             variant, repeat, s.baseline, s.base_seeds, s.params.calibration.simulate_impl_noise, self.gpu
         )
@@ -208,7 +204,7 @@ class RepeatWorker:
                     train,
                 )
             )
-            trained = train_and_score(built, run_params, seeds, train, test, output_size(s.manifest), within, s.task)
+            trained = train_and_score(built, run_params, seeds, s.splits, output_size(s.manifest), within, s.task)
             child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
             child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
         run = {

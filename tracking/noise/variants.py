@@ -20,7 +20,7 @@ ALGO_SOURCES = ("init", "shuffle", "dropout", "augment")
 
 def op_determinism(variant: str) -> bool:
     """Whether a variant's repeats train with op determinism on: besides the seeds, the one setting variants
-    differ in, so repeats that agree on it share one built model (pipelines/training.py's `RepeatedModel`)."""
+    differ in, so repeats that agree on it share one built model (tracking/training/model.py's `RepeatedModel`)."""
     return variant not in ("algo+impl", "impl")
 
 

@@ -1,0 +1,286 @@
+"""Calibration: the frozen baseline trained `calibration.repeats` times per noise variant, as children of one MLflow
+parent run, and the bands, churn and weight distances of each variant summarised from them.
+
+The variants, and how each repeat's seeds and kernel noise are set, are in `tracking/noise/variants.py`; one repeat's
+training is `tracking/noise/worker.py`. Repeats run in this process one after another (`compute.executor: local`) or
+on the workers of a Ray cluster (`ray`). Every finished repeat is kept under the key of what determined it
+(tracking/noise/repeats.py): a calibration that was killed, or given more repeats, trains only what it lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracking.compute.ray_executor import RayPool
+from tracking.config.baseline import load_baseline
+from tracking.config.params import CLASSIFICATION, LOCAL, RAY, Params
+from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
+from tracking.data.dataset import load_splits, read_manifest
+from tracking.determinism.process import process_environment, reproducible_process, seed_frameworks
+from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import as_record
+from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
+from tracking.names import (
+    COMPUTE_ATTEMPT_TAG,
+    COMPUTE_EXECUTOR_TAG,
+    CONTROL_BIT_IDENTICAL_TAG,
+    NOISE_ROLE_TAG,
+    REPEAT_KEY_TAG,
+    REUSED_REPEATS_TAG,
+)
+from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
+from tracking.noise.statistics import (
+    band_from_values,
+    churn_measure,
+    off_diagonal_summary,
+    pairwise_disagreement,
+    pairwise_weight_distance,
+)
+from tracking.noise.variants import op_determinism
+from tracking.noise.worker import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
+from tracking.provenance import capture
+from tracking.provenance.git import open_repository
+from tracking.provenance.software import installed_packages
+from tracking.run.tracker import Tracker
+from tracking.store.location import project_root, tracking_uri
+from tracking.store.stale import end_failed
+from tracking.training.model import require_code_deps
+
+log = logging.getLogger(__name__)
+
+# Intervals stored with the calibration use this alpha; the compare stage re-derives them at compare.alpha,
+# so changing compare.alpha never re-runs the calibration.
+STORED_ALPHA = 0.05
+
+
+def summarise(
+    runs: list[dict[str, Any]],
+    predictions: np.ndarray,
+    weights: np.ndarray,
+    alpha: float,
+    task: str = CLASSIFICATION,
+    target_std: float | None = None,
+) -> dict[str, Any]:
+    """Bands of every metric and pairwise churn (the task's) / weight-distance summaries, per variant."""
+    summary = {}
+    for variant in dict.fromkeys(run["variant"] for run in runs):
+        index = [i for i, run in enumerate(runs) if run["variant"] == variant]
+        chosen = [runs[i] for i in index]
+        metrics = {
+            name: [run["metrics"][name] for run in chosen]
+            for name in chosen[0]["metrics"]
+            if sum(np.isfinite(run["metrics"][name]) for run in chosen) >= 2
+        }
+        hashes = sorted({run["weights_sha256"] for run in chosen})
+        summary[variant] = {
+            "runs": index,
+            "bands": {
+                name: band_from_values(name, values, alpha, f"calibration:{variant}").as_dict()
+                for name, values in metrics.items()
+            },
+            "churn": off_diagonal_summary(pairwise_disagreement(predictions[index], task, target_std)),
+            "weight_distance": off_diagonal_summary(pairwise_weight_distance(weights[index])),
+            "bit_identical": len(hashes) == 1,
+            "weights_sha256": hashes,
+            "impl_noise": chosen[0]["impl_noise"],
+        }
+    return summary
+
+
+def open_calibration(
+    params: Params,
+    baseline: Params,
+    base_seeds: Seeds,
+    root: Path,
+    data: tuple[dict[str, Any], dict[str, dict]],
+    parent: Tracker,
+    executor: str = LOCAL,
+) -> RepeatSpec:
+    """Seed the frameworks, capture provenance once and log it with the params and `data` (the manifest and
+    the splits) to the parent run; return what every repeat shares."""
+    manifest, splits = data
+    train = splits["train"]
+    effective = seed_frameworks(baseline, base_seeds)
+    record = capture(root, base_seeds.as_dict(), as_record(baseline.determinism, effective), stages=("prepare",))
+    packages = installed_packages()
+    parent.log_params(trained_on(baseline, params))
+    parent.log_provenance(record, packages)
+    parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
+    return RepeatSpec(params, baseline, base_seeds, root, manifest, splits, record, packages, parent.run_id, executor)
+
+
+def repeat_identity(
+    params: Params, baseline: Params, manifest: dict[str, Any], root: Path, gpu: bool
+) -> dict[str, Any]:
+    """What determines every repeat's result but its variant and index: the baseline's training sections, the
+    data, the code, kernel-noise simulation and whether GPUs train (`compute.accelerator_type` names which)."""
+    return {
+        "baseline": {key: value for key, value in baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
+        "data_sha256": manifest["content_sha256"],
+        "code": code_version(root, CALIBRATE),
+        "simulate_impl_noise": params.calibration.simulate_impl_noise,
+        "gpu": params.compute.accelerator_type or gpu,
+    }
+
+
+def train_locally(spec: RepeatSpec, jobs: list[Job], show: Callable[[str], None]) -> Iterator[tuple[Job, KeptRepeat]]:
+    """The local executor: every repeat in this process, one after another, those that share a built model
+    together (the order changes no repeat's weights)."""
+    worker = RepeatWorker.in_this_process(spec)
+    for job in sorted(jobs, key=lambda job: op_determinism(job[0])):
+        show(f"{worker.where()} {label(job)}")
+        yield job, worker.run(job)
+
+
+def train_on_ray(
+    pool: RayPool, spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
+) -> Iterator[tuple[Job, KeptRepeat]]:
+    """The Ray executor: repeats on the pool's workers; a repeat whose worker died ends FAILED and is tried again."""
+    experiment_id = parent.client.get_run(parent.run_id).info.experiment_id
+    retries = spec.params.compute.max_retries
+
+    def on_lost(job: Job, attempt: int, why: str) -> None:
+        left = retries + 1 - attempt
+        then = f"trying again ({left} tr{'y' if left == 1 else 'ies'} left)" if left > 0 else "no tries left"
+        found = parent.client.search_runs(
+            [experiment_id],
+            f"tags.mlflow.parentRunId = '{spec.parent_run_id}' and tags.`{REPEAT_KEY_TAG}` = '{job[2]}' "
+            f"and tags.`{COMPUTE_ATTEMPT_TAG}` = '{attempt}' and attributes.status = 'RUNNING'",
+        )
+        for run in found:
+            end_failed(
+                parent.client, run.info.run_id, "the calibrate stage", f"its worker died mid-repeat ({why}); {then}"
+            )
+        log.warning("calibration repeat %s: its worker died (%s); %s", label(job), why, then)
+
+    yield from pool.run(spec, jobs, label, on_lost, show, affinity=lambda job: op_determinism(job[0]))
+
+
+def worker_environment(uri: str) -> dict[str, str]:
+    """What a Ray worker starts with: this process's determinism settings, its MLflow settings (the store and
+    any credentials for it) and the DVC experiment it belongs to."""
+    passed = (DVC_EXP_NAME, DVC_EXP_BASELINE_REV, TRACKING_LOGLEVEL)
+    env = {name: value for name, value in os.environ.items() if name.startswith("MLFLOW_") or name in passed}
+    return {**env, **process_environment(), MLFLOW_TRACKING_URI: uri}
+
+
+def local_gpu() -> bool:
+    """Whether TensorFlow sees a GPU in this process (the local executor's repeats train on it)."""
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def calibrate(params: Params) -> None:
+    """The calibrate stage's work: train the missing repeats of every variant (kept ones are reused), log them as
+    children of one MLflow parent run, and write the calibration (`calibration/noise.json`, the stacked
+    predictions and weights)."""
+    from tqdm import tqdm
+
+    baseline = load_baseline(params.calibration.baseline)
+    base_seeds = reproducible_process(baseline)
+    root = project_root()
+    require_code_deps(baseline, CALIBRATE, root)
+    manifest = read_manifest(root / PREPARED)
+    data = manifest, load_splits(root / PREPARED, manifest)
+    open_repository(root)
+    executor = params.compute.executor
+    uri = tracking_uri(root)
+    with ExitStack() as stack:
+        # The run opens first, while this machine is quiet; then Ray's workers start TensorFlow while this process
+        # captures provenance, so the first repeats start as soon as both are done.
+        parent = stack.enter_context(
+            Tracker(
+                params.mlflow.experiment,
+                root,
+                stage=CALIBRATE,
+                run_name="calibration",
+                tags={NOISE_ROLE_TAG: "calibration", COMPUTE_EXECUTOR_TAG: executor},
+            )
+        )
+        pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
+        gpu = pool.gpus_per_run > 0 if pool else local_gpu()
+        identity = repeat_identity(params, baseline, manifest, root, gpu)
+        plan = [
+            (variant, repeat, repeat_key(identity, variant, repeat))
+            for variant, repeat in product(params.calibration.variants, range(params.calibration.repeats))
+        ]
+        store = RepeatStore(root / REPEATS_DIR)
+        finished = {job: kept for job in plan if (kept := store.load(job[2])) is not None}
+        reused = set(finished)
+        pending = [job for job in plan if job not in finished]
+        if pool and pending:
+            pool.start(RepeatWorker, len(pending), worker_environment(uri))
+        spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
+        with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
+            if reused:
+                bar.write(f"calibrate: {len(reused)} of {len(plan)} repeats kept from earlier calibrations are reused")
+            trained = (
+                train_on_ray(pool, spec, pending, parent, bar.set_postfix_str)
+                if pool
+                else train_locally(spec, pending, bar.set_postfix_str)
+            )
+            for job, kept in trained:
+                store.save(job[2], kept)
+                finished[job] = kept
+                bar.update()
+            bar.set_postfix_str("")
+        runs = [{**finished[job].run, "reused": job in reused} for job in plan]
+        stacked_predictions = np.stack([finished[job].predicted for job in plan])
+        stacked_weights = np.stack([finished[job].weights for job in plan])
+        task, test = spec.task, spec.splits["test"]
+        target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
+        noise = {
+            "baseline": baseline.flat(),
+            "data_sha256": spec.manifest["content_sha256"],
+            "alpha": STORED_ALPHA,
+            "repeats": params.calibration.repeats,
+            "simulate_impl_noise": params.calibration.simulate_impl_noise,
+            "gpu": gpu,
+            "parent_run_id": parent.run_id,
+            "executor": executor,
+            "reused": [label(job) for job in plan if job in reused],
+            "runs": runs,
+            "task": task,
+            "churn_measure": churn_measure(task),
+            "target_std": target_std,
+            "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std),
+        }
+        control = noise["variants"].get("control")
+        parent.set_tags(
+            {
+                CONTROL_BIT_IDENTICAL_TAG: str(control["bit_identical"]).lower() if control else "n/a",
+                REUSED_REPEATS_TAG: len(reused),
+            }
+        )
+        parent.log_json(noise, NOISE_FILE.as_posix())
+        (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
+        (root / CALIBRATION_RUNS).parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(
+            root / CALIBRATION_RUNS,
+            predictions=stacked_predictions,
+            weights=stacked_weights,
+            variants=np.array([run["variant"] for run in runs]),
+        )
+        (root / NOISE_FILE).write_text(json.dumps(noise, indent=2) + "\n")
+    if control and not control["bit_identical"]:
+        print(
+            "WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "
+            f"weights: {', '.join(control['weights_sha256'])}",
+            file=sys.stderr,
+        )
+    trained_here = len(plan) - len(reused)
+    print(
+        f"calibrated {len(runs)} runs over {len(noise['variants'])} variant(s) ({trained_here} trained with the "
+        f"{executor} executor, {len(reused)} reused); MLflow parent run {parent.run_id}"
+    )

@@ -1,0 +1,60 @@
+"""The batches Keras is handed: the seeded training order, and the consecutive batches of validation and scoring.
+
+Training batches follow `batch_orders`, drawn from `seeds.shuffle` alone. Validation and scoring go through tf.data
+pipelines of our own rather than Keras's adapter for arrays, which maps its batches in parallel: TensorFlow 2.21
+rewrites that map under op determinism and prints an `E0000 ... NodeDef mentions attribute use_unbounded_threadpool`
+line on every stage's stderr. Consecutive batches of the same size hold the same examples in the same order, so
+every number stays the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# Batches for scoring (the candidate and every calibration repeat alike), and the batches Keras gives
+# `validation_data` arrays.
+SCORING_BATCH = 512
+KERAS_VALIDATION_BATCH = 32
+
+
+def in_batches(arrays: Any, batch_size: int) -> Any:
+    """`arrays` (one, or a tuple of inputs and targets) as a tf.data pipeline of consecutive batches."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
+
+
+def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None) -> np.ndarray:
+    """The (epochs, n) example order of each epoch, drawn from `seed` alone.
+
+    The order comes from NumPy's generator rather than tf.data's shuffle, whose op seed mixes in the global
+    seed: here changing any other seed leaves the order as it was. With `within_batch_seed`, examples are
+    also permuted inside each batch: the batch and its mathematical gradient stay the same, but the
+    floating-point summation order changes, as it does with non-deterministic GPU reductions.
+    """
+    rng = np.random.default_rng(seed)
+    orders = np.stack([rng.permutation(n) for _ in range(epochs)])
+    if within_batch_seed is not None:
+        noise = np.random.default_rng(within_batch_seed)
+        for order in orders:
+            for start in range(0, len(order), batch_size):
+                order[start : start + batch_size] = noise.permutation(order[start : start + batch_size])
+    return orders
+
+
+def epoch_batches(
+    x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None
+) -> Any:
+    """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`."""
+    import tensorflow as tf
+
+    orders = batch_orders(len(y), batch_size, epochs, seed, within_batch_seed)
+    x_t, y_t = tf.constant(x), tf.constant(y)
+    return (
+        tf.data.Dataset.from_tensor_slices(orders)
+        .flat_map(lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
+        .map(lambda index: (tf.gather(x_t, index), tf.gather(y_t, index)))
+        .prefetch(2)
+    )

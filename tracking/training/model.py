@@ -1,0 +1,186 @@
+"""The model every training path uses: built from `model.builder`, seeded by position, compiled, checked once
+before any run opens, reused across calibration repeats, saved and reloaded.
+
+The train stage, every calibration repeat (in the stage's process or on a Ray worker), `tracking rerun` (which
+runs the stages) and the audit prepare their model here, so a CONTROL repeat starts from the very model the
+candidate started from.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracking.config.params import CLASSIFICATION, Params
+from tracking.config.project import DVC_FILE
+from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
+from tracking.data.hashing import weights_sha256
+from tracking.determinism.seeding import (
+    Created,
+    SeedReport,
+    capturing_weights,
+    reseed,
+    reset_global_streams,
+    seed_model,
+)
+from tracking.determinism.seeds import Seeds
+from tracking.training.building import call_builder, check_output, compile_model, custom_objects
+
+
+def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
+    """The team's code `stage` trains with (model.builder, a "module:function" train.loss) is a DVC dep of it."""
+    for key, spec in (("model.builder", params.model.builder), ("train.loss", params.train.loss)):
+        if spec and ":" in spec:
+            require_stage_dep(load_callable(spec, key, root), key, stage, root, dvc_file)
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What a model is built for: the training split (handed read-only to a builder that declares `train`, to
+    adapt its preprocessing), the number of outputs, the regression targets' shape and the project root."""
+
+    train: dict[str, np.ndarray]
+    n_outputs: int
+    target_shape: tuple[int, ...] | None
+    root: Path
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.train["x"].shape[1:])
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any], train: dict[str, np.ndarray], root: Path) -> BuildInputs:
+        """The inputs of a model trained on prepared data described by `manifest` (data/prepared/manifest.json)."""
+        from tracking.data.dataset import output_size
+
+        shape = manifest.get("target_shape")
+        return cls(train, output_size(manifest), None if shape is None else tuple(shape), root)
+
+    def read_only_train(self) -> dict[str, np.ndarray]:
+        """The training inputs and targets as views a builder cannot write to."""
+        views = {}
+        for name in ("x", "y"):
+            view = self.train[name].view()
+            view.flags.writeable = False
+            views[name] = view
+        return views
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built, seeded model with what provenance records of it (`prov.model.*`, `prov.seeds.*`), and the
+    weights its builder created (to re-seed it)."""
+
+    model: Any
+    initial_weights_sha256: str
+    seeding: SeedReport
+    builder: dict[str, Any]
+    created: Created
+
+
+def build_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
+    """The model `model.builder` returns for `model.kwargs`, checked against the task and seeded by position."""
+    import keras
+
+    builder = load_callable(params.model.builder, "model.builder", inputs.root)
+    with capturing_weights() as created:
+        model = call_builder(
+            builder,
+            params.model.builder,
+            inputs.input_shape,
+            inputs.n_outputs,
+            params.model.kwargs,
+            {"seeds": seeds, "task": params.data.task, "train": inputs.read_only_train()},
+        )
+    check_output(model, params.model.builder, params.data.task, inputs.n_outputs, inputs.target_shape)
+    report = seed_model(model, created, seeds, inputs.input_shape)
+    described = {
+        **describe_callable(params.model.builder, builder, inputs.root),
+        "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
+        "dtype_policy": keras.config.dtype_policy().name,
+    }
+    return Built(model, weights_sha256(model.get_weights()), report, described, created)
+
+
+def prepare_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
+    """Build, seed, compile and check the model (frameworks already seeded): every mistake in the team's code or in
+    params.yaml surfaces here, before a stage opens its MLflow run (tracking/training/preflight.py).
+
+    The global random streams are reset to `seeds.base` last, so what training draws from them (randomness no
+    layer's seed covers) does not depend on what building and checking the model drew.
+    """
+    from tracking.training.preflight import preflight
+    from tracking.training.scoring import output_kind
+
+    built = build_model(params, seeds, inputs)
+    compile_model(built.model, params, inputs.root)
+    preflight(built.model, params, seeds, inputs)
+    reset_global_streams(seeds)
+    described = {
+        "jit_compile": str(built.model.jit_compile).lower(),
+        "outputs": output_kind(built.model) if params.data.task == CLASSIFICATION else "values",
+    }
+    return replace(built, builder={**built.builder, **described})
+
+
+class RepeatedModel:
+    """One configuration's model, built and compiled once, then handed to every repeat reset to what a fresh
+    build with that repeat's seeds gives: every variable back to its built value, the random initial weights
+    and the generators re-drawn from the seeds, the optimizer's state back to its start.
+
+    A repeat then traces no tf.function again (Keras keeps the model's train and test functions), which is
+    most of what a repeat of a small model costs beyond its training steps. The weights after training are
+    bit-identical to a freshly built model's. A model with randomness no layer's seed covers is built afresh
+    for every repeat instead, since the global generator it draws from is not part of its state.
+    """
+
+    def __init__(self, inputs: BuildInputs) -> None:
+        self.inputs = inputs
+        self._built: Built | None = None
+        self._key: str = ""
+        self._fresh: list[Any] = []
+
+    def prepare(self, params: Params, seeds: Seeds) -> Built:
+        """A compiled model seeded with `seeds`, as `prepare_model(params, seeds, ...)` builds it."""
+        key = json.dumps(
+            {name: value for name, value in params.flat().items() if not name.startswith("seeds.")}, default=str
+        )
+        built = self._built
+        if built is None or key != self._key or built.seeding.unattributed:
+            built = prepare_model(params, seeds, self.inputs)
+            built.model.optimizer.build(built.model.trainable_variables)
+            self._built, self._key = built, key
+            self._fresh = [variable.numpy() for variable in self._state(built.model)]
+            return built
+        for variable, value in zip(self._state(built.model), self._fresh, strict=True):
+            variable.assign(value)
+        init, counts, _ = reseed(built.model, built.created, seeds)
+        reset_global_streams(seeds)
+        report = replace(built.seeding, init=init, dropout=counts["dropout"], augment=counts["augment"])
+        return replace(built, initial_weights_sha256=weights_sha256(built.model.get_weights()), seeding=report)
+
+    @staticmethod
+    def _state(model: Any) -> list[Any]:
+        """Every variable training moves: the model's weights and the optimizer's (step count, moments)."""
+        return [*model.weights, *model.optimizer.variables]
+
+
+def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
+    """The provenance record with the builder (`prov.model.*`: spec, kwargs, file hash, package version, dtype
+    policy, jit_compile, seeded counts) and the randomness no seed covers (`prov.seeds.unattributed`)."""
+    seeding = built.seeding.as_record()
+    unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
+    return {**record, "seeds": {**record["seeds"], **unattributed}, "model": {**built.builder, **seeding}}
+
+
+def load_trained_model(path: Path, params: Params, root: Path) -> Any:
+    """A saved model, compiled as it was trained, with the custom layers and loss of the team's modules."""
+    import keras
+
+    model = keras.models.load_model(path, custom_objects=custom_objects(params, root), compile=False)
+    compile_model(model, params, root)
+    return model

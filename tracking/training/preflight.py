@@ -1,0 +1,206 @@
+"""The check a prepared model passes before any MLflow run opens: fail before training, not after it.
+
+The model is saved and reloaded once with the team's custom objects (as evaluate will reload it), the reloaded copy
+must give the model's own outputs at inference (as scoring will see it), and the copy trains one step and evaluates
+one step on a batch of the training data shaped as `fit` hands it, `(x, y)`. Each failure is one `UserCodeError`
+line naming the layer or the method to fix (`get_config`, `call`, `train_step`'s data); the model itself is left as
+it was. Metrics that read exactly 0.0 because a model with its own `train_step` has no `test_step` are named in a
+`warning:` line.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracking.config.params import CLASSIFICATION, Params
+from tracking.determinism.seeding import inference_streams, walk_layers
+from tracking.determinism.seeds import Seeds
+from tracking.errors import UserCodeError
+from tracking.training.batches import in_batches
+from tracking.training.building import compile_model, custom_objects
+
+log = logging.getLogger(__name__)
+
+# Examples in the batch the check trains and evaluates on.
+CHECK_BATCH = 8
+# The keras-io guide a team's custom layers and models follow, named in the error lines.
+SUBCLASSING_GUIDE = "keras.io/guides/making_new_layers_and_models_via_subclassing"
+CUSTOM_FIT_GUIDE = "keras.io/guides/custom_train_step_in_tensorflow"
+
+
+def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> None:
+    """Check that `model` (compiled) saves, reloads to the same outputs, trains and evaluates a step, and that a
+    classifier's outputs are probabilities or declared logits; raise a `UserCodeError` naming what to fix."""
+    from tracking.training.scoring import class_probabilities, output_kind
+
+    spec = params.model.builder
+    x, y = inputs.train["x"][:CHECK_BATCH], inputs.train["y"][:CHECK_BATCH]
+    with tempfile.TemporaryDirectory(prefix="tracking-preflight-") as folder:
+        path = Path(folder) / "model.keras"
+        _save(model, path, spec, inputs.root)
+        copy = _reload(path, model, params, spec, inputs.root)
+    outputs = _same_outputs(model, copy, x, seeds, spec, inputs.root)
+    if params.data.task == CLASSIFICATION:
+        class_probabilities(outputs, inputs.n_outputs, output_kind(model))
+    compile_model(copy, params, inputs.root)
+    _one_step(copy, x, y, spec, inputs.root)
+
+
+def _save(model: Any, path: Path, spec: str, root: Path) -> None:
+    try:
+        model.save(path)
+    except Exception as err:
+        layer = _unconfigurable_layer(model)
+        what = f"layer '{layer.name}' ({type(layer).__name__})" if layer is not None else "the model"
+        raise UserCodeError(
+            f"model.builder: '{spec}' builds a model that cannot be saved: {what} raised {_summary(err, root)}; "
+            f"give it a get_config() that returns every argument of its __init__ ({SUBCLASSING_GUIDE})"
+        ) from err
+
+
+def _unconfigurable_layer(model: Any) -> Any:
+    """The first layer whose `get_config` raises, or None."""
+    for layer in [*walk_layers(model)[1:], model]:
+        try:
+            layer.get_config()
+        except Exception:
+            return layer
+    return None
+
+
+def _reload(path: Path, model: Any, params: Params, spec: str, root: Path) -> Any:
+    import keras
+
+    found = custom_objects(params, root)
+    try:
+        return keras.models.load_model(path, custom_objects=found, compile=False)
+    except Exception as err:
+        layer, why = _unrecreatable_layer(model, found)
+        what = f"layer '{layer.name}' ({type(layer).__name__}) raised {why}" if layer else _summary(err, root)
+        raise UserCodeError(
+            f"model.builder: the model '{spec}' builds is saved but cannot be re-created from its config: {what}; "
+            "give each custom layer a get_config() that returns every argument of its __init__, and define the "
+            f"classes in the builder's module so they are found ({SUBCLASSING_GUIDE})"
+        ) from err
+
+
+def _unrecreatable_layer(model: Any, found: dict[str, Any]) -> tuple[Any, str]:
+    """The first layer that its class cannot re-create from its config, with what it raised; (None, "") if none."""
+    from keras.saving import custom_object_scope
+
+    with custom_object_scope(found):
+        for layer in walk_layers(model)[1:]:
+            try:
+                type(layer).from_config(layer.get_config())
+            except Exception as err:
+                return layer, f"{type(err).__name__}: {_text(err)}"
+    return None, ""
+
+
+def _same_outputs(model: Any, copy: Any, x: np.ndarray, seeds: Seeds, spec: str, root: Path) -> np.ndarray:
+    """The model's outputs on `x` at inference, checked equal to the reloaded copy's; the model's generators are left
+    where they were (layers that draw at inference draw here)."""
+    generators = [generator for layer in walk_layers(model) for generator in layer._seed_generators]
+    states = [generator.state.numpy() for generator in generators]
+    try:
+        inference_streams(model, seeds)
+        inference_streams(copy, seeds)
+        outputs = _inference(model, x, "the model", spec, root)
+        reloaded = _inference(copy, x, "the reloaded model", spec, root)
+    finally:
+        for generator, state in zip(generators, states, strict=True):
+            generator.state.assign(state)
+    if outputs.shape != reloaded.shape or not np.array_equal(outputs, reloaded, equal_nan=True):
+        gap = np.nanmax(np.abs(outputs - reloaded)) if outputs.shape == reloaded.shape else "other shapes"
+        raise UserCodeError(
+            f"model.builder: the model '{spec}' builds gives other outputs once saved and reloaded (largest "
+            f"difference {gap}), so the saved model is not the trained one; keep a layer's state in weights made "
+            f"with add_weight and return every __init__ argument from get_config ({SUBCLASSING_GUIDE})"
+        )
+    return outputs
+
+
+def _inference(model: Any, x: np.ndarray, which: str, spec: str, root: Path) -> np.ndarray:
+    try:
+        return np.asarray(model(x, training=False))
+    except Exception as err:
+        raise UserCodeError(
+            f"model.builder: {which} of '{spec}' fails at inference on a batch of the training inputs: "
+            f"{_summary(err, root)}; fix its call()"
+        ) from err
+
+
+def _one_step(copy: Any, x: np.ndarray, y: np.ndarray, spec: str, root: Path) -> None:
+    """Train one step and evaluate one step on `(x, y)` as fit and evaluate hand a batch; warn about metrics that a
+    model without its own `test_step` leaves at exactly 0.0."""
+    import keras
+
+    batch = in_batches((x, y), len(x))
+    for method, run in (
+        ("train_step", lambda: copy.fit(batch, epochs=1, shuffle=False, verbose=0)),
+        ("test_step", lambda: copy.evaluate(batch, verbose=0, return_dict=True)),
+    ):
+        try:
+            result = run()
+        except Exception as err:
+            raise UserCodeError(
+                f"model.builder: one {method.split('_')[0]}ing step of the model '{spec}' builds failed on a batch "
+                f"as Keras hands it (data = (x, y)): {_summary(err, root)}; fix its {_method(err, root, method)} "
+                f"({CUSTOM_FIT_GUIDE})"
+            ) from err
+    cls = type(copy)
+    if cls.train_step is not keras.Model.train_step and cls.test_step is keras.Model.test_step:
+        zeros = sorted(name for name, value in result.items() if name != "loss" and value == 0.0)
+        if zeros:
+            log.warning(
+                "model.builder: the model '%s' builds has its own train_step but no test_step, and its metrics %s "
+                "read exactly 0.0 when evaluated: validation and test values of them are not measured; define "
+                "test_step beside train_step (%s)",
+                spec,
+                ", ".join(zeros),
+                CUSTOM_FIT_GUIDE,
+            )
+
+
+def _user_frame(err: BaseException, root: Path) -> traceback.FrameSummary | None:
+    """The innermost frame of the team's own code (a file under the project root, outside `tracking/`) in `err`."""
+    own, library = root.resolve(), (root / "tracking").resolve()
+    found = None
+    for frame in traceback.extract_tb(err.__traceback__):
+        file = Path(frame.filename).resolve()
+        if file.is_relative_to(own) and not file.is_relative_to(library):
+            found = frame
+    return found
+
+
+def _method(err: BaseException, root: Path, fallback: str) -> str:
+    """The team's method the error came from (`call`, `train_step`, ...), with its place, or `fallback`'s name."""
+    frame = _user_frame(err, root)
+    if frame is None:
+        return (
+            f"{fallback} (its data is a tuple (x, y): unpack it as `x, y = data`)" if "train" in fallback else fallback
+        )
+    name = frame.name if frame.name in ("call", "train_step", "test_step", "compute_loss") else f"{frame.name}()"
+    where = f"{Path(frame.filename).name}:{frame.lineno}"
+    if name == "train_step":
+        return f"train_step's handling of its data ({where}): fit passes a tuple (x, y), unpack it as `x, y = data`"
+    return f"{name} ({where})"
+
+
+def _summary(err: BaseException, root: Path) -> str:
+    """`Type: first line` of `err`, with the team's line it came from when there is one."""
+    frame = _user_frame(err, root)
+    where = f" at {Path(frame.filename).name}:{frame.lineno} in {frame.name}" if frame else ""
+    return f"{type(err).__name__}{where}: {_text(err)}"
+
+
+def _text(err: BaseException, limit: int = 240) -> str:
+    """`err`'s message on one line, cut at `limit` characters."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
