@@ -6,7 +6,7 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION, DataParams, load_params
 from tracking.config.project import PINS_DIR, PREPARED
-from tracking.config.user_code import load_callable, require_stage_dep
+from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
 from tracking.data.dataset import Source, build_manifest, check_pin, load_data, write_splits
 from tracking.errors import DataError
 from tracking.stage import run_main
@@ -42,6 +42,7 @@ def main() -> None:
     root = project_root()
     if params.data.loader is not None:
         require_stage_dep(load_callable(params.data.loader, "data.loader", root), "data.loader", "prepare", root)
+        require_loader_inputs(params.data.inputs, params.data.kwargs, "prepare", root)
     source = load_data(params.data, root)
     splits = split(source, params.data, params.data.split_seed)
     manifest = build_manifest(splits, source, params.data.task)

@@ -53,6 +53,7 @@ class DataParams(_Section):
     source: Annotated[str, Field(min_length=1)] | None = "sklearn:digits"
     loader: CallableSpec | None = None
     kwargs: dict[str, Any] = {}
+    inputs: list[Annotated[str, Field(min_length=1)]] = []  # files or folders the loader reads: deps of prepare
     task: Task = "classification"
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
     val_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1
@@ -66,6 +67,8 @@ class DataParams(_Section):
             raise ValueError(f"exactly one of data.source and data.loader must be set, the other null; {given}")
         if self.source is not None and self.kwargs:
             raise ValueError("data.kwargs is passed to data.loader only; with data.source set it must be {}")
+        if self.source is not None and self.inputs:
+            raise ValueError("data.inputs lists what data.loader reads; with data.source set it must be []")
         return self
 
 

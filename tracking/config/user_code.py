@@ -103,15 +103,45 @@ def require_stage_dep(function: Callable[..., Any], key: str, stage: str, root: 
     project = root.resolve()
     if file is None or not file.is_relative_to(project) or "site-packages" in file.parts:
         return
-    deps = stage_deps(project, stage, dvc_file)
+    require_path_dep(PurePosixPath(file.relative_to(project).as_posix()), key, stage, project, dvc_file)
+
+
+def require_path_dep(relative: PurePosixPath, key: str, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
+    """Refuse to run `stage` while the project file or folder `relative` (what `key` names) is not one of its deps,
+    nor inside one: DVC would not re-run the stage when it changes. No rule without a dvc.yaml declaring the stage."""
+    deps = stage_deps(root, stage, dvc_file)
     if deps is None:
         return
-    relative = PurePosixPath(file.relative_to(project).as_posix())
-    if not any(relative == dep or dep in relative.parents or dep == PurePosixPath(".") for dep in deps):
+    inside = [dep for dep in deps if relative == dep or dep in relative.parents or dep == PurePosixPath(".")]
+    if not inside:
         raise UserCodeError(
             f"{key}: {relative} is not a dependency of stage {stage}, so DVC would not re-run it when "
-            f"the file changes; add `- {relative}` under deps of stage {stage} in {dvc_file}"
+            f"it changes; add `- {relative}` under deps of stage {stage} in {dvc_file}"
         )
+
+
+def require_loader_inputs(inputs: list[str], kwargs: dict[str, Any], stage: str, root: Path) -> None:
+    """What a loader reads is a dependency of `stage`: every `data.inputs` entry (which must exist), and every
+    `data.kwargs` value that reads as a path (it holds a `/` or a file suffix) of a file or folder inside the project.
+    A file outside the project is not checked."""
+    project = root.resolve()
+    named = [("data.inputs", entry, True) for entry in inputs]
+    named += [
+        (f"data.kwargs.{name}", value, False)
+        for name, value in kwargs.items()
+        if isinstance(value, str) and ("/" in value or PurePosixPath(value).suffix)
+    ]
+    for key, entry, declared in named:
+        path = (project / entry).resolve()
+        if not path.exists():
+            if declared:
+                raise UserCodeError(
+                    f"{key}: '{entry}' does not exist in the project ({project}); list the files or folders "
+                    "data.loader reads, relative to the project root (`dvc add` them, or pull them with `dvc pull`)"
+                )
+            continue
+        if path.is_relative_to(project) and path != project:
+            require_path_dep(PurePosixPath(path.relative_to(project).as_posix()), key, stage, project)
 
 
 def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:

@@ -58,7 +58,13 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     data_hash = original.tags.get(DATA_HASH_TAG)
     _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")
 
-    from tracking.inspect.restore import dvc_cache, find_directory, restore_prepared, write_logged_params
+    from tracking.inspect.restore import (
+        checkout_stage_inputs,
+        dvc_cache,
+        find_directory,
+        restore_prepared,
+        write_logged_params,
+    )
     from tracking.inspect.worktree import apply_diff, temporary_worktree
 
     with temporary_worktree(root, commit) as project:
@@ -88,8 +94,13 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
             )
         restore_prepared(cache, project, data_hash, content, original.run_id)
         env = _stage_environment(uri)
+        inputs = checkout_stage_inputs(project, PREPARE, cache.path, env)
         _record_prepare(project, env)
-        _step("data", f"{PREPARED} restored from the DVC cache at {data_hash}; content sha256 {content[:12]}… verified")
+        also = f"; {', '.join(inputs)} (what {PREPARE} read) checked out at the logged commit" if inputs else ""
+        _step(
+            "data",
+            f"{PREPARED} restored from the DVC cache at {data_hash}; content sha256 {content[:12]}… verified{also}",
+        )
         for stage in STAGES:
             _step(stage, f"dvc repro --single-item --force {stage}")
             _run_stage(project, stage, env)

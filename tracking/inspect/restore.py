@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tracking.config.params import Params, parse_yaml, yaml_editor
@@ -162,6 +162,43 @@ def restore_prepared(cache: Any, project: Path, md5: str, content_sha256: str, r
             f"{missing} checked out of the DVC cache {cache.path} hashes to content sha256 {found}, not the logged "
             "one: the cached copy was altered; remove it from the cache and fetch it again (`dvc pull`)"
         )
+
+
+def checkout_stage_inputs(project: Path, stage: str, cache: str, env: dict[str, str]) -> list[str]:
+    """Check out, from the user's DVC cache, the `dvc add`-ed files and folders that `stage` of the re-created
+    `project` depends on (a loader's shards, say), as the logged commit's `.dvc` files pin them; return them.
+
+    A git worktree holds the `.dvc` files but not their data, so without this DVC could neither run the stage nor
+    record its dependencies' hashes, and the re-created run would differ in its data provenance.
+    """
+    import subprocess
+    import sys
+
+    from tracking.config.user_code import stage_deps
+
+    deps = stage_deps(project, stage) or []
+    targets = []
+    for pointer in sorted(project.rglob("*.dvc")):
+        if not pointer.is_file() or {".dvc", ".git"} & set(pointer.relative_to(project).parts[:-1]):
+            continue
+        outs = (parse_yaml(pointer.read_text()) or {}).get("outs") or []
+        folder = pointer.parent.relative_to(project)
+        paths = [PurePosixPath((folder / str(out.get("path", ""))).as_posix()) for out in outs if isinstance(out, dict)]
+        if any(path == dep or dep in path.parents or path in dep.parents for path in paths for dep in deps):
+            targets.append(pointer.relative_to(project).as_posix())
+    if not targets:
+        return []
+    for command in (["config", "--local", "cache.dir", cache], ["checkout", "--quiet", *targets]):
+        done = subprocess.run(
+            [sys.executable, "-m", "dvc", *command], cwd=project, env=env, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise RerunError(
+                f"the files stage {stage} reads ({', '.join(targets)}) could not be checked out of the DVC cache "
+                f"{cache} at the logged commit ({reason}); bring them back with `dvc pull` and run again"
+            )
+    return [target.removesuffix(".dvc") for target in targets]
 
 
 def find_directory(cache: Any, content_sha256: str) -> str | None:
