@@ -54,7 +54,7 @@ from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root, tracking_uri
 from tracking.store.stale import end_failed
-from tracking.training.model import require_code_deps
+from tracking.training.model import BuildInputs, RepeatedModel, require_code_deps
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +133,12 @@ def repeat_identity(
     }
 
 
-def train_locally(spec: RepeatSpec, jobs: list[Job], show: Callable[[str], None]) -> Iterator[tuple[Job, KeptRepeat]]:
+def train_locally(
+    spec: RepeatSpec, models: RepeatedModel, jobs: list[Job], show: Callable[[str], None]
+) -> Iterator[tuple[Job, KeptRepeat]]:
     """The local executor: every repeat in this process, one after another, those that share a built model
     together (the order changes no repeat's weights)."""
-    worker = RepeatWorker.in_this_process(spec)
+    worker = RepeatWorker.in_this_process(spec, models)
     for job in sorted(jobs, key=lambda job: op_determinism(job[0])):
         show(f"{worker.where()} {label(job)}")
         yield job, worker.run(job)
@@ -164,6 +166,17 @@ def train_on_ray(
         log.warning("calibration repeat %s: its worker died (%s); %s", label(job), why, then)
 
     yield from pool.run(spec, jobs, label, on_lost, show, affinity=lambda job: op_determinism(job[0]))
+
+
+def checked_model(
+    baseline: Params, base_seeds: Seeds, data: tuple[dict[str, Any], dict[str, dict]], root: Path
+) -> RepeatedModel:
+    """The baseline's model, prepared (built, seeded, compiled and checked) for the repeats to reuse."""
+    manifest, splits = data
+    seed_frameworks(baseline, base_seeds)
+    models = RepeatedModel(BuildInputs.of(manifest, splits["train"], root))
+    models.prepare(baseline, base_seeds)
+    return models
 
 
 def worker_environment(uri: str) -> dict[str, str]:
@@ -197,6 +210,9 @@ def calibrate(params: Params) -> None:
     executor = params.compute.executor
     uri = tracking_uri(root)
     with ExitStack() as stack:
+        # The local executor's model is built and checked before the run opens (tracking/training/preflight.py), so
+        # a model that cannot train leaves no run.
+        models = checked_model(baseline, base_seeds, data, root) if executor == LOCAL else None
         # The run opens first, while this machine is quiet; then Ray's workers start TensorFlow while this process
         # captures provenance, so the first repeats start as soon as both are done.
         parent = stack.enter_context(
@@ -228,7 +244,7 @@ def calibrate(params: Params) -> None:
             trained = (
                 train_on_ray(pool, spec, pending, parent, bar.set_postfix_str)
                 if pool
-                else train_locally(spec, pending, bar.set_postfix_str)
+                else train_locally(spec, models, pending, bar.set_postfix_str)
             )
             for job, kept in trained:
                 store.save(job[2], kept)

@@ -142,21 +142,21 @@ class RepeatWorker:
 
         self.gpu = bool(tf.config.list_physical_devices("GPU"))
 
-    def setup(self, spec: RepeatSpec) -> None:
+    def setup(self, spec: RepeatSpec, models: RepeatedModel | None = None) -> None:
         """Set the process up as the stage's own (a no-op where it already is), seed the frameworks, gather this
-        machine's hardware for the repeats' provenance, and make the model the repeats reuse."""
+        machine's hardware for the repeats' provenance, and make the model the repeats reuse (or take `models`)."""
         reproducible_process(spec.baseline)
         seed_frameworks(spec.baseline, spec.base_seeds)
         self.spec = spec
         self.root = spec.root if spec.root.is_dir() else Path.cwd()  # another node has the project elsewhere
         self.record = {**spec.record, "cpu": gather_cpu(), "gpu": gather_gpus(), "os": gather_os()}
-        self.models = RepeatedModel(BuildInputs.of(spec.manifest, spec.splits["train"], self.root))
+        self.models = models or RepeatedModel(BuildInputs.of(spec.manifest, spec.splits["train"], self.root))
 
     @classmethod
-    def in_this_process(cls, spec: RepeatSpec) -> RepeatWorker:
-        """A worker in this process, set up for `spec` (the local executor's)."""
+    def in_this_process(cls, spec: RepeatSpec, models: RepeatedModel | None = None) -> RepeatWorker:
+        """A worker in this process, set up for `spec` (the local executor's), reusing `models` if given."""
         worker = cls()
-        worker.setup(spec)
+        worker.setup(spec, models)
         return worker
 
     def where(self) -> str:
