@@ -202,26 +202,15 @@ def _compare_groups(args: argparse.Namespace) -> None:
 
 
 def _audit(args: argparse.Namespace) -> None:
-    """Run the project's `audit` stage module (`tracking` never imports `pipelines`), passing its exit status on."""
-    import subprocess
-
-    from tracking.config.project import AUDIT, STAGE_PACKAGE
-    from tracking.errors import AuditError
+    """Audit the project's configuration in this process, as its `audit` stage does (tracking/inspect/audit_run.py)."""
+    from tracking.config.params import load_params
+    from tracking.determinism.process import reproducible_process
+    from tracking.inspect.audit_run import run_audit
     from tracking.store.location import project_root
 
-    root = project_root()
-    module = root / STAGE_PACKAGE / f"{AUDIT}.py"
-    if not module.is_file():
-        raise AuditError(
-            f"{module} not found; `tracking audit` runs this project's audit stage: run it from a project that has one"
-        )
-    flags = [
-        *(["--repeats", str(args.repeats)] if args.repeats else []),
-        *(["--steps", str(args.steps)] if args.steps else []),
-    ]
-    done = subprocess.run([sys.executable, "-m", f"{STAGE_PACKAGE}.{AUDIT}", *flags], cwd=root)
-    if done.returncode:
-        sys.exit(done.returncode)
+    params = load_params(project_root() / "params.yaml")
+    reproducible_process(params)
+    run_audit(params, args.repeats, args.steps)
 
 
 def _diff(args: argparse.Namespace) -> None:

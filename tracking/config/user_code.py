@@ -122,14 +122,14 @@ def require_path_dep(relative: PurePosixPath, key: str, stage: str, root: Path, 
 
 def require_loader_inputs(inputs: list[str], kwargs: dict[str, Any], stage: str, root: Path) -> None:
     """What a loader reads is a dependency of `stage`: every `data.inputs` entry (which must exist), and every
-    `data.kwargs` value that reads as a path (it holds a `/` or a file suffix) of a file or folder inside the project.
-    A file outside the project is not checked."""
+    `data.kwargs` value naming a file or folder inside the project that reads as a path (a `/`, a file suffix) or
+    that `dvc add` tracks. A file outside the project is not checked."""
     project = root.resolve()
     named = [("data.inputs", entry, True) for entry in inputs]
     named += [
         (f"data.kwargs.{name}", value, False)
         for name, value in kwargs.items()
-        if isinstance(value, str) and ("/" in value or PurePosixPath(value).suffix)
+        if isinstance(value, str) and ("/" in value or PurePosixPath(value).suffix or _dvc_added(project, value))
     ]
     for key, entry, declared in named:
         path = (project / entry).resolve()
@@ -142,6 +142,12 @@ def require_loader_inputs(inputs: list[str], kwargs: dict[str, Any], stage: str,
             continue
         if path.is_relative_to(project) and path != project:
             require_path_dep(PurePosixPath(path.relative_to(project).as_posix()), key, stage, project)
+
+
+def _dvc_added(root: Path, relative: str) -> bool:
+    """Whether `relative`, or a folder holding it, has a `.dvc` file beside it (`dvc add` tracks it)."""
+    path = PurePosixPath(relative)
+    return any((root / f"{part}.dvc").is_file() for part in (path, *path.parents) if part != PurePosixPath("."))
 
 
 def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:

@@ -1,6 +1,6 @@
 """The audit's training: R repeats of one determinism mode, traced step by step, in a process of its own.
 
-`python -m pipelines.audit_training --mode det|nondet --repeats R --steps S --out DIR` is started by the
+`python -m tracking.inspect.audit_training --mode det|nondet --repeats R --steps S --out DIR` is started by the
 `audit` stage once per mode: op determinism is a process-wide switch, and kernels (and on a GPU the cuDNN
 algorithm choices) made under one setting must not serve the other, so each mode gets a fresh process.
 Both processes start together; each says `ready` on stdout once set up, then trains one repeat per `go`
@@ -124,7 +124,7 @@ def train_traced(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.audit_training")
+    parser = argparse.ArgumentParser(prog="python -m tracking.inspect.audit_training")
     parser.add_argument("--mode", choices=sorted(VARIANT), required=True)
     parser.add_argument("--repeats", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True)
