@@ -115,12 +115,12 @@ HUBER_SGD = {
 @pytest.mark.parametrize("config", [CNN, HUBER_SGD], ids=["small_cnn-default", "mlp-huber-sgd-regression"])
 def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
     """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
-    from tracking.inspect.audit_training import train_traced
     from tracking.config.params import Params
     from tracking.data.dataset import load_source
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
     from tracking.determinism.seeds import resolve_seeds
+    from tracking.inspect.audit_training import train_traced
     from tracking.training.fitting import train_model
     from tracking.training.model import BuildInputs, prepare_model
 

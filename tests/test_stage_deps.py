@@ -149,7 +149,9 @@ def test_the_exempt_list_names_real_modules_and_no_stage_code():
 
 def test_closure_follows_function_level_imports_and_python_m_children():
     assert "tracking/training/callback.py" in import_closure("pipelines.train")  # imported inside a function
-    assert "tracking/noise/variants.py" in import_closure("pipelines.audit")  # via `python -m tracking.inspect.audit_training`
+    assert "tracking/noise/variants.py" in import_closure(
+        "pipelines.audit"
+    )  # via `python -m tracking.inspect.audit_training`
 
 
 @pytest.mark.slow
