@@ -10,6 +10,19 @@ from __future__ import annotations
 
 # MLflow's longest tag value; longer ones are cut to it.
 MAX_TAG_CHARS = 5000
+# How runs are ordered when the newest is wanted.
+NEWEST_FIRST = "attributes.start_time DESC"
+
+
+def tag_is(name: str, value: object, op: str = "=") -> str:
+    """A clause of an MLflow filter string on the tag `name`, backquoted: our names hold dots."""
+    return f"tags.`{name}` {op} '{value}'"
+
+
+def status_is(status: str) -> str:
+    """A clause of an MLflow filter string on a run's status (RUNNING, FINISHED, FAILED, KILLED)."""
+    return f"attributes.status = '{status}'"
+
 
 # The provenance record (`prov.<section>.<field>`, tracking/provenance/__init__.py::to_tags).
 PROV_PREFIX = "prov."
@@ -32,6 +45,7 @@ MLFLOW_GIT_COMMIT_TAG = "mlflow.source.git.commit"
 MLFLOW_GIT_BRANCH_TAG = "mlflow.source.git.branch"
 DATASET_CONTEXT_TAG = "mlflow.data.context"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MLFLOW_PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's link from a nested run to its parent
 
 # Noise: the calibration's runs and the compare stage's verdict.
 NOISE_ROLE_TAG = "noise.role"  # "calibration" on the calibration's parent run

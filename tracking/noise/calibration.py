@@ -34,9 +34,12 @@ from tracking.names import (
     COMPUTE_ATTEMPT_TAG,
     COMPUTE_EXECUTOR_TAG,
     CONTROL_BIT_IDENTICAL_TAG,
+    MLFLOW_PARENT_RUN_TAG,
     NOISE_ROLE_TAG,
     REPEAT_KEY_TAG,
     REUSED_REPEATS_TAG,
+    status_is,
+    tag_is,
 )
 from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 from tracking.noise.statistics import (
@@ -156,8 +159,14 @@ def train_on_ray(
         then = f"trying again ({left} tr{'y' if left == 1 else 'ies'} left)" if left > 0 else "no tries left"
         found = parent.client.search_runs(
             [experiment_id],
-            f"tags.mlflow.parentRunId = '{spec.parent_run_id}' and tags.`{REPEAT_KEY_TAG}` = '{job[2]}' "
-            f"and tags.`{COMPUTE_ATTEMPT_TAG}` = '{attempt}' and attributes.status = 'RUNNING'",
+            " and ".join(
+                (
+                    tag_is(MLFLOW_PARENT_RUN_TAG, spec.parent_run_id),
+                    tag_is(REPEAT_KEY_TAG, job[2]),
+                    tag_is(COMPUTE_ATTEMPT_TAG, attempt),
+                    status_is("RUNNING"),
+                )
+            ),
         )
         for run in found:
             end_failed(

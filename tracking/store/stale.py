@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracking.names import ERROR_TAG, HEARTBEAT_TAG, HOST_TAG, PID_TAG, REPAIRED_TAG, START_TAG
+from tracking.names import ERROR_TAG, HEARTBEAT_TAG, HOST_TAG, PID_TAG, REPAIRED_TAG, START_TAG, status_is
 
 STALE = "stale"
 SILENT = "stale: no heartbeat"
@@ -120,7 +120,7 @@ def running_runs(client: Any) -> list[RunningRun]:
         while True:
             page = client.search_runs(
                 [experiment.experiment_id],
-                "attributes.status = 'RUNNING'",
+                status_is("RUNNING"),
                 run_view_type=ViewType.ALL,
                 page_token=token,
             )

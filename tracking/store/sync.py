@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.errors import TrackingServerError
-from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG
+from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG, tag_is
 from tracking.run.operations import Op, apply
 from tracking.store.journal import SYNCED, describe, pending_journals, read_journal, server_unavailable
 from tracking.store.location import EXPERIMENT_KIND
@@ -152,7 +152,7 @@ def _target_run(client: Any, header: dict[str, Any]) -> str:
         if experiment
         else client.create_experiment(header["experiment"], tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
     )
-    linked = client.search_runs([experiment_id], filter_string=f"tags.`{SOURCE_TAG}` = '{header['run_id']}'")
+    linked = client.search_runs([experiment_id], filter_string=tag_is(SOURCE_TAG, header["run_id"]))
     if linked:  # an earlier sync created it and lost its progress file
         return linked[0].info.run_id
     run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: header["tracking_uri"]})
