@@ -59,6 +59,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")
 
     from tracking.inspect.restore import (
+        cache_dir,
         checkout_stage_inputs,
         dvc_cache,
         find_directory,
@@ -94,7 +95,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
             )
         restore_prepared(cache, project, data_hash, content, original.run_id)
         env = _stage_environment(uri)
-        inputs = checkout_stage_inputs(project, PREPARE, cache.path, env)
+        inputs = checkout_stage_inputs(project, PREPARE, cache_dir(root), env)
         _record_prepare(project, env)
         also = f"; {', '.join(inputs)} (what {PREPARE} read) checked out at the logged commit" if inputs else ""
         _step(

@@ -164,6 +164,14 @@ def restore_prepared(cache: Any, project: Path, md5: str, content_sha256: str, r
         )
 
 
+def cache_dir(root: Path) -> str:
+    """The folder the user's DVC cache lives in, as `cache.dir` names it (the object database sits below it)."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return str(repo.cache.local_cache_dir)
+
+
 def checkout_stage_inputs(project: Path, stage: str, cache: str, env: dict[str, str]) -> list[str]:
     """Check out, from the user's DVC cache, the `dvc add`-ed files and folders that `stage` of the re-created
     `project` depends on (a loader's shards, say), as the logged commit's `.dvc` files pin them; return them.
@@ -188,12 +196,13 @@ def checkout_stage_inputs(project: Path, stage: str, cache: str, env: dict[str, 
             targets.append(pointer.relative_to(project).as_posix())
     if not targets:
         return []
-    for command in (["config", "--local", "cache.dir", cache], ["checkout", "--quiet", *targets]):
+    for command in (["config", "--local", "cache.dir", cache], ["checkout", *targets]):
         done = subprocess.run(
             [sys.executable, "-m", "dvc", *command], cwd=project, env=env, capture_output=True, text=True
         )
         if done.returncode != 0:
-            reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            said = (done.stderr + done.stdout).strip().splitlines()
+            reason = said[-1] if said else f"exit status {done.returncode}"
             raise RerunError(
                 f"the files stage {stage} reads ({', '.join(targets)}) could not be checked out of the DVC cache "
                 f"{cache} at the logged commit ({reason}); bring them back with `dvc pull` and run again"
