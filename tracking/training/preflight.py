@@ -49,6 +49,7 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> None:
     if params.data.task == CLASSIFICATION:
         class_probabilities(outputs, inputs.n_outputs, output_kind(model))
     compile_model(copy, params, inputs.root)
+    copy.run_eagerly = True  # one step: tracing the copy's train and test functions would cost ten times the step
     _one_step(copy, x, y, spec, inputs.root)
 
 
