@@ -1,6 +1,8 @@
 """The model zoo: public keras-io and TensorFlow code (tests/zoo/, each module naming its source) through the
-pipeline as a team runs it. For each model, one project: `dvc repro` end to end with a CONTROL calibration, then
-`tracking rerun` of its run; for two models also `dvc exp run train -S seeds.<name>=<n>` for each seed.
+pipeline as a team runs it. For each model, one project (built once per session): `dvc repro` end to end with a
+CONTROL calibration of three repeats; for two models (`seeds_through_dvc`) then `dvc exp run train -S
+seeds.<name>=<n>` for each seed, for two (`rerun`) `tracking rerun` of the run: these cost 15 and 25 to 30 CPU
+seconds a run, and the suite's budget does not take them for all six.
 
 The promise checked: the CONTROL verdict is `within_noise`, and every CONTROL repeat reproduces the candidate bit
 for bit (weights, every test metric, every prediction); the test scores are computed from probabilities even
