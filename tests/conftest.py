@@ -70,6 +70,15 @@ def write_params(root: Path, **sections: dict) -> None:
         yaml_editor().dump(params, handle)
 
 
+def add_deps(root: Path, path: str, *stages: str) -> None:
+    """List `path` under the deps of `stages` in dvc.yaml, as a team following the error line would."""
+    content = parse_yaml((root / "dvc.yaml").read_text())
+    for stage in stages:
+        content["stages"][stage]["deps"].append(path)
+    with open(root / "dvc.yaml", "w", encoding="utf-8") as handle:
+        yaml_editor().dump(content, handle)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the modules holding `slow` tests first, each module's tests kept together (module fixtures built once).
 

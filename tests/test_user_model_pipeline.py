@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_project, run, runs_of, write_params
-
-from tracking.config.params import parse_yaml, yaml_editor
+from conftest import add_deps, make_project, run, runs_of, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +28,6 @@ def build(input_shape, n_outputs, width=8):
     x = keras.layers.Dropout(0.3)(keras.layers.Dense(width, activation="relu")(x))
     return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
 '''
-
-
-def add_deps(root: Path, path: str, *stages: str) -> None:
-    """List `path` under the deps of `stages` in dvc.yaml, as a team following the error line would."""
-    content = parse_yaml((root / "dvc.yaml").read_text())
-    for stage in stages:
-        content["stages"][stage]["deps"].append(path)
-    with open(root / "dvc.yaml", "w", encoding="utf-8") as handle:
-        yaml_editor().dump(content, handle)
 
 
 @pytest.fixture(scope="module")

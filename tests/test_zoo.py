@@ -1,0 +1,325 @@
+"""The model zoo: public keras-io and TensorFlow code (tests/zoo/, each module naming its source) through the
+pipeline as a team runs it. For each model, one project (built once per session): `dvc repro` end to end with a
+CONTROL calibration of three repeats; for two models (`seeds_through_dvc`) then `dvc exp run train -S
+seeds.<name>=<n>` for each seed, for two (`rerun`) `tracking rerun` of the run: these cost 15 and 25 to 30 CPU
+seconds a run, and the suite's budget does not take them for all six.
+
+The promise checked: the CONTROL verdict is `within_noise`, and every CONTROL repeat reproduces the candidate bit
+for bit (weights, every test metric, every prediction); the test scores are computed from probabilities even
+where the model outputs logits; each seed moves its own stream only; a rerun is bit-identical. The seeds of the
+models not run through `dvc exp run` are checked in this process by the library's seeding
+(tracking/determinism/seeding.py): initial weights, and the draws of a training-mode call on a fixed batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import resource
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import add_deps, built_once, make_project, run, runs_of, write_params
+
+from tracking.config.baseline import freeze
+
+pytestmark = pytest.mark.slow
+
+ZOO = Path(__file__).parent / "zoo"
+SEEDS = ("init", "dropout", "augment", "shuffle")
+# What a user types after `-S seeds.<name>=`, one value per seed.
+TYPED = {"init": "123", "dropout": "124", "augment": "125", "shuffle": "126"}
+# The records of what the fixture ran (command, exit status, output, seconds), one JSON file per step.
+STEPS = ("repro", "rerun", *(f"seeds.{seed}" for seed in SEEDS))
+
+
+@dataclass(frozen=True)
+class Model:
+    """A zoo module, the params.yaml sections it trains with, the seeds whose streams it draws from (besides
+    `init`; `shuffle` is the batch order, drawn for every model), and which of the costlier checks it takes:
+    `dvc exp run` per seed (else the seeds are checked in this process), `tracking rerun`."""
+
+    name: str
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    streams: frozenset[str] = frozenset()
+    seeds_through_dvc: bool = False
+    rerun: bool = False
+
+    @property
+    def task(self) -> str:
+        return self.sections.get("data", {}).get("task", "classification")
+
+
+MODELS = {
+    model.name: model
+    for model in (
+        Model("applications", streams=frozenset({"dropout", "augment"})),
+        Model(
+            "cct",
+            {"train": {"loss": "models.cct:loss", "optimizer": "adamw", "optimizer_kwargs": {"weight_decay": 0.0001}}},
+            frozenset({"dropout", "augment"}),
+            seeds_through_dvc=True,
+        ),
+        # Two epochs: the train stage's validation pass after the first draws from the Sampling layer's generator.
+        Model("vae", {"train": {"epochs": 2}}, frozenset({"dropout"}), seeds_through_dvc=True, rerun=True),
+        Model("custom_fit"),
+        Model(
+            "regression",
+            {
+                "data": {"source": "sklearn:diabetes", "task": "regression"},
+                "train": {"loss": "mean_absolute_error"},
+                "compare": {"metrics": None},  # the task's: test_loss and test_mae
+            },
+            rerun=True,
+        ),
+        Model("transformer", streams=frozenset({"dropout"})),
+    )
+}
+IN_PROCESS = [name for name, model in MODELS.items() if not model.seeds_through_dvc]
+RERUN = [name for name, model in MODELS.items() if model.rerun]
+CLASSIFIERS = [name for name, model in MODELS.items() if model.task == "classification"]
+
+
+def record(folder: Path, step: str, cmd: list[str], root: Path) -> dict[str, Any]:
+    """Run `cmd` in `root` as a user would, keeping its exit status, output and duration under `folder`."""
+    started, cpu = time.monotonic(), _children_cpu()
+    done = run(cmd, root, check=False, timeout=900)
+    result = {
+        "cmd": cmd,
+        "returncode": done.returncode,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "seconds": round(time.monotonic() - started, 1),
+        "cpu_seconds": round(_children_cpu() - cpu, 1),
+    }
+    (folder / f"{step}.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of the finished child processes: a step's cost whatever else the machine runs."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _pipeline(model: Model, folder: Path) -> None:
+    """A project training `model` (1 epoch, three CONTROL repeats), after `dvc repro`, `tracking rerun` and, for
+    the models that take that path, one `dvc exp run train -S seeds.<name>=<n>` per seed."""
+    root = make_project(folder / "project")
+    (root / "models").mkdir()
+    shutil.copy(ZOO / f"{model.name}.py", root / "models" / f"{model.name}.py")
+    train = {"epochs": 1, "batch_size": 64, **model.sections.get("train", {})}
+    others = {name: values for name, values in model.sections.items() if name != "train"}
+    write_params(
+        root,
+        model={"builder": f"models.{model.name}:build", "kwargs": {}},
+        train=train,
+        calibration={"variants": ["control"], "repeats": 3},
+        **others,
+    )
+    add_deps(root, f"models/{model.name}.py", "train", "calibrate")
+    freeze(root / "params.yaml", root / "baseline.yaml")
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", f"zoo: {model.name}"], root)
+    if record(folder, "repro", ["dvc", "repro"], root)["returncode"] != 0:
+        return
+    shutil.copy(root / "outputs/run.json", folder / "run.json")
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "results of the pipeline"], root)
+    if model.seeds_through_dvc:
+        for seed in SEEDS:
+            record(folder, f"seeds.{seed}", ["dvc", "exp", "run", "train", "-S", f"seeds.{seed}={TYPED[seed]}"], root)
+            run(["git", "checkout", "--", "."], root)
+        run(["dvc", "checkout", "--force"], root)  # the committed results' outputs, as the checks read them
+    if model.rerun:
+        run_id = json.loads((folder / "run.json").read_text())["run_id"]
+        record(folder, "rerun", [sys.executable, "-m", "tracking", "rerun", run_id], root)
+
+
+@pytest.fixture(scope="module")
+def zoo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Model, Path]:
+    """The model (the test's `zoo` parameter) and the folder of its pipeline (the project and the steps' records),
+    built once per session by whichever pytest-xdist worker asks first."""
+    model = MODELS[request.param]
+    return model, built_once(tmp_path_factory, f"zoo-{model.name}", lambda folder: _pipeline(model, folder))
+
+
+def step(folder: Path, name: str) -> dict[str, Any]:
+    """What step `name` printed; a failed `dvc repro` fails every check with its last lines."""
+    repro = json.loads((folder / "repro.json").read_text())
+    if repro["returncode"] != 0:
+        pytest.fail(f"dvc repro exited {repro['returncode']}: {repro['stderr'].strip().splitlines()[-3:]}")
+    return json.loads((folder / f"{name}.json").read_text())
+
+
+def read(root: Path, path: str) -> Any:
+    return json.loads((root / path).read_text())
+
+
+def logged_metrics(scores: dict[str, Any]) -> dict[str, float]:
+    """metrics/eval.json under the names evaluate logs and calibration bands: test_accuracy_class_3, ..."""
+    flat = {name: value for name, value in scores.items() if isinstance(value, float)}
+    flat.update({f"test_accuracy_class_{k}": v for k, v in scores.get("per_class_accuracy", {}).items()})
+    return flat
+
+
+@pytest.mark.parametrize("zoo", list(MODELS), indirect=True)
+def test_dvc_repro_runs_every_stage(zoo):
+    _model, folder = zoo
+    done = step(folder, "repro")
+    for stage in ("prepare", "train", "evaluate", "calibrate", "compare"):
+        assert f"Running stage '{stage}'" in done["stdout"], (stage, done["stdout"][-2000:])
+
+
+@pytest.mark.parametrize("zoo", list(MODELS), indirect=True)
+def test_the_control_verdict_is_within_noise(zoo):
+    _model, folder = zoo
+    step(folder, "repro")
+    verdict = read(folder / "project", "metrics/compare.json")
+    assert (verdict["verdict"], verdict["band_variant"]) == ("within_noise", "control"), verdict
+
+
+@pytest.mark.parametrize("zoo", list(MODELS), indirect=True)
+def test_every_control_repeat_reproduces_the_candidate_bit_for_bit(zoo):
+    """Weights, every test metric evaluate logged, and every prediction: the candidate is a CONTROL repeat."""
+    _model, folder = zoo
+    step(folder, "repro")
+    root = folder / "project"
+    scalars = logged_metrics(read(root, "metrics/eval.json"))
+    runs = [found for found in read(root, "calibration/noise.json")["runs"] if found["variant"] == "control"]
+    assert len(runs) == 3
+    differing = {}
+    for found in runs:
+        repeat = {name: found["metrics"].get(name) for name in scalars}
+        differing.update(
+            {
+                f"{name} #{found['repeat']}": f"candidate {scalars[name]!r}, repeat {value!r}"
+                + (f", delta {value - scalars[name]:+.3g}" if value is not None else "")
+                for name, value in repeat.items()
+                if value != scalars[name]
+            }
+        )
+    weights = read(root, "metrics/train.json")["weights_sha256"]
+    trained = sorted({found["weights_sha256"][:12] for found in runs})
+    assert trained == [weights[:12]], f"CONTROL repeats trained weights {trained}, the candidate {weights[:12]}"
+    assert not differing, differing
+    predicted = np.load(root / "outputs/predictions.npy")
+    stacked = np.load(root / "outputs/calibration.npz")["predictions"]
+    for index, repeat in enumerate(stacked):
+        assert np.array_equal(repeat.reshape(predicted.shape), predicted.astype(repeat.dtype)), f"repeat {index}"
+
+
+@pytest.mark.parametrize("zoo", CLASSIFIERS, indirect=True)
+def test_test_scores_are_computed_from_probabilities(zoo):
+    """Logits or not, `outputs/probabilities.npy` holds probabilities and `test_loss` is their cross-entropy."""
+    _model, folder = zoo
+    step(folder, "repro")
+    root = folder / "project"
+    probabilities = np.load(root / "outputs/probabilities.npy").astype(np.float64)
+    labels = np.load(root / "data/prepared/test_y.npy")
+    scores = read(root, "metrics/eval.json")
+    assert probabilities.min() >= 0 and np.allclose(probabilities.sum(axis=1), 1, atol=1e-5), (
+        f"outputs/probabilities.npy is not probabilities: min {probabilities.min():.4g}, "
+        f"row sums {probabilities.sum(axis=1).min():.4g} to {probabilities.sum(axis=1).max():.4g}"
+    )
+    picked = np.clip(probabilities[np.arange(len(labels)), labels], 1e-7, 1.0)
+    assert scores["test_loss"] == pytest.approx(-np.log(picked).mean(), rel=1e-5)
+    assert scores["test_accuracy"] == pytest.approx((probabilities.argmax(axis=1) == labels).mean())
+
+
+@pytest.mark.parametrize("zoo", RERUN, indirect=True)
+def test_tracking_rerun_is_bit_identical(zoo):
+    _model, folder = zoo
+    done = step(folder, "rerun")
+    assert done["returncode"] == 0, done["stderr"][-2000:]
+    assert "weights: bit-identical" in done["stdout"], done["stdout"]
+    runs = runs_of(folder / "project")
+    (new,) = [found for found in runs if "rerun_of" in found.data.tags]
+    (original,) = [found for found in runs if found.info.run_id == new.data.tags["rerun_of"]]
+    tested = {name: value for name, value in original.data.metrics.items() if name.startswith("test_")}
+    assert tested and {name: new.data.metrics.get(name) for name in tested} == tested
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("zoo", [name for name, model in MODELS.items() if model.seeds_through_dvc], indirect=True)
+def test_each_seed_moves_its_own_stream_through_dvc(zoo, seed):
+    """`dvc exp run train -S seeds.<seed>=<n>`: the initial weights (`prov.initial_weights_sha256`, read back
+    through MLflow) change for `init` only; the trained weights change where the model draws from the stream."""
+    model, folder = zoo
+    done = step(folder, f"seeds.{seed}")
+    assert done["returncode"] == 0, done["stderr"][-2000:]
+    root = folder / "project"
+    baseline_id = json.loads((folder / "run.json").read_text())["run_id"]
+    runs = runs_of(root)
+    (baseline,) = [found for found in runs if found.info.run_id == baseline_id]
+    (varied,) = [found for found in runs if found.data.params.get(f"seeds.{seed}") == TYPED[seed]]
+    before, after = baseline.data.tags, varied.data.tags
+    assert after[f"prov.seeds.{seed}"] == TYPED[seed] != before[f"prov.seeds.{seed}"]
+    initial_moved = after["prov.initial_weights_sha256"] != before["prov.initial_weights_sha256"]
+    trained_moved = after["prov.weights_sha256"] != before["prov.weights_sha256"]
+    assert initial_moved == (seed == "init"), f"seeds.{seed} moved the initial weights: {initial_moved}"
+    assert trained_moved == (seed in {"init", "shuffle", *model.streams}), (
+        f"seeds.{seed} moved the trained weights: {trained_moved}; the model draws from {sorted(model.streams)}"
+    )
+
+
+def _digest(*arrays: Any) -> str:
+    hashed = hashlib.sha256()
+    for array in arrays:
+        hashed.update(np.ascontiguousarray(np.asarray(array, dtype=np.float32)).tobytes())
+    return hashed.hexdigest()
+
+
+def _streams(name: str, **seeds: int) -> dict[str, str]:
+    """The zoo model built and seeded by the library with `seeds`: its initial weights, and what a training-mode
+    call draws on a fixed batch (dropout, sampling, augmentation) besides them."""
+    import keras
+    from sklearn import datasets
+
+    from tracking.config.params import Params
+    from tracking.data.hashing import weights_sha256
+    from tracking.determinism.process import seed_frameworks
+    from tracking.determinism.seeding import capturing_weights, seed_model
+    from tracking.determinism.seeds import resolve_seeds
+
+    module = importlib.import_module(f"zoo.{name}")
+    params = Params.model_validate(
+        {"seeds": {"base": 5, "init": 11, "shuffle": 12, "dropout": 22, "augment": 33, **seeds}}
+    )
+    resolved = resolve_seeds(params.seeds)
+    seed_frameworks(params, resolved)
+    if MODELS[name].task == "regression":
+        found = datasets.load_diabetes()
+        x, kwargs = found.data.astype("float32"), {"train": {"x": found.data.astype("float32"), "y": found.target}}
+        shape, n_outputs = x.shape[1:], 1
+    else:
+        x, kwargs = (datasets.load_digits().images / 16.0).astype("float32")[..., None], {}
+        shape, n_outputs = x.shape[1:], 10
+    with capturing_weights() as created:
+        model = module.build(shape, n_outputs, **kwargs)
+        if not model.built:
+            model.build((None, *shape))
+    seed_model(model, created, resolved, shape)
+    initial = weights_sha256(model.get_weights())
+    return {"init": initial, "draws": _digest(keras.ops.convert_to_numpy(model(x[:16], training=True)))}
+
+
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_each_seed_moves_its_own_stream_in_process(name):
+    """The library's seeding of each model: the same seeds give the same model, `init` moves the initial weights
+    alone, and `dropout` and `augment` move a training-mode call's draws only where the model has the stream."""
+    reference = _streams(name)
+    assert _streams(name) == reference, "the same seeds built another model"
+    streams = MODELS[name].streams
+    for seed in ("init", "dropout", "augment"):
+        changed = _streams(name, **{seed: 99})
+        assert (changed["init"] != reference["init"]) == (seed == "init"), f"seeds.{seed} and the initial weights"
+        moved = changed["draws"] != reference["draws"]
+        assert moved == (seed in {"init", *streams}), f"seeds.{seed} moved the draws: {moved}; streams {streams}"
