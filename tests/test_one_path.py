@@ -142,6 +142,17 @@ def adapted(input_shape, n_outputs, train):
 
 
 logits_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def smoothed_logits(y_true, y_pred):
+    """keras-io CCT's loss as a team writes it for integer labels: a function, not a Loss object."""
+    labels = keras.ops.one_hot(keras.ops.cast(keras.ops.reshape(y_true, (-1,)), "int32"), 10)
+    return keras.losses.categorical_crossentropy(labels, y_pred, from_logits=True, label_smoothing=0.1)
+
+
+def smoothed_probabilities(y_true, y_pred):
+    labels = keras.ops.one_hot(keras.ops.cast(keras.ops.reshape(y_true, (-1,)), "int32"), 10)
+    return keras.losses.categorical_crossentropy(labels, y_pred, label_smoothing=0.1)
 '''
 
 
@@ -217,10 +228,12 @@ def test_a_layer_that_draws_at_inference_scores_from_its_seeded_stream(team, spl
     assert np.array_equal(first, again) and not np.array_equal(first, moved)
 
 
-def test_logits_are_scored_as_probabilities_and_recorded(team, splits):
-    """A logits head with a from_logits loss: the test loss is the cross-entropy of the softmax, the probabilities
-    are probabilities, and provenance says the outputs were logits."""
-    params = params_for("logits", "team_one_path:logits_loss")
+@pytest.mark.parametrize("loss", ["logits_loss", "smoothed_logits"])
+def test_logits_are_scored_as_probabilities_and_recorded(team, splits, loss):
+    """A logits head with a loss of logits (a Loss object that says so, or a team's function that calls one): the
+    test loss is the cross-entropy of the softmax, the probabilities are probabilities, and provenance says the
+    outputs were logits."""
+    params = params_for("logits", f"team_one_path:{loss}")
     built, seeds = prepared(params, team, splits)
     assert built.builder["outputs"] == "logits"
     result = score_model(built.model, seeds, splits["test"], "classification", 10)
@@ -234,9 +247,15 @@ def test_logits_are_scored_as_probabilities_and_recorded(team, splits):
     assert (raw < 0).any()  # the raw outputs were not probabilities
 
 
-def test_logits_without_a_logits_loss_stop_before_training(team, splits):
+def test_a_softmax_with_a_loss_function_of_probabilities_is_not_taken_for_logits(team, splits):
+    built, _ = prepared(params_for("jitter", "team_one_path:smoothed_probabilities"), team, splits)
+    assert built.builder["outputs"] == "probabilities"
+
+
+@pytest.mark.parametrize("loss", [None, "team_one_path:smoothed_probabilities"])
+def test_logits_without_a_logits_loss_stop_before_training(team, splits, loss):
     with pytest.raises(UserCodeError) as raised:
-        prepared(params_for("logits"), team, splits)
+        prepared(params_for("logits", loss), team, splits)
     message = str(raised.value)
     assert "\n" not in message and "not probabilities" in message and "from_logits=True" in message
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, Params
+from tracking.config.params import Params
 from tracking.config.project import DVC_FILE
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.hashing import weights_sha256
@@ -114,16 +114,12 @@ def prepare_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
     layer's seed covers) does not depend on what building and checking the model drew.
     """
     from tracking.training.preflight import preflight
-    from tracking.training.scoring import output_kind
 
     built = build_model(params, seeds, inputs)
     compile_model(built.model, params, inputs.root)
-    preflight(built.model, params, seeds, inputs)
+    outputs = preflight(built.model, params, seeds, inputs)
     reset_global_streams(seeds)
-    described = {
-        "jit_compile": str(built.model.jit_compile).lower(),
-        "outputs": output_kind(built.model) if params.data.task == CLASSIFICATION else "values",
-    }
+    described = {"jit_compile": str(built.model.jit_compile).lower(), "outputs": outputs}
     return replace(built, builder={**built.builder, **described})
 
 

@@ -34,9 +34,10 @@ SUBCLASSING_GUIDE = "keras.io/guides/making_new_layers_and_models_via_subclassin
 CUSTOM_FIT_GUIDE = "keras.io/guides/custom_train_step_in_tensorflow"
 
 
-def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> None:
+def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
     """Check that `model` (compiled) saves, reloads to the same outputs, trains and evaluates a step, and that a
-    classifier's outputs are probabilities or declared logits; raise a `UserCodeError` naming what to fix."""
+    classifier's outputs are probabilities or logits its loss reads; raise a `UserCodeError` naming what to fix.
+    Return what the outputs are (`prov.model.outputs`: probabilities, logits, or values for regression)."""
     from tracking.training.scoring import class_probabilities, output_kind
 
     spec = params.model.builder
@@ -46,11 +47,13 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> None:
         _save(model, path, spec, inputs.root)
         copy = _reload(path, model, params, spec, inputs.root)
     outputs = _same_outputs(model, copy, x, seeds, spec, inputs.root)
+    kind = output_kind(model, y, outputs) if params.data.task == CLASSIFICATION else "values"
     if params.data.task == CLASSIFICATION:
-        class_probabilities(outputs, inputs.n_outputs, output_kind(model))
+        class_probabilities(outputs, inputs.n_outputs, kind)
     compile_model(copy, params, inputs.root)
     copy.run_eagerly = True  # one step: tracing the copy's train and test functions would cost ten times the step
     _one_step(copy, x, y, spec, inputs.root)
+    return kind
 
 
 def _save(model: Any, path: Path, spec: str, root: Path) -> None:

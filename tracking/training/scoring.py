@@ -32,11 +32,34 @@ PROBABILITIES, LOGITS = "probabilities", "logits"
 PROBABILITY_TOLERANCE = 1e-3
 
 
-def output_kind(model: Any) -> str:
-    """`LOGITS` when the model is compiled with a loss that reads logits (`from_logits=True`), else `PROBABILITIES`."""
+# How much a class-score loss may move when every score is shifted by `LOGIT_SHIFT` and still be read as taking logits.
+LOGIT_SHIFT, SHIFT_TOLERANCE = 4.0, 1e-4
+
+
+def output_kind(model: Any, y: np.ndarray, outputs: np.ndarray) -> str:
+    """`LOGITS` when the model is compiled with a loss that reads logits, else `PROBABILITIES`.
+
+    A Keras loss object says so (`from_logits`). A team's loss function (keras-io's CCT wraps
+    `categorical_crossentropy(..., from_logits=True, label_smoothing=0.1)`) is asked on `outputs` of several
+    classes: a softmax is unchanged when every score moves by the same amount, so a loss of logits is too, and a
+    loss of probabilities is not.
+    """
     loss = getattr(model, "loss", None)
-    config = loss.get_config() if callable(getattr(loss, "get_config", None)) else {}
-    return LOGITS if isinstance(config, dict) and config.get("from_logits") else PROBABILITIES
+    config = loss.get_config() if callable(getattr(loss, "get_config", None)) else None
+    if isinstance(config, dict) and "from_logits" in config:
+        return LOGITS if config["from_logits"] else PROBABILITIES
+    scores = np.asarray(outputs, dtype=np.float32)
+    if not callable(loss) or scores.ndim != 2 or scores.shape[1] < 2:
+        return PROBABILITIES
+    import keras
+
+    try:
+        plain, shifted = (
+            float(np.mean(keras.ops.convert_to_numpy(loss(y, z)))) for z in (scores, scores + LOGIT_SHIFT)
+        )
+    except Exception:  # a loss that takes no plain arrays: leave it to the probability check
+        return PROBABILITIES
+    return LOGITS if abs(plain - shifted) <= SHIFT_TOLERANCE * max(1.0, abs(plain)) else PROBABILITIES
 
 
 def score_model(model: Any, seeds: Seeds, test: dict[str, np.ndarray], task: str, n_outputs: int) -> dict[str, Any]:
@@ -46,7 +69,8 @@ def score_model(model: Any, seeds: Seeds, test: dict[str, np.ndarray], task: str
     inference_streams(model, seeds)
     outputs = model.predict(in_batches(test["x"], SCORING_BATCH), verbose=0)
     compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
-    result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled, output_kind(model))
+    kind = output_kind(model, test["y"], outputs) if task == CLASSIFICATION else PROBABILITIES
+    result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled, kind)
     return {**result, "outputs": np.asarray(outputs)}
 
 
