@@ -97,51 +97,60 @@ def test_group_scores_accuracy_fpr_fnr_by_hand():
     assert flat["test_group_b_fpr"] == 0.5 and flat["test_accuracy_class_1"] == pytest.approx(2 / 3)
 
 
-def test_judge_candidate_families():
-    from pipelines.compare import judge_candidate
+def _variant(values: dict[str, list[float]]) -> dict:
     from tracking.noise.statistics import band_from_values
 
-    def band(name, values):
-        return band_from_values(name, values, 0.05, "test").as_dict()
+    return {"bands": {name: band_from_values(name, v, 0.05, "test").as_dict() for name, v in values.items()},
+            "weights_sha256": ["abc"]}  # fmt: skip
 
-    variant = {
-        "bands": {
-            "test_accuracy": band("test_accuracy", [0.90, 0.91, 0.92, 0.91]),
-            "test_loss": band("test_loss", [0.30, 0.31, 0.29, 0.30]),
-            "test_group_a_accuracy": band("test_group_a_accuracy", [0.80, 0.82, 0.81, 0.80]),
-        },
-        "weights_sha256": ["abc"],
+
+def _churn(runs: int, candidate: float = 0.025, seed: int = 0) -> np.ndarray:
+    """A pairwise churn matrix of one candidate (first) and `runs` band runs: band pairs near 0.025."""
+    rng = np.random.default_rng(seed)
+    upper = np.triu(rng.uniform(0.02, 0.03, (runs + 1, runs + 1)), 1)
+    matrix = upper + upper.T
+    matrix[0, 1:] = matrix[1:, 0] = candidate
+    return matrix
+
+
+def test_judge_candidate_families():
+    from pipelines.compare import judge_candidate
+
+    values = {
+        "test_accuracy": [0.90, 0.91, 0.92, 0.91],
+        "test_loss": [0.30, 0.31, 0.29, 0.30],
+        "test_group_a_accuracy": [0.80, 0.82, 0.81, 0.80],
     }
+    variant = _variant(values)
     inside = {"test_accuracy": 0.91, "test_loss": 0.30, "test_group_a_accuracy": 0.81}
-    churn, baseline_churn = np.array([0.02, 0.03, 0.025, 0.02]), np.array([0.02, 0.03, 0.025, 0.022, 0.028, 0.021])
-    result = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=False)
+    churn = _churn(4)
+    result = judge_candidate(Params(), variant, values, [inside], churn, ["other"], control=False)
     assert result["verdict"] == "within_noise"
     assert [row["family"] for row in result["checks"]] == ["primary", "primary", "churn", "group"]
     assert "primary (2 checks, decides the verdict)" in result["correction"]
     group_drop = judge_candidate(
-        Params(), variant, {**inside, "test_group_a_accuracy": 0.50}, churn, baseline_churn, "x", control=False
+        Params(), variant, values, [{**inside, "test_group_a_accuracy": 0.50}], churn, ["x"], control=False
     )
     assert group_drop["verdict"] == "within_noise" and group_drop["secondary_exceeding"] == 1
     assert group_drop["checks"][-1]["verdict"] == "exceeds_noise"
     accuracy_drop = judge_candidate(
-        Params(), variant, {**inside, "test_accuracy": 0.80}, churn, baseline_churn, "x", control=False
+        Params(), variant, values, [{**inside, "test_accuracy": 0.80}], churn, ["x"], control=False
     )
     assert accuracy_drop["verdict"] == "exceeds_noise" and accuracy_drop["checks"][0]["verdict"] == "exceeds_noise"
-    control = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=True)
+    control = judge_candidate(Params(), variant, values, [inside], churn, ["other"], control=True)
     assert control["verdict"] == "exceeds_noise" and control["bit_identical_to_control"] is False
 
 
 def test_judge_candidate_on_a_tied_band_cannot_judge():
     from pipelines.compare import judge_candidate
-    from tracking.noise.statistics import band_from_values
 
-    tied = band_from_values("test_accuracy", [356 / 360] * 3, 0.05, "calibration:algo+impl").as_dict()
-    loss = band_from_values("test_loss", [0.30, 0.31, 0.29], 0.05, "calibration:algo+impl").as_dict()
-    variant = {"bands": {"test_accuracy": tied, "test_loss": loss}, "weights_sha256": ["abc"]}
-    churn, baseline_churn = np.array([0.02, 0.03, 0.025]), np.array([0.02, 0.03, 0.025])
+    values = {"test_accuracy": [356 / 360] * 3, "test_loss": [0.30, 0.31, 0.29]}
+    variant = _variant(values)
+    variant["bands"]["test_accuracy"]["source"] = "calibration:algo+impl"
     result = judge_candidate(
-        Params(), variant, {"test_accuracy": 352 / 360, "test_loss": 0.30}, churn, baseline_churn, "x", control=False
-    )
+        Params(), {**variant, "name": "algo+impl"}, values, [{"test_accuracy": 352 / 360, "test_loss": 0.30}],
+        _churn(3), ["x"], control=False,
+    )  # fmt: skip
     assert result["verdict"] == "cannot_judge" and result["checks"][0]["z"] is None
     assert result["cannot_judge"] == [
         "test_accuracy: 3 identical values (0.988889) in calibration:algo+impl: no measured spread; "
@@ -159,14 +168,12 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
 def test_report_says_how_many_of_the_band_runs_were_reused():
     from pipelines.compare import judge_candidate
     from tracking.noise.report import render_report
-    from tracking.noise.statistics import band_from_values
 
     metrics = Params().compare_metrics()
-    bands = {name: band_from_values(name, [0.90, 0.91, 0.92], 0.05, "test").as_dict() for name in metrics}
-    churn = np.array([0.02, 0.03, 0.025])
+    values = {name: [0.90, 0.91, 0.92] for name in metrics}
     candidate = dict.fromkeys(metrics, 0.91)
     result = {
-        **judge_candidate(Params(), {"bands": bands, "weights_sha256": ["abc"]}, candidate, churn, churn, "x", False),
+        **judge_candidate(Params(), _variant(values), values, [candidate], _churn(3), ["x"], False),
         "band_variant": "algo",
         "reason": "r",
         "calibration_runs": 3,
