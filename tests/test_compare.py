@@ -184,3 +184,41 @@ def test_report_says_how_many_of_the_band_runs_were_reused():
         "(3 calibration runs, 2 of them trained by an earlier calibration and reused: calibration/noise.json lists "
         "which): r." in render_report({**result, "reused_runs": 2})
     )
+
+
+def test_fail_on_drift_fails_only_on_the_worse_direction_and_control_json_is_strict():
+    """Issue 26: a significant improvement failed CI; CONTROL wrote Infinity and p = 0 to metrics/compare.json."""
+    from pipelines.compare import compare_metrics, fails, headline, judge_candidate
+
+    values = {"test_accuracy": [0.90, 0.91, 0.92, 0.91], "test_loss": [0.30, 0.31, 0.29, 0.30]}
+    gate = Params.model_validate({"compare": {"fail_on_drift": True}})
+    better = judge_candidate(
+        gate, _variant(values), values, [{"test_accuracy": 0.99, "test_loss": 0.30}], _churn(4), ["x"], False
+    )
+    assert better["verdict"] == "exceeds_noise" and better["better"] == ["test_accuracy"] and not better["worse"]
+    assert not fails(better, gate) and "better: test_accuracy" in headline(better)
+    worse = judge_candidate(
+        gate, _variant(values), values, [{"test_accuracy": 0.80, "test_loss": 0.30}], _churn(4), ["x"], False
+    )
+    assert worse["worse"] == ["test_accuracy"] and fails(worse, gate) and not fails(worse, Params())
+    tied = {name: [found[0]] * 4 for name, found in values.items()}
+    control = judge_candidate(
+        gate, _variant(tied), tied, [{"test_accuracy": 0.91, "test_loss": 0.30}], _churn(4, 0.0), ["abc"], True
+    )
+    summary = compare_metrics({**control, "band_variant": "control"})
+    assert control["verdict"] == "exceeds_noise" and summary["bit_identical_to_control"] is True
+    assert json.dumps(summary, allow_nan=False) and "z_test_accuracy" not in summary
+    assert headline(control).startswith("bit-identical")
+    row = next(row for row in control["checks"] if row["metric"] == "test_accuracy")
+    assert row["p_value"] is None and "CONTROL" in row["note"]
+
+
+def test_min_effect_must_name_a_judged_metric():
+    with pytest.raises(Exception, match="min_effect"):
+        Params.model_validate({"compare": {"min_effect": {"test_accuracy": -1}}})
+    from pipelines.compare import check_compare_metrics
+    from tracking.errors import ParamsError
+
+    params = Params.model_validate({"compare": {"min_effect": {"val_accuracy": 0.01}}})
+    with pytest.raises(ParamsError, match=r"compare\.min_effect\.val_accuracy: not a metric the compare stage judges"):
+        check_compare_metrics(params, {"test_accuracy": 1.0, "test_loss": 0.1}, {"variants": {}})

@@ -223,23 +223,9 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
         note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
     spread = std_interval(band.std, band.n, band.alpha) if band.std > 0 else None
     return Judgement(
-        band.metric,
-        value,
-        reference,
-        runs,
-        delta,
-        scale,
-        z,
-        p_value,
-        verdict,
-        note,
-        band,
-        1,
-        PREDICTION,
-        None,
-        interval,
-        spread,
-    )
+        band.metric, value, reference, runs, delta, scale, z, p_value, verdict, note, band,
+        interval=interval, std_interval=spread,
+    )  # fmt: skip
 
 
 def direction(delta: float, mode: str | None) -> str:

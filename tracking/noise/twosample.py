@@ -50,7 +50,7 @@ def pooled_t(baseline: Sequence[float], candidate: Sequence[float], alpha: float
     a, b = _arrays(baseline, candidate)
     df = len(a) + len(b) - 2
     pooled = ((len(a) - 1) * _variance(a) + (len(b) - 1) * _variance(b)) / df
-    return _t_test(float(b.mean() - a.mean()), math.sqrt(pooled * (1 / len(a) + 1 / len(b))), df, alpha)
+    return _t_test(_mean(b) - _mean(a), math.sqrt(pooled * (1 / len(a) + 1 / len(b))), df, alpha)
 
 
 def welch(baseline: Sequence[float], candidate: Sequence[float], alpha: float) -> TTest:
@@ -59,7 +59,7 @@ def welch(baseline: Sequence[float], candidate: Sequence[float], alpha: float) -
     va, vb = _variance(a) / len(a), _variance(b) / len(b)
     terms = [v**2 / (len(x) - 1) for v, x in ((va, a), (vb, b)) if v > 0]
     df = (va + vb) ** 2 / sum(terms) if terms else 0.0
-    return _t_test(float(b.mean() - a.mean()), math.sqrt(va + vb), df, alpha)
+    return _t_test(_mean(b) - _mean(a), math.sqrt(va + vb), df, alpha)
 
 
 def _t_test(difference: float, scale: float, df: float, alpha: float) -> TTest:
@@ -74,6 +74,11 @@ def _t_test(difference: float, scale: float, df: float, alpha: float) -> TTest:
 
 def _arrays(baseline: Sequence[float], candidate: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean, exactly the value for equal values (a float sum divided by n can miss it by one ulp)."""
+    return float(values[0]) if (values == values[0]).all() else float(values.mean())
 
 
 def _variance(values: np.ndarray) -> float:
