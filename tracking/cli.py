@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -170,35 +171,66 @@ def _bands(args: argparse.Namespace) -> None:
 
     open_client(find_project())
     result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
-    json.dump(result, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    _write(json.dumps(result, indent=2, allow_nan=False) + "\n")
 
 
 def _compare_groups(args: argparse.Namespace) -> None:
-    from tracking.noise.groups import compare_groups, fetch_metric_values
+    from tracking.noise.groups import compare_metric_groups, fetch_metric_values
     from tracking.store.location import find_project, open_client
 
     open_client(find_project())
     metrics = args.metric or DEFAULT_METRICS
     group_a = fetch_metric_values(args.experiment, args.a, metrics)
     group_b = fetch_metric_values(args.experiment, args.b, metrics)
-    result = {}
-    for metric in metrics:
-        result[metric] = {
-            **compare_groups(group_a[metric].values, group_b[metric].values, args.alpha),
-            "skipped_a": group_a[metric].skipped,
-            "skipped_b": group_b[metric].skipped,
-        }
+    compared = compare_metric_groups(
+        {metric: group_a[metric].values for metric in metrics},
+        {metric: group_b[metric].values for metric in metrics},
+        args.alpha,
+    )
+    result = {
+        metric: {**row, "skipped_a": group_a[metric].skipped, "skipped_b": group_b[metric].skipped}
+        for metric, row in compared.items()
+    }
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _write(json.dumps(result, indent=2, allow_nan=False) + "\n")
         return
+    lines = []
     for metric, row in result.items():
-        print(
+        lines.append(
             f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
-            f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}"
+            f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {_ratio(row, args.alpha)}"
         )
-        print(f"  {row['verdict']}")
+        lines.append(f"  {row['verdict']}")
+        if row["brown_forsythe_power_at_ratio"] is not None:
+            lines.append(
+                f"  at n={row['n_a']} vs {row['n_b']}, Brown-Forsythe detects a true ratio of "
+                f"{row['std_ratio_a_over_b']:.3g} {row['brown_forsythe_power_at_ratio']:.0%} of the time "
+                "(simulated, normal runs)"
+            )
+    _write("\n".join(lines) + "\n")
+
+
+def _ratio(row: dict, alpha: float) -> str:
+    """The std ratio with its intervals, as compare-groups prints it."""
+    if row["std_ratio_a_over_b"] is None:
+        return "undefined (B has no spread)"
+    text = f"{row['std_ratio_a_over_b']:.3g}"
+    intervals = [
+        f"{name} [{found[0]:.3g}, {found[1]:.3g}]"
+        for name, found in (("F", row["std_ratio_interval_f"]), ("bootstrap", row["std_ratio_interval_bootstrap"]))
+        if found is not None
+    ]
+    return text + (f" ({1 - alpha:.0%} intervals: {', '.join(intervals)})" if intervals else "")
+
+
+def _write(text: str) -> None:
+    """Write a command's output; a reader that stops early (`| head`) ends it quietly, without a traceback."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at devnull so that flush does not raise too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _audit(args: argparse.Namespace) -> None:
