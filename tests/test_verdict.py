@@ -164,3 +164,24 @@ def test_churn_is_one_sided_and_judged_by_the_distribution_of_its_statistic():
     few = judge_churn(_churn_matrix(0.02, 0.06, 5), 1, 0.05)  # 6 runs: the smallest p is 1/6
     assert few.verdict == CANNOT_JUDGE and "smallest p" in few.note
     assert judge_churn(_churn_matrix(0.02, 0.06, 5), 1, 0.05, exact=True).verdict == EXCEEDS
+
+
+def test_tracking_plan_from_the_calibration(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / ".dvc").mkdir()
+    shutil.copy(Path(__file__).parents[1] / "params.yaml", tmp_path / "params.yaml")
+    command = [sys.executable, "-m", "tracking", "plan", "0.01"]
+    missing = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: calibration/noise.json not found")
+    band = {"metric": "test_accuracy", "n": 5, "mean": 0.98, "std": 0.0058}
+    (tmp_path / "calibration").mkdir()
+    (tmp_path / "calibration" / "noise.json").write_text(
+        json.dumps({"variants": {"algo": {"bands": {"test_accuracy": band}}}})
+    )
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
+    expected = plan("test_accuracy", 0.01, 0.0058, 5, 0.025).sentence()  # alpha 0.05 over the two default metrics
+    assert done.stdout == expected + "\n" and "5 calibration repeats, " in expected

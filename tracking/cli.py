@@ -1,4 +1,4 @@
-"""The `tracking` command: provenance, data pinning, the baseline, noise bands, diff/rerun/audit of runs, store
+"""The `tracking` command: provenance, data pinning, the baseline, noise bands and planning, diff/rerun/audit of runs, store
 repair, offline sync.
 
 Imports stay inside the commands so that `tracking --help` starts fast.
@@ -53,6 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
+    planning = commands.add_parser(
+        "plan", help="the calibration and candidate repeats that detect a shift, from the measured band"
+    )
+    planning.add_argument(
+        "shift", type=float, help="the true shift to detect, in the metric's units (0.005 = 0.5 point)"
+    )
+    planning.add_argument("--metric", default="test_accuracy", help="the metric (default: test_accuracy)")
+    planning.add_argument("--variant", default="algo", help="the calibration variant whose band (default: algo)")
+    planning.add_argument("--power", type=_probability, default=0.8, help="the detection rate wanted (default: 0.8)")
+    planning.set_defaults(handler=_plan)
     audit = commands.add_parser(
         "audit", help="train the config R times with op determinism on and off; compare them step by step"
     )
@@ -231,6 +241,29 @@ def _write(text: str) -> None:
     except BrokenPipeError:
         # Python flushes stdout again at exit: point it at devnull so that flush does not raise too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _plan(args: argparse.Namespace) -> None:
+    """The planning line from the project's calibration: its band's std and size, at alpha / (compare metrics)."""
+    from tracking.config.params import load_params
+    from tracking.config.project import NOISE_FILE
+    from tracking.errors import RunStateError
+    from tracking.noise.power import plan
+    from tracking.store.location import project_root
+
+    params = load_params()
+    path = project_root() / NOISE_FILE
+    if not path.is_file():
+        raise RunStateError(f"{NOISE_FILE} not found", fix="run the calibration first (`dvc repro calibrate`)")
+    variants = json.loads(path.read_text())["variants"]
+    band = variants.get(args.variant, {}).get("bands", {}).get(args.metric)
+    if band is None:
+        raise RunStateError(
+            f"{NOISE_FILE} has no {args.variant} band for {args.metric}",
+            fix=f"name a calibrated variant ({', '.join(variants)}) and a metric it bands",
+        )
+    level = params.compare.alpha / len(params.compare_metrics())
+    _write(plan(args.metric, args.shift, band["std"], band["n"], level, args.power).sentence() + "\n")
 
 
 def _audit(args: argparse.Namespace) -> None:
