@@ -26,15 +26,21 @@ the band's own mean (m = n) when the reference is the calibrated baseline itself
     z = (v - r) / (s * sqrt(1 + 1/m)),   p = 2 * P(T_{n-1} > |z|),
 
 with s the band's standard deviation (ddof=1) over its n runs; v is within noise when p > alpha, i.e. inside
-r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of one new run). The metrics
-judged together are one family, Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict.
+r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of one new run). z is a t
+statistic, not a count of band stds: reports call it t. Several candidate runs are judged by the two-sample
+test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
+Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise but below the
+metric's `compare.min_effect` is `within_tolerance`. A value that is not a number is `cannot_judge`, with its
+reason, and stays out of Holm's ordering (it never hides behind, or is hidden by, another metric).
 
 No spread. Test accuracy moves in steps of one test example (1/360 on the default split), and a few repeats
-often tie: a band of n identical values has s = 0 and no measured spread, so its z would be infinite for any
+often tie: a band of n identical values has s = 0 exactly (not the 1e-16 a float std leaves) and no measured
+spread, so its z would be infinite for any
 gap. Such a band does not give a verdict: the metric is `cannot_judge` ("n identical values; raise
 calibration.repeats"), and a family with no exceeding metric but one that cannot be judged is `cannot_judge`.
 Only CONTROL gives a verdict from zero spread, because there zero spread is the measured outcome (its repeats
-are bit-identical by design): a value equal to its reference is within noise, any other exceeds it. A floor at
+are bit-identical by design): a value equal to its reference is within noise, any other exceeds it, with no
+finite statistic (z and p None, never infinity or 0). A floor at
 the metric's resolution was not chosen: nothing says the spread is as large as one step, and a binomial
 model describes resampling the test set, not retraining on a fixed one.
 """

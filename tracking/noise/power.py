@@ -15,6 +15,7 @@ are a floor for the family (Holm's later steps test at more than α/k).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -51,8 +52,10 @@ def power(shift: float, n: int, candidates: int, alpha: float) -> float:
     return float(stats.nct.sf(critical, df, noncentrality)) + (far if math.isfinite(far) else 0.0)
 
 
+@functools.lru_cache(maxsize=1024)
 def detectable_shift(n: int, candidates: int, alpha: float, target: float = POWER) -> float:
-    """The smallest true shift, in band stds, that the test at `alpha` detects with probability `target`."""
+    """The smallest true shift, in band stds, that the test at `alpha` detects with probability `target` (cached:
+    a verdict asks it once per metric, a bench thousands of times with the same sizes)."""
     from scipy.optimize import brentq
 
     high = 1.0
