@@ -94,7 +94,8 @@ def _refuse_a_mix(runs: list[Any], filter_string: str) -> None:
         f"{count} repeats of variant {variant} of calibration {parent[:8]}" if variant else f"{count} other runs"
         for (parent, variant), count in groups.items()
     )
-    parent, variant = next(key for key in groups if key[1])
+    keys = [key for key in groups if key[1]]
+    parent, variant = next((key for key in keys if key[1] == "algo"), keys[0])
     raise RunSelectionError(
         f"the runs {'matching ' + repr(filter_string) if filter_string else 'of the experiment'} mix {found}; "
         "a band over them pools different spreads",

@@ -66,8 +66,8 @@ def detectable_shift(n: int, candidates: int, alpha: float, target: float = POWE
 
 @dataclass(frozen=True)
 class Plan:
-    """Repeats that detect `shift` with `target` power: more candidate runs at this calibration's size, or more
-    calibration runs with one candidate run (None: not within MOST_REPEATS)."""
+    """Repeats that detect `shift` with `target` power: more candidate runs at this calibration's size, more
+    calibration runs with one candidate run, or as many of each (None: not within MOST_REPEATS)."""
 
     metric: str
     shift: float
@@ -75,6 +75,7 @@ class Plan:
     n: int
     candidates_at_n: int | None
     calibration_at_one: int | None
+    balanced: int | None
     target: float
     alpha: float
 
@@ -89,6 +90,8 @@ class Plan:
             options.append(f"{self.n} calibration repeats, {self.candidates_at_n} candidate repeats")
         if self.calibration_at_one is not None and self.candidates_at_n != 1:
             options.append(f"{self.calibration_at_one} calibration repeats, 1 candidate repeat")
+        if self.balanced is not None and not options:
+            options.append(f"{self.balanced} calibration repeats, {self.balanced} candidate repeats")
         found = " or ".join(options) or f"more than {MOST_REPEATS} repeats of either"
         return (
             f"to detect a {size} shift in {self.metric} with {self.target:.0%} power "
@@ -106,4 +109,5 @@ def plan(metric: str, shift: float, std: float, n: int, alpha: float, target: fl
     size = shift / std
     at_n = next((m for m in range(1, MOST_REPEATS + 1) if power(size, n, m, alpha) >= target), None)
     at_one = next((k for k in range(3, MOST_REPEATS + 1) if power(size, k, 1, alpha) >= target), None)
-    return Plan(metric, shift, std, n, at_n, at_one, target, alpha)
+    balanced = next((k for k in range(3, MOST_REPEATS + 1) if power(size, k, k, alpha) >= target), None)
+    return Plan(metric, shift, std, n, at_n, at_one, balanced, target, alpha)
