@@ -47,6 +47,7 @@ from tracking.noise.statistics import (
     off_diagonal_summary,
     pairwise_disagreement,
     pairwise_weight_distance,
+    strict,
 )
 from tracking.provenance import capture
 from tracking.provenance.git import open_repository
@@ -261,6 +262,7 @@ def main() -> None:
                 REUSED_REPEATS_TAG: len(reused),
             }
         )
+        noise = strict(noise)  # a NaN metric (a diverged repeat) is null, named in `non_finite`: strict JSON
         parent.log_json(noise, NOISE_FILE.as_posix())
         (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
         (root / CALIBRATION_RUNS).parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +272,7 @@ def main() -> None:
             weights=stacked_weights,
             variants=np.array([run["variant"] for run in runs]),
         )
-        (root / NOISE_FILE).write_text(json.dumps(noise, indent=2) + "\n")
+        (root / NOISE_FILE).write_text(json.dumps(noise, indent=2, allow_nan=False) + "\n")
     if control and not control["bit_identical"]:
         print(
             "WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "

@@ -185,3 +185,17 @@ def test_tracking_plan_from_the_calibration(tmp_path):
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
     expected = plan("test_accuracy", 0.01, 0.0058, 5, 0.025).sentence()  # alpha 0.05 over the two default metrics
     assert done.stdout == expected + "\n" and "5 calibration repeats, " in expected
+
+
+def test_strict_json_names_what_it_nulls():
+    from tracking.noise.statistics import strict
+
+    record = {"runs": [{"metrics": {"test_loss": math.nan, "test_accuracy": 0.9}}], "std": math.inf, "n": 3}
+    cleaned = strict(record)
+    assert json.loads(json.dumps(cleaned, allow_nan=False)) == {
+        "runs": [{"metrics": {"test_loss": None, "test_accuracy": 0.9}}],
+        "std": None,
+        "n": 3,
+        "non_finite": {"runs.0.metrics.test_loss": "nan", "std": "inf"},
+    }
+    assert strict({"n": 3}) == {"n": 3}

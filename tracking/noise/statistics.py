@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +85,25 @@ def format_p(p_value: float | None) -> str:
 def finite(value: float | None) -> float | None:
     """`value` as JSON can hold it: None for NaN or infinity (JSON has neither), the float otherwise."""
     return None if value is None or not math.isfinite(value) else float(value)
+
+
+def strict(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` as strict JSON holds it: every NaN or infinite float becomes None, and `non_finite` names each
+    (its path, e.g. `runs.3.metrics.test_loss`, and what it was), so a reader sees why the value is null."""
+    found: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            found[path] = str(value)
+            return None
+        if isinstance(value, dict):
+            return {key: clean(item, f"{path}.{key}" if path else str(key)) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(item, f"{path}.{index}") for index, item in enumerate(value)]
+        return value
+
+    cleaned = clean(record, "")
+    return {**cleaned, "non_finite": found} if found else cleaned
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
