@@ -75,7 +75,8 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     assert all(delta["within_noise"] for delta in found["metrics"]) and len(found["metrics"]) == 2
     assert found["weights_identical"] is False
     assert found["conclusion"].startswith("only seeds differ; the ") and found["conclusion"].endswith(
-        f"inside the ALGO band (t = {found['metrics'][0]['z']:.1f}, p = {found['metrics'][0]['p_value']:.3g}): noise"
+        f"inside the ALGO band (t = {found['metrics'][0]['z']:.1f}, p = {found['metrics'][0]['p_value']:.3g}): noise "
+        f"(this band detects a {found['metrics'][0]['detectable'] * 100:.1f} point test_accuracy shift 80% of the time)"
     )
 
     text = diff(project, colleague, restored, "text")

@@ -116,7 +116,17 @@ def conclude(diff: RunDiff) -> str:
             "compare.min_effect: within tolerance"
         )
     inside = f"the {_gap(judged[0])} is inside the {variant} band ({_test(judged[0])})"
-    return f"{subject}; {inside}: " + ("its effect cannot be told from noise" if causes else "noise")
+    return f"{subject}; {inside}: " + ("its effect cannot be told from noise" if causes else "noise") + _sees(judged[0])
+
+
+def _sees(delta: MetricDelta) -> str:
+    """How weak a `within noise` is: the shift this band detects 80% of the time, e.g. "; it detects a 5.5 point
+    test_accuracy shift 80% of the time"."""
+    found = delta.judgement
+    if found is None or found.detectable is None:
+        return ""
+    size = f"{found.detectable * 100:.1f} point" if "accuracy" in delta.metric else f"{found.detectable:.4g}"
+    return f" (this band detects a {size} {delta.metric} shift 80% of the time)"
 
 
 def _test(delta: MetricDelta) -> str:
