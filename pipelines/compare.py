@@ -7,7 +7,10 @@ same seeds and op determinism against `control`, where anything but bit-identica
 `compare.metrics` form the primary family, which decides the verdict (as `tracking diff` judges the same
 metrics); churn, per-class and per-group checks are families of their own, reported beside it. Each family
 is corrected with Holm-Bonferroni at `compare.alpha`, so a seed-only candidate is flagged at most about alpha
-of the time.
+of the time. Each verdict says what it can see (the band std's interval, the shift detected with 80% power);
+`compare.fail_on_drift` fails only on drift in the worse direction of a metric's mode (or a CONTROL candidate
+that is not bit-identical). The candidate is one run today: `judge_candidate` takes several
+(`compare.candidate_repeats`) once they are trained.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from tracking.data.dataset import read_manifest
 from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import ParamsError, RunStateError
 from tracking.names import BAND_VARIANT_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
+from tracking.noise.candidates import judge_churn, judge_values
 from tracking.noise.policy import (
+    CANNOT_JUDGE,
     CONFIG_SECTIONS,
     CONTROL,
     DETERMINISM,
@@ -51,13 +56,7 @@ from tracking.noise.policy import (
     judge,
     judge_family,
 )
-from tracking.noise.statistics import (
-    CLASSIFICATION_CHURN,
-    Band,
-    band_from_summary,
-    band_from_values,
-    pairwise_disagreement,
-)
+from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, pairwise_disagreement
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import project_root
@@ -82,44 +81,49 @@ def choose_variant(candidate: Params, baseline: Params, data_changed: bool, avai
 def judge_candidate(
     params: Params,
     variant: dict[str, Any],
-    metrics: dict[str, float],
-    churn_values: np.ndarray,
-    baseline_churn: np.ndarray,
-    weights_sha256: str,
+    band_values: dict[str, list[float]],
+    candidates: list[dict[str, float]],
+    churn_matrix: np.ndarray,
+    weights_sha256: list[str],
     control: bool,
 ) -> dict[str, Any]:
-    """Every check of the candidate's flat `metrics`, Holm-corrected within its family, and the verdict.
+    """Every check of the candidate runs' flat metrics (one dict per run), Holm-corrected within its family, and
+    the verdict.
 
-    The primary family (the metrics of `compare.metrics`) decides the verdict; churn, per-class and per-group
-    checks are families of their own, reported beside it. A CONTROL band's zero spread is a measurement
-    (`exact`); any other band without spread cannot judge.
+    `band_values` holds each banded metric's values over the band's runs, `churn_matrix` the pairwise churn of
+    the candidate runs (first) and the band's runs. The primary family (the metrics of `compare.metrics`) decides
+    the verdict; churn, per-class and per-group checks are families of their own, reported beside it. A CONTROL
+    band's zero spread is a measurement (`exact`); any other band without spread cannot judge, nor can a metric
+    that is not a number. A gap beyond noise but below `compare.min_effect` is within tolerance.
     """
     alpha = params.compare.alpha
+    modes = {**params.compare_metrics(), "churn": "min"}
+    source = f"calibration:{variant.get('name', 'band')}"
     families: dict[str, list] = {"primary": [], "churn": [], "class": [], "group": []}
     for metric in params.compare_metrics():
+        values = [run[metric] for run in candidates]
         declared = params.compare.known_bands.get(metric)
         if declared:
             band = band_from_summary(
                 metric, declared.mean, declared.std, declared.n, alpha, "declared in compare.known_bands"
             )
+            families["primary"].append(judge(values[0], band))
         else:
-            band = Band(**variant["bands"][metric])
-        families["primary"].append(judge(metrics[metric], band, exact=control and not declared))
-    families["churn"].append(
-        judge(
-            float(churn_values.mean()),
-            band_from_values("churn", baseline_churn, alpha, "baseline pairwise churn"),
-            exact=control,
-        )
-    )
-    modes = {**params.compare_metrics(), "churn": "min"}
-    for name, value in metrics.items():
+            families["primary"].append(
+                judge_values(metric, band_values[metric], values, alpha, source, modes[metric], control)
+            )
+    families["churn"].append(judge_churn(churn_matrix, len(candidates), alpha, exact=control))
+    for name in candidates[0]:
         family = (
             "class" if name.startswith("test_accuracy_class_") else "group" if name.startswith("test_group_") else None
         )
-        if family and name in variant["bands"] and np.isfinite(value):
-            families[family].append(judge(value, Band(**variant["bands"][name]), exact=control))
-    judged = {family: judge_family(found, alpha) for family, found in families.items()}
+        if family and name in band_values:
+            values = [run.get(name, float("nan")) for run in candidates]
+            families[family].append(judge_values(name, band_values[name], values, alpha, source, exact=control))
+    judged = {
+        family: judge_family(found, alpha, params.compare.min_effect if family == "primary" else None)
+        for family, found in families.items()
+    }
     rows = [
         {
             **found.as_dict(),
@@ -130,13 +134,19 @@ def judge_candidate(
         for family, found_all in judged.items()
         for found in found_all
     ]
-    bit_identical = weights_sha256 in variant["weights_sha256"]
+    bit_identical = all(found in variant["weights_sha256"] for found in weights_sha256)
     verdict = EXCEEDS if control and not bit_identical else family_verdict(judged["primary"])
-    unjudged = [found for found in judged["primary"] if found.z is None]
+    primary = [row for row in rows if row["family"] == "primary"]
+    worse = [row["metric"] for row in primary if row["verdict"] == EXCEEDS and row["direction"] == "worse"]
+    better = [row["metric"] for row in primary if row["verdict"] == EXCEEDS and row["direction"] == "better"]
+    unjudged = [found for found in judged["primary"] if found.verdict == CANNOT_JUDGE]
     return {
         "verdict": verdict,
         "checks": rows,
+        "candidate_runs": len(candidates),
         "bit_identical_to_control": bit_identical if control else None,
+        "worse": worse,
+        "better": better,
         "secondary_exceeding": sum(row["verdict"] == EXCEEDS for row in rows if row["family"] != "primary"),
         "cannot_judge": [f"{found.metric}: {found.note}" for found in unjudged],
         "correction": (
@@ -144,8 +154,30 @@ def judge_candidate(
             f" decides the verdict), churn ({len(families['churn'])}), per-class ({len(families['class'])}), "
             f"per-group ({len(families['group'])})"
         ),
-        "candidate_churn": {"mean": float(churn_values.mean()), "max": float(churn_values.max())},
+        "candidate_churn": {
+            "mean": float(churn_matrix[: len(candidates), len(candidates) :].mean()),
+            "max": float(churn_matrix[: len(candidates), len(candidates) :].max()),
+        },
     }
+
+
+def fails(result: dict[str, Any], params: Params) -> bool:
+    """Whether `compare.fail_on_drift` fails the stage: drift in the worse direction of a metric's mode (an
+    improvement beyond noise is reported, not failed), or a CONTROL candidate whose weights are not
+    bit-identical."""
+    if not params.compare.fail_on_drift or result["verdict"] != EXCEEDS:
+        return False
+    return bool(result["worse"]) or result["bit_identical_to_control"] is False
+
+
+def headline(result: dict[str, Any]) -> str:
+    """What the stage prints before its reason: which way a drift goes, and under CONTROL whether bit-identical."""
+    parts = []
+    if result["bit_identical_to_control"] is not None:
+        parts.append("bit-identical" if result["bit_identical_to_control"] else "weights differ from CONTROL's")
+    if result["verdict"] == EXCEEDS:
+        parts += [f"{way}: {', '.join(result[way])}" for way in ("worse", "better") if result[way]]
+    return "".join(f"{part}; " for part in parts)
 
 
 def main() -> None:
@@ -171,15 +203,14 @@ def main() -> None:
             "the candidate's test set differs in size from the calibration's; re-run `dvc repro` so both use data/prepared"
         )
     task, target_std = noise.get("task", CLASSIFICATION), noise.get("target_std")
-    churn_values = pairwise_disagreement(np.concatenate([predictions[None], chosen]), task, target_std)[0, 1:]
-    baseline_pairs = pairwise_disagreement(chosen, task, target_std)[np.triu_indices(len(chosen), k=1)]
+    churn_matrix = pairwise_disagreement(np.concatenate([predictions[None], chosen]), task, target_std)
     result = judge_candidate(
         params,
-        variant,
-        flat_metrics(evaluation),
-        churn_values,
-        baseline_pairs,
-        candidate_run["weights_sha256"],
+        {**variant, "name": name},
+        band_values(noise, name),
+        [flat_metrics(evaluation)],
+        churn_matrix,
+        [candidate_run["weights_sha256"]],
         name == CONTROL,
     )
     result.update(
@@ -212,10 +243,11 @@ def main() -> None:
             tracker.log_artifact(root / path, "compare")
     unjudged = "".join(f"; {line}" for line in result["cannot_judge"])
     print(
-        f"{result['verdict']}: {reason}; judged against {name} ({len(variant['runs'])} runs){unjudged}. Report: {COMPARE_REPORT}"
+        f"{result['verdict']}: {headline(result)}{reason}; judged against {name} ({len(variant['runs'])} runs){unjudged}. "
+        f"Report: {COMPARE_REPORT}"
     )
-    if result["verdict"] == EXCEEDS and params.compare.fail_on_drift:
-        print("error: drift beyond noise and compare.fail_on_drift is true", file=sys.stderr)
+    if fails(result, params):
+        print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
         sys.exit(1)
 
 
@@ -227,6 +259,12 @@ def check_compare_metrics(params: Params, logged: dict[str, float], noise: dict[
                 f"compare.metrics.{metric}: the evaluate stage does not log it; it logs "
                 f"{', '.join(sorted(logged))}: name one of those in params.yaml"
             )
+    for metric in params.compare.min_effect:
+        if metric not in params.compare_metrics():
+            raise ParamsError(
+                f"compare.min_effect.{metric}: not a metric the compare stage judges "
+                f"({', '.join(params.compare_metrics())}); name one of those or add it to compare.metrics"
+            )
     for metric in params.compare_metrics():
         if metric not in params.compare.known_bands and not all(
             metric in variant["bands"] for variant in noise["variants"].values()
@@ -235,6 +273,15 @@ def check_compare_metrics(params: Params, logged: dict[str, float], noise: dict[
                 f"compare.metrics.{metric}: the calibration in {NOISE_FILE} has no band for it; re-run the "
                 "calibration (`dvc repro -f calibrate`) or declare one in compare.known_bands"
             )
+
+
+def band_values(noise: dict[str, Any], variant: str) -> dict[str, list[float]]:
+    """Each banded metric's values over the runs of `variant` in the calibration's record (NaN where one lacks it)."""
+    runs = [noise["runs"][index] for index in noise["variants"][variant]["runs"]]
+    return {
+        metric: [run["metrics"].get(metric, float("nan")) for run in runs]
+        for metric in noise["variants"][variant]["bands"]
+    }
 
 
 def at_alpha(noise: dict[str, Any], alpha: float) -> dict[str, Any]:
@@ -254,12 +301,15 @@ def compare_metrics(result: dict[str, Any]) -> dict[str, Any]:
         "verdict": result["verdict"],
         "band_variant": result["band_variant"],
         "secondary_exceeding": result["secondary_exceeding"],
+        "bit_identical_to_control": result["bit_identical_to_control"],
     }
     for row in result["checks"]:
         if row["family"] == "primary":
             if row["z"] is not None:
-                summary[f"z_{row['metric']}"] = float(row["z"])
-            summary[f"delta_{row['metric']}"] = float(row["delta"])
+                summary[f"z_{row['metric']}"] = row["z"]
+            summary[f"delta_{row['metric']}"] = row["delta"]
+            if row["delta"] is None:
+                summary[f"delta_{row['metric']}_note"] = row["note"]
     return summary
 
 
@@ -270,7 +320,7 @@ def write_outputs(
 
     for path in (COMPARE_METRICS, COMPARE_REPORT):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-    (root / COMPARE_METRICS).write_text(json.dumps(summary, indent=2) + "\n")
+    (root / COMPARE_METRICS).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     (root / COMPARE_REPORT).write_text(render_report(result))
     render_plots(
         {name: root / path for name, path in COMPARE_PLOTS.items()},

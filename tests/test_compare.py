@@ -97,51 +97,60 @@ def test_group_scores_accuracy_fpr_fnr_by_hand():
     assert flat["test_group_b_fpr"] == 0.5 and flat["test_accuracy_class_1"] == pytest.approx(2 / 3)
 
 
-def test_judge_candidate_families():
-    from pipelines.compare import judge_candidate
+def _variant(values: dict[str, list[float]]) -> dict:
     from tracking.noise.statistics import band_from_values
 
-    def band(name, values):
-        return band_from_values(name, values, 0.05, "test").as_dict()
+    return {"bands": {name: band_from_values(name, v, 0.05, "test").as_dict() for name, v in values.items()},
+            "weights_sha256": ["abc"]}  # fmt: skip
 
-    variant = {
-        "bands": {
-            "test_accuracy": band("test_accuracy", [0.90, 0.91, 0.92, 0.91]),
-            "test_loss": band("test_loss", [0.30, 0.31, 0.29, 0.30]),
-            "test_group_a_accuracy": band("test_group_a_accuracy", [0.80, 0.82, 0.81, 0.80]),
-        },
-        "weights_sha256": ["abc"],
+
+def _churn(runs: int, candidate: float = 0.025, seed: int = 0) -> np.ndarray:
+    """A pairwise churn matrix of one candidate (first) and `runs` band runs: band pairs near 0.025."""
+    rng = np.random.default_rng(seed)
+    upper = np.triu(rng.uniform(0.02, 0.03, (runs + 1, runs + 1)), 1)
+    matrix = upper + upper.T
+    matrix[0, 1:] = matrix[1:, 0] = candidate
+    return matrix
+
+
+def test_judge_candidate_families():
+    from pipelines.compare import judge_candidate
+
+    values = {
+        "test_accuracy": [0.90, 0.91, 0.92, 0.91],
+        "test_loss": [0.30, 0.31, 0.29, 0.30],
+        "test_group_a_accuracy": [0.80, 0.82, 0.81, 0.80],
     }
+    variant = _variant(values)
     inside = {"test_accuracy": 0.91, "test_loss": 0.30, "test_group_a_accuracy": 0.81}
-    churn, baseline_churn = np.array([0.02, 0.03, 0.025, 0.02]), np.array([0.02, 0.03, 0.025, 0.022, 0.028, 0.021])
-    result = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=False)
+    churn = _churn(4)
+    result = judge_candidate(Params(), variant, values, [inside], churn, ["other"], control=False)
     assert result["verdict"] == "within_noise"
     assert [row["family"] for row in result["checks"]] == ["primary", "primary", "churn", "group"]
     assert "primary (2 checks, decides the verdict)" in result["correction"]
     group_drop = judge_candidate(
-        Params(), variant, {**inside, "test_group_a_accuracy": 0.50}, churn, baseline_churn, "x", control=False
+        Params(), variant, values, [{**inside, "test_group_a_accuracy": 0.50}], churn, ["x"], control=False
     )
     assert group_drop["verdict"] == "within_noise" and group_drop["secondary_exceeding"] == 1
     assert group_drop["checks"][-1]["verdict"] == "exceeds_noise"
     accuracy_drop = judge_candidate(
-        Params(), variant, {**inside, "test_accuracy": 0.80}, churn, baseline_churn, "x", control=False
+        Params(), variant, values, [{**inside, "test_accuracy": 0.80}], churn, ["x"], control=False
     )
     assert accuracy_drop["verdict"] == "exceeds_noise" and accuracy_drop["checks"][0]["verdict"] == "exceeds_noise"
-    control = judge_candidate(Params(), variant, inside, churn, baseline_churn, "other", control=True)
+    control = judge_candidate(Params(), variant, values, [inside], churn, ["other"], control=True)
     assert control["verdict"] == "exceeds_noise" and control["bit_identical_to_control"] is False
 
 
 def test_judge_candidate_on_a_tied_band_cannot_judge():
     from pipelines.compare import judge_candidate
-    from tracking.noise.statistics import band_from_values
 
-    tied = band_from_values("test_accuracy", [356 / 360] * 3, 0.05, "calibration:algo+impl").as_dict()
-    loss = band_from_values("test_loss", [0.30, 0.31, 0.29], 0.05, "calibration:algo+impl").as_dict()
-    variant = {"bands": {"test_accuracy": tied, "test_loss": loss}, "weights_sha256": ["abc"]}
-    churn, baseline_churn = np.array([0.02, 0.03, 0.025]), np.array([0.02, 0.03, 0.025])
+    values = {"test_accuracy": [356 / 360] * 3, "test_loss": [0.30, 0.31, 0.29]}
+    variant = _variant(values)
+    variant["bands"]["test_accuracy"]["source"] = "calibration:algo+impl"
     result = judge_candidate(
-        Params(), variant, {"test_accuracy": 352 / 360, "test_loss": 0.30}, churn, baseline_churn, "x", control=False
-    )
+        Params(), {**variant, "name": "algo+impl"}, values, [{"test_accuracy": 352 / 360, "test_loss": 0.30}],
+        _churn(3), ["x"], control=False,
+    )  # fmt: skip
     assert result["verdict"] == "cannot_judge" and result["checks"][0]["z"] is None
     assert result["cannot_judge"] == [
         "test_accuracy: 3 identical values (0.988889) in calibration:algo+impl: no measured spread; "
@@ -159,14 +168,12 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
 def test_report_says_how_many_of_the_band_runs_were_reused():
     from pipelines.compare import judge_candidate
     from tracking.noise.report import render_report
-    from tracking.noise.statistics import band_from_values
 
     metrics = Params().compare_metrics()
-    bands = {name: band_from_values(name, [0.90, 0.91, 0.92], 0.05, "test").as_dict() for name in metrics}
-    churn = np.array([0.02, 0.03, 0.025])
+    values = {name: [0.90, 0.91, 0.92] for name in metrics}
     candidate = dict.fromkeys(metrics, 0.91)
     result = {
-        **judge_candidate(Params(), {"bands": bands, "weights_sha256": ["abc"]}, candidate, churn, churn, "x", False),
+        **judge_candidate(Params(), _variant(values), values, [candidate], _churn(3), ["x"], False),
         "band_variant": "algo",
         "reason": "r",
         "calibration_runs": 3,
@@ -177,3 +184,41 @@ def test_report_says_how_many_of_the_band_runs_were_reused():
         "(3 calibration runs, 2 of them trained by an earlier calibration and reused: calibration/noise.json lists "
         "which): r." in render_report({**result, "reused_runs": 2})
     )
+
+
+def test_fail_on_drift_fails_only_on_the_worse_direction_and_control_json_is_strict():
+    """Issue 26: a significant improvement failed CI; CONTROL wrote Infinity and p = 0 to metrics/compare.json."""
+    from pipelines.compare import compare_metrics, fails, headline, judge_candidate
+
+    values = {"test_accuracy": [0.90, 0.91, 0.92, 0.91], "test_loss": [0.30, 0.31, 0.29, 0.30]}
+    gate = Params.model_validate({"compare": {"fail_on_drift": True}})
+    better = judge_candidate(
+        gate, _variant(values), values, [{"test_accuracy": 0.99, "test_loss": 0.30}], _churn(4), ["x"], False
+    )
+    assert better["verdict"] == "exceeds_noise" and better["better"] == ["test_accuracy"] and not better["worse"]
+    assert not fails(better, gate) and "better: test_accuracy" in headline(better)
+    worse = judge_candidate(
+        gate, _variant(values), values, [{"test_accuracy": 0.80, "test_loss": 0.30}], _churn(4), ["x"], False
+    )
+    assert worse["worse"] == ["test_accuracy"] and fails(worse, gate) and not fails(worse, Params())
+    tied = {name: [found[0]] * 4 for name, found in values.items()}
+    control = judge_candidate(
+        gate, _variant(tied), tied, [{"test_accuracy": 0.91, "test_loss": 0.30}], _churn(4, 0.0), ["abc"], True
+    )
+    summary = compare_metrics({**control, "band_variant": "control"})
+    assert control["verdict"] == "exceeds_noise" and summary["bit_identical_to_control"] is True
+    assert json.dumps(summary, allow_nan=False) and "z_test_accuracy" not in summary
+    assert headline(control).startswith("bit-identical")
+    row = next(row for row in control["checks"] if row["metric"] == "test_accuracy")
+    assert row["p_value"] is None and "CONTROL" in row["note"]
+
+
+def test_min_effect_must_name_a_judged_metric():
+    with pytest.raises(Exception, match="min_effect"):
+        Params.model_validate({"compare": {"min_effect": {"test_accuracy": -1}}})
+    from pipelines.compare import check_compare_metrics
+    from tracking.errors import ParamsError
+
+    params = Params.model_validate({"compare": {"min_effect": {"val_accuracy": 0.01}}})
+    with pytest.raises(ParamsError, match=r"compare\.min_effect\.val_accuracy: not a metric the compare stage judges"):
+        check_compare_metrics(params, {"test_accuracy": 1.0, "test_loss": 0.1}, {"variants": {}})

@@ -1,6 +1,7 @@
 """`tracking diff`: the story of a worse rerun, built for real; and the pieces it is made of."""
 
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -58,7 +59,8 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     assert data["train samples"][1] > data["train samples"][0] and "content_sha256" in data
     assert [change["key"] for change in changed["params"]["changes"]] == ["train.learning_rate"]
     assert found["conclusion"].startswith("data and train.learning_rate changed")
-    assert "sigma" in found["conclusion"] and found["band"]["variant"] == "algo"
+    assert "beyond the ALGO band (t = " in found["conclusion"] and "sigma" not in found["conclusion"]
+    assert found["band"]["variant"] == "algo"
 
     run(["git", "checkout", "--", f"{DATA}.dvc"], project)
     run(["dvc", "checkout", "-q", DATA], project)
@@ -73,7 +75,8 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     assert all(delta["within_noise"] for delta in found["metrics"]) and len(found["metrics"]) == 2
     assert found["weights_identical"] is False
     assert found["conclusion"].startswith("only seeds differ; the ") and found["conclusion"].endswith(
-        f"inside the ALGO band ({abs(found['metrics'][0]['z']):.1f} sigma): noise"
+        f"inside the ALGO band (t = {found['metrics'][0]['z']:.1f}, p = {found['metrics'][0]['p_value']:.3g}): noise "
+        f"(this band detects a {found['metrics'][0]['detectable'] * 100:.1f} point test_accuracy shift 80% of the time)"
     )
 
     text = diff(project, colleague, restored, "text")
@@ -204,3 +207,43 @@ def test_split_diff_keeps_each_file_part():
     parts = split_diff(text)
     assert list(parts) == ["params.yaml", "pipelines/train.py"]
     assert parts["pipelines/train.py"].endswith("+y\n") and "".join(parts.values()) == text
+
+
+def test_control_with_different_weights_and_equal_metrics_is_drift_in_every_word():
+    """Issue 26: this read `exceeds_noise` and "inside the CONTROL band (0.0 sigma): noise"."""
+    from tracking.inspect.diff.report import render
+
+    metrics = {"test_accuracy": 356 / 360, "test_loss": 0.05}
+    a = snapshot(metrics, **DET, **{"prov.weights_sha256": "a" * 64})
+    b = snapshot(metrics, **DET, **{"prov.weights_sha256": "b" * 64})
+    control = {"mean": 356 / 360, "std": 0.0, "n": 3, "source": "calibration:control"}
+    loss = {"mean": 0.05, "std": 0.0, "n": 3, "source": "calibration:control"}
+    deltas = metric_deltas(
+        a, b, list(metrics), {"test_accuracy": control, "test_loss": loss}, 0.05, baseline_reference=True, exact=True
+    )
+    band = {"variant": "control", "reason": "r", "calibration_run": "c", "repeats": 3, "reference": "run A"}
+    result = RunDiff(a, b, [], False, deltas, band, 0.05)
+    result = RunDiff(**{**result.__dict__, "conclusion": conclude(result)})
+    assert result.verdict == "exceeds_noise"
+    assert "not bit-identical" in result.conclusion and "metrics judged are equal" in result.conclusion
+    assert "noise" not in result.conclusion.replace("drift that chance", "") and "sigma" not in result.conclusion
+    json.loads(render(result, "json"))  # strict JSON
+    for fmt in ("text", "md"):
+        assert "sigma" not in render(result, fmt)
+
+
+def test_diff_text_names_the_t_statistic_and_never_prints_p_as_zero():
+    from tracking.inspect.diff.report import render
+
+    a, b = snapshot({"test_accuracy": 0.98}, **DET), snapshot({"test_accuracy": 0.10}, **DET)
+    spread = {"mean": 0.98, "std": 0.001, "n": 20, "source": "calibration:algo"}
+    deltas = metric_deltas(a, b, ["test_accuracy"], {"test_accuracy": spread}, 0.05)
+    band = {"variant": "algo", "reason": "r", "calibration_run": "c", "repeats": 20, "reference": "run A"}
+    result = RunDiff(a, b, [GroupDiff("seeds", 7, [Change("init", "1", "2")])], None, deltas, band, 0.05)
+    result = RunDiff(**{**result.__dict__, "conclusion": conclude(result)})
+    text = render(result)
+    assert "t=-" in text and "p < 1e-16" in text and "sigma" not in text and "p=0 " not in text
+    assert "beyond the ALGO band (t = -" in result.conclusion and "p < 1e-16" in result.conclusion
+    assert "band std 0.001 (95% interval" in text and "is detected 80% of the time" in text
+    row = json.loads(render(result, "json"))["metrics"][0]
+    assert "sigma" not in row and row["scale"] == pytest.approx(0.001 * math.sqrt(2))

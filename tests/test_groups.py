@@ -52,8 +52,11 @@ def test_compare_groups_matches_scipy():
         levene.pvalue
     )
     assert result["std_ratio_a_over_b"] == pytest.approx(np.std(SAME_SEED, ddof=1) / np.std(NEW_SEEDS, ddof=1))
-    assert result["spreads_differ"] is True and result["means_differ"] is False
-    assert "spreads differ" in result["verdict"]
+    from tracking.noise.groups import compare_metric_groups
+
+    judged = compare_metric_groups({"acc": SAME_SEED}, {"acc": NEW_SEEDS}, alpha=0.05)["acc"]
+    assert judged["spreads_differ"] is True and judged["means_differ"] is False
+    assert "spreads differ" in judged["verdict"]
 
 
 def test_errors(store):
@@ -99,3 +102,70 @@ def test_command_line(store):
         [*tracking, "bands", "--experiment", "groups", "--filter", "nonsense ==="], capture_output=True, text=True
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: filter")
+
+
+def test_bands_refuse_a_mix_of_calibrations_and_variants_and_clip_to_the_range(store):
+    """Issue 27 item 20: without a filter, baselines, experiments and calibration repeats were pooled into one band,
+    and an accuracy band reached above 1."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("groups").experiment_id
+    parent = client.create_run(experiment, tags={"noise.role": "calibration"}).info.run_id
+    for variant, values in (("algo", [0.99, 1.0, 0.985, 1.0]), ("control", [0.99] * 3)):
+        for value in values:
+            run = client.create_run(experiment, tags={"noise.variant": variant, "mlflow.parentRunId": parent})
+            client.log_metric(run.info.run_id, "test_accuracy", value)
+    with pytest.raises(RunSelectionError, match="the runs of the experiment mix ") as found:
+        bands("groups", "", ["test_accuracy"], alpha=0.05)
+    for part in ("3 repeats of variant control", "4 repeats of variant algo", "11 other runs", f"= '{parent}'"):
+        assert part in str(found.value)
+    with pytest.raises(RunSelectionError, match="variant control"):
+        bands("groups", f"tags.`mlflow.parentRunId` = '{parent}'", ["test_accuracy"], alpha=0.05)
+    one = bands("groups", "tags.`noise.variant` = 'algo'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
+    assert one["n"] == 4 and one["high"] == 1.0 and one["clipped"].startswith("high 1.0") and one["low"] > 0.9
+    low, high = one["std_interval"]
+    assert low < one["std"] < high
+
+
+def test_compare_groups_intervals_holm_and_power():
+    rng = np.random.default_rng(7)
+    a, b = list(rng.normal(0, 0.74, 50)), list(rng.normal(0, 1, 50))
+    row = compare_groups(a, b, alpha=0.05)
+    ratio = row["std_ratio_a_over_b"]
+    # at 50 vs 50 the F interval is the ratio times [0.753, 1.327] (issue 26)
+    assert np.divide(row["std_ratio_interval_f"], ratio) == pytest.approx([0.753, 1.327], abs=1e-3)
+    low, high = row["std_ratio_interval_bootstrap"]
+    assert low < ratio < high
+    # Morin & Willetts' ratio of 0.74 at 50 vs 50: Brown-Forsythe detects it about 46% of the time
+    from tracking.noise.groups import _spread_power, compare_metric_groups
+
+    assert _spread_power(0.74, 50, 50, 0.05) == pytest.approx(0.46, abs=0.04)
+    both = compare_metric_groups({"x": a, "y": a}, {"x": b, "y": b}, alpha=0.05)
+    assert "Holm over 4 tests" in both["x"]["verdict"]
+    p_values = sorted(both[m][k] for m in both for k in ("welch_p", "brown_forsythe_p"))
+    expected = [p <= 0.05 / (4 - rank) for rank, p in enumerate(p_values)]
+    assert sorted([both[m][k] for m in both for k in ("means_differ", "spreads_differ")]) == sorted(
+        [all(expected[: i + 1]) for i in range(4)]
+    )
+
+
+def test_compare_groups_on_a_group_without_spread_warns_nothing():
+    import warnings
+
+    from tracking.noise.groups import compare_metric_groups
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        row = compare_metric_groups({"acc": [358 / 360] * 5}, {"acc": [0.9889, 0.9861, 0.9889, 0.9861, 0.9889]}, 0.05)
+        assert row["acc"]["std_ratio_a_over_b"] == 0 and row["acc"]["welch_p"] is not None
+        none = compare_metric_groups({"acc": [0.99] * 3}, {"acc": [0.99] * 3}, 0.05)["acc"]
+    assert none["std_ratio_a_over_b"] is None and none["welch_p"] is None and none["means_differ"] is False
+    assert json.dumps(none, allow_nan=False)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(store):
+    """Issue 27 item 21: `tracking bands | head -2` printed a BrokenPipeError traceback."""
+    command = f"{sys.executable} -m tracking bands --experiment groups --metric test_accuracy | true"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr

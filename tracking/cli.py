@@ -1,4 +1,4 @@
-"""The `tracking` command: provenance, data pinning, the baseline, noise bands, diff/rerun/audit of runs, store
+"""The `tracking` command: provenance, data pinning, the baseline, noise bands and planning, diff/rerun/audit of runs, store
 repair, offline sync.
 
 Imports stay inside the commands so that `tracking --help` starts fast.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,6 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
     groups.set_defaults(handler=_compare_groups)
+    planning = commands.add_parser(
+        "plan", help="the calibration and candidate repeats that detect a shift, from the measured band"
+    )
+    planning.add_argument(
+        "shift", type=float, help="the true shift to detect, in the metric's units (0.005 = 0.5 point)"
+    )
+    planning.add_argument("--metric", default="test_accuracy", help="the metric (default: test_accuracy)")
+    planning.add_argument("--variant", default="algo", help="the calibration variant whose band (default: algo)")
+    planning.add_argument("--power", type=_probability, default=0.8, help="the detection rate wanted (default: 0.8)")
+    planning.set_defaults(handler=_plan)
     audit = commands.add_parser(
         "audit", help="train the config R times with op determinism on and off; compare them step by step"
     )
@@ -170,35 +181,89 @@ def _bands(args: argparse.Namespace) -> None:
 
     open_client(find_project())
     result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
-    json.dump(result, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    _write(json.dumps(result, indent=2, allow_nan=False) + "\n")
 
 
 def _compare_groups(args: argparse.Namespace) -> None:
-    from tracking.noise.groups import compare_groups, fetch_metric_values
+    from tracking.noise.groups import compare_metric_groups, fetch_metric_values
     from tracking.store.location import find_project, open_client
 
     open_client(find_project())
     metrics = args.metric or DEFAULT_METRICS
     group_a = fetch_metric_values(args.experiment, args.a, metrics)
     group_b = fetch_metric_values(args.experiment, args.b, metrics)
-    result = {}
-    for metric in metrics:
-        result[metric] = {
-            **compare_groups(group_a[metric].values, group_b[metric].values, args.alpha),
-            "skipped_a": group_a[metric].skipped,
-            "skipped_b": group_b[metric].skipped,
-        }
+    compared = compare_metric_groups(
+        {metric: group_a[metric].values for metric in metrics},
+        {metric: group_b[metric].values for metric in metrics},
+        args.alpha,
+    )
+    result = {
+        metric: {**row, "skipped_a": group_a[metric].skipped, "skipped_b": group_b[metric].skipped}
+        for metric, row in compared.items()
+    }
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _write(json.dumps(result, indent=2, allow_nan=False) + "\n")
         return
+    lines = []
     for metric, row in result.items():
-        print(
+        lines.append(
             f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
-            f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {row['std_ratio_a_over_b']:.3g}"
+            f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {_ratio(row, args.alpha)}"
         )
-        print(f"  {row['verdict']}")
+        lines.append(f"  {row['verdict']}")
+        if row["brown_forsythe_power_at_ratio"] is not None:
+            lines.append(
+                f"  at n={row['n_a']} vs {row['n_b']}, Brown-Forsythe detects a true ratio of "
+                f"{row['std_ratio_a_over_b']:.3g} {row['brown_forsythe_power_at_ratio']:.0%} of the time "
+                "(simulated, normal runs)"
+            )
+    _write("\n".join(lines) + "\n")
+
+
+def _ratio(row: dict, alpha: float) -> str:
+    """The std ratio with its intervals, as compare-groups prints it."""
+    if row["std_ratio_a_over_b"] is None:
+        return "undefined (B has no spread)"
+    text = f"{row['std_ratio_a_over_b']:.3g}"
+    intervals = [
+        f"{name} [{found[0]:.3g}, {found[1]:.3g}]"
+        for name, found in (("F", row["std_ratio_interval_f"]), ("bootstrap", row["std_ratio_interval_bootstrap"]))
+        if found is not None
+    ]
+    return text + (f" ({1 - alpha:.0%} intervals: {', '.join(intervals)})" if intervals else "")
+
+
+def _write(text: str) -> None:
+    """Write a command's output; a reader that stops early (`| head`) ends it quietly, without a traceback."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at devnull so that flush does not raise too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _plan(args: argparse.Namespace) -> None:
+    """The planning line from the project's calibration: its band's std and size, at alpha / (compare metrics)."""
+    from tracking.config.params import load_params
+    from tracking.config.project import NOISE_FILE
+    from tracking.errors import RunStateError
+    from tracking.noise.power import plan
+    from tracking.store.location import project_root
+
+    params = load_params()
+    path = project_root() / NOISE_FILE
+    if not path.is_file():
+        raise RunStateError(f"{NOISE_FILE} not found", fix="run the calibration first (`dvc repro calibrate`)")
+    variants = json.loads(path.read_text())["variants"]
+    band = variants.get(args.variant, {}).get("bands", {}).get(args.metric)
+    if band is None:
+        raise RunStateError(
+            f"{NOISE_FILE} has no {args.variant} band for {args.metric}",
+            fix=f"name a calibrated variant ({', '.join(variants)}) and a metric it bands",
+        )
+    level = params.compare.alpha / len(params.compare_metrics())
+    _write(plan(args.metric, args.shift, band["std"], band["n"], level, args.power).sentence() + "\n")
 
 
 def _audit(args: argparse.Namespace) -> None:

@@ -48,6 +48,7 @@ from tracking.noise.statistics import (
     off_diagonal_summary,
     pairwise_disagreement,
     pairwise_weight_distance,
+    strict,
 )
 from tracking.noise.variants import op_determinism
 from tracking.noise.worker import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
@@ -288,6 +289,7 @@ def calibrate(params: Params) -> None:
                 REUSED_REPEATS_TAG: len(reused),
             }
         )
+        noise = strict(noise)  # a NaN metric (a diverged repeat) is null, named in `non_finite`: strict JSON
         parent.log_json(noise, NOISE_FILE.as_posix())
         (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
         (root / CALIBRATION_RUNS).parent.mkdir(parents=True, exist_ok=True)
@@ -297,7 +299,7 @@ def calibrate(params: Params) -> None:
             weights=stacked_weights,
             variants=np.array([run["variant"] for run in runs]),
         )
-        (root / NOISE_FILE).write_text(json.dumps(noise, indent=2) + "\n")
+        (root / NOISE_FILE).write_text(json.dumps(noise, indent=2, allow_nan=False) + "\n")
     if control and not control["bit_identical"]:
         print(
             "WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "

@@ -1,8 +1,11 @@
 """Bands and group comparisons over existing MLflow runs, chosen by experiment and filter string.
 
-Runs without the metric are skipped and counted; fewer than two runs is an error. `compare_groups` puts two
-groups side by side: each std, their ratio, Welch's t-test on the means and the Brown-Forsythe test
-(Levene's test centred on the median) on the spreads.
+Runs without the metric are skipped and counted; fewer than two runs is an error, and so are runs that mix
+calibrations, variants, or calibration repeats with other runs (one band over them pools different spreads).
+A band's interval is clipped to its metric's range. `compare_groups` puts two groups side by side: each std,
+their ratio with its intervals, Welch's t-test on the means and the Brown-Forsythe test (Levene's test centred
+on the median) on the spreads, with the power the group sizes give it; `compare_metric_groups` corrects every
+metric's tests together (Holm).
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
-from tracking.noise.statistics import DDOF, band_from_values
+from tracking.names import NOISE_VARIANT_TAG
+from tracking.noise.power import std_interval
+from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
 
 _PAGE = 1000
+# Simulated trials behind the power of Brown-Forsythe at the ratio shown (about ±0.02), and their seed.
+SPREAD_TRIALS, SPREAD_SEED = 2000, 1
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ def fetch_metric_values(experiment: str, filter_string: str, metrics: list[str])
             f"filter {filter_string!r} rejected by MLflow: {str(err).splitlines()[0]}; fix the filter string "
             "(e.g. metrics.test_accuracy > 0.9, tags.\"noise.variant\" = 'algo')"
         ) from err
+    _refuse_a_mix([run for run in runs if any(metric in run.data.metrics for metric in metrics)], filter_string)
     if not runs:
         matching = f" match filter {filter_string!r}" if filter_string else ""
         raise RunSelectionError(
@@ -70,34 +78,83 @@ def fetch_metric_values(experiment: str, filter_string: str, metrics: list[str])
     return result
 
 
+def _refuse_a_mix(runs: list[Any], filter_string: str) -> None:
+    """Stop when the runs mix calibration repeats of different calibrations or variants, or repeats with other runs:
+    one band over them pools spreads that answer different questions (and the candidates' own changes)."""
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    groups: dict[tuple[str, str], int] = {}
+    for run in runs:
+        variant = run.data.tags.get(NOISE_VARIANT_TAG)
+        key = (run.data.tags.get(MLFLOW_PARENT_RUN_ID, ""), variant) if variant else ("", "")
+        groups[key] = groups.get(key, 0) + 1
+    if len(groups) < 2:
+        return
+    found = "; ".join(
+        f"{count} repeats of variant {variant} of calibration {parent[:8]}" if variant else f"{count} other runs"
+        for (parent, variant), count in groups.items()
+    )
+    keys = [key for key in groups if key[1]]
+    parent, variant = next((key for key in keys if key[1] == "algo"), keys[0])
+    raise RunSelectionError(
+        f"the runs {'matching ' + repr(filter_string) if filter_string else 'of the experiment'} mix {found}; "
+        "a band over them pools different spreads",
+        fix=f"select one calibration's variant, e.g. --filter \"tags.`mlflow.parentRunId` = '{parent}' and "
+        f"tags.`{NOISE_VARIANT_TAG}` = '{variant}'\"",
+    )
+
+
+# What a metric can be, by its name: outside it an interval says nothing (accuracy above 1).
+_UNIT_RANGE = ("accuracy", "_fpr", "_fnr", "churn")
+
+
+def in_range(band: dict[str, Any]) -> dict[str, Any]:
+    """The band with its interval clipped to the metric's range (accuracies, error rates and churn in [0, 1],
+    losses at 0 or above) and `clipped` saying what was clipped."""
+    name = band["metric"]
+    low, high = (0.0, 1.0) if any(part in name for part in _UNIT_RANGE) else (0.0, math.inf) if "loss" in name else (
+        -math.inf, math.inf
+    )  # fmt: skip
+    clipped = [f"{side} {band[side]:.6g} to {bound:g}" for side, bound in (("low", low), ("high", high))
+               if (band[side] < bound if side == "low" else band[side] > bound)]  # fmt: skip
+    return {
+        **band,
+        "low": max(band["low"], low),
+        "high": min(band["high"], high),
+        "clipped": "; ".join(clipped) or None,
+    }
+
+
 def bands(experiment: str, filter_string: str, metrics: list[str], alpha: float) -> dict[str, Any]:
     """The band of each metric over the selected runs, with the count of runs skipped for lacking it."""
     source = f"mlflow:{experiment}" + (f" [{filter_string}]" if filter_string else "")
     out = {}
     for metric, found in fetch_metric_values(experiment, filter_string, metrics).items():
-        out[metric] = {**band_from_values(metric, found.values, alpha, source).as_dict(), "skipped_runs": found.skipped}
+        band = in_range(band_from_values(metric, found.values, alpha, source).as_dict())
+        low, high = std_interval(band["std"], band["n"], alpha)
+        out[metric] = {**band, "std_interval": [low, high], "skipped_runs": found.skipped}
     return out
 
 
 def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, Any]:
-    """Two groups of one metric: stds and their ratio, Welch's t-test, Brown-Forsythe, and a plain verdict."""
+    """Two groups of one metric: stds and their ratio with its 1-α intervals (F-based, and a stratified percentile
+    bootstrap), Welch's t-test on the means, Brown-Forsythe (Levene's test centred on the median) on the spreads,
+    and the power those group sizes give the Brown-Forsythe test at the ratio shown (simulated, normal runs).
+    The p-values are uncorrected here; `compare_metric_groups` applies Holm over every metric and test."""
     import numpy as np
     from scipy import stats
+
+    from tracking.noise.twosample import welch
 
     if len(a) < 2 or len(b) < 2:
         raise NoiseError(
             f"each group needs at least 2 runs with the metric; got {len(a)} and {len(b)}: "
             "widen the filters or run more repeats"
         )
-    std_a, std_b = float(np.std(a, ddof=DDOF)), float(np.std(b, ddof=DDOF))
-    welch = stats.ttest_ind(a, b, equal_var=False)
-    spread = stats.levene(a, b, center="median")
-    means_differ, spreads_differ = bool(welch.pvalue < alpha), bool(spread.pvalue < alpha)
-    ratio = std_a / std_b if std_b else (math.inf if std_a else 1.0)
-    verdict = (
-        f"means {'differ' if means_differ else 'do not differ'} (Welch p={welch.pvalue:.3g}); "
-        f"spreads {'differ' if spreads_differ else 'do not differ'} (Brown-Forsythe p={spread.pvalue:.3g}) at alpha={alpha}"
-    )
+    std_a, std_b = (0.0 if len(set(x)) == 1 else float(np.std(x, ddof=DDOF)) for x in (a, b))
+    means = welch(b, a, alpha)  # candidate minus baseline: A - B, as scipy's ttest_ind(a, b)
+    spread = stats.levene(a, b, center="median") if std_a or std_b else None
+    ratio = std_a / std_b if std_b else (math.inf if std_a else None)
     return {
         "n_a": len(a),
         "n_b": len(b),
@@ -106,17 +163,72 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
         "std_a": std_a,
         "std_b": std_b,
         "ddof": DDOF,
-        "std_ratio_a_over_b": ratio,
-        "welch_t": _finite(welch.statistic),
-        "welch_p": _finite(welch.pvalue),
-        "brown_forsythe_w": _finite(spread.statistic),
-        "brown_forsythe_p": _finite(spread.pvalue),
-        "means_differ": means_differ,
-        "spreads_differ": spreads_differ,
-        "verdict": verdict,
+        "std_ratio_a_over_b": finite(ratio),
+        "std_ratio_interval_f": _ratio_interval_f(ratio, len(a), len(b), alpha),
+        "std_ratio_interval_bootstrap": _ratio_interval_bootstrap(a, b, alpha) if std_b else None,
+        "brown_forsythe_power_at_ratio": _spread_power(ratio, len(a), len(b), alpha),
+        "welch_t": means.t,
+        "welch_p": means.p_value,
+        "brown_forsythe_w": None if spread is None else finite(spread.statistic),
+        "brown_forsythe_p": None if spread is None else finite(spread.pvalue),
+        "note": "" if spread is not None else "neither group has spread: no test of means or spreads",
     }
 
 
-def _finite(value: float) -> float | None:
-    value = float(value)
-    return value if math.isfinite(value) else None
+def compare_metric_groups(
+    a: dict[str, list[float]], b: dict[str, list[float]], alpha: float
+) -> dict[str, dict[str, Any]]:
+    """`compare_groups` for each metric, with Holm-Bonferroni at `alpha` over every metric and test it prints (the
+    means' and the spreads' of each metric), and a plain verdict per metric."""
+    results = {metric: compare_groups(a[metric], b[metric], alpha) for metric in a}
+    tests = [(metric, key) for metric in results for key in ("welch_p", "brown_forsythe_p")]
+    tested = [(metric, key) for metric, key in tests if results[metric][key] is not None]
+    rejected = dict(zip(tested, holm([results[m][k] for m, k in tested], alpha), strict=True))
+    for metric, row in results.items():
+        row["means_differ"] = rejected.get((metric, "welch_p"), False)
+        row["spreads_differ"] = rejected.get((metric, "brown_forsythe_p"), False)
+        row["verdict"] = (
+            f"means {'differ' if row['means_differ'] else 'do not differ'} (Welch p={format_p(row['welch_p'])}); "
+            f"spreads {'differ' if row['spreads_differ'] else 'do not differ'} "
+            f"(Brown-Forsythe p={format_p(row['brown_forsythe_p'])}); Holm over {len(tested)} tests at alpha={alpha}"
+        )
+    return results
+
+
+def _ratio_interval_f(ratio: float | None, n_a: int, n_b: int, alpha: float) -> list[float] | None:
+    """The 1-α interval of the true std ratio for normal runs: ratio / sqrt(F(1-α/2)) to ratio / sqrt(F(α/2))."""
+    from scipy import stats
+
+    if ratio is None or not math.isfinite(ratio):
+        return None
+    upper, lower = stats.f.ppf(1 - alpha / 2, n_a - 1, n_b - 1), stats.f.ppf(alpha / 2, n_a - 1, n_b - 1)
+    return [ratio / math.sqrt(upper), ratio / math.sqrt(lower)]
+
+
+def _ratio_interval_bootstrap(a: list[float], b: list[float], alpha: float) -> list[float] | None:
+    """The 1-α percentile interval of the std ratio, each group resampled on its own (seeded)."""
+    import numpy as np
+
+    from tracking.noise.twosample import BOOTSTRAP, BOOTSTRAP_SEED
+
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    sa = xa[rng.integers(0, len(xa), (BOOTSTRAP, len(xa)))].std(axis=1, ddof=DDOF)
+    sb = xb[rng.integers(0, len(xb), (BOOTSTRAP, len(xb)))].std(axis=1, ddof=DDOF)
+    ratios = sa[sb > 0] / sb[sb > 0]
+    if len(ratios) < BOOTSTRAP / 2:  # most resamples of B have no spread: no interval to speak of
+        return None
+    return [float(value) for value in np.quantile(ratios, [alpha / 2, 1 - alpha / 2])]
+
+
+def _spread_power(ratio: float | None, n_a: int, n_b: int, alpha: float) -> float | None:
+    """How often Brown-Forsythe at `alpha` flags a true std ratio of `ratio` with groups this size, for normal
+    runs (SPREAD_TRIALS seeded trials, so about ±0.02)."""
+    import numpy as np
+    from scipy import stats
+
+    if ratio is None or not math.isfinite(ratio) or ratio == 0:
+        return None
+    rng = np.random.default_rng(SPREAD_SEED)
+    xa, xb = rng.normal(0, ratio, (SPREAD_TRIALS, n_a)), rng.normal(0, 1, (SPREAD_TRIALS, n_b))
+    return float(np.mean(stats.levene(xa, xb, center="median", axis=1).pvalue < alpha))

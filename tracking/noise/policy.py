@@ -26,15 +26,21 @@ the band's own mean (m = n) when the reference is the calibrated baseline itself
     z = (v - r) / (s * sqrt(1 + 1/m)),   p = 2 * P(T_{n-1} > |z|),
 
 with s the band's standard deviation (ddof=1) over its n runs; v is within noise when p > alpha, i.e. inside
-r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of one new run). The metrics
-judged together are one family, Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict.
+r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of one new run). z is a t
+statistic, not a count of band stds: reports call it t. Several candidate runs are judged by the two-sample
+test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
+Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise but below the
+metric's `compare.min_effect` is `within_tolerance`. A value that is not a number is `cannot_judge`, with its
+reason, and stays out of Holm's ordering (it never hides behind, or is hidden by, another metric).
 
 No spread. Test accuracy moves in steps of one test example (1/360 on the default split), and a few repeats
-often tie: a band of n identical values has s = 0 and no measured spread, so its z would be infinite for any
+often tie: a band of n identical values has s = 0 exactly (not the 1e-16 a float std leaves) and no measured
+spread, so its z would be infinite for any
 gap. Such a band does not give a verdict: the metric is `cannot_judge` ("n identical values; raise
 calibration.repeats"), and a family with no exceeding metric but one that cannot be judged is `cannot_judge`.
 Only CONTROL gives a verdict from zero spread, because there zero spread is the measured outcome (its repeats
-are bit-identical by design): a value equal to its reference is within noise, any other exceeds it. A floor at
+are bit-identical by design): a value equal to its reference is within noise, any other exceeds it, with no
+finite statistic (z and p None, never infinity or 0). A floor at
 the metric's resolution was not chosen: nothing says the spread is as large as one step, and a binomial
 model describes resampling the test set, not retraining on a fixed one.
 """
@@ -47,7 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from tracking.noise.statistics import Band, holm
+from tracking.noise.statistics import Band, finite, holm
 
 ALGO, IMPL = "algo", "impl"
 CONTROL = "control"
@@ -59,6 +65,11 @@ SOURCES: dict[str, frozenset[str]] = {
     "algo+impl": frozenset({ALGO, IMPL}),
 }
 WITHIN, EXCEEDS, CANNOT_JUDGE = "within_noise", "exceeds_noise", "cannot_judge"
+# Beyond noise but smaller than the metric's `compare.min_effect`: a real difference too small to matter.
+WITHIN_TOLERANCE = "within_tolerance"
+# The tests behind a verdict: one candidate run against the band (prediction), several (the pooled two-sample t).
+# Churn: the exact one-sided permutation test of the mean churn between candidate and band runs.
+PREDICTION, POOLED, PERMUTATION = "prediction", "pooled_t", "permutation"
 # The params sections whose change is a cause: the data and the configuration trained.
 CONFIG_SECTIONS = ("data.", "model.", "train.")
 DETERMINISM = "determinism."
@@ -135,7 +146,16 @@ def is_calibrated_baseline(params: Mapping[str, Any], data_sha256: str | None, n
 
 @dataclass(frozen=True)
 class Judgement:
-    """One value judged against a band around a reference that averages `reference_runs` runs."""
+    """One value (or the mean of `candidates` candidate runs) judged against a band around a reference that averages
+    `reference_runs` runs, with what the band can see.
+
+    `z` is the test's t statistic (the gap over its estimated standard deviation, not a count of band stds) and
+    `test` names it: `prediction` (one candidate run) or `pooled_t` (several, with Welch's and the
+    exact permutation p beside it). `interval` is the 1-α interval of the
+    gap, `std_interval` that of the band's true std (chi-square), `detectable` the smallest true shift the test
+    detects with 80% power at the level Holm's first step uses (set by `judge_family`), `beats` the probability
+    that a candidate run beats a baseline run with its bootstrap interval (metrics with a mode).
+    """
 
     metric: str
     value: float
@@ -148,41 +168,70 @@ class Judgement:
     verdict: str
     note: str
     band: Band
+    candidates: int = 1
+    test: str = PREDICTION
+    permutation_p: float | None = None
+    welch_p: float | None = None
+    interval: tuple[float, float] | None = None
+    std_interval: tuple[float, float] | None = None
+    detectable: float | None = None
+    beats: dict[str, float] | None = None
 
     @property
     def within_noise(self) -> bool | None:
-        return None if self.verdict == CANNOT_JUDGE else self.verdict == WITHIN
+        return None if self.verdict == CANNOT_JUDGE else self.verdict in (WITHIN, WITHIN_TOLERANCE)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "band": self.band.as_dict()}
+        """The judgement as JSON holds it: no NaN or infinity (None, the note says why)."""
+        found = {**asdict(self), "band": self.band.as_dict()}
+        for key in ("value", "delta", "scale", "z", "p_value"):
+            found[key] = finite(found[key])
+        return found
 
 
 def judge(value: float, band: Band, reference: float | None = None, exact: bool = False) -> Judgement:
     """`value` against `band`, around `reference` (one run's value) or, when None, the band's mean of n runs.
 
-    `exact` marks a CONTROL band, whose zero spread is a measurement: there only an equal value is noise.
-    The verdict is that of this test alone; `judge_family` corrects it for the other metrics judged with it.
+    `exact` marks a CONTROL band, whose zero spread is a measurement: there only an equal value is noise, and a
+    different one has no finite statistic (z and p are None, the verdict says drift). A value that is not a number
+    cannot be judged. The verdict is that of this test alone; `judge_family` corrects it for the other metrics.
     """
     from scipy import stats
+
+    from tracking.noise.power import std_interval
 
     runs = band.n if reference is None else 1
     reference = band.mean if reference is None else reference
     delta = value - reference
     scale = band.std * math.sqrt(1 + 1 / runs)
-    z: float | None
-    p_value: float | None
-    if scale > 0:
+    z: float | None = None
+    p_value: float | None = None
+    interval: tuple[float, float] | None = None
+    if not math.isfinite(value):
+        scale, verdict = None, CANNOT_JUDGE
+        note = f"the candidate's value is {value}: nothing to judge (look at the run's training)"
+    elif scale > 0:
         z = delta / scale
         p_value = float(2 * stats.t.sf(abs(z), band.n - 1))
+        half = float(stats.t.ppf(1 - band.alpha / 2, band.n - 1)) * scale
+        interval = (delta - half, delta + half)
         verdict, note = (WITHIN if p_value > band.alpha else EXCEEDS), ""
     elif exact:
         scale = 0.0
-        z, p_value = (0.0, 1.0) if delta == 0 else (math.copysign(math.inf, delta), 0.0)
-        verdict, note = (WITHIN if delta == 0 else EXCEEDS), "CONTROL: anything but equal is drift"
+        if delta == 0:
+            z, p_value, verdict = 0.0, 1.0, WITHIN
+            note = f"CONTROL: equal to the {band.n} identical runs"
+        else:
+            verdict = EXCEEDS
+            note = f"CONTROL: differs from the {band.n} identical runs, which any drift does; no finite statistic"
     else:
-        scale, z, p_value, verdict = None, None, None, CANNOT_JUDGE
+        scale, verdict = None, CANNOT_JUDGE
         note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
-    return Judgement(band.metric, value, reference, runs, delta, scale, z, p_value, verdict, note, band)
+    spread = std_interval(band.std, band.n, band.alpha) if band.std > 0 else None
+    return Judgement(
+        band.metric, value, reference, runs, delta, scale, z, p_value, verdict, note, band,
+        interval=interval, std_interval=spread,
+    )  # fmt: skip
 
 
 def direction(delta: float, mode: str | None) -> str:
@@ -195,18 +244,34 @@ def direction(delta: float, mode: str | None) -> str:
     return "better" if (delta > 0) == (mode == "max") else "worse"
 
 
-def judge_family(judgements: Sequence[Judgement], alpha: float) -> list[Judgement]:
-    """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged."""
+def judge_family(
+    judgements: Sequence[Judgement], alpha: float, min_effects: Mapping[str, float] | None = None
+) -> list[Judgement]:
+    """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged (the others keep
+    their `cannot_judge` and its reason), each with the shift it detects with 80% power at alpha/k (k tested), and
+    a significant gap smaller than its metric's `min_effects` entry marked `within_tolerance`."""
+    from tracking.noise.power import detectable_shift
+
     tested = [index for index, found in enumerate(judgements) if found.p_value is not None]
     rejected = holm([judgements[index].p_value for index in tested], alpha) if tested else []
     verdicts = dict(zip(tested, rejected, strict=False))
-    return [
-        replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN) if index in verdicts else found
-        for index, found in enumerate(judgements)
-    ]
+    level = alpha / max(len(tested), 1)
+    out = []
+    for index, found in enumerate(judgements):
+        if index in verdicts:
+            found = replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN)
+        if found.band.std > 0:
+            found = replace(found, detectable=detectable_shift(found.band.n, found.candidates, level) * found.band.std)
+        tolerance = (min_effects or {}).get(found.metric)
+        if found.verdict == EXCEEDS and tolerance is not None and abs(found.delta) < tolerance:
+            note = f"beyond noise, but the gap {abs(found.delta):.4g} is below compare.min_effect {tolerance:.4g}"
+            found = replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
+        out.append(found)
+    return out
 
 
 def family_verdict(judgements: Sequence[Judgement]) -> str:
-    """`exceeds_noise` if any exceeds; else `cannot_judge` if any could not be judged; else `within_noise`."""
+    """`exceeds_noise` if any exceeds; else `cannot_judge` if any could not be judged; else `within_tolerance` if a
+    gap was beyond noise but below its minimum effect; else `within_noise`."""
     verdicts = {found.verdict for found in judgements}
-    return EXCEEDS if EXCEEDS in verdicts else CANNOT_JUDGE if CANNOT_JUDGE in verdicts else WITHIN
+    return next((verdict for verdict in (EXCEEDS, CANNOT_JUDGE, WITHIN_TOLERANCE) if verdict in verdicts), WITHIN)

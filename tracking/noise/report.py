@@ -10,7 +10,7 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import NOISE_FILE
-from tracking.noise.statistics import pairwise_disagreement
+from tracking.noise.statistics import format_p, pairwise_disagreement
 
 
 def _reused(count: int) -> str:
@@ -21,37 +21,77 @@ def _reused(count: int) -> str:
 
 
 def render_report(result: dict[str, Any]) -> str:
-    """A readable account of the verdict: the band used and why, then one row per check."""
+    """A readable account of the verdict: the band used and why, what it can see, then one row per check."""
+    runs = result.get("candidate_runs", 1)
     lines = [
         f"# Compare: **{result['verdict']}**",
         "",
         f"- Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs"
         f"{_reused(result.get('reused_runs', 0))}): {result['reason']}.",
-        f"- {result['correction']}; intervals are t-based prediction intervals for one new run (std with ddof=1); "
-        "z = (value - band mean) / (std * sqrt(1 + 1/n)), the statistic whose t-distribution gives p.",
+        f"- {result['correction']}. "
+        + (
+            "One candidate run: t = (value - band mean) / (std * sqrt(1 + 1/n)), std with ddof=1, on n-1 degrees of "
+            "freedom (the prediction test)."
+            if runs == 1
+            else f"{runs} candidate runs: the pooled two-sample t on the means (n+N-2 degrees of freedom), Welch's "
+            "and the exact permutation p beside it."
+        )
+        + " t is the test statistic, not a count of band stds.",
         f"- Candidate churn against those runs: mean {result['candidate_churn']['mean']:.4f}, max {result['candidate_churn']['max']:.4f} "
-        f"(churn: {result.get('churn_measure', 'fraction of test predictions whose class differs between two runs')}).",
+        f"(churn: {result.get('churn_measure', 'fraction of test predictions whose class differs between two runs')}); "
+        "more churn than reseeding gives is drift (one-sided, exact permutation test over the runs).",
     ]
     if result["bit_identical_to_control"] is not None:
         lines.append(f"- Weights bit-identical to the CONTROL runs: **{result['bit_identical_to_control']}**.")
+    if result.get("worse") or result.get("better"):
+        lines.append(
+            f"- Beyond noise, worse: {', '.join(result.get('worse', [])) or 'none'}; "
+            f"better: {', '.join(result.get('better', [])) or 'none'} (only worse fails compare.fail_on_drift)."
+        )
     lines.append(
         f"- Churn, per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}."
     )
     lines += [f"- Cannot judge {line}." for line in result["cannot_judge"]]
+    lines += ["", "What this comparison can see:", ""]
+    lines += [f"- {_sees(row, runs)}" for row in result["checks"] if row["family"] == "primary"]
     lines += [
         "",
-        "| family | check | value | band mean | band std | interval | delta | better/worse | z | p | verdict |",
+        "| family | check | value | band mean | band std | interval | delta | better/worse | t | p | verdict |",
         "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |",
     ]
     for row in result["checks"]:
         band = row["band"]
         goal = f"{row['direction']} ({row['mode']})" if row.get("direction") else "n/a"
         lines.append(
-            f"| {row['family']} | {row['metric']} | {row['value']:.4f} | {band['mean']:.4f} | {band['std']:.4f} | "
-            f"[{band['low']:.4f}, {band['high']:.4f}] | {row['delta']:+.4f} | {goal} | {_number(row['z'], '+.2f')} | "
-            f"{_number(row['p_value'], '.3g')} | {row['verdict']} |"
+            f"| {row['family']} | {row['metric']} | {_number(row['value'], '.4f')} | {band['mean']:.4f} | {band['std']:.4f} | "
+            f"[{band['low']:.4f}, {band['high']:.4f}] | {_number(row['delta'], '+.4f')} | {goal} | {_number(row['z'], '+.2f')} | "
+            f"{format_p(row['p_value'])} | {row['verdict']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _sees(row: dict[str, Any], runs: int) -> str:
+    """One metric's line of what the comparison can see: the band std's interval, the shift it detects with 80%
+    power, and the effect's intervals."""
+    band = row["band"]
+    if row["std_interval"] is None:
+        return f"{row['metric']}: the band has no spread ({row['note']})"
+    low, high = row["std_interval"]
+    alpha = band["alpha"]
+    text = (
+        f"{row['metric']}: band std {band['std']:.4g} ({1 - alpha:.0%} interval {low:.4g} to {high:.4g}, "
+        f"{band['n']} runs); with {runs} candidate run{'s' if runs > 1 else ''} a true shift of "
+        f"{row['detectable']:.4g} ({row['detectable'] / band['std']:.2f} band stds) is detected 80% of the time"
+    )
+    if row["interval"] is not None:
+        text += f"; gap {row['delta']:+.4g}, {1 - alpha:.0%} interval {row['interval'][0]:+.4g} to {row['interval'][1]:+.4g}"
+    if row.get("beats"):
+        beats = row["beats"]
+        text += (
+            f"; a candidate run beats a band run with probability {beats['probability']:.2f} "
+            f"(bootstrap {1 - alpha:.0%} interval {beats['low']:.2f} to {beats['high']:.2f})"
+        )
+    return text
 
 
 def _number(value: float | None, spec: str) -> str:

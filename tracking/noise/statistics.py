@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -54,10 +55,11 @@ def band_from_values(metric: str, values: Sequence[float], alpha: float, source:
             f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2: "
             "select more runs or run more repeats"
         )
-    # Identical values (CONTROL runs) have exactly that mean: a float sum divided by n can miss it by one ulp,
-    # and a candidate equal to every run would then read as a tiny gap.
-    mean = float(array[0]) if (array == array[0]).all() else float(array.mean())
-    return band_from_summary(metric, mean, float(array.std(ddof=DDOF)), len(array), alpha, source)
+    # Identical values have exactly that mean and no spread: a float sum divided by n can miss the mean by one ulp
+    # and leave a std of about 1e-16 (five runs at 355/360), which would judge any gap as far beyond noise.
+    if (array == array[0]).all():
+        return band_from_summary(metric, float(array[0]), 0.0, len(array), alpha, source)
+    return band_from_summary(metric, float(array.mean()), float(array.std(ddof=DDOF)), len(array), alpha, source)
 
 
 def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float, source: str) -> Band:
@@ -70,6 +72,38 @@ def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float
         )
     half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * std * math.sqrt(1 + 1 / n)
     return Band(metric=metric, n=n, mean=mean, std=std, alpha=alpha, low=mean - half, high=mean + half, source=source)
+
+
+def format_p(p_value: float | None) -> str:
+    """A p-value as reports print it: three significant digits, never 0 (`< 1e-16` below double precision's
+    resolution of a tail probability near 1), `n/a` for none."""
+    if p_value is None:
+        return "n/a"
+    return "< 1e-16" if p_value < 1e-16 else f"{p_value:.3g}"
+
+
+def finite(value: float | None) -> float | None:
+    """`value` as JSON can hold it: None for NaN or infinity (JSON has neither), the float otherwise."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def strict(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` as strict JSON holds it: every NaN or infinite float becomes None, and `non_finite` names each
+    (its path, e.g. `runs.3.metrics.test_loss`, and what it was), so a reader sees why the value is null."""
+    found: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            found[path] = str(value)
+            return None
+        if isinstance(value, dict):
+            return {key: clean(item, f"{path}.{key}" if path else str(key)) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(item, f"{path}.{index}") for index, item in enumerate(value)]
+        return value
+
+    cleaned = clean(record, "")
+    return {**cleaned, "non_finite": found} if found else cleaned
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:

@@ -8,7 +8,7 @@ from typing import Any
 from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.noise.policy import Judgement, direction, judge, judge_family
-from tracking.noise.statistics import band_from_summary
+from tracking.noise.statistics import band_from_summary, finite
 
 
 @dataclass(frozen=True)
@@ -35,29 +35,19 @@ class MetricDelta:
         return None if self.judgement is None else self.judgement.within_noise
 
     def as_dict(self) -> dict[str, Any]:
+        """The gap as JSON holds it: no NaN or infinity (None; `note` says why). `scale` is the gap's estimated
+        std under noise and `z` the t statistic, gap / scale, on the band's n-1 degrees of freedom."""
         found = self.judgement
-        tested = (
-            {
-                "reference": found.reference,
-                "reference_runs": found.reference_runs,
-                "sigma": found.scale,
-                "z": found.z,
-                "p_value": found.p_value,
-                "verdict": found.verdict,
-                "note": found.note,
-            }
-            if found
-            else {}
-        )
+        keys = ("reference", "reference_runs", "scale", "z", "p_value", "verdict", "std_interval", "detectable")
+        tested = {key: getattr(found, key) for key in keys} if found else dict.fromkeys(keys)
         return {
             "metric": self.metric,
-            "a": self.a,
-            "b": self.b,
-            "delta": self.delta,
+            "a": finite(self.a),
+            "b": finite(self.b),
+            "delta": finite(self.delta),
             "direction": self.direction,
-            **{key: None for key in ("reference", "reference_runs", "sigma", "z", "p_value", "verdict")},
-            "note": "",
-            **tested,
+            **{key: finite(value) if isinstance(value, float) else value for key, value in tested.items()},
+            "note": found.note if found else "",
             "within_noise": self.within_noise,
         }
 
@@ -77,6 +67,12 @@ def logged_compare_metrics(params: dict[str, Any]) -> dict[str, str]:
     )
 
 
+def logged_min_effects(params: dict[str, Any]) -> dict[str, float]:
+    """A run's `compare.min_effect.*` params: the smallest gap that matters per metric."""
+    prefix = "compare.min_effect."
+    return {key.removeprefix(prefix): float(value) for key, value in params.items() if key.startswith(prefix)}
+
+
 def metric_deltas(
     a: RunSnapshot,
     b: RunSnapshot,
@@ -87,7 +83,7 @@ def metric_deltas(
     exact: bool = False,
 ) -> list[MetricDelta]:
     """B - A per metric; with bands, B judged by the band policy (around the baseline's mean when
-    `baseline_reference`, else around A), Holm-corrected over the metrics."""
+    `baseline_reference`, else around A), Holm-corrected over the metrics, with run B's `compare.min_effect`."""
     rows: list[tuple[str, float, float]] = []
     judgements: dict[str, Judgement] = {}
     for metric in metrics:
@@ -99,7 +95,9 @@ def metric_deltas(
         if band is not None:
             checked = band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
             judgements[metric] = judge(value_b, checked, None if baseline_reference else value_a, exact)
-    corrected = dict(zip(judgements, judge_family(list(judgements.values()), alpha), strict=False))
+    corrected = dict(
+        zip(judgements, judge_family(list(judgements.values()), alpha, logged_min_effects(b.params)), strict=False)
+    )
     modes = logged_compare_metrics(b.params)
     return [
         MetricDelta(

@@ -8,6 +8,7 @@ from typing import Any
 from tracking.inspect.diff.changes import Change, GroupDiff
 from tracking.inspect.diff.verdict import RunDiff
 from tracking.names import WEIGHTS_TAG
+from tracking.noise.statistics import format_p
 
 FORMATS = ("text", "md", "json")
 _SHOWN = 8
@@ -16,7 +17,7 @@ _WIDTH = 40
 
 def render(diff: RunDiff, fmt: str = "text") -> str:
     if fmt == "json":
-        return json.dumps(diff.as_dict(), indent=2, default=str) + "\n"
+        return json.dumps(diff.as_dict(), indent=2, default=str, allow_nan=False) + "\n"
     markdown = fmt == "md"
     summary = diff.as_dict()
     lines = ["# tracking diff" if markdown else "tracking diff", ""]
@@ -105,7 +106,8 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
         head = (
             f"Metrics, B - A; B judged against the {band['variant'].upper()} band of calibration run {band['calibration_run']} "
             f"(n={band['repeats']}; chosen because {band['reason']}) around {band['reference']}; "
-            f"z = gap / (std * sqrt(1 + 1/m)), m runs in that reference; alpha {diff.alpha}, Holm over the metrics"
+            f"t = gap / (std * sqrt(1 + 1/m)), m runs in that reference, on n-1 degrees of freedom; "
+            f"alpha {diff.alpha}, Holm over the metrics"
         )
     else:
         head = f"Metrics, B - A (no band: {band['reason']})"
@@ -113,7 +115,7 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
     if markdown:
         lines += [
             "",
-            "| metric | A | B | B - A | better/worse | z | p | verdict |",
+            "| metric | A | B | B - A | better/worse | t | p | verdict |",
             "|---|---|---|---|---|---|---|---|",
         ]
     for delta in diff.deltas:
@@ -121,22 +123,39 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
         verdict = (
             "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
         )
-        z = "" if delta.z is None else f"{delta.z:+.2f}"
+        t = "" if delta.z is None else f"{delta.z:+.2f}"
         gap = (
             f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g})"
             if found and found.reference_runs > 1
             else ""
         )
-        p = "" if found is None or found.p_value is None else f"{found.p_value:.3g}"
+        p = "" if found is None or found.p_value is None else format_p(found.p_value)
         if markdown:
             lines.append(
-                f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {delta.direction} | {z} | {p} | {verdict} |"
+                f"| {delta.metric} | {delta.a:.6g} | {delta.b:.6g} | {delta.delta:+.4g}{gap} | {delta.direction} | {t} | {p} | {verdict} |"
             )
         else:
             lines.append(
                 f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}{' ' + delta.direction if delta.direction else ''}  "
-                f"{z + ' sigma' if z else ''}{'  p=' + p if p else ''}  {verdict}"
+                f"{'t=' + t if t else ''}{'  p' + (' ' if p.startswith('<') else '=') + p if p else ''}  {verdict}"
             )
     if not diff.deltas:
         lines.append("  (neither run has the metrics asked for)")
+    lines += [("- " if markdown else "  ") + sees for sees in _sees(diff)]
+    return lines
+
+
+def _sees(diff: RunDiff) -> list[str]:
+    """What the band can see, per judged metric: its std's interval and the shift detected with 80% power."""
+    lines = []
+    for delta in diff.deltas:
+        found = delta.judgement
+        if found is None or found.std_interval is None or found.detectable is None:
+            continue
+        low, high = found.std_interval
+        lines.append(
+            f"{delta.metric}: band std {found.band.std:.4g} ({1 - diff.alpha:.0%} interval {low:.4g} to {high:.4g}, "
+            f"n={found.band.n}); a true shift of {found.detectable:.4g} "
+            f"({found.detectable / found.band.std:.2f} band stds) is detected 80% of the time"
+        )
     return lines

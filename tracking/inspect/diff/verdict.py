@@ -12,7 +12,8 @@ from tracking.inspect.diff.groups import CAUSES, GROUP_ORDER, group_diffs, name_
 from tracking.inspect.diff.metrics import MetricDelta, logged_compare_metrics, metric_deltas
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.names import DVC_EXP_NAME_TAG, WEIGHTS_TAG
-from tracking.noise.policy import CANNOT_JUDGE, CONTROL, EXCEEDS, family_verdict
+from tracking.noise.policy import CANNOT_JUDGE, CONTROL, EXCEEDS, WITHIN_TOLERANCE, family_verdict
+from tracking.noise.statistics import format_p
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def diff_runs(
 
 
 def conclude(diff: RunDiff) -> str:
-    """One plain sentence: what changed, and whether the metrics' gaps are beyond noise."""
+    """One plain sentence: what changed, and whether the metrics' gaps are beyond noise; under CONTROL it says
+    whether the weights are bit-identical, and never calls a CONTROL drift noise."""
     causes = [name_causes(group) for group in diff.changed(CAUSES)]
     noise_sources = [group.name for group in diff.changed(("seeds", "determinism", "software", "hardware"))]
     variant = (diff.band.get("variant") or "").upper()
@@ -85,12 +87,21 @@ def conclude(diff: RunDiff) -> str:
             f" ({_join(causes)} changed without effect)" if causes else ""
         )
     subject = f"{_join(causes)} changed" if causes else f"only {_join(noise_sources) or 'nothing logged'} differ"
+    if diff.band.get("variant") == CONTROL and diff.weights_identical is False:
+        moved = [delta for delta in judged if delta.verdict == EXCEEDS]
+        metrics = f"the {_gap(moved[0])} shows it" if moved else "the metrics judged are equal"
+        return (
+            f"{subject}; under CONTROL (same seeds, configuration and environment) the weights are not bit-identical "
+            f"and {metrics}: drift that chance does not explain; look at software and hardware, or re-run with "
+            "`tracking rerun`"
+        )
     if not judged:
         return f"{subject}; no noise band to judge the gap ({diff.band['reason']})"
     exceeded = [delta for delta in judged if delta.verdict == EXCEEDS]
     unjudged = [delta for delta in judged if delta.verdict == CANNOT_JUDGE]
+    tolerated = [delta for delta in judged if delta.verdict == WITHIN_TOLERANCE]
     if exceeded:
-        beyond = f"the {_gap(exceeded[0])} is {abs(exceeded[0].z):.1f} sigma beyond the {variant} band"
+        beyond = f"the {_gap(exceeded[0])} is beyond the {variant} band ({_test(exceeded[0])})"
         if causes:
             return f"{subject}; {beyond}: the change moved it beyond noise"
         return (
@@ -99,8 +110,32 @@ def conclude(diff: RunDiff) -> str:
         )
     if unjudged:
         return f"{subject}; the {variant} band cannot judge {unjudged[0].metric}: {unjudged[0].judgement.note}"
-    inside = f"the {_gap(judged[0])} is inside the {variant} band ({abs(judged[0].z):.1f} sigma)"
-    return f"{subject}; {inside}: " + ("its effect cannot be told from noise" if causes else "noise")
+    if tolerated:
+        return (
+            f"{subject}; the {_gap(tolerated[0])} is beyond the {variant} band ({_test(tolerated[0])}) but below "
+            "compare.min_effect: within tolerance"
+        )
+    inside = f"the {_gap(judged[0])} is inside the {variant} band ({_test(judged[0])})"
+    return f"{subject}; {inside}: " + ("its effect cannot be told from noise" if causes else "noise") + _sees(judged[0])
+
+
+def _sees(delta: MetricDelta) -> str:
+    """How weak a `within noise` is: the shift this band detects 80% of the time, e.g. "; it detects a 5.5 point
+    test_accuracy shift 80% of the time"."""
+    found = delta.judgement
+    if found is None or found.detectable is None:
+        return ""
+    size = f"{found.detectable * 100:.1f} point" if "accuracy" in delta.metric else f"{found.detectable:.4g}"
+    return f" (this band detects a {size} {delta.metric} shift 80% of the time)"
+
+
+def _test(delta: MetricDelta) -> str:
+    """The test behind a gap's verdict, e.g. "t = 0.3, p = 0.8"; under CONTROL, that the runs are identical."""
+    found = delta.judgement
+    if found is None or found.z is None:
+        return "CONTROL runs are identical" if found and found.scale == 0 else "no statistic"
+    p = format_p(found.p_value)
+    return f"t = {found.z:.1f}, p {'' if p.startswith('<') else '= '}{p}"
 
 
 def _gap(delta: MetricDelta) -> str:

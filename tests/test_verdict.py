@@ -1,0 +1,201 @@
+"""The verdict's statistics at their edges (issue 26): ties, NaN, zero spread, 3 to 20 runs, one or several
+candidate runs, effect sizes, power, churn's direction and the labels a verdict prints."""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tracking.noise.candidates import judge_churn, judge_values
+from tracking.noise.policy import (
+    CANNOT_JUDGE,
+    EXCEEDS,
+    POOLED,
+    WITHIN,
+    WITHIN_TOLERANCE,
+    family_verdict,
+    judge,
+    judge_family,
+)
+from tracking.noise.power import detectable_shift, plan, power, std_interval
+from tracking.noise.statistics import band_from_values, format_p
+from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
+
+REPEATS = (3, 5, 10, 20)
+
+
+@pytest.mark.parametrize("repeats", REPEATS)
+@pytest.mark.parametrize("steps", [360, 36])
+def test_tied_values_have_no_spread_at_every_level(repeats: int, steps: int):
+    """k/360 (test accuracy) and j/36 (a class's accuracy): n equal values are no spread, never ~1e-16."""
+    for k in range(steps + 1):
+        band = band_from_values("acc", [k / steps] * repeats, 0.05, "tied")
+        assert band.std == 0.0 and band.mean == k / steps and band.low == band.high == k / steps, (k, repeats)
+        found = judge((k + (1 if k < steps else -1)) / steps, band)
+        assert found.verdict == CANNOT_JUDGE and found.z is None and found.p_value is None, (k, repeats)
+
+
+def test_a_nan_value_cannot_be_judged_alone_or_beside_another_metric():
+    band = band_from_values("test_loss", [0.30, 0.31, 0.29, 0.30, 0.32], 0.05, "calibration:algo")
+    alone = judge_family([judge(math.nan, band)], 0.05)
+    assert alone[0].verdict == CANNOT_JUDGE and "nan" in alone[0].note and family_verdict(alone) == CANNOT_JUDGE
+    accuracy = band_from_values("test_accuracy", [0.98, 0.985, 0.99, 0.975, 0.98], 0.05, "calibration:algo")
+    family = judge_family([judge(math.nan, band), judge(0.982, accuracy)], 0.05)
+    assert [found.verdict for found in family] == [CANNOT_JUDGE, WITHIN] and family_verdict(family) == CANNOT_JUDGE
+    assert json.dumps(family[0].as_dict(), allow_nan=False)  # no NaN in what the JSON files hold
+    several = judge_values("test_loss", [0.30, 0.31, 0.29, 0.30, 0.32], [0.3, math.nan, 0.31], 0.05, "c")
+    assert several.verdict == CANNOT_JUDGE and "1 of 3 candidate runs" in several.note
+
+
+def test_control_difference_has_no_infinite_statistic():
+    band = band_from_values("test_accuracy", [0.99] * 5, 0.05, "calibration:control")
+    differs, equal = judge(0.98, band, exact=True), judge(0.99, band, exact=True)
+    assert differs.verdict == EXCEEDS and differs.z is None and differs.p_value is None and "CONTROL" in differs.note
+    assert equal.verdict == WITHIN and equal.z == 0 and equal.p_value == 1
+    assert judge_family([differs], 0.05)[0].verdict == EXCEEDS  # Holm leaves an untested CONTROL drift as it is
+    assert json.dumps(differs.as_dict(), allow_nan=False)
+
+
+def test_p_is_never_printed_as_zero():
+    assert format_p(0.0) == "< 1e-16" and format_p(3e-53) == "< 1e-16" and format_p(0.0123) == "0.0123"
+    assert format_p(None) == "n/a"
+
+
+@pytest.mark.parametrize("n,m", [(3, 2), (5, 3), (5, 5), (10, 3), (20, 5)])
+def test_two_sample_tests_match_scipy(n: int, m: int):
+    rng = np.random.default_rng(n * 100 + m)
+    a, b = rng.normal(0.98, 0.005, n), rng.normal(0.975, 0.006, m)
+    pooled, separate = pooled_t(a, b, 0.05), welch(a, b, 0.05)
+    student = stats.ttest_ind(b, a, equal_var=True)
+    assert pooled.t == pytest.approx(student.statistic) and pooled.p_value == pytest.approx(student.pvalue)
+    assert pooled.df == n + m - 2
+    assert separate.p_value == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue)
+    low, high = stats.ttest_ind(b, a, equal_var=True).confidence_interval(0.95)
+    assert (pooled.low, pooled.high) == pytest.approx((low, high))
+    found = judge_values("acc", a, b, 0.05, "c", "max")
+    assert found.test == POOLED and found.candidates == m and found.z == pytest.approx(student.statistic)
+    assert found.delta == pytest.approx(b.mean() - a.mean()) and found.interval == pytest.approx((low, high))
+
+
+def test_permutation_p_by_brute_force_and_with_ties():
+    a, b = [0.97, 0.975, 0.98, 0.975, 0.97], [0.96, 0.965, 0.975]
+    pooled = np.array(a + b)
+    observed = abs(np.mean(b) - np.mean(a))
+    splits = list(itertools.combinations(range(8), 3))
+    extreme = sum(abs(pooled[list(s)].mean() - np.delete(pooled, list(s)).mean()) >= observed - 1e-12 for s in splits)
+    assert permutation_p(a, b) == pytest.approx(extreme / len(splits))
+    assert permutation_p([355 / 360] * 5, [355 / 360] * 3) == 1.0  # all tied: nothing is more extreme
+    assert permutation_p(list(range(30)), list(range(30))) is None  # C(60, 30) splits: too many to enumerate
+
+
+def test_one_candidate_run_is_the_prediction_test():
+    values = [0.98, 0.985, 0.99, 0.975, 0.98]
+    one = judge_values("acc", values, [0.97], 0.05, "c", "max")
+    assert one.test == "prediction" and one == judge(0.97, band_from_values("acc", values, 0.05, "c")).__class__(
+        **{**one.__dict__}
+    )
+    reference = judge(0.97, band_from_values("acc", values, 0.05, "c"))
+    assert (one.z, one.p_value, one.verdict) == (reference.z, reference.p_value, reference.verdict)
+    # the pooled t with one candidate run is that same test
+    assert pooled_t(values, [0.97], 0.05).p_value == pytest.approx(reference.p_value)
+
+
+def test_probability_of_beating_by_hand():
+    found = probability_of_beating([0.90, 0.92], [0.91, 0.92], "max", 0.05)
+    # pairs (cand, base): .91>.90 win, .91<.92 loss, .92>.90 win, .92=.92 tie -> (2 + 0.5) / 4
+    assert found.probability == pytest.approx(0.625) and 0 <= found.low <= found.probability <= found.high <= 1
+    assert probability_of_beating([0.30, 0.32], [0.31, 0.32], "min", 0.05).probability == pytest.approx(0.375)
+    again = probability_of_beating([0.90, 0.92], [0.91, 0.92], "max", 0.05)
+    assert (again.low, again.high) == (found.low, found.high)  # seeded: a report repeats
+
+
+def test_groups_without_spread():
+    tied = [355 / 360] * 5
+    assert judge_values("acc", tied, [355 / 360] * 3, 0.05, "c").verdict == CANNOT_JUDGE
+    control = judge_values("acc", tied, [355 / 360] * 3, 0.05, "c", exact=True)
+    assert control.verdict == WITHIN and control.p_value == 1.0
+    drift = judge_values("acc", tied, [354 / 360] * 3, 0.05, "c", exact=True)
+    assert drift.verdict == EXCEEDS and drift.z is None and json.dumps(drift.as_dict(), allow_nan=False)
+    # the candidates' own spread is enough for the pooled t when the band ties
+    spread = judge_values("acc", tied, [354 / 360, 355 / 360, 356 / 360], 0.05, "c")
+    assert spread.verdict == WITHIN and spread.z == 0
+
+
+def test_min_effect_makes_a_small_significant_gap_within_tolerance():
+    band = band_from_values("acc", [0.980, 0.981, 0.980, 0.981, 0.9805], 0.05, "c")
+    found = judge(0.975, band)
+    assert found.verdict == EXCEEDS
+    tolerated = judge_family([found], 0.05, {"acc": 0.01})
+    assert tolerated[0].verdict == WITHIN_TOLERANCE and "min_effect" in tolerated[0].note
+    assert family_verdict(tolerated) == WITHIN_TOLERANCE and tolerated[0].within_noise
+    assert judge_family([found], 0.05, {"acc": 0.001})[0].verdict == EXCEEDS
+
+
+def test_what_the_band_can_see():
+    low, high = std_interval(1.0, 5, 0.05)
+    assert (low, high) == pytest.approx((0.5991, 2.8736), abs=1e-4)  # the issue's 0.60 to 2.87
+    # the issue's Monte Carlo (20,000 trials): 11%, 29%, 55%, 78% at 1..4 band stds, 5 repeats, one candidate
+    assert [round(power(shift, 5, 1, 0.05), 2) for shift in (1, 2, 3, 4)] == [0.11, 0.29, 0.55, 0.78]
+    shift = detectable_shift(5, 1, 0.025)
+    assert power(shift, 5, 1, 0.025) == pytest.approx(0.8) and detectable_shift(5, 5, 0.025) < shift
+    family = judge_family([judge(0.98, band_from_values("acc", [0.98, 0.985, 0.99, 0.975, 0.98], 0.05, "c"))], 0.05)
+    assert family[0].detectable == pytest.approx(detectable_shift(5, 1, 0.05) * family[0].band.std)
+    found = plan("test_accuracy", 0.01, 0.0058, 5, 0.025)
+    assert found.candidates_at_n is not None and power(0.01 / 0.0058, 5, found.candidates_at_n, 0.025) >= 0.8
+    assert power(0.01 / 0.0058, 5, found.candidates_at_n - 1, 0.025) < 0.8
+    assert found.sentence().startswith("to detect a 1-point shift in test_accuracy with 80% power")
+    assert "more than 100 repeats" in plan("test_accuracy", 0.001, 0.0058, 5, 0.025).sentence()
+
+
+def _churn_matrix(base: float, candidate: float, runs: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    upper = np.triu(rng.uniform(base - 0.005, base + 0.005, (runs + 1, runs + 1)), 1)
+    matrix = upper + upper.T
+    matrix[0, 1:] = matrix[1:, 0] = candidate + rng.uniform(-0.001, 0.001, runs)
+    return matrix
+
+
+def test_churn_is_one_sided_and_judged_by_the_distribution_of_its_statistic():
+    assert judge_churn(_churn_matrix(0.02, 0.06, 24), 1, 0.05).verdict == EXCEEDS  # more churn: drift
+    assert judge_churn(_churn_matrix(0.02, 0.0, 24), 1, 0.05).verdict == WITHIN  # less churn is no drift
+    few = judge_churn(_churn_matrix(0.02, 0.06, 5), 1, 0.05)  # 6 runs: the smallest p is 1/6
+    assert few.verdict == CANNOT_JUDGE and "smallest p" in few.note
+    assert judge_churn(_churn_matrix(0.02, 0.06, 5), 1, 0.05, exact=True).verdict == EXCEEDS
+
+
+def test_tracking_plan_from_the_calibration(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / ".dvc").mkdir()
+    shutil.copy(Path(__file__).parents[1] / "params.yaml", tmp_path / "params.yaml")
+    command = [sys.executable, "-m", "tracking", "plan", "0.01"]
+    missing = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: calibration/noise.json not found")
+    band = {"metric": "test_accuracy", "n": 5, "mean": 0.98, "std": 0.0058}
+    (tmp_path / "calibration").mkdir()
+    (tmp_path / "calibration" / "noise.json").write_text(
+        json.dumps({"variants": {"algo": {"bands": {"test_accuracy": band}}}})
+    )
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
+    expected = plan("test_accuracy", 0.01, 0.0058, 5, 0.025).sentence()  # alpha 0.05 over the two default metrics
+    assert done.stdout == expected + "\n" and "5 calibration repeats, " in expected
+
+
+def test_strict_json_names_what_it_nulls():
+    from tracking.noise.statistics import strict
+
+    record = {"runs": [{"metrics": {"test_loss": math.nan, "test_accuracy": 0.9}}], "std": math.inf, "n": 3}
+    cleaned = strict(record)
+    assert json.loads(json.dumps(cleaned, allow_nan=False)) == {
+        "runs": [{"metrics": {"test_loss": None, "test_accuracy": 0.9}}],
+        "std": None,
+        "n": 3,
+        "non_finite": {"runs.0.metrics.test_loss": "nan", "std": "inf"},
+    }
+    assert strict({"n": 3}) == {"n": 3}

@@ -1,0 +1,145 @@
+"""The verdict of one or more candidate runs against the values of the band's runs (`judge_values`).
+
+One candidate run: the prediction test of `tracking.noise.policy.judge`. Several (`compare.candidate_repeats`
+> 1): the two-sample comparison of `tracking.noise.twosample`, the pooled t deciding (it is the prediction test
+at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the gap's interval and the
+probability that a candidate run beats a baseline run) and what the band can see (its std's interval; the
+detectable shift once `judge_family` has set the family's level).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from tracking.noise.policy import CANNOT_JUDGE, EXCEEDS, PERMUTATION, POOLED, WITHIN, Judgement, judge
+from tracking.noise.power import std_interval
+from tracking.noise.statistics import band_from_values
+from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
+
+
+def judge_values(
+    metric: str,
+    band_values: Sequence[float],
+    candidate_values: Sequence[float],
+    alpha: float,
+    source: str,
+    mode: str | None = None,
+    exact: bool = False,
+) -> Judgement:
+    """Candidate runs' values of `metric` against the band runs' values, at `alpha` for this one test (correct the
+    family with `judge_family`). `exact` marks a CONTROL band: only values equal to its runs are noise."""
+    band = band_from_values(metric, band_values, alpha, source)
+    baseline = np.asarray([value for value in band_values if value is not None and math.isfinite(value)], dtype=float)
+    candidates = np.asarray(candidate_values, dtype=float)
+    if len(candidates) == 0:
+        raise ValueError(f"judge_values({metric!r}) needs at least one candidate value")
+    missing = int((~np.isfinite(candidates)).sum())
+    if missing:
+        return replace(
+            judge(math.nan, band),
+            candidates=len(candidates),
+            note=f"{missing} of {len(candidates)} candidate runs logged no number for {metric}: nothing to judge",
+        )
+    if len(candidates) == 1:
+        return _with_beats(judge(float(candidates[0]), band, exact=exact), baseline, candidates, mode, alpha)
+    test = pooled_t(baseline, candidates, alpha)
+    common = {
+        "metric": metric,
+        "value": float(candidates.mean()),
+        "reference": band.mean,
+        "reference_runs": band.n,
+        "delta": test.difference,
+        "band": band,
+        "candidates": len(candidates),
+        "test": POOLED,
+        "std_interval": std_interval(band.std, band.n, alpha) if band.std > 0 else None,
+    }
+    if test.t is None:
+        equal = test.difference == 0
+        if exact:
+            verdict = WITHIN if equal else EXCEEDS
+            note = (
+                f"CONTROL: {'equal to' if equal else 'differs from, which any drift does,'} the {band.n} identical runs"
+            )
+        else:
+            verdict = CANNOT_JUDGE
+            note = f"no spread in the {band.n} band runs nor the {len(candidates)} candidate runs: raise calibration.repeats"
+        scale = 0.0 if exact else None
+        found = Judgement(
+            scale=scale, z=None, p_value=1.0 if exact and equal else None, verdict=verdict, note=note, **common
+        )
+        return _with_beats(found, baseline, candidates, mode, alpha)
+    found = Judgement(
+        scale=test.scale,
+        z=test.t,
+        p_value=test.p_value,
+        verdict=WITHIN if test.p_value > alpha else EXCEEDS,
+        note="",
+        permutation_p=permutation_p(baseline, candidates),
+        welch_p=welch(baseline, candidates, alpha).p_value,
+        interval=(test.low, test.high),
+        **common,
+    )
+    return _with_beats(found, baseline, candidates, mode, alpha)
+
+
+def _with_beats(
+    found: Judgement, baseline: np.ndarray, candidates: np.ndarray, mode: str | None, alpha: float
+) -> Judgement:
+    """The judgement with the probability that a candidate run beats a baseline run (metrics with a mode)."""
+    if mode not in ("max", "min"):
+        return found
+    beats = probability_of_beating(baseline, candidates, mode, alpha)
+    return replace(found, beats={"probability": beats.probability, "low": beats.low, "high": beats.high})
+
+
+def judge_churn(matrix: np.ndarray, candidates: int, alpha: float, exact: bool = False) -> Judgement:
+    """The candidate runs' churn against the band runs, one-sided: more churn than reseeding gives is drift.
+
+    `matrix` is the pairwise churn of the N candidate runs (first) and the n band runs. The statistic is the mean
+    churn between the two groups; under the null hypothesis every run is a draw of the same training randomness,
+    so every split of the n + N runs into groups of these sizes is as likely, and p is the share of splits whose
+    statistic is at least the observed one: exact, and judged against the distribution of the statistic itself
+    (not of single pairs). With few runs the smallest p, 1 / C(n+N, N), can stay above alpha: then it cannot judge.
+    CONTROL (`exact`): any churn is drift.
+    """
+    matrix = np.asarray(matrix, dtype=float)
+    total = len(matrix)
+    splits = [list(chosen) for chosen in itertools.combinations(range(total), candidates)]
+    statistics = np.array([_cross_mean(matrix, chosen) for chosen in splits])
+    observed = float(statistics[0])  # the first split is the candidates themselves
+    band = band_from_values("churn", statistics, alpha, f"churn between groups over the {len(splits)} splits")
+    common = {"metric": "churn", "value": observed, "reference": band.mean, "reference_runs": total - candidates}
+    common |= {"delta": observed - band.mean, "scale": None, "z": None, "band": band, "candidates": candidates}
+    if exact:
+        drift = observed > 0
+        return Judgement(
+            p_value=None,
+            verdict=EXCEEDS if drift else WITHIN,
+            note=f"CONTROL: {'churn where the runs are identical' if drift else 'no churn'}",
+            test=PERMUTATION,
+            **common,
+        )
+    p_value = float(np.mean(statistics >= observed - 1e-12))
+    if 1 / len(splits) > alpha:
+        return Judgement(
+            p_value=None,
+            verdict=CANNOT_JUDGE,
+            note=f"{total} runs split {len(splits)} ways: the smallest p, {1 / len(splits):.3g}, is above alpha {alpha}",
+            test=PERMUTATION,
+            **common,
+        )
+    return Judgement(
+        p_value=p_value, verdict=WITHIN if p_value > alpha else EXCEEDS, note="", test=PERMUTATION, **common
+    )
+
+
+def _cross_mean(matrix: np.ndarray, chosen: list[int]) -> float:
+    """The mean of `matrix` between the runs `chosen` and the others."""
+    others = np.setdiff1d(np.arange(len(matrix)), chosen)
+    return float(matrix[np.ix_(chosen, others)].mean())

@@ -1,0 +1,135 @@
+"""Two groups of runs, the baseline's (n) and the candidate's (N > 1): did the candidate's distribution move?
+
+- The two-sample t with the groups' pooled variance decides. The null hypothesis is that the change has no
+  effect: the candidate's runs are then draws of the same training randomness as the baseline's, same spread
+  included, and under it the pooled t is exact (for normal noise) and uses every run's spread (n+N-2 degrees
+  of freedom). At N = 1 it is the one-run prediction test. Welch's t, which estimates the candidate's variance
+  from its N runs alone, is shown beside it: with N = 2 or 3 its degrees of freedom fall to about 1 or 2 and it
+  detects less than one candidate run does (docs/noise-statistics.md).
+- An exact permutation test of the mean difference where the groups are small (every split of the n + N runs
+  into groups of those sizes, at most `EXACT_LIMIT`), shown beside it: under the same null hypothesis the runs
+  are exchangeable, so its p is exact whatever the distribution, ties and discrete accuracies included.
+- The effect: the mean difference with its interval, and the probability that one candidate run beats one
+  baseline run (Bouthillier et al. 2021; Agarwal et al. 2021), ties counted half, with a percentile bootstrap
+  interval that resamples each group on its own (stratified, seeded: reports repeat).
+
+The t statistics are computed here from the groups' means and ddof=1 variances, not by scipy, so groups without
+spread give None rather than a precision warning and NaN.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+EXACT_LIMIT = 100_000
+BOOTSTRAP = 2000
+BOOTSTRAP_SEED = 0
+
+
+@dataclass(frozen=True)
+class TTest:
+    """A two-sample t of candidate minus baseline: the difference, its estimated std (`scale`), the statistic, its
+    degrees of freedom, the two-sided p and the difference's 1-α interval; None where neither group has spread."""
+
+    difference: float
+    scale: float
+    t: float | None
+    df: float | None
+    p_value: float | None
+    low: float | None
+    high: float | None
+
+
+def pooled_t(baseline: Sequence[float], candidate: Sequence[float], alpha: float) -> TTest:
+    """Student's two-sample t with the pooled ddof=1 variance (n+N-2 degrees of freedom)."""
+    a, b = _arrays(baseline, candidate)
+    df = len(a) + len(b) - 2
+    pooled = ((len(a) - 1) * _variance(a) + (len(b) - 1) * _variance(b)) / df
+    return _t_test(_mean(b) - _mean(a), math.sqrt(pooled * (1 / len(a) + 1 / len(b))), df, alpha)
+
+
+def welch(baseline: Sequence[float], candidate: Sequence[float], alpha: float) -> TTest:
+    """Welch's two-sample t (each group's own variance, Welch-Satterthwaite degrees of freedom)."""
+    a, b = _arrays(baseline, candidate)
+    va, vb = _variance(a) / len(a), _variance(b) / len(b)
+    terms = [v**2 / (len(x) - 1) for v, x in ((va, a), (vb, b)) if v > 0]
+    df = (va + vb) ** 2 / sum(terms) if terms else 0.0
+    return _t_test(_mean(b) - _mean(a), math.sqrt(va + vb), df, alpha)
+
+
+def _t_test(difference: float, scale: float, df: float, alpha: float) -> TTest:
+    from scipy import stats
+
+    if scale == 0:
+        return TTest(difference, 0.0, None, None, None, None, None)
+    t = difference / scale
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * scale
+    return TTest(difference, scale, t, df, float(2 * stats.t.sf(abs(t), df)), difference - half, difference + half)
+
+
+def _arrays(baseline: Sequence[float], candidate: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean, exactly the value for equal values (a float sum divided by n can miss it by one ulp)."""
+    return float(values[0]) if (values == values[0]).all() else float(values.mean())
+
+
+def _variance(values: np.ndarray) -> float:
+    """The ddof=1 variance, exactly 0 for equal values (numpy's can leave ~1e-32 for ties) and for one value."""
+    return 0.0 if len(values) < 2 or (values == values[0]).all() else float(values.var(ddof=1))
+
+
+def permutation_p(baseline: Sequence[float], candidate: Sequence[float]) -> float | None:
+    """The exact two-sided permutation p of the mean difference: the share of every split of the pooled runs into
+    groups of these sizes whose |difference| is at least the observed one (None: more splits than EXACT_LIMIT)."""
+    a, b = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    pooled = np.concatenate([a, b])
+    total, size = len(pooled), len(b)
+    if math.comb(total, size) > EXACT_LIMIT:
+        return None
+    splits = np.array(list(itertools.combinations(range(total), size)))
+    chosen = pooled[splits].sum(axis=1)
+    differences = chosen / size - (pooled.sum() - chosen) / (total - size)
+    observed = b.mean() - a.mean()
+    # Equal splits can differ by rounding in the last bits: count them as at least as extreme.
+    tolerance = 1e-12 * max(1.0, float(np.abs(pooled).max()))
+    return float(np.mean(np.abs(differences) >= abs(observed) - tolerance))
+
+
+@dataclass(frozen=True)
+class Outperforming:
+    """The probability that one candidate run beats one baseline run (ties half), and its bootstrap interval."""
+
+    probability: float
+    low: float
+    high: float
+    resamples: int
+
+
+def probability_of_beating(
+    baseline: Sequence[float], candidate: Sequence[float], mode: str | None, alpha: float
+) -> Outperforming:
+    """P(candidate run better than baseline run) for a metric to `mode` (max, min; None reads as max), with the
+    1-α percentile interval of a stratified bootstrap."""
+    sign = -1.0 if mode == "min" else 1.0
+    a, b = sign * np.asarray(baseline, dtype=float), sign * np.asarray(candidate, dtype=float)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    ia = rng.integers(0, len(a), (BOOTSTRAP, len(a)))
+    ib = rng.integers(0, len(b), (BOOTSTRAP, len(b)))
+    resampled = _beats(a[ia], b[ib])
+    low, high = np.quantile(resampled, [alpha / 2, 1 - alpha / 2])
+    return Outperforming(float(_beats(a[None], b[None])[0]), float(low), float(high), BOOTSTRAP)
+
+
+def _beats(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row, the share of (baseline, candidate) pairs the candidate wins, ties counted half."""
+    wins = (b[:, :, None] > a[:, None, :]).mean(axis=(1, 2))
+    ties = (b[:, :, None] == a[:, None, :]).mean(axis=(1, 2))
+    return wins + ties / 2
