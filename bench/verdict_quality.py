@@ -139,7 +139,7 @@ def real(args: argparse.Namespace) -> None:
     seeds = reproducible_process(params)
     source = load_source(params.data.source)
     splits = split(source, params.data, params.data.split_seed)
-    train, test = splits["train"], splits["test"]
+    train = splits["train"]
     n_classes = int(source.y.max()) + 1
     models = RepeatedModel(BuildInputs(train, n_classes, None, Path(".")))
     trained = []
