@@ -3,13 +3,15 @@ value, ordinary code passes unchanged, and a private key block leaves no line of
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run
 
 from tracking.provenance.environment import gather_environment
-from tracking.provenance.git import redact_diff
+from tracking.provenance.git import gather_git, redact_diff
 from tracking.provenance.redaction import (
     REDACTED,
     SECRET_NAME,
@@ -175,11 +177,14 @@ def test_url_userinfo_is_removed_from_environment_values():
     )
 
 
-def test_terraform_variables_are_not_tensorflow_ones_and_a_dvc_commit_is_not_a_token():
+def test_terraform_and_opentofu_variables_are_not_tensorflow_ones_and_a_dvc_commit_is_not_a_token():
     env = {
         "TF_VAR_db_password": "plain-words",
         "TF_TOKEN_app_terraform_io": "x",
         "TF_CLI_CONFIG_FILE": "/root/.terraformrc",
+        "TF_ENCRYPTION": 'key_provider "pbkdf2" "mine" { passphrase = "plain words" }',
+        "TF_STATE_PERSIST_INTERVAL": "20",
+        "TF_CLOUD_ORGANIZATION": "team",
         "TF_CPP_MIN_LOG_LEVEL": "2",
         "DVC_EXP_BASELINE_REV": "b118c72ce8a0d7c0ad1e6a8b7c46d0f5b3e2a1c9",
         "DVC_EXP_NAME": "ghp_" + "a1" * 18,
@@ -189,3 +194,30 @@ def test_terraform_variables_are_not_tensorflow_ones_and_a_dvc_commit_is_not_a_t
         "DVC_EXP_BASELINE_REV": env["DVC_EXP_BASELINE_REV"],
         "DVC_EXP_NAME": REDACTED,
     }
+
+
+NAMED = [token for token in TOKENS.values() if "/" not in token]  # every token that can be a file's name
+
+
+def test_a_token_in_a_file_name_leaves_neither_the_diff_nor_the_untracked_list(project: Path):
+    """Files named with tokens, committed then changed, staged, untracked and `dvc add`-ed, in a real repository:
+    the git record names none of them (diff headers, rename lines, untracked files)."""
+    committed, staged, untracked, added = NAMED[0::4], NAMED[1::4], NAMED[2::4], NAMED[3::4]
+    for token in committed:
+        (project / f"{token}.txt").write_text("x = 1\n")
+    run(["git", "add", "-A"], project)
+    run(["git", "commit", "-qm", "named"], project)
+    for token in committed:
+        (project / f"{token}.txt").write_text("x = 2\n")
+    run(["git", "mv", f"{committed[0]}.txt", f"moved-{committed[0]}.txt"], project)
+    for token in staged:
+        (project / f"{token}.py").write_text("y = 1\n")
+    run(["git", "add", *(f"{token}.py" for token in staged)], project)
+    for token in untracked:
+        (project / f"{token}.csv").write_text("z\n")
+    for token in added:
+        (project / "data/raw" / f"{token}.csv").write_text("a,b\n1,2\n")
+    run(["dvc", "add", *(f"data/raw/{token}.csv" for token in added)], project)
+    record = json.dumps(gather_git(project))
+    assert [token for token in NAMED if token in record] == []
+    assert record.count(REDACTED) >= len(NAMED), "each name is there, redacted"

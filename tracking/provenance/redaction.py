@@ -195,15 +195,16 @@ def redact_param(key: str, value: Any) -> tuple[str, str | None]:
     return (redacted, "its value holds a token or a URL's password") if redacted != text else (text, None)
 
 
-def redact_lines(lines: list[str], keep: tuple[str, ...] = ()) -> Iterator[str]:
+def redact_lines(lines: list[str], names: tuple[str, ...] = ()) -> Iterator[str]:
     """Each line redacted; the body of a private key block (between its BEGIN and END lines) replaced whole.
 
-    Lines starting with one of `keep` (a diff's file headers) pass unchanged. A line's trailing "\\r" is kept.
+    Lines starting with one of `names` (a diff's file headers) are judged as names (`redact_name`): a token in
+    a file's name goes, `password_reset.py` stays. A line's trailing "\\r" is kept.
     """
     in_key = False
     for line in lines:
-        if line.startswith(keep):
-            yield line
+        if line.startswith(names):
+            yield redact_name(line)
             continue
         body, end = (line[:-1], "\r") if line.endswith("\r") else (line, "")
         edge = _PRIVATE_KEY.search(body)

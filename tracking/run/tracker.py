@@ -9,6 +9,7 @@ server is lost mid-run, training goes on and the whole run is kept in the offlin
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -34,11 +35,13 @@ from tracking.names import (
     MAX_TAG_CHARS,
     MLFLOW_GIT_BRANCH_TAG,
     MLFLOW_GIT_COMMIT_TAG,
+    REDACTED_PARAMS_TAG,
     STAGE_TAG,
     WEIGHTS_TAG,
 )
 from tracking.provenance import to_tags
 from tracking.provenance.git import encode_diff
+from tracking.provenance.redaction import redact_param
 from tracking.run.lifecycle import (
     deferred_interrupts,
     discard_interrupt,
@@ -278,10 +281,21 @@ class Tracker:
         self._writer.submit(write)
 
     def log_params(self, flat: dict[str, Any]) -> None:
-        """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
-        self._sink.write(
-            batch(params={key: value if isinstance(value, str) else json.dumps(value) for key, value in flat.items()})
-        )
+        """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true).
+
+        Secret-looking values (a credential's name, a token, a URL's password: tracking/provenance/redaction.py)
+        are logged as `<redacted>`; the tag `tracking.redacted_params` says which and why, and a warning, once per
+        process, that dvc.lock still holds them.
+        """
+        logged, reasons = {}, {}
+        for key, value in flat.items():
+            logged[key], why = redact_param(key, value)
+            if why:
+                reasons[key] = why
+        self._sink.write(batch(params=logged))
+        if reasons:
+            self.set_tags({REDACTED_PARAMS_TAG: "; ".join(f"{key}: {why}" for key, why in reasons.items())})
+            _warn_secret_params(tuple(reasons))
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
         """Log metrics; with `wait=False` they are written in the background, gathered into one write at most every
@@ -377,6 +391,19 @@ class Tracker:
         signature = mlflow.models.infer_signature(example, np.asarray(model(example, training=False)))
         requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
         self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
+
+
+@functools.cache
+def _warn_secret_params(keys: tuple[str, ...]) -> None:
+    """Say once per process which params held secrets, and that DVC keeps them (every param a stage declares is
+    written to dvc.lock, which is committed)."""
+    log.warning(
+        "param(s) %s hold secret-looking values: MLflow gets <redacted> (tag %s says why), but dvc.lock holds them "
+        "as params.yaml does; keep secrets in the environment and have the loader read them "
+        "(docs/configuration.md#secrets)",
+        ", ".join(keys),
+        REDACTED_PARAMS_TAG,
+    )
 
 
 def _version(name: str) -> str:
