@@ -7,6 +7,8 @@ import os
 MLFLOW_TRACKING_URI = "MLFLOW_TRACKING_URI"
 # MLflow 3 sends usage telemetry unless this is true (mlflow/telemetry/utils.py::is_telemetry_disabled).
 MLFLOW_DISABLE_TELEMETRY = "MLFLOW_DISABLE_TELEMETRY"
+# MLflow prints "View run ... at: <server URL>" (its user:password@ included) unless this is true.
+MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 PYTHONHASHSEED = "PYTHONHASHSEED"
 TF_ENABLE_ONEDNN_OPTS = "TF_ENABLE_ONEDNN_OPTS"
 TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"

@@ -55,7 +55,7 @@ from tracking.run.operations import model as model_op
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
-from tracking.store.location import connect, project_root, tracking_uri
+from tracking.store.location import connect, project_root, shown, tracking_uri
 from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags, repair_stale_runs
 
 log = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ class Tracker:
             if not server_unavailable(err):
                 raise
             raise TrackingServerError(
-                f"MLflow tracking server {self.uri} stopped answering while the run started "
+                f"MLflow tracking server {shown(self.uri)} stopped answering while the run started "
                 f"({describe(err)}); start the server and re-run"
             ) from err
         self.run_id = run.info.run_id
@@ -182,7 +182,7 @@ class Tracker:
             )
         except MlflowException as err:
             raise TrackingServerError(
-                f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`"
+                f"checking {shown(self.uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
             ) from err
         if stale:
             log.warning(
@@ -208,7 +208,8 @@ class Tracker:
         cause = error or failure or interrupt
         try:
             if cause is not None:
-                self._sink.write(batch(tags={ERROR_TAG: f"{type(cause).__name__}: {cause}"[:MAX_TAG_CHARS]}))
+                error_tag = shown(f"{type(cause).__name__}: {cause}")  # a store's URI in it loses its password
+                self._sink.write(batch(tags={ERROR_TAG: error_tag[:MAX_TAG_CHARS]}))
         finally:
             self._end_run(status_for(cause))
         if cause is not interrupt:
@@ -254,7 +255,7 @@ class Tracker:
             failure = err
         except Exception as err:
             failure = TrackingServerError(
-                f"writing to the MLflow store {self.uri} failed ({err}); check the store and re-run"
+                f"writing to the MLflow store {shown(self.uri)} failed ({err}); check the store and re-run"
             )
             failure.__cause__ = err
         else:
@@ -273,7 +274,7 @@ class Tracker:
             self.client.get_run(run_id)
         except MlflowException as err:
             raise RunStateError(
-                f"MLflow run {run_id} (from the {TRAIN} stage) is not in {self.uri}; re-run training with `dvc repro -f {TRAIN}`"
+                f"MLflow run {run_id} (from the {TRAIN} stage) is not in {shown(self.uri)}; re-run training with `dvc repro -f {TRAIN}`"
             ) from err
 
     def in_background(self, write: Callable[[], object]) -> None:

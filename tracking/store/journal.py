@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.run.operations import Op, apply
+from tracking.store.location import shown
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ class RunWriter:
             header = {
                 "run_id": self.run_id,
                 "experiment": self.experiment,
-                "tracking_uri": self.uri,
+                "tracking_uri": shown(self.uri),  # `tracking sync` takes credentials from the environment
                 "lost_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "reason": reason,
             }
@@ -240,7 +241,7 @@ class RunWriter:
             shutil.rmtree(self._spool, ignore_errors=True)
             log.warning(
                 "MLflow server %s lost during run %s (%s); training goes on, the run's records are kept in %s",
-                self.uri,
+                shown(self.uri),
                 self.run_id,
                 reason,
                 folder.relative_to(self.root),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking import startup
-from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
+from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
 from tracking.store.sqlite import creation_lock, database_path, use_wal
@@ -121,10 +121,21 @@ def open_client(root: Path | None) -> Any:
 
 
 def http_limits(uri: str) -> None:
-    """Fail fast on an unreachable server: a short timeout and one retry, unless the user set their own."""
+    """Fail fast on an unreachable server: a short timeout and one retry, unless the user set their own. A URI
+    with a user:password@ part is never printed: MLflow's "View run ... at:" lines, which would show it, are off."""
     if uri.startswith(("http://", "https://")):
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", _HTTP_TIMEOUT_S)
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", _HTTP_RETRIES)
+    if shown(uri) != uri:
+        os.environ[MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT] = "true"
+
+
+def shown(uri: str) -> str:
+    """`uri` as the product stores or prints it: without its user:password@ part (MLflow reads a server's
+    credentials from the URI or from MLFLOW_TRACKING_USERNAME/PASSWORD; neither is written anywhere)."""
+    from tracking.provenance.redaction import strip_url_userinfo
+
+    return strip_url_userinfo(uri)
 
 
 def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
@@ -132,7 +143,8 @@ def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
 
     reason = describe(err)
     return TrackingServerError(
-        f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}"
+        f"MLflow tracking store {shown(uri)} cannot be reached ({reason}); start the server or fix/unset "
+        f"{MLFLOW_TRACKING_URI}"
     )
 
 

@@ -22,7 +22,7 @@ from tracking.errors import TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG
 from tracking.run.operations import Op, apply
 from tracking.store.journal import SYNCED, describe, pending_journals, read_journal, server_unavailable
-from tracking.store.location import EXPERIMENT_KIND
+from tracking.store.location import EXPERIMENT_KIND, shown
 
 PROGRESS = "progress.json"
 
@@ -90,7 +90,7 @@ def sync_journal(folder: Path, client: Any, uri: str) -> Synced:
         if not server_unavailable(err):
             raise
         raise TrackingServerError(
-            f"MLflow tracking server {uri} cannot be reached ({describe(err)}); "
+            f"MLflow tracking server {shown(uri)} cannot be reached ({describe(err)}); "
             f"{folder} is kept, run `tracking sync` again when the server is back"
         ) from err
     archive = _archive(folder).relative_to(folder.parents[2])
@@ -155,7 +155,8 @@ def _target_run(client: Any, header: dict[str, Any]) -> str:
     linked = client.search_runs([experiment_id], filter_string=f"tags.`{SOURCE_TAG}` = '{header['run_id']}'")
     if linked:  # an earlier sync created it and lost its progress file
         return linked[0].info.run_id
-    run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: header["tracking_uri"]})
+    origin = shown(header["tracking_uri"])  # journals of earlier versions hold the URI as it was given
+    run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: origin})
     return run.info.run_id
 
 
