@@ -1,6 +1,7 @@
 """The offline journal's parts: telling a lost server from a rejected write, and the journal's file format."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -29,9 +30,15 @@ def test_journal_numbers_writes_keeps_files_and_drops_a_torn_last_line(tmp_path)
     folder = tmp_path / ".tracking/offline/r1"
     source = tmp_path / "report.txt"
     source.write_text("hello")
-    journal = Journal(
-        folder, {"run_id": "r1", "experiment": "e", "tracking_uri": "http://x", "lost_at": "t", "reason": "r"}
-    )
+    umask = os.umask(0o022)  # the common default: new files world-readable unless the product says otherwise
+    try:
+        journal = Journal(
+            folder, {"run_id": "r1", "experiment": "e", "tracking_uri": "http://x", "lost_at": "t", "reason": "r"}
+        )
+    finally:
+        os.umask(umask)
+    modes = [oct(path.stat().st_mode & 0o777) for path in (tmp_path / ".tracking", folder, folder / "journal.jsonl")]
+    assert modes == ["0o700", "0o700", "0o600"], "a journal holds whole runs: its owner's only"
     journal.append(batch(params={"a": "1"}, metrics=[("m", 0.5, 1000, 0)]), online=True)
     journal.append(artifact(source, "notes"))
     source.unlink()  # the journal holds its own copy

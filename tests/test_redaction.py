@@ -221,3 +221,22 @@ def test_a_token_in_a_file_name_leaves_neither_the_diff_nor_the_untracked_list(p
     record = json.dumps(gather_git(project))
     assert [token for token in NAMED if token in record] == []
     assert record.count(REDACTED) >= len(NAMED), "each name is there, redacted"
+
+
+def test_a_token_in_the_data_sources_file_name_leaves_the_manifest_and_the_param(tmp_path: Path):
+    """`data.source: data/raw/<token>.npz`: the manifest (logged, and the dataset input's name) and the param."""
+    import numpy as np
+
+    from tracking.data.dataset import build_manifest, load_source
+
+    token = TOKENS["aws secret key, bare"]
+    source = f"data/raw/{token}.npz"
+    (tmp_path / "data/raw").mkdir(parents=True)
+    np.savez(tmp_path / source, x=np.eye(4, dtype="float32"), y=np.array([0, 1, 0, 1]))
+    loaded = load_source(source, tmp_path)
+    manifest = build_manifest({"train": {"x": loaded.x, "y": loaded.y}}, loaded)
+    assert manifest["source"] == f"data/raw/{REDACTED}.npz"
+    assert redact_param("data.source", source) == (
+        f"data/raw/{REDACTED}.npz",
+        "its value holds a token or a URL's password",
+    )

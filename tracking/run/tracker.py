@@ -286,7 +286,7 @@ class Tracker:
 
         Secret-looking values (a credential's name, a token, a URL's password: tracking/provenance/redaction.py)
         are logged as `<redacted>`; the tag `tracking.redacted_params` says which and why, and a warning, once per
-        process, that dvc.lock still holds them.
+        process, that dvc.lock and DVC's run cache still hold them.
         """
         logged, reasons = {}, {}
         for key, value in flat.items():
@@ -397,10 +397,10 @@ class Tracker:
 @functools.cache
 def _warn_secret_params(keys: tuple[str, ...]) -> None:
     """Say once per process which params held secrets, and that DVC keeps them (every param a stage declares is
-    written to dvc.lock, which is committed)."""
+    written to dvc.lock, which is committed, and to DVC's run cache)."""
     log.warning(
-        "param(s) %s hold secret-looking values: MLflow gets <redacted> (tag %s says why), but dvc.lock holds them "
-        "as params.yaml does; keep secrets in the environment and have the loader read them "
+        "param(s) %s hold secret-looking values: MLflow gets <redacted> (tag %s says why), but dvc.lock and DVC's "
+        "run cache hold them as params.yaml does; keep secrets in the environment and have the loader read them "
         "(docs/configuration.md#secrets)",
         ", ".join(keys),
         REDACTED_PARAMS_TAG,

@@ -19,7 +19,7 @@ from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
-from tracking.store.sqlite import creation_lock, database_path, use_wal
+from tracking.store.sqlite import create_private, creation_lock, database_path, private_folder, use_wal
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
@@ -87,9 +87,10 @@ def is_local_store(uri: str) -> bool:
 
 
 def default_artifact_location(uri: str) -> str | None:
-    """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory."""
+    """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory;
+    a missing folder is created owner-only, as the store is."""
     database = database_path(uri)
-    return None if database is None else (database.parent / DEFAULT_ARTIFACTS).as_uri()
+    return None if database is None else private_folder(database.parent / DEFAULT_ARTIFACTS).as_uri()
 
 
 def open_client(root: Path | None) -> Any:
@@ -158,6 +159,7 @@ def connect(root: Path, experiment: str) -> str:
     mlflow.set_tracking_uri(uri)
     try:
         with creation_lock(uri):
+            create_private(uri)
             found = mlflow.get_experiment_by_name(experiment)
             use_wal(uri)
             if found is None:

@@ -23,6 +23,7 @@ from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURC
 from tracking.run.operations import Op, apply
 from tracking.store.journal import SYNCED, describe, pending_journals, read_journal, server_unavailable
 from tracking.store.location import EXPERIMENT_KIND, shown
+from tracking.store.sqlite import private_folder
 
 PROGRESS = "progress.json"
 
@@ -176,6 +177,6 @@ def _archive(folder: Path) -> Path:
     archive = folder.parents[2] / SYNCED / folder.name
     if archive.exists():
         shutil.rmtree(archive)
-    archive.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(archive.parent)
     shutil.move(folder, archive)
     return archive
