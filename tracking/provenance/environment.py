@@ -32,7 +32,7 @@ ALLOWED_PREFIXES = (
     "KERAS_",
     # TensorFlow's own families of TF_ variables. Terraform and OpenTofu share the TF_ prefix (TF_VAR_*,
     # TF_TOKEN_*, TF_ENCRYPTION, TF_CLI_ARGS, ...) and hold credentials whose values need not look like tokens,
-    # so a TF_ name is taken only in these families or in TENSORFLOW_NAMES.
+    # so a TF_ name is taken only in these families or by its name in ALLOWED_NAMES.
     "TF_CPP_",
     "TF_XLA_",
     "TF_GPU_",

@@ -109,9 +109,9 @@ TOKEN_FORMATS = {
     "Contentful": r"CFPAT-[A-Za-z0-9_\-]{43}",
     "Alibaba Cloud": r"LTAI[A-Za-z0-9]{12,20}",
     # A secret access key alone: 40 characters of base64 mixing upper case, lower case and digits (a git
-    # commit id is lower-case hex; a path has dots or is longer).
-    "AWS secret access key": r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
-    r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+    # commit id is lower-case hex), also as a path's part (`data/raw/<key>.csv`).
+    "AWS secret access key": r"(?<![A-Za-z0-9+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+    r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9+=])",
 }
 _OWN_FORMATS = re.compile(
     r"(?<![A-Za-z0-9])(?:" + "|".join(f"(?:{pattern})" for pattern in TOKEN_FORMATS.values()) + ")"
@@ -168,13 +168,10 @@ def redact_line(line: str) -> str:
 def redact_name(name: str) -> str:
     """A file name, path or URL with its tokens and URL user:password replaced by '<redacted>'.
 
-    Each part of a path is judged on its own as well (a 40-character AWS key may contain "/", so in a path
-    it would be taken for a longer run). The assignment rule is left out: a name that merely says `password`
-    (`password_reset.py`) names code.
+    The assignment rule is left out: a name that merely says `password` (`password_reset.py`) names code.
     """
     name = URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", name)
-    found = known_tokens(name).union(*(known_tokens(part) for part in name.split("/") if part))  # a path's parts too
-    for token in sorted(found, key=len, reverse=True):
+    for token in sorted(known_tokens(name), key=len, reverse=True):
         name = name.replace(token, REDACTED)
     return name
 
