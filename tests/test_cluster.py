@@ -239,3 +239,47 @@ def test_a_cluster_with_other_nodes_refuses_a_local_store_and_unknown_resources(
             assert not usage_stats_enabled()
     finally:
         cluster.stop()
+
+
+# A private Ray (compute.address null) running one job, then every address its processes listen on, as JSON.
+LISTENING = """
+import json, sys
+from pathlib import Path
+
+import psutil
+
+from tracking.compute.ray_executor import RayPool
+from tracking.config.params import ComputeParams
+
+
+class Echo:
+    def setup(self, spec):
+        pass
+
+    def where(self):
+        return "here"
+
+    def run(self, job, attempt):
+        return job
+
+
+with RayPool(ComputeParams(executor="ray", workers=1), sys.argv[1], Path.cwd()) as pool:
+    pool.start(Echo, 1, {})
+    assert [result for _, result in pool.run(None, [7], str, print, lambda line: None)] == [7]
+    me = psutil.Process()
+    family = {me.pid: "driver", **{child.pid: child.name() for child in me.children(recursive=True)}}
+    sockets = psutil.net_connections("inet")
+    found = sorted({(family[c.pid], c.laddr.ip) for c in sockets if c.status == psutil.CONN_LISTEN and c.pid in family})
+print(json.dumps(found))
+"""
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+
+
+def test_a_private_ray_listens_on_loopback_only(tmp_path: Path) -> None:
+    """Its GCS, raylet, workers and runtime-env agent, with the environment a stage has (no Ray variable set)."""
+    env = {key: value for key, value in project_env().items() if not key.startswith("RAY_")}
+    done = run(["python", "-c", LISTENING, f"sqlite:///{tmp_path / 'mlflow.db'}"], tmp_path, env=env)
+    listening = json.loads(done.stdout.splitlines()[-1])
+    assert {name for name, _ in listening} >= {"gcs_server", "raylet"}, listening
+    assert [(name, ip) for name, ip in listening if ip not in LOOPBACK] == [], "nothing listens beyond loopback"
+    assert "listens on" not in done.stderr, done.stderr

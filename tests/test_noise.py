@@ -125,3 +125,16 @@ def test_identical_runs_have_exactly_their_value_as_band_mean():
     value = 0.1  # three copies sum to a float whose third is not this value
     assert float(np.mean([value] * 3)) != value
     assert band_from_values("test_accuracy", [value] * 3, 0.05, "control").mean == value
+
+
+def test_a_run_whose_secret_params_were_logged_redacted_is_still_the_calibrated_baseline():
+    """noise.json keeps the baseline's params as params.yaml holds them; the run's, as MLflow logged them."""
+    from tracking.noise.policy import is_calibrated_baseline
+    from tracking.provenance.redaction import redact_param
+
+    baseline = {"data.loader": "team_data:load", "data.kwargs.api_token": "xoxp-1-secret", "train.epochs": 2}
+    logged = {key: redact_param(key, value)[0] for key, value in baseline.items()}
+    assert logged["data.kwargs.api_token"] == "<redacted>"
+    noise = {"baseline": baseline, "data_sha256": "d"}
+    assert is_calibrated_baseline(logged, "d", noise)
+    assert not is_calibrated_baseline({**logged, "train.epochs": "3"}, "d", noise)

@@ -1,6 +1,7 @@
 """The offline journal's parts: telling a lost server from a rejected write, and the journal's file format."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -29,9 +30,15 @@ def test_journal_numbers_writes_keeps_files_and_drops_a_torn_last_line(tmp_path)
     folder = tmp_path / ".tracking/offline/r1"
     source = tmp_path / "report.txt"
     source.write_text("hello")
-    journal = Journal(
-        folder, {"run_id": "r1", "experiment": "e", "tracking_uri": "http://x", "lost_at": "t", "reason": "r"}
-    )
+    umask = os.umask(0o022)  # the common default: new files world-readable unless the product says otherwise
+    try:
+        journal = Journal(
+            folder, {"run_id": "r1", "experiment": "e", "tracking_uri": "http://x", "lost_at": "t", "reason": "r"}
+        )
+    finally:
+        os.umask(umask)
+    modes = [oct(path.stat().st_mode & 0o777) for path in (tmp_path / ".tracking", folder, folder / "journal.jsonl")]
+    assert modes == ["0o700", "0o700", "0o600"], "a journal holds whole runs: its owner's only"
     journal.append(batch(params={"a": "1"}, metrics=[("m", 0.5, 1000, 0)]), online=True)
     journal.append(artifact(source, "notes"))
     source.unlink()  # the journal holds its own copy
@@ -63,7 +70,7 @@ def _kept_run(root: Path, run_id: str) -> Path:
         {
             "run_id": run_id,
             "experiment": "kept",
-            "tracking_uri": "http://gone:5000",
+            "tracking_uri": "http://bob:keptPlantedPw@gone:5000",  # as journals of earlier versions kept it
             "lost_at": "2026-01-01T00:00:00+0000",
             "reason": "[Errno 111] Connection refused",
         },
@@ -79,7 +86,7 @@ def _kept_run(root: Path, run_id: str) -> Path:
 def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from tracking.names import SOURCE_TAG
+    from tracking.names import SOURCE_TAG, SOURCE_URI_TAG
     from tracking.store.sync import sync_all
 
     folder = _kept_run(tmp_path, "a" * 32)
@@ -93,6 +100,7 @@ def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     (run,) = client.search_runs([client.get_experiment_by_name("kept").experiment_id])
     assert first.run_id == second.run_id == run.info.run_id != "a" * 32
     assert run.data.tags[SOURCE_TAG] == "a" * 32 and run.info.status == "FINISHED"
+    assert run.data.tags[SOURCE_URI_TAG] == "http://gone:5000", "the server's password stays on this machine"
     assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "epoch_loss")] == [(0, 0.9), (1, 0.5)]
     assert (first.metric_values, second.metric_values, second.skipped_metric_values) == (2, 0, 2)
     assert [a.path for a in client.list_artifacts(run.info.run_id, "plots")] == ["plots/curve.txt"]
@@ -139,8 +147,15 @@ def test_a_run_kept_offline_is_not_taken_for_a_stale_one(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_intact(tmp_path, monkeypatch):
-    """An artifact over 16 MiB, written through a temporary file the tracker deletes, then a real server killed."""
+def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_intact(
+    tmp_path, monkeypatch, capfd, caplog
+):
+    """An artifact over 16 MiB, written through a temporary file the tracker deletes, then a real server killed.
+
+    The server's URI carries a user:password@ (which a server without authentication ignores): neither the
+    journal, nor anything printed by the run (MLflow's "View run ... at:" lines included) or by `tracking sync`,
+    nor the run's tags hold the password.
+    """
     import hashlib
     import secrets
     import subprocess
@@ -153,7 +168,8 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
     from tracking.run.tracker import Tracker
     from tracking.store.journal import SPOOL
 
-    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
+    names = ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")
+    for name in (*names, "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"):
         monkeypatch.setenv(name, "")  # recorded, so what the tracker sets is undone after the test
         monkeypatch.delenv(name)
     root = tmp_path / "project"
@@ -164,7 +180,9 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
         f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", tmp_path / "server.log"
     ).start()
     try:
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
+        password = "uriPlantedPw4242"
+        uri = server.uri.replace("://", f"://planted:{password}@")
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
         with Tracker("large", root=root) as tracker:
             tracker.log_text(text, "data/large.txt")
             server.kill()
@@ -175,6 +193,10 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
         (kept,) = [op for op in ops if op["op"] == "artifact" and op["artifact_path"] == "data"]
         assert kept["online"] and hashlib.sha256(Path(kept["path"]).read_bytes()).hexdigest() == digest
         assert ops[-1]["op"] == "end" and not (root / SPOOL / run_id).exists()
+        printed = capfd.readouterr()
+        assert f"MLflow server {server.uri} lost" in caplog.text, caplog.text
+        assert password not in printed.out + printed.err + caplog.text
+        assert password not in (folder / "journal.jsonl").read_text()
 
         server.start()
         done = subprocess.run(
@@ -182,13 +204,19 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
             cwd=root,
             capture_output=True,
             text=True,
-            env=project_env(MLFLOW_TRACKING_URI=server.uri),
+            env=project_env(MLFLOW_TRACKING_URI=uri),
             timeout=300,
         )
         assert done.returncode == 0, done.stderr
+        assert password not in done.stdout + done.stderr
         client = MlflowClient(server.uri)
         synced = client.get_run(run_id)
         assert synced.info.status == "FINISHED" and synced.data.tags["written"] == "after the loss"
+        assert password not in json.dumps(synced.data.tags)
+        with Tracker("large", root=root):  # a run that ends while the server answers: MLflow would print its URL
+            pass
+        printed = capfd.readouterr()
+        assert password not in printed.out + printed.err + caplog.text, printed.out
         uploaded = Path(client.download_artifacts(run_id, "data/large.txt", str(tmp_path)))
         assert hashlib.sha256(uploaded.read_bytes()).hexdigest() == digest
         assert pending_journals(root) == []

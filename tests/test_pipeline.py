@@ -1,13 +1,14 @@
 """End to end: real `dvc repro` and `dvc exp run` in a fresh git + DVC repo, read back through MLflow's API."""
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import client_for, project_env, run, runs_of
+from conftest import client_for, project_env, run, runs_of, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -15,8 +16,9 @@ SECRETS = {
     "AWS_SECRET_ACCESS_KEY": "AKIAPLANTEDsecretValue0000000000000001",
     "MLFLOW_TRACKING_PASSWORD": "planted-mlflow-password-4242",
     "GITHUB_TOKEN": "ghp_plantedGithubToken0123456789abcdef",
-    "TF_PLANTED_TOKEN": "tf-prefixed-planted-secret-9999",
-    "TF_PLANTED_OPAQUE": "Qm9ndXNPcGFxdWVUb2tlblBsYW50ZWQxMjM0NTY3",
+    "TF_CPP_PLANTED_TOKEN": "tf-prefixed-planted-secret-9999",
+    "TF_XLA_PLANTED_OPAQUE": "Qm9ndXNPcGFxdWVUb2tlblBsYW50ZWQxMjM0NTY3",
+    "TF_ENCRYPTION": 'key_provider "pbkdf2" "mine" { passphrase = "tofuPlantedPassphrase77" }',  # OpenTofu's
     "KERAS_PLANTED_ARGS": "--verbose --hub ghp_plantedAmongWords0123456789",
     "CUDA_PLANTED_MIRROR": "https://carolPlantedUser:cudaUrlPlanted8888@mirror.example.com/cuda",
 }
@@ -29,6 +31,7 @@ ENV_SECRETS = [
     "ghp_plantedAmongWords0123456789",
     "carolPlantedUser",
     "cudaUrlPlanted8888",
+    "tofuPlantedPassphrase77",
 ]
 REMOTES = {
     "origin": (
@@ -56,7 +59,48 @@ DIFF_SECRETS = [
     "diffUrlPlanted4242",
     "ghp_diffPlantedToken0123456789",
 ]
-ALL_SECRETS = [*ENV_SECRETS, *REMOTE_SECRETS, *DIFF_SECRETS]
+# A team's loader given its connection settings in params.yaml (data.kwargs), committed: DVC keeps them in
+# dvc.lock, which the product cannot change; MLflow must not get them.
+PARAM_SECRETS = ["paramPlantedDbPw", "xoxp-123456789012-paramPlantedSlack", "paramPlantedBearer0123456789"]
+LOADER_KWARGS = {
+    "dsn": "postgresql://loader:paramPlantedDbPw@db.internal/ml",
+    "api_token": "xoxp-123456789012-paramPlantedSlack",
+    "headers": {"Authorization": "Bearer paramPlantedBearer0123456789", "Accept": "text/csv"},
+}
+LOADER = """def load(dsn, api_token, headers):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return {"x": (digits.images / 16.0).astype("float32")[..., None], "y": digits.target}
+"""
+# Tokens in file names: an untracked file, a staged one, and one `dvc add`-ed (its .dvc file and .gitignore
+# entry hold the name as content).
+NAME_SECRETS = {
+    "untracked": "ghp_namePlantedUntracked0123456789",
+    "staged": "AIzaSyNamePlantedStaged0123456789abcdef",
+    "dvc add": "glpat-namePlantedDvcAdded012345",
+}
+ALL_SECRETS = [*ENV_SECRETS, *REMOTE_SECRETS, *DIFF_SECRETS, *PARAM_SECRETS, *NAME_SECRETS.values()]
+
+
+def plant_param_secrets(project: Path) -> None:
+    """The committed loader and its secret-bearing data.kwargs (data.source null)."""
+    (project / "team_data.py").write_text(LOADER)
+    write_params(project, data={"source": None, "loader": "team_data:load", "kwargs": LOADER_KWARGS})
+    dvc_yaml = project / "dvc.yaml"
+    dvc_yaml.write_text(
+        dvc_yaml.read_text().replace("      - data/raw\n", "      - data/raw\n      - team_data.py\n", 1)
+    )
+    run(["git", "add", "team_data.py", "params.yaml", "dvc.yaml"], project)
+    run(["git", "commit", "-qm", "a team's loader"], project)
+
+
+def plant_name_secrets(project: Path) -> None:
+    (project / f"{NAME_SECRETS['untracked']}.csv").write_text("a\n")
+    (project / f"{NAME_SECRETS['staged']}.py").write_text("b = 1\n")
+    run(["git", "add", f"{NAME_SECRETS['staged']}.py"], project)
+    (project / "data/raw" / f"{NAME_SECRETS['dvc add']}.csv").write_text("c\n")
+    run(["dvc", "add", f"data/raw/{NAME_SECRETS['dvc add']}.csv"], project)
 
 
 def plant_repository_secrets(project: Path) -> None:
@@ -98,9 +142,15 @@ def leaks(project: Path, planted: set[Path]) -> list[tuple[str, str]]:
 
 @pytest.mark.format
 def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
+    plant_param_secrets(project)
     plant_repository_secrets(project)
+    plant_name_secrets(project)
     env = project_env(**SECRETS)
-    first = run(["dvc", "repro", "evaluate"], project, env=env)
+    umask = os.umask(0o022)  # the common default: new files world-readable unless the product says otherwise
+    try:
+        first = run(["dvc", "repro", "evaluate"], project, env=env)
+    finally:
+        os.umask(umask)
     assert "test accuracy" in first.stdout
     starts = re.findall(
         r"^stage start: (.+) reached ([0-9.]+) s after the process started \((.+)\)$", first.stderr, re.M
@@ -118,6 +168,18 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     found = runs[0]
     assert found.info.status == "FINISHED"
     params = found.data.params
+    redacted = ("data.kwargs.dsn", "data.kwargs.api_token", "data.kwargs.headers.Authorization")
+    assert [params[key] for key in redacted] == ["<redacted>"] * 3, "keys kept, values taken out"
+    assert params["data.kwargs.headers.Accept"] == "text/csv" and params["data.loader"] == "team_data:load"
+    assert found.data.tags["tracking.redacted_params"].count("data.kwargs.") == 3
+    assert first.stderr.count("warning: param(s) data.kwargs.dsn, data.kwargs.api_token") == 1, first.stderr
+    assert "dvc.lock and DVC's run cache hold them" in first.stderr
+    # The store, its artifacts and the lock beside it: owner-only whatever the umask.
+    modes = {
+        name: oct((project / name).stat().st_mode & 0o777) for name in ("mlflow.db", "mlflow.db.lock", "mlartifacts")
+    }
+    assert modes == {"mlflow.db": "0o600", "mlflow.db.lock": "0o600", "mlartifacts": "0o700"}
+    assert [oct(path.stat().st_mode & 0o777) for path in project.glob("mlflow.db-*")] in ([], ["0o600"] * 2)
     assert params["train.learning_rate"] == "0.001" and params["model.kwargs.filters"] == "[4, 4, 4]"
     assert params["seeds.dropout"] == "null" and params["determinism.op_determinism"] == "true"
     metrics = found.data.metrics
@@ -150,7 +212,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert {name: tags[f"prov.git.remotes.{name}"] for name in REMOTES} == {
         name: clean for name, (_, clean) in REMOTES.items()
     }
-    assert tags["prov.git.diff_redacted_lines"] == warned[1] == "6"
+    assert tags["prov.git.diff_redacted_lines"] == warned[1] == "8", "6 lines and 2 headers naming the staged file"
     assert tags["prov.dvc.deps.train.data/prepared"]
     assert tags["prov.environment.PYTHONHASHSEED"] == tags["prov.seeds.hash"]
 
@@ -163,19 +225,32 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert record["seeds"]["init"] == int(tags["prov.seeds.init"])
     assert "redacted" in record["git"]["diff"] and "retries: 3" in record["git"]["diff"]
     assert "config/deploy/settings.yaml" in record["git"]["diff"] and "notes.py" in record["git"]["diff"]
+    assert "<redacted>.csv" in record["git"]["untracked_files"] and "+++ b/<redacted>.py" in record["git"]["diff"]
+    assert "TF_ENCRYPTION" not in record["environment"] and "TF_XLA_PLANTED_OPAQUE" in record["environment"]
     top = {a.path for a in client.list_artifacts(found.info.run_id)}
     assert {"data", "evaluation", "plots"} <= top
     logged_models = client.search_logged_models([found.info.experiment_id])
     assert [m.source_run_id for m in logged_models] == [found.info.run_id]
 
     provenance = run([sys.executable, "-m", "tracking", "provenance"], project, env=env)
-    assert json.loads(provenance.stdout)["environment"]["TF_PLANTED_OPAQUE"] == "<redacted>"
-    assert [s for s in ALL_SECRETS if s in provenance.stdout + provenance.stderr + first.stdout + first.stderr] == []
-    planted = {project / SETTINGS, project / "notes.py"}
+    assert json.loads(provenance.stdout)["environment"]["TF_XLA_PLANTED_OPAQUE"] == "<redacted>"
+    assert [s for s in ALL_SECRETS if s in provenance.stdout + provenance.stderr + first.stderr] == []
+    dvc_names = {NAME_SECRETS["dvc add"]}  # DVC's own output names the file it tracks ("... didn't change")
+    assert [s for s in set(ALL_SECRETS) - dvc_names if s in first.stdout] == []
+    planted = {project / SETTINGS, project / "notes.py", project / "params.yaml", project / "data/raw/.gitignore"}
+    planted.add(project / "data/raw" / f"{NAME_SECRETS['dvc add']}.csv.dvc")
+    # DVC writes every param a stage declares to dvc.lock and to its run cache: the warning above says so.
+    found = leaks(project, planted)
+    by_dvc = {
+        (secret, path) for secret, path in found if path == str(project / "dvc.lock") or "/.dvc/cache/runs/" in path
+    }
+    assert {secret for secret, path in by_dvc if path.endswith("dvc.lock")} == {secret for secret, _ in by_dvc}
+    assert {secret for secret, _ in by_dvc} == set(PARAM_SECRETS)
     scanned = {path.relative_to(project).parts[0] for path in project.rglob("*") if path.is_file()}
     assert {"mlflow.db", "mlartifacts", "dvc.lock", ".dvc", "outputs", "metrics", "data"} <= scanned
-    assert leaks(project, planted) == []
+    assert [leak for leak in found if leak not in by_dvc] == []
     in_worktree = set(DIFF_SECRETS) - {"oldPlantedKey"}  # the old value lives only in git's history now
+    in_worktree |= {*PARAM_SECRETS, NAME_SECRETS["dvc add"]}  # params.yaml, and the .dvc file and .gitignore
     assert {secret for secret, _ in leaks(project, set())} == in_worktree, "the scan finds what was planted"
 
     shown = run(["dvc", "metrics", "show", "--json"], project).stdout

@@ -166,8 +166,8 @@ def test_environment_is_allow_listed_and_redacted():
         "AWS_SECRET_ACCESS_KEY": "x" * 40,
         "HOME": "/root",
         "TF_ENABLE_ONEDNN_OPTS": "0",
-        "TF_HUB_TOKEN": "hub",
-        "TF_OPAQUE": "Zk3J9a0b1c2d3e4f5g6h7i8j9k0lmnopqrstu",
+        "TF_CPP_HUB_TOKEN": "hub",
+        "TF_XLA_OPAQUE": "Zk3J9a0b1c2d3e4f5g6h7i8j9k0lmnopqrstu",
         "CUDA_VISIBLE_DEVICES": "0,1",
         "PYTHONHASHSEED": "7",
         "CUDA_HOME": "/usr/local/cuda-12.4",
@@ -175,13 +175,13 @@ def test_environment_is_allow_listed_and_redacted():
     kept = gather_environment(env)
     assert set(kept) == {
         "TF_ENABLE_ONEDNN_OPTS",
-        "TF_HUB_TOKEN",
-        "TF_OPAQUE",
+        "TF_CPP_HUB_TOKEN",
+        "TF_XLA_OPAQUE",
         "CUDA_VISIBLE_DEVICES",
         "PYTHONHASHSEED",
         "CUDA_HOME",
     }
-    assert kept["TF_HUB_TOKEN"] == REDACTED and kept["TF_OPAQUE"] == REDACTED
+    assert kept["TF_CPP_HUB_TOKEN"] == REDACTED and kept["TF_XLA_OPAQUE"] == REDACTED
     assert kept["CUDA_VISIBLE_DEVICES"] == "0,1" and kept["CUDA_HOME"] == "/usr/local/cuda-12.4"
     assert looks_secret("TF_X", "ghp_short")
 
@@ -189,14 +189,14 @@ def test_environment_is_allow_listed_and_redacted():
 def test_environment_values_are_judged_word_by_word():
     env = {
         "TF_XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-        "TF_ARGS": "--verbose --api-key=abc",
-        "TF_HEADER": "Bearer ghp_0123456789abcdef",
+        "TF_CPP_ARGS": "--verbose --api-key=abc",
+        "TF_GPU_HEADER": "Bearer ghp_0123456789abcdef",
         "KERAS_MIRROR": "https://bob:pw123@models.example.com/x",
         "KMP_AFFINITY": "granularity=fine,compact,1,0",
     }
     kept = gather_environment(env)
     assert kept["TF_XLA_FLAGS"] == env["TF_XLA_FLAGS"] and kept["KMP_AFFINITY"] == env["KMP_AFFINITY"]
-    assert kept["TF_ARGS"] == REDACTED and kept["TF_HEADER"] == REDACTED
+    assert kept["TF_CPP_ARGS"] == REDACTED and kept["TF_GPU_HEADER"] == REDACTED
     assert kept["KERAS_MIRROR"] == "https://models.example.com/x"
 
 

@@ -114,6 +114,15 @@ def test_unknown_run_is_one_line_and_exit_2(project: Path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_params_logged_redacted_are_refused(tmp_path: Path):
+    from tracking.inspect.restore import write_logged_params
+
+    logged = {"data.loader": "team_data:load", "data.kwargs.api_token": "<redacted>"}
+    with pytest.raises(RerunError, match=r"param\(s\) data\.kwargs\.api_token were logged redacted"):
+        write_logged_params(tmp_path / "params.yaml", logged)
+    assert not (tmp_path / "params.yaml").exists()
+
+
 def test_a_diff_with_redacted_secrets_is_refused(tmp_path: Path):
     diff = (
         "diff --git a/settings.py b/settings.py\n--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n"

@@ -304,13 +304,14 @@ def _doctor(args: argparse.Namespace) -> None:
 
     from tracking.errors import TrackingServerError
     from tracking.store.journal import kept_offline
-    from tracking.store.location import open_client, project_root, tracking_uri
+    from tracking.store.location import open_client, project_root, shown, tracking_uri
     from tracking.store.sqlite import database_path
     from tracking.store.stale import ENDED, repair_stale_runs
 
     root = project_root()
     uri = tracking_uri(root)
     database = database_path(uri)
+    uri = shown(uri)  # printed from here on: without a user:password@
     if database is not None and not database.is_file():
         print(f"{uri}: no store yet, nothing to check")
         return

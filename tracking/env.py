@@ -7,6 +7,8 @@ import os
 MLFLOW_TRACKING_URI = "MLFLOW_TRACKING_URI"
 # MLflow 3 sends usage telemetry unless this is true (mlflow/telemetry/utils.py::is_telemetry_disabled).
 MLFLOW_DISABLE_TELEMETRY = "MLFLOW_DISABLE_TELEMETRY"
+# MLflow prints "View run ... at: <server URL>" (its user:password@ included) unless this is true.
+MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 PYTHONHASHSEED = "PYTHONHASHSEED"
 TF_ENABLE_ONEDNN_OPTS = "TF_ENABLE_ONEDNN_OPTS"
 TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
@@ -14,6 +16,9 @@ TF_CPP_MIN_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 
 # Ray sends usage statistics unless this is 0; the Ray executor sets it unless the user did.
 RAY_USAGE_STATS_ENABLED = "RAY_USAGE_STATS_ENABLED"
+# Ray's switch between a node others reach (1, Linux's default: its servers listen on the machine's address) and a
+# machine of its own (0: on 127.0.0.1 only). Read when `ray` is imported; the executor sets 0 for a private Ray.
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # Set by DVC for the commands of the stages it runs.
 DVC_ROOT = "DVC_ROOT"

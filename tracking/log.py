@@ -21,8 +21,12 @@ DEFAULT_LEVEL = "INFO"
 
 
 class _Line(logging.Formatter):
+    """One line per message; a URL's user:password@ never reaches the terminal (a store's URI, a remote)."""
+
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
+        from tracking.provenance.redaction import strip_url_userinfo
+
+        message = strip_url_userinfo(record.getMessage())
         return message if record.levelno == logging.INFO else f"{record.levelname.lower()}: {message}"
 
 

@@ -36,6 +36,7 @@ DVC_DEPS_PREFIX = f"{PROV_PREFIX}{DVC_DEPS_SECTION}."  # + "<stage>.<path>": DVC
 # What made the run and how it ended.
 STAGE_TAG = "pipeline.stage"  # the stage that last wrote to the run
 ERROR_TAG = "error"  # "<ExceptionType>: <message>" of a run that did not finish
+REDACTED_PARAMS_TAG = "tracking.redacted_params"  # "<param>: <why>; ..." for params logged as <redacted>
 RERUN_OF_TAG = "rerun_of"  # the run `tracking rerun` re-created
 DVC_EXP_NAME_TAG = "dvc.exp_name"
 DVC_BASELINE_REV_TAG = "dvc.baseline_rev"

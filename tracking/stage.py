@@ -34,7 +34,9 @@ def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
         if line:
             log.info(line)
     except TrackingError as err:
-        print(f"error: {err}", file=sys.stderr)
+        from tracking.provenance.redaction import strip_url_userinfo
+
+        print(f"error: {strip_url_userinfo(str(err))}", file=sys.stderr)  # a store's URI loses its password
         sys.exit(USER_ERROR_EXIT)
     except KeyboardInterrupt:
         print(_interrupted("interrupted"), file=sys.stderr)

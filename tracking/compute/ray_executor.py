@@ -6,7 +6,8 @@ early as the driver can (`start`) so its imports overlap the driver's own prepar
 the jobs share and then given job after job: TensorFlow's start-up is paid once per worker, not once per job. A worker that
 dies mid-job (SIGKILL, out of memory, a lost node) is replaced and its job tried again, up to
 `compute.max_retries` times. With `compute.address: null` a private Ray starts on this machine and stops with
-the pool; otherwise the pool joins the cluster there, and its actors end when the pool does.
+the pool, its servers (GCS, raylets, workers, the runtime-env agent) listening on 127.0.0.1 only; otherwise the
+pool joins the cluster there, and its actors end when the pool does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from tracking.config.params import ComputeParams
-from tracking.env import RAY_USAGE_STATS_ENABLED
+from tracking.env import RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, RAY_USAGE_STATS_ENABLED
 from tracking.errors import ComputeError, TrackingError
 from tracking.store.location import is_local_store
 
@@ -45,6 +46,8 @@ class RayPool:
 
     def __enter__(self) -> RayPool:
         os.environ.setdefault(RAY_USAGE_STATS_ENABLED, "0")  # nothing leaves the machine unasked
+        if self.compute.address is None:  # nothing on this machine's network needs to reach a private Ray
+            os.environ.setdefault(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, "0")
         try:
             import ray
         except ImportError as err:
@@ -82,7 +85,21 @@ class RayPool:
         except BaseException:
             ray.shutdown()
             raise
+        if address is None:
+            self._say_where_private_ray_listens()
         return self
+
+    def _say_where_private_ray_listens(self) -> None:
+        """Warn when a private Ray listens beyond loopback: Ray was imported before the pool (in a team's script)
+        or the user set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, so its servers took the machine's address."""
+        (node,) = [node for node in self.ray.nodes() if node.get("Alive")]
+        if node["NodeManagerAddress"] not in ("127.0.0.1", "::1"):
+            log.warning(
+                "the private Ray listens on %s, reachable from this machine's network, not on 127.0.0.1 only: Ray "
+                "was imported before the executor could set %s=0 (or it is set otherwise); set it before importing Ray",
+                node["NodeManagerAddress"],
+                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER,
+            )
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self.ray.shutdown()

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
+from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams, flatten
 from tracking.config.project import PINS_DIR, PREPARE
 from tracking.config.user_code import load_callable
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
+from tracking.provenance.redaction import redact_name, redact_param
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
@@ -117,7 +118,7 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
         returned = loader(**kwargs)
     except TypeError as err:
         raise UserCodeError(
-            f"data.loader: '{spec}' cannot be called with data.kwargs {kwargs} ({err}); "
+            f"data.loader: '{spec}' cannot be called with data.kwargs {_shown(kwargs)} ({err}); "
             "make data.kwargs match the loader's parameters in params.yaml"
         ) from err
     where = f"data.loader: '{spec}'"
@@ -142,6 +143,11 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
             )
         arrays[key] = value
     return _validate(arrays, where, f"loader:{spec}", task)
+
+
+def _shown(kwargs: dict[str, Any]) -> dict[str, str]:
+    """`data.kwargs` as an error line may show them: flattened, each value as logged, secrets redacted."""
+    return {key: redact_param(key, value)[0] for key, value in flatten(kwargs, "data.kwargs.").items()}
 
 
 def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:
@@ -248,7 +254,7 @@ def build_manifest(
     }
     target_shape = [int(size) for size in source.y.shape[1:]]
     manifest = {
-        "source": source.name,
+        "source": redact_name(source.name),  # a token in a file's name stays on this machine
         "source_sha256": combine({name: array_sha256(array) for name, array in origin.items()}),
         "content_sha256": combine(hashes),
         "arrays": hashes,

@@ -18,6 +18,7 @@ from tracking.config.project import PREPARED
 from tracking.data.dataset import MANIFEST
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import RerunError
+from tracking.provenance.redaction import was_redacted
 
 
 def params_from_logged(logged: dict[str, str]) -> dict[str, Any]:
@@ -39,11 +40,18 @@ def params_from_logged(logged: dict[str, str]) -> dict[str, Any]:
 def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
     """Make params.yaml hold exactly the logged params; return whether it had to change.
 
-    Only values that differ are rewritten (comments, order and spelling of the rest are kept), and the file
-    is checked to read back, as the stages read it, to exactly what was logged, types included.
+    A param logged redacted (a secret) cannot be restored: that is a `RerunError`. Only values that differ are
+    rewritten (comments, order and spelling of the rest are kept), and the file is checked to read back, as the
+    stages read it, to exactly what was logged, types included.
     """
     from ruamel.yaml.comments import CommentedMap
 
+    redacted = sorted(key for key, text in logged.items() if was_redacted(text))
+    if redacted:
+        raise RerunError(
+            f"param(s) {', '.join(redacted)} were logged redacted (they held secret-looking values), so params.yaml "
+            "cannot be re-created; have the loader read those secrets from the environment instead, and train again"
+        )
     wanted = _canonical(params_from_logged(logged))
     if _canonical(_read(path)) == wanted:
         return False

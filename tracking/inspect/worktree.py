@@ -106,13 +106,15 @@ def binary_files(diff: str) -> list[str]:
 
 
 def redacted_files(diff: str) -> list[str]:
-    """Files in which the diff's added, removed or context lines carry the redaction placeholder."""
+    """Files whose name, or whose diff's added, removed or context lines, carry the redaction placeholder."""
     found: list[str] = []
     current = "?"
     for line in diff.split("\n"):
         match = _FILE_HEADER.match(line)
         if match:
             current = match["path"]
+            if was_redacted(line) and current not in found:  # a token in the file's name
+                found.append(current)
         elif line[:1] in "+- " and not line.startswith("---") and was_redacted(line[1:]) and current not in found:
             found.append(current)
     return found

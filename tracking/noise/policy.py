@@ -47,13 +47,13 @@ model describes resampling the test set, not retraining on a fixed one.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tracking.noise.statistics import Band, finite, holm
+from tracking.provenance.redaction import redact_param
 
 ALGO, IMPL = "algo", "impl"
 CONTROL = "control"
@@ -122,16 +122,19 @@ def choose_band(differences: Differences, available: Iterable[str]) -> BandChoic
     return BandChoice(variant, reason)
 
 
-def param_text(value: Any) -> str:
-    """A param value as MLflow holds it: text as is, anything else as JSON (null, true, [4, 4, 4])."""
-    return value if isinstance(value, str) else json.dumps(value)
+def param_text(key: str, value: Any) -> str:
+    """A param value as MLflow holds it: text as is, anything else as JSON (null, true, [4, 4, 4]), secrets
+    redacted (`Tracker.log_params`), so a logged run and a params file compare alike."""
+    return redact_param(key, value)[0]
 
 
 def changed_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefixes: tuple[str, ...]) -> tuple[str, ...]:
     """The flat params under `prefixes` whose values differ, compared as MLflow logs them."""
     keys = sorted(key for key in set(a) | set(b) if key.startswith(prefixes))
     return tuple(
-        key for key in keys if (key in a) != (key in b) or (key in a and param_text(a[key]) != param_text(b[key]))
+        key
+        for key in keys
+        if (key in a) != (key in b) or (key in a and param_text(key, a[key]) != param_text(key, b[key]))
     )
 
 

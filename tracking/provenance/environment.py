@@ -1,8 +1,10 @@
 """Environment gatherer: allow-listed variables only, with secret-looking values redacted.
 
-Nothing outside ALLOWED_PREFIXES/ALLOWED_NAMES is read, nor Terraform's TF_* variables. Even an allowed name is redacted when its name
-says it holds a credential or any word of its value looks like a token (the rules: tracking/provenance/
-redaction.py), so a `TF_API_TOKEN` never reaches a store; URLs in a value lose their user:password@ part.
+Nothing outside ALLOWED_PREFIXES/ALLOWED_NAMES is read: of the TF_* names only TensorFlow's own families
+(TF_CPP_*, TF_XLA_*, TF_GPU_*, ...), never Terraform's or OpenTofu's (TF_VAR_*, TF_TOKEN_*, TF_ENCRYPTION).
+Even an allowed name is redacted when its name says it holds a credential or its value holds what the rules
+take out (tracking/provenance/redaction.py), so a `TF_CPP_API_TOKEN` never reaches a store; URLs in a value
+lose their user:password@ part.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from collections.abc import Mapping
 from tracking.provenance.redaction import REDACTED, looks_secret, strip_url_userinfo
 
 ALLOWED_PREFIXES = (
-    "TF_",
     "CUDA_",
     "CUDNN_",
     "NVIDIA_",
@@ -29,24 +30,36 @@ ALLOWED_PREFIXES = (
     "CUBLAS_",
     "DVC_EXP_",
     "KERAS_",
+    # TensorFlow's own families of TF_ variables. Terraform and OpenTofu share the TF_ prefix (TF_VAR_*,
+    # TF_TOKEN_*, TF_ENCRYPTION, TF_CLI_ARGS, ...) and hold credentials whose values need not look like tokens,
+    # so a TF_ name is taken only in these families or by its name in ALLOWED_NAMES.
+    "TF_CPP_",
+    "TF_XLA_",
+    "TF_GPU_",
+    "TF_CUDNN_",
+    "TF_CUDA_",
+    "TF_ENABLE_",
+    "TF_DISABLE_",
+    "TF_NUM_",
+    "TF_USE_",
+    "TF_MKL_",
+    "TF_ONEDNN_",
+    "TF_TRT_",
+    "TF_JIT_",
+    "TF_DUMP_",
 )
-ALLOWED_NAMES = ("PYTHONHASHSEED", "DVC_ROOT", "MLFLOW_EXPERIMENT_NAME", "LANG", "LC_ALL")
-# Terraform shares TensorFlow's TF_ prefix; its variables are not ours to record (TF_VAR_* inputs and
-# TF_TOKEN_* hold credentials whose values need not look like tokens).
-TERRAFORM_PREFIXES = (
-    "TF_VAR_",
-    "TF_TOKEN_",
-    "TF_CLI_",
-    "TF_LOG",
-    "TF_INPUT",
-    "TF_WORKSPACE",
-    "TF_DATA_DIR",
-    "TF_PLUGIN_CACHE",
-    "TF_IN_AUTOMATION",
-    "TF_REGISTRY_",
-    "TF_IGNORE",
-    "TF_APPEND_USER_AGENT",
-    "TF_STATE_PERSIST_INTERVAL",
+ALLOWED_NAMES = (
+    "PYTHONHASHSEED",
+    "DVC_ROOT",
+    "MLFLOW_EXPERIMENT_NAME",
+    "LANG",
+    "LC_ALL",
+    "TF_CONFIG",
+    "TF_DETERMINISTIC_OPS",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_FORCE_UNIFIED_MEMORY",
+    "TF_OVERRIDE_GLOBAL_THREADPOOL",
+    "TF2_BEHAVIOR",
 )
 # Variables DVC sets to a git commit id, which the opaque-word rule would otherwise take for a token.
 COMMIT_VALUED = ("DVC_EXP_BASELINE_REV",)
@@ -58,7 +71,7 @@ def gather_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     environ = os.environ if environ is None else environ
     kept = {}
     for name in sorted(environ):
-        if name.startswith(TERRAFORM_PREFIXES) or not (name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)):
+        if not (name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)):
             continue
         value = strip_url_userinfo(environ[name])
         if name in COMMIT_VALUED and _COMMIT_ID.fullmatch(value):

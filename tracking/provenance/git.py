@@ -5,7 +5,8 @@ the tree byte for byte; it leaves out every output DVC declares and every dvc.lo
 in the record as `diff_excludes`). A binary file appears as git's "Binary files ... differ" line only: a diff
 of it could be neither checked for secrets nor kept small, so `tracking rerun` refuses such a run.
 
-Remote URLs lose any user:password@ part and query string. In the diff (added, removed and context lines),
+Remote URLs lose any user:password@ part and query string; a token in a file's name is redacted in the diff's
+headers and the untracked files' list. In the diff (added, removed and context lines),
 assignments to a secret-looking name (password, token, api_key, ...) keep the name and lose the value,
 URLs lose their user:password@ part, known token formats and private key blocks are replaced (the rules:
 tracking/provenance/redaction.py); a warning says how many lines were changed, since the captured diff is
@@ -21,7 +22,7 @@ from typing import Any
 
 from tracking.errors import RepoError
 from tracking.provenance.dvc import declared_outputs
-from tracking.provenance.redaction import redact_lines, strip_credentials
+from tracking.provenance.redaction import redact_lines, redact_name, strip_credentials
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,9 @@ def gather_git(root: Path) -> dict[str, Any]:
             "environment variables) to capture the diff as it is",
             redacted,
         )
-    untracked = [path for path in repo.untracked_files if not any(_within(path, output) for output in excludes)]
+    untracked = [
+        redact_name(path) for path in repo.untracked_files if not any(_within(path, output) for output in excludes)
+    ]
     return {
         "commit": commit,
         "branch": branch,
@@ -113,9 +116,10 @@ def _within(path: str, output: str) -> bool:
 
 
 def redact_diff(diff: str) -> str:
-    """The diff with secret-looking values replaced by '<redacted>' in every line but the file headers.
+    """The diff with secret-looking values replaced by '<redacted>' in every line, and tokens in file names in the
+    file headers (`diff --git`, `---`, `+++`; `rename from`/`to` lines are judged as any other line).
 
     Context lines are redacted too: a secret committed earlier would otherwise leave with the diff. Lines are
     split at "\n" only and a line's "\r" is kept, so every line left alone stays byte for byte as it was.
     """
-    return "\n".join(redact_lines(diff.split("\n"), keep=_DIFF_HEADERS))
+    return "\n".join(redact_lines(diff.split("\n"), names=_DIFF_HEADERS))

@@ -1,29 +1,42 @@
 """The one home of what counts as a secret, and of how it is taken out of what a run records.
 
-Three kinds of secret are recognised, wherever the product captures text (the uncommitted diff, environment
-variables, URLs):
-- a credential by its name: an assignment or variable named like a password, token, API key, ...; the name
-  stays, the value goes;
+Four kinds of secret are recognised, wherever the product captures or prints text (the uncommitted diff and
+its file names, untracked file names, environment variables, params, URLs, the data source's name):
+- a credential by its name: an assignment or variable named like a password, passphrase, token, API key, ...;
+  the name stays, the value goes;
 - the user:password@ part of a URL;
+- a credential by its context: the value after `Bearer`/`Basic`, the `user:password` of `curl -u`/`--user`;
 - a token by its format: the detectors of detect-secrets (GitHub, GitLab, AWS, Slack, Stripe, SendGrid,
-  Twilio, PyPI, npm, JWTs, private keys, ...), maintained upstream, plus the prefixes it lacks (Hugging Face,
-  `sk-` API keys, fine-grained GitHub tokens). detect-secrets' entropy detectors are not used: they flag
-  ordinary identifiers, and a redacted diff line makes a run impossible to re-create exactly.
+  Twilio, PyPI, npm, JWTs, private keys, ...), maintained upstream, plus the formats it lacks (`TOKEN_FORMATS`:
+  Google, npm, Databricks, Vault, DigitalOcean, Shopify, Atlassian, Postman, Mailgun, Azure client secrets,
+  a bare 40-character AWS secret key, ...). detect-secrets' entropy detectors are not used: they flag ordinary
+  identifiers, and a redacted diff line makes a run impossible to re-create exactly.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from functools import cache
+from typing import Any
 
 REDACTED = "<redacted>"
-# "auth" alone or as "authorization", not "author" or "authoritative".
+# "auth" alone or as "authorization", not "author" or "authoritative"; "pass" and "pwd" as words of a name
+# (`db_pass`, `MYSQL_PWD`), not inside one (`bypass`, `compass`).
 SECRET_NAME = re.compile(
-    r"passw(?:or)?d|secret|token|api[_-]?key|private[_-]?key|credential|auth(?:ori[sz]ation)?(?![a-z])", re.IGNORECASE
+    r"passw(?:or)?d|passphrase|(?<![a-z])(?:pass|pwd)(?![a-z])|secret|token|api[_-]?key|private[_-]?key|credential"
+    r"|auth(?:ori[sz]ation)?(?![a-z])",
+    re.IGNORECASE,
 )
-# Tokens detect-secrets does not know, or knows at one exact length only: as a prefix (an environment value's
-# word) and as a whole token in running text.
+# A param is a credential by its name when the last part of its key ends in one of these words (`db_password`,
+# `api_token`, `headers.Authorization`), so that `max_tokens` or `tokenizer` keep their values.
+PARAM_SECRET_NAME = re.compile(
+    r"(?:^|[_\-])(?:passw(?:or)?d|passphrase|pass|pwd|secret|client[_-]?secret|tokens?|api[_-]?key|apikey"
+    r"|access[_-]?key|private[_-]?key|credentials?|auth|authorization|dsn|cookie)$",
+    re.IGNORECASE,
+)
+# Prefixes of tokens, for an environment value's word that may be cut short or not match a full format.
 TOKEN_PREFIXES = (
     "ghp_",
     "gho_",
@@ -42,11 +55,72 @@ TOKEN_PREFIXES = (
     "AKIA",
     "ASIA",
     "eyJ",
+    "AIza",
+    "npm_",
+    "GOCSPX-",
+    "hvs.",
+    "dop_v1_",
+    "shpat_",
+    "ATATT",
+    "PMAK-",
 )
-_PREFIXED_TOKEN = re.compile(
-    r"\b(?:(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|glpat-[A-Za-z0-9_\-]{16,}"
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{16,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+)"
+# Token formats detect-secrets does not know, or knows at one exact length only, each as a whole token in
+# running text (a file name included). One row per service; the table test plants one of each everywhere.
+TOKEN_FORMATS = {
+    "GitHub": r"(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}",
+    "GitLab": r"gl(?:pat|dt|ft|rt|ptt|soat|cbt|imt)-[A-Za-z0-9_\-]{16,}",
+    "Slack": r"xox[abeoprs]-[A-Za-z0-9\-]{10,}|xapp-[A-Za-z0-9\-]{10,}",
+    "sk- API keys (OpenAI, Anthropic, ...)": r"sk-[A-Za-z0-9_\-]{16,}",
+    "Hugging Face": r"(?:hf|api_org)_[A-Za-z0-9]{16,}",
+    "AWS access key id": r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[0-9A-Z]{16}",
+    "JWT": r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+",
+    "Google API key": r"AIza[0-9A-Za-z_\-]{35}",
+    "Google OAuth client secret": r"GOCSPX-[A-Za-z0-9_\-]{20,}",
+    "Google OAuth access token": r"ya29\.[A-Za-z0-9_\-]{20,}",
+    "npm": r"npm_[A-Za-z0-9]{36}",
+    "PyPI": r"pypi-AgE[A-Za-z0-9_\-]{50,}",
+    "RubyGems": r"rubygems_[a-f0-9]{48}",
+    "Docker Hub": r"dckr_pat_[A-Za-z0-9_\-]{20,}",
+    "Databricks": r"dapi[a-f0-9]{32}(?:-\d+)?",
+    "HashiCorp Vault": r"hv[sbr]\.[A-Za-z0-9_\-]{24,}",
+    "Terraform Cloud": r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,}",
+    "DigitalOcean": r"do[opr]_v1_[a-f0-9]{64}",
+    "Shopify": r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",
+    "Atlassian": r"ATATT[A-Za-z0-9_\-=]{30,}|ATCTT[A-Za-z0-9_\-=]{30,}|ATBB[A-Za-z0-9]{28,}",
+    "Postman": r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}",
+    "Mailgun": r"key-[0-9a-zA-Z]{32}",
+    "Azure AD client secret": r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}",
+    "Stripe": r"(?:sk|rk)_(?:live|test)_[0-9a-zA-Z]{16,}|whsec_[A-Za-z0-9]{24,}",
+    "Square": r"sq0(?:atp|csp)-[0-9A-Za-z_\-]{22,}",
+    "Grafana": r"glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+    "Sentry": r"sntr[yu]s_[A-Za-z0-9_=+/\-]{30,}",
+    "New Relic": r"NRAK-[A-Z0-9]{27}",
+    "Linear": r"lin_api_[A-Za-z0-9]{40}",
+    "Doppler": r"dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{40,}",
+    "PlanetScale": r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_\-.=]{32,}",
+    "Pulumi": r"pul-[a-f0-9]{40}",
+    "Supabase": r"sbp_[a-f0-9]{40}",
+    "Tailscale": r"tskey-[a-z]+-[A-Za-z0-9]{6,}-[A-Za-z0-9]{20,}",
+    "age": r"AGE-SECRET-KEY-1[0-9A-Z]{58}",
+    "Groq": r"gsk_[A-Za-z0-9]{48}",
+    "Replicate": r"r8_[A-Za-z0-9]{37}",
+    "Perplexity": r"pplx-[A-Za-z0-9]{48}",
+    "Notion": r"ntn_[A-Za-z0-9]{40,}",
+    "Contentful": r"CFPAT-[A-Za-z0-9_\-]{43}",
+    "Alibaba Cloud": r"LTAI[A-Za-z0-9]{12,20}",
+    # A secret access key alone: 40 characters of base64 mixing upper case, lower case and digits (a git
+    # commit id is lower-case hex), also as a path's part (`data/raw/<key>.csv`).
+    "AWS secret access key": r"(?<![A-Za-z0-9+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+    r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9+=])",
+}
+_OWN_FORMATS = re.compile(
+    r"(?<![A-Za-z0-9])(?:" + "|".join(f"(?:{pattern})" for pattern in TOKEN_FORMATS.values()) + ")"
+)
+# Credentials known by what precedes them: an HTTP Authorization scheme's value (with a digit, so prose such
+# as "Bearer authentication" stays), and the user:password of `curl -u`/`--user`.
+_CONTEXT = re.compile(
+    r"\b(?:Bearer|Basic)\s+(?P<scheme>(?=[A-Za-z0-9_\-.=+/~]*[0-9])[A-Za-z0-9_\-.=+/~]{8,})"
+    r"|(?:^|\s)(?:-u|--user)(?:\s+|=)['\"]?(?P<user>[^\s:'\"]+:[^\s'\"]+?)['\"]?(?=\s|$)"
 )
 _ASSIGNMENT = re.compile(
     r"(?P<key>[\w.\-]*(?:" + SECRET_NAME.pattern + r")s?[\w.\-]*[\"'\]]*\s*[:=]\s*)(?P<value>.+)$", re.IGNORECASE
@@ -72,8 +146,9 @@ def _format_patterns() -> tuple[re.Pattern[str], ...]:
 
 
 def known_tokens(text: str) -> set[str]:
-    """The substrings of `text` that have a known token format."""
-    found = {match.group(0) for match in _PREFIXED_TOKEN.finditer(text)}
+    """The substrings of `text` that have a known token format or follow `Bearer`, `Basic` or `curl -u`."""
+    found = {match.group(0) for match in _OWN_FORMATS.finditer(text)}
+    found.update(match["scheme"] or match["user"] for match in _CONTEXT.finditer(text))
     for pattern in _format_patterns():
         if pattern.search(text):  # most lines match no format: one search each, no generator
             # The whole match, not detect-secrets' capture groups (a GitHub token's group is its prefix alone),
@@ -87,21 +162,46 @@ def redact_line(line: str) -> str:
     """`line` with credential values, URL user:password and tokens replaced by '<redacted>'; unchanged otherwise."""
     if SECRET_NAME.search(line):  # a cheap test first: the assignment pattern is the slowest one
         line = _ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}", line)
-    line = URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", line)
-    for token in sorted(known_tokens(line), key=len, reverse=True):
-        line = line.replace(token, REDACTED)
-    return line
+    return redact_name(line)
 
 
-def redact_lines(lines: list[str], keep: tuple[str, ...] = ()) -> Iterator[str]:
+def redact_name(name: str) -> str:
+    """A file name, path or URL with its tokens and URL user:password replaced by '<redacted>'.
+
+    The assignment rule is left out: a name that merely says `password` (`password_reset.py`) names code.
+    """
+    name = URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", name)
+    for token in sorted(known_tokens(name), key=len, reverse=True):
+        name = name.replace(token, REDACTED)
+    return name
+
+
+def redact_param(key: str, value: Any) -> tuple[str, str | None]:
+    """A param's value as text spelled the way YAML and `dvc exp show` spell it (null, true, lists as JSON), with
+    secrets taken out, and why it was redacted (None when it was not).
+
+    A param whose key ends in a credential's name (`data.kwargs.api_token`, `...headers.Authorization`) loses
+    its whole value unless it is a number, true/false or null (`max_tokens: 512` stays); any other loses its
+    tokens and URL passwords (`postgresql://<redacted>@host/ml`).
+    """
+    text = value if isinstance(value, str) else json.dumps(value)
+    textual = isinstance(value, (str, list, dict)) and value not in ("", [], {})
+    if textual and PARAM_SECRET_NAME.search(key.rpartition(".")[2]):
+        return REDACTED, "its name says it holds a credential"
+    redacted = redact_line(text)
+    return (redacted, "its value holds a token or a URL's password") if redacted != text else (text, None)
+
+
+def redact_lines(lines: list[str], names: tuple[str, ...] = ()) -> Iterator[str]:
     """Each line redacted; the body of a private key block (between its BEGIN and END lines) replaced whole.
 
-    Lines starting with one of `keep` (a diff's file headers) pass unchanged. A line's trailing "\\r" is kept.
+    Lines starting with one of `names` (a diff's file headers) are judged as names (`redact_name`): a token in
+    a file's name goes, `password_reset.py` stays. A line's trailing "\\r" is kept.
     """
     in_key = False
     for line in lines:
-        if line.startswith(keep):
-            yield line
+        if line.startswith(names):
+            yield redact_name(line)
             continue
         body, end = (line[:-1], "\r") if line.endswith("\r") else (line, "")
         edge = _PRIVATE_KEY.search(body)
@@ -117,13 +217,12 @@ def _keep_diff_marker(body: str) -> str:
 
 
 def looks_secret(name: str, value: str) -> bool:
-    """A variable whose name says it holds a credential, or whose value has a word that looks like a token.
+    """A variable whose name says it holds a credential, whose value holds what `redact_line` takes out, or has a
+    word that looks like a token.
 
     A command-line flag (`--xla_..._count=8`) is judged by its value only, so long flag names stay readable.
     """
-    if SECRET_NAME.search(name):
-        return True
-    if known_tokens(value):
+    if SECRET_NAME.search(name) or redact_line(value) != value:
         return True
     for word in re.split(r"[\s,;]+", value):
         key, assigns, assigned = word.partition("=")

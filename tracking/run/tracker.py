@@ -9,6 +9,7 @@ server is lost mid-run, training goes on and the whole run is kept in the offlin
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -34,11 +35,13 @@ from tracking.names import (
     MAX_TAG_CHARS,
     MLFLOW_GIT_BRANCH_TAG,
     MLFLOW_GIT_COMMIT_TAG,
+    REDACTED_PARAMS_TAG,
     STAGE_TAG,
     WEIGHTS_TAG,
 )
 from tracking.provenance import to_tags
 from tracking.provenance.git import encode_diff
+from tracking.provenance.redaction import redact_param
 from tracking.run.lifecycle import (
     deferred_interrupts,
     discard_interrupt,
@@ -52,7 +55,7 @@ from tracking.run.operations import model as model_op
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
-from tracking.store.location import connect, project_root, tracking_uri
+from tracking.store.location import connect, project_root, shown, tracking_uri
 from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags, repair_stale_runs
 
 log = logging.getLogger(__name__)
@@ -162,7 +165,7 @@ class Tracker:
             if not server_unavailable(err):
                 raise
             raise TrackingServerError(
-                f"MLflow tracking server {self.uri} stopped answering while the run started "
+                f"MLflow tracking server {shown(self.uri)} stopped answering while the run started "
                 f"({describe(err)}); start the server and re-run"
             ) from err
         self.run_id = run.info.run_id
@@ -179,7 +182,7 @@ class Tracker:
             )
         except MlflowException as err:
             raise TrackingServerError(
-                f"checking {self.uri} for runs left RUNNING failed ({err}); run `tracking doctor`"
+                f"checking {shown(self.uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
             ) from err
         if stale:
             log.warning(
@@ -205,7 +208,8 @@ class Tracker:
         cause = error or failure or interrupt
         try:
             if cause is not None:
-                self._sink.write(batch(tags={ERROR_TAG: f"{type(cause).__name__}: {cause}"[:MAX_TAG_CHARS]}))
+                error_tag = shown(f"{type(cause).__name__}: {cause}")  # a store's URI in it loses its password
+                self._sink.write(batch(tags={ERROR_TAG: error_tag[:MAX_TAG_CHARS]}))
         finally:
             self._end_run(status_for(cause))
         if cause is not interrupt:
@@ -251,7 +255,7 @@ class Tracker:
             failure = err
         except Exception as err:
             failure = TrackingServerError(
-                f"writing to the MLflow store {self.uri} failed ({err}); check the store and re-run"
+                f"writing to the MLflow store {shown(self.uri)} failed ({err}); check the store and re-run"
             )
             failure.__cause__ = err
         else:
@@ -270,7 +274,7 @@ class Tracker:
             self.client.get_run(run_id)
         except MlflowException as err:
             raise RunStateError(
-                f"MLflow run {run_id} (from the {TRAIN} stage) is not in {self.uri}; re-run training with `dvc repro -f {TRAIN}`"
+                f"MLflow run {run_id} (from the {TRAIN} stage) is not in {shown(self.uri)}; re-run training with `dvc repro -f {TRAIN}`"
             ) from err
 
     def in_background(self, write: Callable[[], object]) -> None:
@@ -278,10 +282,21 @@ class Tracker:
         self._writer.submit(write)
 
     def log_params(self, flat: dict[str, Any]) -> None:
-        """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
-        self._sink.write(
-            batch(params={key: value if isinstance(value, str) else json.dumps(value) for key, value in flat.items()})
-        )
+        """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true).
+
+        Secret-looking values (a credential's name, a token, a URL's password: tracking/provenance/redaction.py)
+        are logged as `<redacted>`; the tag `tracking.redacted_params` says which and why, and a warning, once per
+        process, that dvc.lock and DVC's run cache still hold them.
+        """
+        logged, reasons = {}, {}
+        for key, value in flat.items():
+            logged[key], why = redact_param(key, value)
+            if why:
+                reasons[key] = why
+        self._sink.write(batch(params=logged))
+        if reasons:
+            self.set_tags({REDACTED_PARAMS_TAG: "; ".join(f"{key}: {why}" for key, why in reasons.items())})
+            _warn_secret_params(tuple(reasons))
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
         """Log metrics; with `wait=False` they are written in the background, gathered into one write at most every
@@ -377,6 +392,19 @@ class Tracker:
         signature = mlflow.models.infer_signature(example, np.asarray(model(example, training=False)))
         requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
         self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
+
+
+@functools.cache
+def _warn_secret_params(keys: tuple[str, ...]) -> None:
+    """Say once per process which params held secrets, and that DVC keeps them (every param a stage declares is
+    written to dvc.lock, which is committed, and to DVC's run cache)."""
+    log.warning(
+        "param(s) %s hold secret-looking values: MLflow gets <redacted> (tag %s says why), but dvc.lock and DVC's "
+        "run cache hold them as params.yaml does; keep secrets in the environment and have the loader read them "
+        "(docs/configuration.md#secrets)",
+        ", ".join(keys),
+        REDACTED_PARAMS_TAG,
+    )
 
 
 def _version(name: str) -> str:

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tracking.run.operations import Op, apply
+from tracking.store.location import shown
+from tracking.store.sqlite import PRIVATE_FILE, private_folder
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +93,14 @@ class Journal:
         """Start a journal, or continue one another stage of the same run left (numbering goes on)."""
         self.folder = folder
         self.metric_values = self.artifacts = self.operations = self.after_loss = 0
-        (folder / FILES).mkdir(parents=True, exist_ok=True)
+        private_folder(folder / FILES)  # .tracking/ and below: owner-only, as the store is
         path = folder / JOURNAL
         if path.exists():
             _drop_torn_line(path)
         existing = read_journal(folder)[1] if path.exists() else []
         self._seq = existing[-1]["seq"] if existing else 0
-        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open until close())
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        self._handle = os.fdopen(descriptor, "a", encoding="utf-8")
         if not existing:
             self._write({"seq": 0, "op": "run", **header})
 
@@ -215,7 +218,7 @@ class RunWriter:
             return op
         source = Path(op["path"])
         target = self._spool / f"{next(self._spooled):06d}" / source.name
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(target.parent)
         shutil.copy2(source, target)
         return {**op, "path": str(target), SPOOLED: True}
 
@@ -229,7 +232,7 @@ class RunWriter:
             header = {
                 "run_id": self.run_id,
                 "experiment": self.experiment,
-                "tracking_uri": self.uri,
+                "tracking_uri": shown(self.uri),  # `tracking sync` takes credentials from the environment
                 "lost_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "reason": reason,
             }
@@ -240,7 +243,7 @@ class RunWriter:
             shutil.rmtree(self._spool, ignore_errors=True)
             log.warning(
                 "MLflow server %s lost during run %s (%s); training goes on, the run's records are kept in %s",
-                self.uri,
+                shown(self.uri),
                 self.run_id,
                 reason,
                 folder.relative_to(self.root),

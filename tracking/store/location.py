@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from tracking import startup
-from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
+from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
-from tracking.store.sqlite import creation_lock, database_path, use_wal
+from tracking.store.sqlite import create_private, creation_lock, database_path, private_folder, use_wal
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
@@ -87,9 +87,10 @@ def is_local_store(uri: str) -> bool:
 
 
 def default_artifact_location(uri: str) -> str | None:
-    """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory."""
+    """For a local SQLite store, artifacts go beside the database in `mlartifacts/`, whatever the working directory;
+    a missing folder is created owner-only, as the store is."""
     database = database_path(uri)
-    return None if database is None else (database.parent / DEFAULT_ARTIFACTS).as_uri()
+    return None if database is None else private_folder(database.parent / DEFAULT_ARTIFACTS).as_uri()
 
 
 def open_client(root: Path | None) -> Any:
@@ -121,10 +122,21 @@ def open_client(root: Path | None) -> Any:
 
 
 def http_limits(uri: str) -> None:
-    """Fail fast on an unreachable server: a short timeout and one retry, unless the user set their own."""
+    """Fail fast on an unreachable server: a short timeout and one retry, unless the user set their own. A URI
+    with a user:password@ part is never printed: MLflow's "View run ... at:" lines, which would show it, are off."""
     if uri.startswith(("http://", "https://")):
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", _HTTP_TIMEOUT_S)
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", _HTTP_RETRIES)
+    if shown(uri) != uri:
+        os.environ[MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT] = "true"
+
+
+def shown(uri: str) -> str:
+    """`uri` as the product stores or prints it: without its user:password@ part (MLflow reads a server's
+    credentials from the URI or from MLFLOW_TRACKING_USERNAME/PASSWORD; neither is written anywhere)."""
+    from tracking.provenance.redaction import strip_url_userinfo
+
+    return strip_url_userinfo(uri)
 
 
 def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
@@ -132,7 +144,8 @@ def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
 
     reason = describe(err)
     return TrackingServerError(
-        f"MLflow tracking store {uri} cannot be reached ({reason}); start the server or fix/unset {MLFLOW_TRACKING_URI}"
+        f"MLflow tracking store {shown(uri)} cannot be reached ({reason}); start the server or fix/unset "
+        f"{MLFLOW_TRACKING_URI}"
     )
 
 
@@ -146,6 +159,7 @@ def connect(root: Path, experiment: str) -> str:
     mlflow.set_tracking_uri(uri)
     try:
         with creation_lock(uri):
+            create_private(uri)
             found = mlflow.get_experiment_by_name(experiment)
             use_wal(uri)
             if found is None:

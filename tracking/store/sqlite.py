@@ -11,17 +11,26 @@ Two things go wrong without this, both seen with four trainings started at once 
   is a property of the database file, set once when the store is created (`use_wal`).
 Writers still take turns: MLflow sets SQLite's busy timeout to 20 s per session, so a write waits for the
 lock instead of failing with "database is locked".
+
+What the product creates here is its owner's only, whatever the umask (`create_private`, `private_folder`): the
+store (0600; SQLite gives its -wal and -shm files the same mode), its lock, the artifacts folder and the
+offline journals' folder (0700). What already exists keeps the mode its owner gave it.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 SQLITE_PREFIX = "sqlite:///"
 LOCK_SUFFIX = ".lock"
+# The modes of what the product creates: runs are its users' work (params, data hashes, diffs, models), so only
+# their owner reads them, whatever the umask. What exists already keeps the mode its owner gave it.
+PRIVATE_FILE = 0o600
+PRIVATE_FOLDER = 0o700
 
 
 def database_path(uri: str) -> Path | None:
@@ -43,12 +52,34 @@ def creation_lock(uri: str) -> Iterator[None]:
         yield
         return
     database.parent.mkdir(parents=True, exist_ok=True)
-    with open(database.with_name(database.name + LOCK_SUFFIX), "a") as handle:
+    lock = os.open(
+        database.with_name(database.name + LOCK_SUFFIX), os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE
+    )
+    with os.fdopen(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def create_private(uri: str) -> None:
+    """Create a missing SQLite store as an empty file readable by its owner only (SQLite takes an empty file for an
+    empty database, and gives its -wal and -shm files the database's mode), and the artifacts folder beside it
+    likewise; an existing store or folder is left as it is."""
+    database = database_path(uri)
+    if database is None:
+        return
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with suppress(FileExistsError):
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+
+
+def private_folder(folder: Path) -> Path:
+    """`folder`, its missing parents created owner-only (an existing one keeps its mode)."""
+    for missing in reversed([path for path in (folder, *folder.parents) if not path.exists()]):
+        missing.mkdir(mode=PRIVATE_FOLDER, exist_ok=True)
+    return folder
 
 
 def use_wal(uri: str) -> None:

@@ -22,7 +22,8 @@ from tracking.errors import TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG, tag_is
 from tracking.run.operations import Op, apply
 from tracking.store.journal import SYNCED, describe, pending_journals, read_journal, server_unavailable
-from tracking.store.location import EXPERIMENT_KIND
+from tracking.store.location import EXPERIMENT_KIND, shown
+from tracking.store.sqlite import private_folder
 
 PROGRESS = "progress.json"
 
@@ -90,7 +91,7 @@ def sync_journal(folder: Path, client: Any, uri: str) -> Synced:
         if not server_unavailable(err):
             raise
         raise TrackingServerError(
-            f"MLflow tracking server {uri} cannot be reached ({describe(err)}); "
+            f"MLflow tracking server {shown(uri)} cannot be reached ({describe(err)}); "
             f"{folder} is kept, run `tracking sync` again when the server is back"
         ) from err
     archive = _archive(folder).relative_to(folder.parents[2])
@@ -155,7 +156,8 @@ def _target_run(client: Any, header: dict[str, Any]) -> str:
     linked = client.search_runs([experiment_id], filter_string=tag_is(SOURCE_TAG, header["run_id"]))
     if linked:  # an earlier sync created it and lost its progress file
         return linked[0].info.run_id
-    run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: header["tracking_uri"]})
+    origin = shown(header["tracking_uri"])  # journals of earlier versions hold the URI as it was given
+    run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: origin})
     return run.info.run_id
 
 
@@ -175,6 +177,6 @@ def _archive(folder: Path) -> Path:
     archive = folder.parents[2] / SYNCED / folder.name
     if archive.exists():
         shutil.rmtree(archive)
-    archive.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(archive.parent)
     shutil.move(folder, archive)
     return archive
