@@ -54,6 +54,7 @@ from tracking.noise.variants import op_determinism
 from tracking.noise.worker import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
 from tracking.provenance import capture
 from tracking.provenance.git import open_repository
+from tracking.provenance.redaction import redact_params
 from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root, tracking_uri
@@ -267,7 +268,7 @@ def calibrate(params: Params) -> None:
         task, test = spec.task, spec.splits["test"]
         target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
         noise = {
-            "baseline": baseline.flat(),
+            "baseline": redact_params(baseline.flat()),
             "data_sha256": spec.manifest["content_sha256"],
             "alpha": STORED_ALPHA,
             "repeats": params.calibration.repeats,

@@ -176,6 +176,20 @@ def redact_name(name: str) -> str:
     return name
 
 
+def redact_params(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Params (flat, or nested under the dotted `prefix`) with every value that holds a secret replaced by its
+    redacted text and the rest as they are, types kept: for the records that copy params beside MLflow's params
+    (noise.json's baseline, `prov.model.kwargs`)."""
+    found: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found[key] = redact_params(value, f"{prefix}{key}.")
+        else:
+            text, why = redact_param(f"{prefix}{key}", value)
+            found[key] = value if why is None else text
+    return found
+
+
 def redact_param(key: str, value: Any) -> tuple[str, str | None]:
     """A param's value as text spelled the way YAML and `dvc exp show` spell it (null, true, lists as JSON), with
     secrets taken out, and why it was redacted (None when it was not).

@@ -28,6 +28,7 @@ from tracking.determinism.seeding import (
     seed_model,
 )
 from tracking.determinism.seeds import Seeds
+from tracking.provenance.redaction import redact_params
 from tracking.training.building import call_builder, check_output, compile_model, custom_objects
 
 
@@ -100,7 +101,7 @@ def build_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
     report = seed_model(model, created, seeds, inputs.input_shape)
     described = {
         **describe_callable(params.model.builder, builder, inputs.root),
-        "kwargs": json.dumps(params.model.kwargs, sort_keys=True),
+        "kwargs": json.dumps(redact_params(params.model.kwargs, "model.kwargs."), sort_keys=True),
         "dtype_policy": keras.config.dtype_policy().name,
     }
     return Built(model, weights_sha256(model.get_weights()), report, described, created)
