@@ -8,6 +8,7 @@ runtime starts. What is recorded is what TensorFlow reports, not what was asked.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass
 
@@ -73,3 +74,22 @@ def effective() -> EffectiveDeterminism:
 def as_record(requested: DeterminismParams, actual: EffectiveDeterminism) -> dict[str, dict[str, object]]:
     """Requested and effective settings side by side, for provenance."""
     return {"requested": requested.model_dump(), "effective": asdict(actual)}
+
+
+def is_determinism_error(error: BaseException) -> bool:
+    """Did TensorFlow refuse an op because op determinism is on (rather than fail for another reason)?"""
+    return determinism_refusal(error) is not None
+
+
+def determinism_refusal(error: BaseException) -> str | None:
+    """The line of TensorFlow's message that mentions determinism, leaving out traceback lines (paths may too)."""
+    for line in strip_ansi(str(error)).splitlines():
+        line = line.strip()
+        if "determinis" in line.lower() and not line.startswith(("File ", "[[", "Detected at node")):
+            return line
+    return None
+
+
+def strip_ansi(text: str) -> str:
+    """`text` without terminal colour codes (TensorFlow colours some of its messages)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)

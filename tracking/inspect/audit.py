@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from tracking.determinism.settings import determinism_refusal, strip_ansi
+
 MODES = ("det", "nondet")
 MODE_LABELS = {"det": "deterministic", "nondet": "non-deterministic"}
 # Exit status of an audit trainer that met an op without a deterministic implementation (it wrote UNSUPPORTED_FILE).
@@ -232,20 +234,6 @@ _OP_IN_TEXT = [
 ]
 
 
-def is_determinism_error(error: BaseException) -> bool:
-    """Did TensorFlow refuse an op because op determinism is on (rather than fail for another reason)?"""
-    return _reason(error) is not None
-
-
-def _reason(error: BaseException) -> str | None:
-    """The line of TensorFlow's message that mentions determinism, leaving out traceback lines (paths may too)."""
-    for line in _strip_ansi(str(error)).splitlines():
-        line = line.strip()
-        if "determinis" in line.lower() and not line.startswith(("File ", "[[", "Detected at node")):
-            return line
-    return None
-
-
 def diagnose(error: BaseException, layers: list[Any]) -> dict[str, Any]:
     """Which op refused to run deterministically, in which Keras layer, and the known alternatives.
 
@@ -258,7 +246,7 @@ def diagnose(error: BaseException, layers: list[Any]) -> dict[str, Any]:
     if op is None and node:
         op = re.sub(r"_\d+$", "", node.rsplit("/", 1)[-1])
     layer = _layer_from_traceback(error) or _layer_from_node(node, layers)
-    reason = _reason(error) or (_strip_ansi(text).strip().splitlines() or [type(error).__name__])[-1][:300]
+    reason = determinism_refusal(error) or (strip_ansi(text).strip().splitlines() or [type(error).__name__])[-1][:300]
     key = (op or reason).lower()
     alternatives = next((advice for pattern, advice in _ALTERNATIVES if re.search(pattern, key)), _GENERIC_ALTERNATIVE)
     return {
@@ -306,7 +294,3 @@ def _layer_from_node(node: str | None, layers: list[Any]) -> str | None:
 
 def _layer_name(layer: Any) -> str:
     return f"'{layer.name}' ({type(layer).__name__})"
-
-
-def _strip_ansi(text: str) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)

@@ -29,7 +29,7 @@ from tracking.data.dataset import load_splits, read_manifest
 from tracking.data.hashing import array_sha256, weights_sha256
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
-from tracking.determinism.settings import as_record
+from tracking.determinism.settings import as_record, is_determinism_error
 from tracking.inspect.audit import (
     DONE,
     GO,
@@ -38,7 +38,6 @@ from tracking.inspect.audit import (
     UNSUPPORTED_OP_EXIT,
     Trace,
     diagnose,
-    is_determinism_error,
 )
 from tracking.noise.variants import variant_setup
 from tracking.stage import run_main

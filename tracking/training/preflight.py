@@ -21,6 +21,7 @@ import numpy as np
 from tracking.config.params import CLASSIFICATION, Params
 from tracking.determinism.seeding import inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import is_determinism_error
 from tracking.errors import UserCodeError
 from tracking.training.batches import in_batches
 from tracking.training.building import compile_model, custom_objects
@@ -134,6 +135,8 @@ def _inference(model: Any, x: np.ndarray, which: str, spec: str, root: Path) -> 
     try:
         return np.asarray(model(x, training=False))
     except Exception as err:
+        if is_determinism_error(err):
+            raise  # an op op determinism refuses: not the team's mistake (the audit names the op and its alternatives)
         raise UserCodeError(
             f"model.builder: {which} of '{spec}' fails at inference on a batch of the training inputs: "
             f"{_summary(err, root)}; fix its call()"
@@ -153,6 +156,8 @@ def _one_step(copy: Any, x: np.ndarray, y: np.ndarray, spec: str, root: Path) ->
         try:
             result = run()
         except Exception as err:
+            if is_determinism_error(err):
+                raise
             raise UserCodeError(
                 f"model.builder: one {method.split('_')[0]}ing step of the model '{spec}' builds failed on a batch "
                 f"as Keras hands it (data = (x, y)): {_summary(err, root)}; fix its {_method(err, root, method)} "
