@@ -98,6 +98,29 @@ def npy_instead_of_npz(root: Path) -> None:
     write_params(root, data={"source": "data/mine.npy"})
 
 
+def header_claims_terabytes(root: Path) -> None:
+    """An .npz whose x header claims shape (10^12, 8) over 60 samples' bytes: NumPy would allocate 29 TiB first."""
+    import io
+    import zipfile
+
+    arrays = good_arrays()
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**12, 8)})
+    with zipfile.ZipFile(root / "data/mine.npz", "w") as archive:
+        archive.writestr("x.npy", header.getvalue() + arrays["x"].tobytes())
+        saved = io.BytesIO()
+        np.save(saved, arrays["y"])
+        archive.writestr("y.npy", saved.getvalue())
+    write_params(root, data={"source": "data/mine.npz"})
+
+
+# Nine levels of nine aliases each: 9^9 (387 million) strings once followed, a few hundred bytes as written.
+YAML_BOMB = (
+    "data:\n  source: null\n  loader: team_data:load\n  kwargs:\n    l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(f"    l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]\n" for level in range(1, 9))
+)
+
+
 def truncated_prepared(root: Path) -> None:
     path = root / "data/prepared/train_x.npy"
     path.write_bytes(path.read_bytes()[:1000])
@@ -361,6 +384,14 @@ CASES = [
         stage("prepare"),
         "'data/mine.npz' is not a readable .npz file",
         "re-create or re-fetch it",
+    ),
+    case(
+        "data-file-header-claims-terabytes",
+        header_claims_terabytes,
+        stage("prepare"),
+        "'data/mine.npz' array x's header claims shape (1000000000000, 8) of float32 (29.1 TiB)",
+        "it is damaged or was not written by np.savez",
+        "re-create it",
     ),
     case(
         "data-file-npy-not-npz",
@@ -640,6 +671,61 @@ CASES = [
         "add `- team_data.py` under deps of stage prepare",
     ),
     case(
+        "loader-raises-value-error",
+        user_loader("raise ValueError('column age: could not convert string to float')"),
+        stage("prepare"),
+        "data.loader: 'team_data:load' raised ValueError: column age: could not convert string to float",
+        "fix the loader (team_data.py) or data.kwargs in params.yaml",
+    ),
+    case(
+        "loader-raises-runtime-error-dvc-repro",
+        user_loader("raise RuntimeError('the data server said 503')"),
+        repro("prepare"),
+        "data.loader: 'team_data:load' raised RuntimeError: the data server said 503",
+        "fix the loader (team_data.py)",
+    ),
+    case(
+        "loader-calls-sys-exit-0",
+        user_loader("import sys; sys.exit(0)"),
+        stage("prepare"),
+        "data.loader: 'team_data:load' called sys.exit(0) instead of returning its arrays",
+        "or to raise an exception saying why",
+    ),
+    case(
+        "yaml-bomb-in-data-kwargs",
+        params_text(YAML_BOMB),
+        stage("prepare"),
+        "params.yaml: data.kwargs.l",
+        "expands to more than 10000 values once its YAML aliases (*name) are followed",
+    ),
+    case(
+        "param-longer-than-mlflow-takes",
+        params(data={"source": None, "loader": "team_data:load", "kwargs": {"blob": "x" * 7000}}),
+        stage("prepare"),
+        "params.yaml: data.kwargs.blob: holds 7000 characters as an MLflow param, more than MLflow's 6000",
+        "pass large values through a file",
+    ),
+    case(
+        "experiment-name-with-newline",
+        params(mlflow={"experiment": "digits\nlr-up"}),
+        stage("train"),
+        "mlflow.experiment: an MLflow experiment name must be printable, got 'digits\\nlr-up'",
+        "fix it in params.yaml",
+    ),
+    case(
+        "experiment-name-with-nul",
+        params_text('mlflow:\n  experiment: "digits\\0"\n'),
+        stage("train"),
+        "mlflow.experiment: an MLflow experiment name must be printable, got 'digits\\x00'",
+    ),
+    case(
+        "experiment-name-over-500-characters",
+        params(mlflow={"experiment": "e" * 501}),
+        stage("train"),
+        "mlflow.experiment: string should have at most 500 characters, got 'eeee",
+        "(503 characters); fix it in params.yaml",
+    ),
+    case(
         "regression-source-with-classification",
         params(data={"source": "sklearn:diabetes"}),
         stage("prepare"),
@@ -832,3 +918,42 @@ def test_bad_input_is_one_line_and_exit_2(
     client = client_for(root)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert [r.info.status for r in runs] == [], "each case fails before a run is opened, so none is left RUNNING"
+
+
+def outside_the_project(root: Path) -> None:
+    """A good .npz beside the project, named by its absolute path: DVC tracks nothing outside the project."""
+    np.savez(root.parent / "elsewhere.npz", **good_arrays())
+    write_params(root, data={"source": str(root.parent / "elsewhere.npz")})
+
+
+def compressed_thousandfold(root: Path) -> None:
+    """A .npz of 16.5 MiB of zeros saved compressed to 18 KiB: a zip bomb's shape, at a size a test can afford."""
+    n = 65536
+    np.savez_compressed(root / "data/raw/mine.npz", x=np.zeros((n, 8, 8), "float32"), y=np.arange(n) % 4)
+    write_params(root, data={"source": "data/raw/mine.npz"})
+
+
+WARNED = [
+    pytest.param(
+        outside_the_project,
+        "elsewhere.npz' is outside the project, so DVC neither re-runs prepare when it changes nor restores it",
+        id="npz-outside-the-project",
+    ),
+    pytest.param(
+        compressed_thousandfold,
+        "'data/raw/mine.npz' expands from 17.6 KiB to 16.5 MiB (960 times) when decompressed",
+        id="npz-zip-bomb-shaped",
+    ),
+]
+
+
+@pytest.mark.parametrize(("setup", "expected"), WARNED)
+def test_accepted_with_one_warning_line(template: Path, tmp_path: Path, setup: Setup, expected: str):
+    """Inputs that work but deserve a look: prepared, with one `warning:` line saying why (docs/guarantees.md)."""
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    setup(root)
+    done = subprocess.run(stage("prepare"), cwd=root, env=project_env(), capture_output=True, text=True, timeout=300)
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+    assert done.returncode == 0, done.stderr
+    assert len(warnings) == 1 and expected in warnings[0], done.stderr

@@ -41,12 +41,12 @@ model describes resampling the test set, not retraining on a fixed one.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from tracking.config.params import param_text
 from tracking.noise.statistics import Band, holm
 
 ALGO, IMPL = "algo", "impl"
@@ -109,11 +109,6 @@ def choose_band(differences: Differences, available: Iterable[str]) -> BandChoic
             f"(add one of {', '.join(covering)} to calibration.variants)",
         )
     return BandChoice(variant, reason)
-
-
-def param_text(value: Any) -> str:
-    """A param value as MLflow holds it: text as is, anything else as JSON (null, true, [4, 4, 4])."""
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def changed_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefixes: tuple[str, ...]) -> tuple[str, ...]:

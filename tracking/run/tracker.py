@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tracking.config.params import param_text
 from tracking.config.project import TRAIN
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, TrackingError, TrackingServerError
@@ -279,9 +280,7 @@ class Tracker:
 
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true)."""
-        self._sink.write(
-            batch(params={key: value if isinstance(value, str) else json.dumps(value) for key, value in flat.items()})
-        )
+        self._sink.write(batch(params={key: param_text(value) for key, value in flat.items()}))
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, wait: bool = True) -> None:
         """Log metrics; with `wait=False` they are written in the background, gathered into one write at most every
