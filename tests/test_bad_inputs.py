@@ -121,6 +121,51 @@ YAML_BOMB = (
 )
 
 
+def namespaced(script: str, command: list[str]) -> list[str]:
+    """`command` run in a user and mount namespace after `script` (run in the project) changed its mounts: a
+    read-only bind mount or a small tmpfs give real EROFS and ENOSPC errors, without root or a loop device."""
+    return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", f'{script} && exec "$@"', "sh", *command]
+
+
+def read_only(command: list[str]) -> list[str]:
+    return namespaced('mount --bind -o ro "$PWD" "$PWD" && mount -o remount,bind,ro "$PWD"', command)
+
+
+NAMESPACES = subprocess.run(namespaced("true", ["true"]), capture_output=True).returncode == 0
+needs_namespaces = pytest.mark.skipif(not NAMESPACES, reason="unprivileged user and mount namespaces are off")
+DAMAGED_STORE = "damaged/mlflow.db"
+
+
+def damaged_store(damage: Callable[[bytes], bytes]) -> Setup:
+    """A copy of the project's store at damaged/mlflow.db, damaged, and MLFLOW_TRACKING_URI naming it (the
+    project's own store stays whole, so the table can still check that no run was opened)."""
+
+    def setup(root: Path) -> dict[str, str]:
+        (root / "damaged").mkdir()
+        (root / DAMAGED_STORE).write_bytes(damage((root / "mlflow.db").read_bytes()))
+        return {"MLFLOW_TRACKING_URI": f"sqlite:///{root / DAMAGED_STORE}"}
+
+    return setup
+
+
+def truncated(data: bytes) -> bytes:
+    return data[: len(data) // 3]
+
+
+def garbled_header(data: bytes) -> bytes:
+    return b"garbage, not SQLite" + data[19:]
+
+
+def garbled_pages(data: bytes) -> bytes:
+    noise = np.random.default_rng(0).integers(0, 256, 40_000, dtype=np.uint8).tobytes()
+    return data[:8192] + noise + data[8192 + len(noise) :]
+
+
+def deleted_experiment(root: Path) -> None:
+    client = client_for(root)
+    client.delete_experiment(client.create_experiment("test"))
+
+
 def truncated_prepared(root: Path) -> None:
     path = root / "data/prepared/train_x.npy"
     path.write_bytes(path.read_bytes()[:1000])
@@ -516,6 +561,70 @@ CASES = [
         "MLflow tracking store http://127.0.0.1:9 cannot be reached",
         "MLFLOW_TRACKING_URI",
     ),
+    case(
+        "store-truncated-train",
+        damaged_store(truncated),
+        stage("train"),
+        f"MLflow store {{root}}/{DAMAGED_STORE} is damaged (database disk image is malformed)",
+        "move it aside",
+        "restore a backup, or salvage what it holds with `sqlite3 mlflow.db.damaged .recover",
+    ),
+    case(
+        "store-header-garbled-doctor",
+        damaged_store(garbled_header),
+        tracking("doctor"),
+        "is damaged (file is not a database)",
+        "restore a backup",
+    ),
+    case(
+        "store-pages-garbled-doctor",
+        damaged_store(garbled_pages),
+        tracking("doctor"),
+        "is damaged (database disk image is malformed)",
+        "restore a backup",
+    ),
+    case(
+        "store-pages-garbled-train",
+        damaged_store(garbled_pages),
+        stage("train"),
+        "is damaged (database disk image is malformed)",
+        "restore a backup",
+    ),
+    case(
+        "experiment-deleted",
+        deleted_experiment,
+        stage("train"),
+        "MLflow experiment 'test' (id 2) is deleted in sqlite:///",
+        "mlflow experiments restore --experiment-id 2`) or name another in mlflow.experiment",
+    ),
+    pytest.param(
+        unchanged,
+        read_only(stage("prepare")),
+        ("data/prepared cannot be written (Read-only file system", "make the folder writable"),
+        id="project-read-only-prepare",
+        marks=needs_namespaces,
+    ),
+    pytest.param(
+        unchanged,
+        namespaced("mount -t tmpfs -o size=16k tmpfs data && mkdir data/raw", stage("prepare")),
+        ("data/prepared cannot be written", "free space"),
+        id="disk-full-under-data-prepare",
+        marks=needs_namespaces,
+    ),
+    pytest.param(
+        unchanged,
+        read_only(tracking("doctor")),
+        ("mlflow.db.lock cannot be written (Read-only file system)", "make it and its folder writable"),
+        id="store-read-only-doctor",
+        marks=needs_namespaces,
+    ),
+    pytest.param(
+        unchanged,
+        read_only(tracking("diff", UNKNOWN_RUN_ID, "lr-up")),
+        ("mlflow.db.lock cannot be written (Read-only file system)", "MLFLOW_TRACKING_URI to a store you can write"),
+        id="store-read-only-diff",
+        marks=needs_namespaces,
+    ),
     case("evaluate-before-train", unchanged, stage("evaluate"), "outputs/run.json not found", "dvc repro train"),
     case(
         "evaluate-model-missing", run_file_only, stage("evaluate"), "outputs/model.keras not found", "dvc repro train"
@@ -908,7 +1017,7 @@ def test_bad_input_is_one_line_and_exit_2(
         assert done.returncode == 2, output
     assert "Traceback" not in output, output
     assert len(errors) == 1, output
-    assert all(text in errors[0] for text in expected), errors[0]
+    assert all(text.replace("{root}", str(root)) in errors[0] for text in expected), errors[0]
     after = snapshot(root)
     if command[0].endswith("dvc"):
         # DVC itself removes a stage's previous outputs before running it (`dvc checkout` restores them).
@@ -957,3 +1066,46 @@ def test_accepted_with_one_warning_line(template: Path, tmp_path: Path, setup: S
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
     assert done.returncode == 0, done.stderr
     assert len(warnings) == 1 and expected in warnings[0], done.stderr
+
+
+@needs_namespaces
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mount", "env"),
+    [
+        pytest.param("full", {"MLFLOW_TRACKING_URI": "sqlite:///{root}/full/mlflow.db"}, id="store-disk-full"),
+        pytest.param("mlartifacts", {}, id="artifacts-disk-full"),
+    ],
+)
+def test_a_full_disk_fails_the_train_stage_in_one_line_and_no_run_reads_finished(
+    template: Path, tmp_path: Path, mount: str, env: dict[str, str]
+):
+    """A small tmpfs under the SQLite store (1.3 MB: the store is created, then fills while the run logs) or
+    under mlartifacts/: one `error:` line saying the disk is full, exit 2, the run FAILED (never FINISHED
+    with its data missing, never journaled as if the server were lost), no outputs left for DVC."""
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    (root / mount).mkdir()
+    script = (
+        f"mount -t tmpfs -o size={'1300k' if mount == 'full' else '64k'} tmpfs {mount} && "
+        f"{sys.executable} -m pipelines.train; status=$?; cp -r {mount} kept; exit $status"
+    )
+    extra = {key: value.replace("{root}", str(root)) for key, value in env.items()}
+    done = subprocess.run(
+        namespaced(script, ["true"]), cwd=root, env=project_env(**extra), capture_output=True, text=True, timeout=300
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(errors) == 1 and "no space left on the disk holding" in errors[0], done.stderr
+    assert "so it is not FINISHED; free space there" in errors[0]
+    store = f"sqlite:///{root / 'kept/mlflow.db' if mount == 'full' else root / 'mlflow.db'}"
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [run.info.status for run in runs] in (["FAILED"], ["RUNNING"])
+    if runs[0].info.status == "RUNNING":  # the full disk took the end of the run as well: the stage said so
+        assert "could not be ended FAILED" in done.stderr and "`tracking doctor` marks it FAILED" in done.stderr
+        run([sys.executable, "-m", "tracking", "doctor"], root, env=project_env(MLFLOW_TRACKING_URI=store))
+        assert client.get_run(runs[0].info.run_id).info.status == "FAILED"
+    assert not (root / ".tracking/offline").exists() and not (root / "outputs/run.json").exists()

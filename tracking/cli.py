@@ -249,6 +249,7 @@ def _doctor(args: argparse.Namespace) -> None:
     from mlflow.exceptions import MlflowException
 
     from tracking.errors import TrackingServerError
+    from tracking.store.faults import store_fault
     from tracking.store.journal import kept_offline
     from tracking.store.location import open_client, project_root, tracking_uri
     from tracking.store.sqlite import database_path
@@ -266,7 +267,7 @@ def _doctor(args: argparse.Namespace) -> None:
             client, by="tracking doctor", dry_run=args.dry_run, kept_offline=kept_offline(root)
         )
     except MlflowException as err:
-        raise TrackingServerError(
+        raise store_fault(err, uri) or TrackingServerError(
             f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
             "start the server or fix MLFLOW_TRACKING_URI"
         ) from err

@@ -70,6 +70,10 @@ class TrackingServerError(TrackingError):
     """The MLflow tracking store cannot be reached or refused a write."""
 
 
+class StoreFault(TrackingError):
+    """The MLflow store is damaged, cannot be opened or written, or its disk is full: not a lost server."""
+
+
 class RunSelectionError(TrackingError):
     """An MLflow experiment, filter string or run id that selects no usable runs."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import shutil
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -415,9 +416,22 @@ def load_splits(prepared: Path, manifest: dict[str, Any]) -> dict[str, dict[str,
 
 
 def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manifest: dict[str, Any]) -> None:
-    """Write each array as .npy (byte-stable, unlike .npz) and the manifest last."""
-    prepared.mkdir(parents=True, exist_ok=True)
-    for split, arrays in splits.items():
-        for name, array in arrays.items():
-            np.save(prepared / f"{split}_{name}.npy", array, allow_pickle=False)
-    (prepared / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    """Write each array as .npy (byte-stable, unlike .npz) and the manifest last, into a sibling folder that then
+    takes `prepared`'s place: a full disk or a read-only project leaves no half-written set, only one error line."""
+    staging = prepared.with_name(f".{prepared.name}.partial")
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for split, arrays in splits.items():
+            for name, array in arrays.items():
+                np.save(staging / f"{split}_{name}.npy", array, allow_pickle=False)
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if prepared.exists():
+            shutil.rmtree(prepared)
+        staging.rename(prepared)
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise DataError(
+            f"{prepared} cannot be written ({err.strerror or err}: {err.filename or staging})",
+            fix=f"free space or make the folder writable, then re-run `dvc repro {PREPARE}`",
+        ) from err

@@ -17,8 +17,9 @@ from typing import Any
 
 from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
-from tracking.errors import RepoError, TrackingServerError
+from tracking.errors import RepoError, RunSelectionError, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
+from tracking.store.faults import quiet_mlflow_database_errors, store_fault
 from tracking.store.sqlite import creation_lock, database_path, use_wal
 
 DEFAULT_DB = "mlflow.db"
@@ -101,6 +102,7 @@ def open_client(root: Path | None) -> Any:
     import mlflow
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
+    from sqlalchemy.exc import SQLAlchemyError
 
     uri = tracking_uri(root)
     database = database_path(uri)
@@ -110,13 +112,14 @@ def open_client(root: Path | None) -> Any:
             f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs"
         )
     http_limits(uri)
+    quiet_mlflow_database_errors()
     mlflow.set_tracking_uri(uri)
-    client = MlflowClient(tracking_uri=uri)
     try:
         with creation_lock(uri):
+            client = MlflowClient(tracking_uri=uri)  # opens a SQLite store: a damaged file fails here
             client.search_experiments(max_results=1)
-    except (MlflowException, OSError) as err:
-        raise _unreachable(uri, err) from err
+    except (MlflowException, OSError, SQLAlchemyError) as err:
+        raise store_fault(err, uri) or _unreachable(uri, err) from err
     return client
 
 
@@ -140,9 +143,11 @@ def connect(root: Path, experiment: str) -> str:
     """Point MLflow at the store, make sure it answers and holds `experiment` (typed as model training); return its id."""
     import mlflow
     from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
 
     uri = tracking_uri(root)
     http_limits(uri)
+    quiet_mlflow_database_errors()
     mlflow.set_tracking_uri(uri)
     try:
         with creation_lock(uri):
@@ -154,11 +159,17 @@ def connect(root: Path, experiment: str) -> str:
                     artifact_location=default_artifact_location(uri),
                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
                 )
+            elif found.lifecycle_stage == "deleted":
+                raise RunSelectionError(
+                    f"MLflow experiment '{experiment}' (id {found.experiment_id}) is deleted in {uri}",
+                    fix=f"restore it (`MLFLOW_TRACKING_URI={uri} mlflow experiments restore --experiment-id {found.experiment_id}`) or name "
+                    "another in mlflow.experiment in params.yaml",
+                )
             else:
                 experiment_id = found.experiment_id
                 if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
                     mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-    except (MlflowException, OSError) as err:
-        raise _unreachable(uri, err) from err
+    except (MlflowException, OSError, SQLAlchemyError) as err:
+        raise store_fault(err, uri) or _unreachable(uri, err) from err
     startup.mark(startup.STORE)
     return experiment_id
