@@ -1109,3 +1109,32 @@ def test_a_full_disk_fails_the_train_stage_in_one_line_and_no_run_reads_finished
         run([sys.executable, "-m", "tracking", "doctor"], root, env=project_env(MLFLOW_TRACKING_URI=store))
         assert client.get_run(runs[0].info.run_id).info.status == "FAILED"
     assert not (root / ".tracking/offline").exists() and not (root / "outputs/run.json").exists()
+
+
+@pytest.mark.slow
+def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_again(calibrated: Path, tmp_path: Path):
+    """A deleted run, then a deleted mlflow.db: DVC still takes train and calibrate as up to date, so `tracking
+    doctor`, the compare stage and `tracking diff` name the runs the outputs point at and `dvc repro --force`."""
+    import json
+
+    from conftest import assert_user_error
+
+    root = tmp_path / "project"
+    shutil.copytree(calibrated, root, symlinks=True)
+    train_run = json.loads((root / "outputs/run.json").read_text())["run_id"]
+    parent = json.loads((root / "calibration/noise.json").read_text())["parent_run_id"]
+    client_for(root).delete_run(parent)
+    doctor = run([sys.executable, "-m", "tracking", "doctor"], root).stdout
+    assert f"  calibration/noise.json names MLflow run {parent}, which sqlite:///" in doctor, doctor
+    assert "re-create them with `dvc repro --force --single-item calibrate` then `dvc repro`" in doctor, doctor
+    assert train_run not in doctor
+    for store in root.glob("mlflow.db*"):
+        store.unlink()
+    assert {"train", "calibrate"}.isdisjoint(json.loads(run(["dvc", "status", "--json"], root).stdout))
+    doctor = run([sys.executable, "-m", "tracking", "doctor"], root).stdout
+    assert "2 run(s) named by the project's outputs are gone from the store" in doctor, doctor
+    fix = "re-create them with `dvc repro --force --single-item train calibrate` then `dvc repro`"
+    assert fix in doctor, doctor
+    expected = (f"outputs/run.json names MLflow run {train_run}", f"calibration/noise.json names MLflow run {parent}")
+    assert_user_error(run(stage("compare"), root, check=False), *expected, fix)
+    assert_user_error(run(tracking("diff", train_run, train_run), root, check=False), *expected, fix)

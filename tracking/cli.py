@@ -269,6 +269,7 @@ def _doctor(args: argparse.Namespace) -> None:
     database = database_path(uri)
     if database is not None and not database.is_file():
         print(f"{uri}: no store yet, nothing to check")
+        _print_missing_runs(None, root, uri)
         return
     client = open_client(root)
     try:
@@ -290,6 +291,18 @@ def _doctor(args: argparse.Namespace) -> None:
     for run in running:
         action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict in ENDED else "left alone"
         print(f"  {run.describe()} -> {action}")
+    _print_missing_runs(client, root, uri)
+
+
+def _print_missing_runs(client: object, root: Path | None, uri: str) -> None:
+    """`tracking doctor`'s lines for the runs the project's outputs name and the store lacks, with the fix."""
+    from tracking.store.recorded import fix_for, missing_runs
+
+    gone = missing_runs(client, root) if root is not None else []
+    if gone:
+        print(f"{len(gone)} run(s) named by the project's outputs are gone from the store; {fix_for(gone)}:")
+    for recorded in gone:
+        print(f"  {recorded.describe(uri)}")
 
 
 def _sync(args: argparse.Namespace) -> None:

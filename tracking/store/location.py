@@ -20,6 +20,7 @@ from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, RunSelectionError, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
 from tracking.store.faults import quiet_mlflow_database_errors, store_fault
+from tracking.store.recorded import require_recorded_runs
 from tracking.store.sqlite import creation_lock, database_path, use_wal
 
 DEFAULT_DB = "mlflow.db"
@@ -107,6 +108,8 @@ def open_client(root: Path | None) -> Any:
     uri = tracking_uri(root)
     database = database_path(uri)
     if database is not None and not database.is_file():
+        if root is not None:  # outputs naming runs, and no store: it was deleted
+            require_recorded_runs(None, root, uri)
         raise TrackingServerError(
             f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
             f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs"
