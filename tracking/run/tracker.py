@@ -206,8 +206,10 @@ class Tracker:
             self._system.stop()
         self._writer.submit(self._flush_metrics)
         failure = self._close_writer()
-        if failure is not None and error is not None and not isinstance(error, type(failure)):
-            log.error(failure)  # raised below only when nothing else is: said here, once, when `error` is
+        if failure is not None and not (
+            isinstance(failure, StoreFault) and (error is None or isinstance(error, StoreFault))
+        ):
+            log.error(failure)  # a store fault is said once, by the error line the stage ends with
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
         try:
@@ -263,7 +265,7 @@ class Tracker:
         return done.run_id
 
     def _close_writer(self) -> TrackingError | None:
-        """Wait for background writes; a failed one comes back as a `TrackingError`."""
+        """Wait for background writes; a failed one comes back as a `TrackingError` (`_end` reports it on stderr)."""
         try:
             self._writer.close()
         except TrackingError as err:
