@@ -1138,3 +1138,15 @@ def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_a
     expected = (f"outputs/run.json names MLflow run {train_run}", f"calibration/noise.json names MLflow run {parent}")
     assert_user_error(run(stage("compare"), root, check=False), *expected, fix)
     assert_user_error(run(tracking("diff", train_run, train_run), root, check=False), *expected, fix)
+
+
+def test_a_request_the_store_refuses_is_not_a_store_that_cannot_be_reached(root: Path):
+    """A library caller's experiment name MLflow refuses (params.yaml refuses it first): said as the store's refusal
+    with MLflow's reason, where it read "cannot be reached; start the server"."""
+    from tracking.errors import TrackingServerError
+    from tracking.store.location import connect
+
+    with pytest.raises(TrackingServerError) as raised:
+        connect(root, "e" * 501)
+    message = str(raised.value)
+    assert "refused the request (INVALID_PARAMETER_VALUE:" in message and "cannot be reached" not in message, message

@@ -17,7 +17,7 @@ from typing import Any
 
 from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
-from tracking.errors import RepoError, RunSelectionError, TrackingServerError
+from tracking.errors import RepoError, RunSelectionError, StoreFault, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
 from tracking.store.faults import quiet_mlflow_database_errors, store_fault
 from tracking.store.recorded import require_recorded_runs
@@ -122,7 +122,7 @@ def open_client(root: Path | None) -> Any:
             client = MlflowClient(tracking_uri=uri)  # opens a SQLite store: a damaged file fails here
             client.search_experiments(max_results=1)
     except (MlflowException, OSError, SQLAlchemyError) as err:
-        raise store_fault(err, uri) or _unreachable(uri, err) from err
+        raise _store_error(uri, err) from err
     return client
 
 
@@ -131,6 +131,33 @@ def http_limits(uri: str) -> None:
     if uri.startswith(("http://", "https://")):
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", _HTTP_TIMEOUT_S)
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", _HTTP_RETRIES)
+
+
+# MLflow error codes that mean the store answered and refused the request: not a store that cannot be reached.
+_REFUSALS = (
+    "INVALID_PARAMETER_VALUE",
+    "RESOURCE_ALREADY_EXISTS",
+    "RESOURCE_DOES_NOT_EXIST",
+    "PERMISSION_DENIED",
+    "UNAUTHENTICATED",
+    "BAD_REQUEST",
+)
+
+
+def _store_error(uri: str, err: BaseException) -> TrackingServerError | StoreFault:
+    """What went wrong opening the store at `uri`, said as what it is: a store fault (damaged, read-only, full),
+    a request the store refused (its own message), or a store that cannot be reached."""
+    fault = store_fault(err, uri)
+    if fault is not None:
+        return fault
+    code = getattr(err, "error_code", None)
+    if code in _REFUSALS:
+        reason = (str(getattr(err, "message", err)).strip().splitlines() or [""])[0][:300]
+        return TrackingServerError(
+            f"MLflow tracking store {uri} refused the request ({code}: {reason})",
+            fix="fix what it names (the experiment in params.yaml, your credentials), or the store",
+        )
+    return _unreachable(uri, err)
 
 
 def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
@@ -173,6 +200,6 @@ def connect(root: Path, experiment: str) -> str:
                 if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
                     mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     except (MlflowException, OSError, SQLAlchemyError) as err:
-        raise store_fault(err, uri) or _unreachable(uri, err) from err
+        raise _store_error(uri, err) from err
     startup.mark(startup.STORE)
     return experiment_id
