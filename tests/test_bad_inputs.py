@@ -614,14 +614,17 @@ CASES = [
     pytest.param(
         unchanged,
         read_only(tracking("doctor")),
-        ("mlflow.db.lock cannot be written (Read-only file system)", "make it and its folder writable"),
+        ("mlflow.db.lock cannot be opened or written (Read-only file system)", "make it and its folder writable"),
         id="store-read-only-doctor",
         marks=needs_namespaces,
     ),
     pytest.param(
         unchanged,
         read_only(tracking("diff", UNKNOWN_RUN_ID, "lr-up")),
-        ("mlflow.db.lock cannot be written (Read-only file system)", "MLFLOW_TRACKING_URI to a store you can write"),
+        (
+            "mlflow.db.lock cannot be opened or written (Read-only file system)",
+            "MLFLOW_TRACKING_URI to a store you can write",
+        ),
         id="store-read-only-diff",
         marks=needs_namespaces,
     ),

@@ -74,7 +74,7 @@ def disk_full(path: Path | None, reason: str) -> StoreFault:
 def not_writable(path: Path | None, reason: str) -> StoreFault:
     shown = path if path is not None else "the MLflow store"
     return StoreFault(
-        f"{shown} cannot be written ({reason})",
+        f"{shown} cannot be opened or written ({reason})",
         fix="make it and its folder writable, or set MLFLOW_TRACKING_URI to a store you can write",
     )
 
