@@ -59,7 +59,8 @@ from tracking.noise.policy import (
 from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, pairwise_disagreement
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
-from tracking.store.location import project_root
+from tracking.store.location import open_client, project_root, tracking_uri
+from tracking.store.recorded import require_recorded_runs
 from tracking.training.scoring import flat_metrics
 
 
@@ -191,6 +192,7 @@ def main() -> None:
     calibration = np.load(root / CALIBRATION_RUNS)
     evaluation = json.loads((root / EVAL_METRICS).read_text())
     check_compare_metrics(params, flat_metrics(evaluation), noise)
+    require_recorded_runs(open_client(root), root, tracking_uri(root))  # DVC does not see a deleted mlflow.db
     candidate_run = json.loads((root / RUN_FILE).read_text())
     manifest = read_manifest(root / PREPARED)
     data_changed = manifest["content_sha256"] != noise["data_sha256"]

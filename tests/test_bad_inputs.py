@@ -98,6 +98,74 @@ def npy_instead_of_npz(root: Path) -> None:
     write_params(root, data={"source": "data/mine.npy"})
 
 
+def header_claims_terabytes(root: Path) -> None:
+    """An .npz whose x header claims shape (10^12, 8) over 60 samples' bytes: NumPy would allocate 29 TiB first."""
+    import io
+    import zipfile
+
+    arrays = good_arrays()
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**12, 8)})
+    with zipfile.ZipFile(root / "data/mine.npz", "w") as archive:
+        archive.writestr("x.npy", header.getvalue() + arrays["x"].tobytes())
+        saved = io.BytesIO()
+        np.save(saved, arrays["y"])
+        archive.writestr("y.npy", saved.getvalue())
+    write_params(root, data={"source": "data/mine.npz"})
+
+
+# Nine levels of nine aliases each: 9^9 (387 million) strings once followed, a few hundred bytes as written.
+YAML_BOMB = (
+    "data:\n  source: null\n  loader: team_data:load\n  kwargs:\n    l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(f"    l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]\n" for level in range(1, 9))
+)
+
+
+def namespaced(script: str, command: list[str]) -> list[str]:
+    """`command` run in a user and mount namespace after `script` (run in the project) changed its mounts: a
+    read-only bind mount or a small tmpfs give real EROFS and ENOSPC errors, without root or a loop device."""
+    return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", f'{script} && exec "$@"', "sh", *command]
+
+
+def read_only(command: list[str]) -> list[str]:
+    return namespaced('mount --bind -o ro "$PWD" "$PWD" && mount -o remount,bind,ro "$PWD"', command)
+
+
+NAMESPACES = subprocess.run(namespaced("true", ["true"]), capture_output=True).returncode == 0
+needs_namespaces = pytest.mark.skipif(not NAMESPACES, reason="unprivileged user and mount namespaces are off")
+DAMAGED_STORE = "damaged/mlflow.db"
+
+
+def damaged_store(damage: Callable[[bytes], bytes]) -> Setup:
+    """A copy of the project's store at damaged/mlflow.db, damaged, and MLFLOW_TRACKING_URI naming it (the
+    project's own store stays whole, so the table can still check that no run was opened)."""
+
+    def setup(root: Path) -> dict[str, str]:
+        (root / "damaged").mkdir()
+        (root / DAMAGED_STORE).write_bytes(damage((root / "mlflow.db").read_bytes()))
+        return {"MLFLOW_TRACKING_URI": f"sqlite:///{root / DAMAGED_STORE}"}
+
+    return setup
+
+
+def truncated(data: bytes) -> bytes:
+    return data[: len(data) // 3]
+
+
+def garbled_header(data: bytes) -> bytes:
+    return b"garbage, not SQLite" + data[19:]
+
+
+def garbled_pages(data: bytes) -> bytes:
+    noise = np.random.default_rng(0).integers(0, 256, 40_000, dtype=np.uint8).tobytes()
+    return data[:8192] + noise + data[8192 + len(noise) :]
+
+
+def deleted_experiment(root: Path) -> None:
+    client = client_for(root)
+    client.delete_experiment(client.create_experiment("test"))
+
+
 def truncated_prepared(root: Path) -> None:
     path = root / "data/prepared/train_x.npy"
     path.write_bytes(path.read_bytes()[:1000])
@@ -363,6 +431,14 @@ CASES = [
         "re-create or re-fetch it",
     ),
     case(
+        "data-file-header-claims-terabytes",
+        header_claims_terabytes,
+        stage("prepare"),
+        "'data/mine.npz' array x's header claims shape (1000000000000, 8) of float32 (29.1 TiB)",
+        "it is damaged or was not written by np.savez",
+        "re-create it",
+    ),
+    case(
         "data-file-npy-not-npz",
         npy_instead_of_npz,
         stage("prepare"),
@@ -484,6 +560,73 @@ CASES = [
         stage("train"),
         "MLflow tracking store http://127.0.0.1:9 cannot be reached",
         "MLFLOW_TRACKING_URI",
+    ),
+    case(
+        "store-truncated-train",
+        damaged_store(truncated),
+        stage("train"),
+        f"MLflow store {{root}}/{DAMAGED_STORE} is damaged (database disk image is malformed)",
+        "move it aside",
+        "restore a backup, or salvage what it holds with `sqlite3 mlflow.db.damaged .recover",
+    ),
+    case(
+        "store-header-garbled-doctor",
+        damaged_store(garbled_header),
+        tracking("doctor"),
+        "is damaged (file is not a database)",
+        "restore a backup",
+    ),
+    case(
+        "store-pages-garbled-doctor",
+        damaged_store(garbled_pages),
+        tracking("doctor"),
+        "is damaged (database disk image is malformed)",
+        "restore a backup",
+    ),
+    case(
+        "store-pages-garbled-train",
+        damaged_store(garbled_pages),
+        stage("train"),
+        "is damaged (database disk image is malformed)",
+        "restore a backup",
+    ),
+    case(
+        "experiment-deleted",
+        deleted_experiment,
+        stage("train"),
+        "MLflow experiment 'test' (id 2) is deleted in sqlite:///",
+        "mlflow experiments restore --experiment-id 2`) or name another in mlflow.experiment",
+    ),
+    pytest.param(
+        unchanged,
+        read_only(stage("prepare")),
+        ("data/prepared cannot be written (Read-only file system", "make the folder writable"),
+        id="project-read-only-prepare",
+        marks=needs_namespaces,
+    ),
+    pytest.param(
+        unchanged,
+        namespaced("mount -t tmpfs -o size=16k tmpfs data && mkdir data/raw", stage("prepare")),
+        ("data/prepared cannot be written", "free space"),
+        id="disk-full-under-data-prepare",
+        marks=needs_namespaces,
+    ),
+    pytest.param(
+        unchanged,
+        read_only(tracking("doctor")),
+        ("mlflow.db.lock cannot be opened or written (Read-only file system)", "make it and its folder writable"),
+        id="store-read-only-doctor",
+        marks=needs_namespaces,
+    ),
+    pytest.param(
+        unchanged,
+        read_only(tracking("diff", UNKNOWN_RUN_ID, "lr-up")),
+        (
+            "mlflow.db.lock cannot be opened or written (Read-only file system)",
+            "MLFLOW_TRACKING_URI to a store you can write",
+        ),
+        id="store-read-only-diff",
+        marks=needs_namespaces,
     ),
     case("evaluate-before-train", unchanged, stage("evaluate"), "outputs/run.json not found", "dvc repro train"),
     case(
@@ -638,6 +781,61 @@ CASES = [
         stage("prepare"),
         "data.loader: team_data.py is not a dependency of stage prepare",
         "add `- team_data.py` under deps of stage prepare",
+    ),
+    case(
+        "loader-raises-value-error",
+        user_loader("raise ValueError('column age: could not convert string to float')"),
+        stage("prepare"),
+        "data.loader: 'team_data:load' raised ValueError: column age: could not convert string to float",
+        "fix the loader (team_data.py) or data.kwargs in params.yaml",
+    ),
+    case(
+        "loader-raises-runtime-error-dvc-repro",
+        user_loader("raise RuntimeError('the data server said 503')"),
+        repro("prepare"),
+        "data.loader: 'team_data:load' raised RuntimeError: the data server said 503",
+        "fix the loader (team_data.py)",
+    ),
+    case(
+        "loader-calls-sys-exit-0",
+        user_loader("import sys; sys.exit(0)"),
+        stage("prepare"),
+        "data.loader: 'team_data:load' called sys.exit(0) instead of returning its arrays",
+        "or to raise an exception saying why",
+    ),
+    case(
+        "yaml-bomb-in-data-kwargs",
+        params_text(YAML_BOMB),
+        stage("prepare"),
+        "params.yaml: data.kwargs.l",
+        "expands to more than 10000 values once its YAML aliases (*name) are followed",
+    ),
+    case(
+        "param-longer-than-mlflow-takes",
+        params(data={"source": None, "loader": "team_data:load", "kwargs": {"blob": "x" * 7000}}),
+        stage("prepare"),
+        "params.yaml: data.kwargs.blob: holds 7000 characters as an MLflow param, more than MLflow's 6000",
+        "pass large values through a file",
+    ),
+    case(
+        "experiment-name-with-newline",
+        params(mlflow={"experiment": "digits\nlr-up"}),
+        stage("train"),
+        "mlflow.experiment: an MLflow experiment name must be printable, got 'digits\\nlr-up'",
+        "fix it in params.yaml",
+    ),
+    case(
+        "experiment-name-with-nul",
+        params_text('mlflow:\n  experiment: "digits\\0"\n'),
+        stage("train"),
+        "mlflow.experiment: an MLflow experiment name must be printable, got 'digits\\x00'",
+    ),
+    case(
+        "experiment-name-over-500-characters",
+        params(mlflow={"experiment": "e" * 501}),
+        stage("train"),
+        "mlflow.experiment: string should have at most 500 characters, got 'eeee",
+        "(503 characters); fix it in params.yaml",
     ),
     case(
         "regression-source-with-classification",
@@ -825,7 +1023,7 @@ def test_bad_input_is_one_line_and_exit_2(
         assert done.returncode == 2, output
     assert "Traceback" not in output, output
     assert len(errors) == 1, output
-    assert all(text in errors[0] for text in expected), errors[0]
+    assert all(text.replace("{root}", str(root)) in errors[0] for text in expected), errors[0]
     after = snapshot(root)
     if command[0].endswith("dvc"):
         # DVC itself removes a stage's previous outputs before running it (`dvc checkout` restores them).
@@ -835,3 +1033,126 @@ def test_bad_input_is_one_line_and_exit_2(
     client = client_for(root)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert [r.info.status for r in runs] == [], "each case fails before a run is opened, so none is left RUNNING"
+
+
+def outside_the_project(root: Path) -> None:
+    """A good .npz beside the project, named by its absolute path: DVC tracks nothing outside the project."""
+    np.savez(root.parent / "elsewhere.npz", **good_arrays())
+    write_params(root, data={"source": str(root.parent / "elsewhere.npz")})
+
+
+def compressed_thousandfold(root: Path) -> None:
+    """A .npz of 16.5 MiB of zeros saved compressed to 18 KiB: a zip bomb's shape, at a size a test can afford."""
+    n = 65536
+    np.savez_compressed(root / "data/raw/mine.npz", x=np.zeros((n, 8, 8), "float32"), y=np.arange(n) % 4)
+    write_params(root, data={"source": "data/raw/mine.npz"})
+
+
+WARNED = [
+    pytest.param(
+        outside_the_project,
+        "elsewhere.npz' is outside the project, so DVC neither re-runs prepare when it changes nor restores it",
+        id="npz-outside-the-project",
+    ),
+    pytest.param(
+        compressed_thousandfold,
+        "'data/raw/mine.npz' expands from 17.6 KiB to 16.5 MiB (960 times) when decompressed",
+        id="npz-zip-bomb-shaped",
+    ),
+]
+
+
+@pytest.mark.parametrize(("setup", "expected"), WARNED)
+def test_accepted_with_one_warning_line(template: Path, tmp_path: Path, setup: Setup, expected: str):
+    """Inputs that work but deserve a look: prepared, with one `warning:` line saying why (docs/guarantees.md)."""
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    setup(root)
+    done = subprocess.run(stage("prepare"), cwd=root, env=project_env(), capture_output=True, text=True, timeout=300)
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+    assert done.returncode == 0, done.stderr
+    assert len(warnings) == 1 and expected in warnings[0], done.stderr
+
+
+@needs_namespaces
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mount", "env"),
+    [
+        pytest.param("full", {"MLFLOW_TRACKING_URI": "sqlite:///{root}/full/mlflow.db"}, id="store-disk-full"),
+        pytest.param("mlartifacts", {}, id="artifacts-disk-full"),
+    ],
+)
+def test_a_full_disk_fails_the_train_stage_in_one_line_and_no_run_reads_finished(
+    template: Path, tmp_path: Path, mount: str, env: dict[str, str]
+):
+    """A small tmpfs under the SQLite store (1.3 MB: the store is created, then fills while the run logs) or
+    under mlartifacts/: one `error:` line saying the disk is full, exit 2, the run FAILED (never FINISHED
+    with its data missing, never journaled as if the server were lost), no outputs left for DVC."""
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    (root / mount).mkdir()
+    script = (
+        f"mount -t tmpfs -o size={'1300k' if mount == 'full' else '64k'} tmpfs {mount} && "
+        f"{sys.executable} -m pipelines.train; status=$?; cp -r {mount} kept; exit $status"
+    )
+    extra = {key: value.replace("{root}", str(root)) for key, value in env.items()}
+    done = subprocess.run(
+        namespaced(script, ["true"]), cwd=root, env=project_env(**extra), capture_output=True, text=True, timeout=300
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(errors) == 1 and "no space left on the disk holding" in errors[0], done.stderr
+    assert "so it is not FINISHED; free space there" in errors[0]
+    store = f"sqlite:///{root / 'kept/mlflow.db' if mount == 'full' else root / 'mlflow.db'}"
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [run.info.status for run in runs] in (["FAILED"], ["RUNNING"])
+    if runs[0].info.status == "RUNNING":  # the full disk took the end of the run as well: the stage said so
+        assert "could not be ended FAILED" in done.stderr and "`tracking doctor` marks it FAILED" in done.stderr
+        run([sys.executable, "-m", "tracking", "doctor"], root, env=project_env(MLFLOW_TRACKING_URI=store))
+        assert client.get_run(runs[0].info.run_id).info.status == "FAILED"
+    assert not (root / ".tracking/offline").exists() and not (root / "outputs/run.json").exists()
+
+
+@pytest.mark.slow
+def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_again(calibrated: Path, tmp_path: Path):
+    """A deleted run, then a deleted mlflow.db: DVC still takes train and calibrate as up to date, so `tracking
+    doctor`, the compare stage and `tracking diff` name the runs the outputs point at and `dvc repro --force`."""
+    import json
+
+    from conftest import assert_user_error
+
+    root = tmp_path / "project"
+    shutil.copytree(calibrated, root, symlinks=True)
+    train_run = json.loads((root / "outputs/run.json").read_text())["run_id"]
+    parent = json.loads((root / "calibration/noise.json").read_text())["parent_run_id"]
+    client_for(root).delete_run(parent)
+    doctor = run([sys.executable, "-m", "tracking", "doctor"], root).stdout
+    assert f"  calibration/noise.json names MLflow run {parent}, which sqlite:///" in doctor, doctor
+    assert "re-create them with `dvc repro --force --single-item calibrate` then `dvc repro`" in doctor, doctor
+    assert train_run not in doctor
+    for store in root.glob("mlflow.db*"):
+        store.unlink()
+    assert {"train", "calibrate"}.isdisjoint(json.loads(run(["dvc", "status", "--json"], root).stdout))
+    doctor = run([sys.executable, "-m", "tracking", "doctor"], root).stdout
+    assert "2 run(s) named by the project's outputs are gone from the store" in doctor, doctor
+    fix = "re-create them with `dvc repro --force --single-item train calibrate` then `dvc repro`"
+    assert fix in doctor, doctor
+    expected = (f"outputs/run.json names MLflow run {train_run}", f"calibration/noise.json names MLflow run {parent}")
+    assert_user_error(run(stage("compare"), root, check=False), *expected, fix)
+    assert_user_error(run(tracking("diff", train_run, train_run), root, check=False), *expected, fix)
+
+
+def test_a_request_the_store_refuses_is_not_a_store_that_cannot_be_reached(root: Path):
+    """A library caller's experiment name MLflow refuses (params.yaml refuses it first): said as the store's refusal
+    with MLflow's reason, where it read "cannot be reached; start the server"."""
+    from tracking.errors import TrackingServerError
+    from tracking.store.location import connect
+
+    with pytest.raises(TrackingServerError) as raised:
+        connect(root, "e" * 501)
+    message = str(raised.value)
+    assert "refused the request (INVALID_PARAMETER_VALUE:" in message and "cannot be reached" not in message, message

@@ -29,3 +29,26 @@ def test_ray_is_imported_only_by_the_ray_executor():
     code = "import sys, pipelines.calibrate, tracking.noise.worker, tracking.compute.ray_executor; print('ray' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_doctor_and_sync_outside_a_project_use_the_uri_and_provenance_runs_from_a_subfolder(project, tmp_path):
+    """With MLFLOW_TRACKING_URI set, `tracking doctor` checks that store from any folder and `tracking sync` says
+    there is nothing to sync (journals live in a project); `tracking provenance` from a subfolder reads the
+    project's params.yaml. Each refused before."""
+    import json
+
+    from conftest import project_env, run
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'store/mlflow.db'}"
+    (tmp_path / "store").mkdir()
+    MlflowClient(tracking_uri=store).create_experiment("elsewhere")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    env = project_env(MLFLOW_TRACKING_URI=store)
+    doctor = run([sys.executable, "-m", "tracking", "doctor"], outside, env)
+    assert doctor.stdout.startswith(f"{store}: 0 run(s) RUNNING"), doctor.stdout
+    sync = run([sys.executable, "-m", "tracking", "sync"], outside, env)
+    assert sync.stdout.startswith(f"nothing to sync: {outside} is not inside a DVC project"), sync.stdout
+    record = json.loads(run([sys.executable, "-m", "tracking", "provenance"], project / "data").stdout)
+    assert record["seeds"]["base"] == 42 and record["git"]["commit"], record["seeds"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -34,12 +35,17 @@ def readme_blocks(example: str) -> list[str]:
 
 
 def start_as_the_readme_says(example: str, where: Path) -> Path:
-    """Type the README's first block where `examples/` is this repository's; the project it made."""
+    """Type the README's first block in `where / "checkout"`, whose `examples/` is this repository's; the project
+    it made, which must lie outside that checkout (a repository nested in it would dirty the main project)."""
     block = readme_blocks(example)[0]
-    (where / "examples").symlink_to(EXAMPLES)
-    run(["bash", "-ec", block], where)
+    checkout = where / "checkout"
+    checkout.mkdir()
+    (checkout / "examples").symlink_to(EXAMPLES)
+    run(["bash", "-ec", block], checkout)
     (name,) = re.findall(rf"^cp -r examples/{example} (\S+) && cd \1$", block, re.M)
-    return where / name
+    project = (checkout / name).resolve()
+    assert not project.is_relative_to(checkout), f"the README copies the example inside the checkout: {name}"
+    return project
 
 
 def train_run_id(root: Path) -> str:
@@ -185,6 +191,22 @@ def test_baseline_is_what_tracking_baseline_writes(example: str, tmp_path: Path)
     """Each example's committed baseline.yaml is `tracking baseline` of its params.yaml (so calibration trains it)."""
     freeze(EXAMPLES / example / "params.yaml", tmp_path / "baseline.yaml")
     assert (tmp_path / "baseline.yaml").read_text() == (EXAMPLES / example / "baseline.yaml").read_text()
+
+
+@pytest.mark.parametrize("example", [REGRESSION, BINARY])
+def test_every_seed_is_listed_so_dvc_exp_run_can_set_one_alone(example: str, tmp_path: Path):
+    """`dvc exp run -S seeds.dropout=7`, as the docs phrase it, is refused by DVC for a key params.yaml lacks;
+    queued (DVC checks the key then) it is accepted once every seed is listed."""
+    from tracking.config.params import SeedParams
+
+    params = parse_yaml((EXAMPLES / example / "params.yaml").read_text())
+    assert list(params["seeds"]) == list(SeedParams.model_fields)
+    root = tmp_path / example
+    shutil.copytree(EXAMPLES / example, root)
+    for command in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "x"]):
+        run(command, root)
+    run(["dvc", "exp", "run", "-S", "seeds.dropout=7", "--queue"], root)
+    run(["dvc", "queue", "remove", "--all"], root)
 
 
 @pytest.mark.slow

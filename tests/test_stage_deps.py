@@ -34,6 +34,8 @@ PLUMBING = {
     "tracking/training/callback.py": "per-epoch metrics to MLflow, Ctrl-C check",
     "tracking/store/location.py": "where the MLflow store is",
     "tracking/store/sqlite.py": "SQLite store locking",
+    "tracking/store/faults.py": "a damaged, read-only or full store said as such",
+    "tracking/store/recorded.py": "the runs the outputs name, checked against the store",
     "tracking/run/writer.py": "background MLflow writes",
     "tracking/run/operations.py": "MLflow write operations",
     "tracking/run/system_metrics.py": "MLflow's system metrics of a training run",

@@ -145,9 +145,9 @@ def _provenance(args: argparse.Namespace) -> None:
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.store.location import project_root
 
-    params = load_params(args.params)
-    seeds = reproducible_process(params)
     root = project_root()
+    params = load_params(_at_root(args.params, root))
+    seeds = reproducible_process(params)
     from tracking.determinism.settings import as_record
     from tracking.provenance import capture
 
@@ -161,7 +161,8 @@ def _pin_data(args: argparse.Namespace) -> None:
     from tracking.data.pinning import pin_prepared_data
     from tracking.store.location import project_root
 
-    digest, pin_file = pin_prepared_data(project_root(), args.params)
+    root = project_root()
+    digest, pin_file = pin_prepared_data(root, _at_root(args.params, root))
     print(f"pinned data.sha256 = {digest} in {args.params}; commit it with {pin_file}")
 
 
@@ -170,9 +171,17 @@ def _baseline(args: argparse.Namespace) -> None:
     from tracking.config.params import load_params
     from tracking.store.location import project_root
 
-    target = load_params(args.params).calibration.baseline
-    freeze(args.params, project_root() / target)
+    root = project_root()
+    params = _at_root(args.params, root)
+    target = load_params(params).calibration.baseline
+    freeze(params, root / target)
     print(f"froze the training sections of {args.params} into {target}; commit it")
+
+
+def _at_root(path: Path, root: Path) -> Path:
+    """`path` as given where it exists or is absolute, else the same path from the project root: a command run
+    from a subfolder reads the project's params.yaml."""
+    return path if path.is_absolute() or path.exists() else root / path
 
 
 def _bands(args: argparse.Namespace) -> None:
@@ -303,25 +312,30 @@ def _doctor(args: argparse.Namespace) -> None:
     from mlflow.exceptions import MlflowException
 
     from tracking.errors import TrackingServerError
+    from tracking.store.faults import store_fault
     from tracking.store.journal import kept_offline
-    from tracking.store.location import open_client, project_root, shown, tracking_uri
+    from tracking.store.location import find_project, open_client, shown, tracking_uri
     from tracking.store.sqlite import database_path
     from tracking.store.stale import ENDED, repair_stale_runs
 
-    root = project_root()
+    root = find_project()  # outside a project, the store MLFLOW_TRACKING_URI names (tracking_uri says if unset)
     uri = tracking_uri(root)
     database = database_path(uri)
     uri = shown(uri)  # printed from here on: without a user:password@
     if database is not None and not database.is_file():
         print(f"{uri}: no store yet, nothing to check")
+        _print_missing_runs(None, root, uri)
         return
     client = open_client(root)
     try:
         stale, running = repair_stale_runs(
-            client, by="tracking doctor", dry_run=args.dry_run, kept_offline=kept_offline(root)
+            client,
+            by="tracking doctor",
+            dry_run=args.dry_run,
+            kept_offline=kept_offline(root) if root is not None else frozenset(),
         )
     except MlflowException as err:
-        raise TrackingServerError(
+        raise store_fault(err, uri) or TrackingServerError(
             f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
             "start the server or fix MLFLOW_TRACKING_URI"
         ) from err
@@ -332,16 +346,32 @@ def _doctor(args: argparse.Namespace) -> None:
     for run in running:
         action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict in ENDED else "left alone"
         print(f"  {run.describe()} -> {action}")
+    _print_missing_runs(client, root, uri)
+
+
+def _print_missing_runs(client: object, root: Path | None, uri: str) -> None:
+    """`tracking doctor`'s lines for the runs the project's outputs name and the store lacks, with the fix."""
+    from tracking.store.recorded import fix_for, missing_runs
+
+    gone = missing_runs(client, root) if root is not None else []
+    if gone:
+        print(f"{len(gone)} run(s) named by the project's outputs are gone from the store; {fix_for(gone)}:")
+    for recorded in gone:
+        print(f"  {recorded.describe(uri)}")
 
 
 def _sync(args: argparse.Namespace) -> None:
     import os
 
     from tracking.env import MLFLOW_TRACKING_URI
-    from tracking.store.location import project_root
+    from tracking.store.location import find_project
     from tracking.store.sync import sync_all
 
-    done = sync_all(project_root(), args.tracking_uri or os.environ.get(MLFLOW_TRACKING_URI))
+    root = find_project()
+    if root is None:  # runs are kept offline in a project's .tracking/offline/; none is here
+        print(f"nothing to sync: {Path.cwd()} is not inside a DVC project, whose .tracking/offline/ would hold runs")
+        return
+    done = sync_all(root, args.tracking_uri or os.environ.get(MLFLOW_TRACKING_URI))
     for synced in done:
         print(synced.line)
     if not done:

@@ -49,7 +49,9 @@ class BadValue(ParamsError):
     """A value of params.yaml's that its key does not accept: what the key expects, what it got, where to fix it."""
 
     def __init__(self, path: str, key: str, expected: str, received: object, more: str = "") -> None:
-        super().__init__(f"{path}: {key}: {expected}, got {received!r}", fix=f"fix it in {path}{more}")
+        shown = repr(received)
+        shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
+        super().__init__(f"{path}: {key}: {expected}, got {shown}", fix=f"fix it in {path}{more}")
 
 
 class DataError(TrackingError):
@@ -66,6 +68,10 @@ class RepoError(TrackingError):
 
 class TrackingServerError(TrackingError):
     """The MLflow tracking store cannot be reached or refused a write."""
+
+
+class StoreFault(TrackingError):
+    """The MLflow store is damaged, cannot be opened or written, or its disk is full: not a lost server."""
 
 
 class RunSelectionError(TrackingError):

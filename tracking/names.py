@@ -8,8 +8,12 @@ environment variables in tracking/env.py.
 
 from __future__ import annotations
 
-# MLflow's longest tag value; longer ones are cut to it.
+# MLflow's limits (mlflow/utils/validation.py): the longest tag value we write (longer ones are cut to it), and
+# what a param may hold: params.yaml is refused before anything opens when a param would break them.
 MAX_TAG_CHARS = 5000
+MAX_PARAM_VALUE_CHARS = 6000  # MAX_PARAM_VAL_LENGTH
+MAX_KEY_CHARS = 250  # MAX_ENTITY_KEY_LENGTH: a param's, metric's or tag's name
+MAX_EXPERIMENT_NAME_CHARS = 500  # MAX_EXPERIMENT_NAME_LENGTH
 # How runs are ordered when the newest is wanted.
 NEWEST_FIRST = "attributes.start_time DESC"
 

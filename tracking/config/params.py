@@ -11,6 +11,7 @@ and `yes` a string, where a YAML 1.1 reader (PyYAML) would say string and true.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracking.errors import BadValue, ParamsError, UnknownKey
+from tracking.names import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, MAX_PARAM_VALUE_CHARS
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
@@ -43,8 +45,24 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+# What params.yaml may expand to once YAML aliases are followed: a real one holds a few hundred values, a YAML
+# bomb (each level aliasing the one below nine times) billions, which flattening the params would write out.
+MAX_YAML_VALUES = 10_000
+MAX_YAML_DEPTH = 32
+
+
 class MlflowParams(_Section):
-    experiment: Annotated[str, Field(min_length=1)] = "digits"
+    experiment: Annotated[str, Field(min_length=1, max_length=MAX_EXPERIMENT_NAME_CHARS)] = "digits"
+
+    @field_validator("experiment")
+    @classmethod
+    def _printable(cls, name: str) -> str:
+        if any(not char.isprintable() for char in name):
+            raise ValueError(
+                f"an MLflow experiment name must be printable, got {name!r} (a newline, NUL or other control "
+                "character splits it in the UI, in `tracking bands --experiment` and in filter strings)"
+            )
+        return name
 
 
 class DataParams(_Section):
@@ -198,6 +216,11 @@ class Params(_Section):
         return flatten(self.model_dump(mode="json"))
 
 
+def param_text(value: Any) -> str:
+    """A param value as MLflow holds it: text as is, anything else as JSON (null, true, [4, 4, 4])."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested mappings to one level with dotted keys; lists stay values."""
     flat: dict[str, Any] = {}
@@ -236,10 +259,60 @@ def load_params(path: str | Path = "params.yaml") -> Params:
             f"{path}: expected a mapping of sections at the top level, got {type(raw).__name__}",
             fix="write params.yaml as sections of keys (data:, train:, ...)",
         )
+    _check_expansion(path, raw)
     try:
-        return Params.model_validate(raw)
+        params = Params.model_validate(raw)
     except ValidationError as err:
         raise _describe(path, err) from err
+    _check_mlflow_limits(path, params)
+    return params
+
+
+def _check_expansion(path: Path, raw: dict[str, Any]) -> None:
+    """Refuse params whose YAML aliases expand beyond `MAX_YAML_VALUES` values or `MAX_YAML_DEPTH` levels (or refer
+    to themselves), counting each alias as often as it is used, before anything copies them out."""
+    count = 0
+
+    def walk(node: Any, key: str, depth: int) -> None:
+        nonlocal count
+        count += 1
+        if count > MAX_YAML_VALUES:
+            raise ParamsError(
+                f"{path}: {key}: expands to more than {MAX_YAML_VALUES} values once its YAML aliases (*name) are "
+                "followed (a YAML bomb?)",
+                fix="write the values out, or pass a large structure through a file that data.loader reads",
+            )
+        if depth > MAX_YAML_DEPTH:
+            raise ParamsError(
+                f"{path}: {key}: nested deeper than {MAX_YAML_DEPTH} levels (or a YAML alias refers to itself)",
+                fix="flatten it",
+            )
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for name, child in children:  # named down to the key under a section's kwargs, no deeper
+            deeper = isinstance(node, dict) and key.count(".") < 2
+            walk(child, f"{key}.{name}" if deeper else key, depth + 1)
+
+    for section, value in raw.items():
+        walk(value, str(section), 1)
+
+
+def _check_mlflow_limits(path: Path, params: Params) -> None:
+    """Refuse a param MLflow would reject when the run logs it: a name over `MAX_KEY_CHARS` characters, a value
+    over `MAX_PARAM_VALUE_CHARS`; checked here so nothing is opened, trained or written first."""
+    for key, value in params.flat().items():
+        if len(key) > MAX_KEY_CHARS:
+            raise ParamsError(
+                f"{path}: {key[:60]}...: the param's name has {len(key)} characters, more than MLflow's "
+                f"{MAX_KEY_CHARS}",
+                fix="use shorter keys",
+            )
+        text = param_text(value)
+        if len(text) > MAX_PARAM_VALUE_CHARS:
+            raise ParamsError(
+                f"{path}: {key}: holds {len(text)} characters as an MLflow param, more than MLflow's "
+                f"{MAX_PARAM_VALUE_CHARS}",
+                fix="pass large values through a file the loader or builder reads, and name the file here",
+            )
 
 
 def parse_yaml(text: str) -> Any:

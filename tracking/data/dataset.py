@@ -9,22 +9,28 @@ manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
 
 from __future__ import annotations
 
+import inspect
 import json
+import logging
+import shutil
 import zipfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams, flatten
-from tracking.config.project import PINS_DIR, PREPARE
-from tracking.config.user_code import load_callable
+from tracking.config.project import DVC_FILE, PINS_DIR, PREPARE
+from tracking.config.user_code import load_callable, source_file, stage_deps
 from tracking.data.hashing import array_sha256, combine
+from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.provenance.redaction import redact_name, redact_param
+
+log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
@@ -37,6 +43,7 @@ BUILTIN_TASKS = {
     "sklearn:diabetes": REGRESSION,
 }
 LOADER_KEYS = ("x", "y", "groups")
+NPY_MAGIC = b"\x93NUMPY"  # how a single array's .npy file starts
 
 
 @dataclass(frozen=True)
@@ -71,15 +78,16 @@ def load_source(source: str, root: Path = Path("."), task: str = CLASSIFICATION)
     path = root / source
     if not path.is_file():
         raise DataError(f"data.source: file '{source}' not found; check the path or run `dvc pull` to fetch it")
+    _warn_untracked(source, path, root)
+    with open(path, "rb") as handle:
+        single_array = handle.read(len(NPY_MAGIC)) == NPY_MAGIC
+    if single_array:
+        raise DataError(
+            f"data.source: '{source}' is not a readable .npz file (it holds a single array, not named arrays "
+            "x and y); save it with np.savez(path, x=..., y=...)"
+        )
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise DataError(
-                f"data.source: '{source}' is not a readable .npz file (it holds a single array, not named arrays "
-                "x and y); save it with np.savez(path, x=..., y=...)"
-            )
-        with loaded as archive:
-            arrays = {name: archive[name] for name in archive.files}
+        arrays = read_npz(path, f"data.source: '{source}'")
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise DataError(
             f"data.source: '{source}' is not a readable .npz file ({err}); re-create or re-fetch it"
@@ -90,6 +98,33 @@ def load_source(source: str, root: Path = Path("."), task: str = CLASSIFICATION)
             f"data.source: '{source}' lacks array(s) {', '.join(missing)}; save it with np.savez(path, x=..., y=...)"
         )
     return _validate(arrays, f"data.source: '{source}'", source, task)
+
+
+def _warn_untracked(source: str, path: Path, root: Path) -> None:
+    """Warn when DVC does not track `data.source`: outside the project, or outside every dependency of `prepare`.
+
+    Such a file works, but a change to it re-runs nothing and `dvc pull` cannot restore it; only a `data.sha256`
+    pin notices it changed. No warning without a dvc.yaml declaring the stage (a script, a benchmark).
+    """
+    project = root.resolve()
+    deps = stage_deps(project, PREPARE)
+    if deps is None:
+        return
+    resolved = path.resolve()
+    if resolved.is_relative_to(project):
+        relative = PurePosixPath(resolved.relative_to(project).as_posix())
+        if any(relative == dep or dep in relative.parents for dep in deps):
+            return
+        where = f"not under a dependency of stage {PREPARE} in {DVC_FILE}"
+    else:
+        where = "outside the project"
+    log.warning(
+        "data.source: '%s' is %s, so DVC neither re-runs %s when it changes nor restores it with `dvc pull`; "
+        "put it under data/raw/ and `dvc add` it (or pin its content with `tracking pin-data`)",
+        source,
+        where,
+        PREPARE,
+    )
 
 
 def _builtin(source: str) -> Source:
@@ -114,14 +149,17 @@ def _builtin(source: str) -> Source:
 def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -> Source:
     """Call the team's `data.loader` with `data.kwargs` and check what it returns: a mapping of arrays x, y, groups."""
     loader = load_callable(spec, "data.loader", root)
+    where = f"data.loader: '{spec}'"
     try:
-        returned = loader(**kwargs)
+        inspect.signature(loader).bind(**kwargs)
     except TypeError as err:
         raise UserCodeError(
-            f"data.loader: '{spec}' cannot be called with data.kwargs {_shown(kwargs)} ({err}); "
+            f"{where} cannot be called with data.kwargs {_shown(kwargs)} ({err}); "
             "make data.kwargs match the loader's parameters in params.yaml"
         ) from err
-    where = f"data.loader: '{spec}'"
+    except ValueError:  # no signature to check (a builtin): the call itself says
+        pass
+    returned = _call_loader(loader, kwargs, where, root)
     if not isinstance(returned, Mapping):
         raise DataError(
             f"{where} returned a {type(returned).__name__}, not a mapping; return a dict with arrays x, y "
@@ -148,6 +186,31 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
 def _shown(kwargs: dict[str, Any]) -> dict[str, str]:
     """`data.kwargs` as an error line may show them: flattened, each value as logged, secrets redacted."""
     return {key: redact_param(key, value)[0] for key, value in flatten(kwargs, "data.kwargs.").items()}
+
+
+def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str, root: Path) -> Any:
+    """What the team's loader returns; its exception, or its exit, is one line naming the loader's file."""
+    file = source_file(loader)
+    shown = file.relative_to(root.resolve()) if file is not None and file.is_relative_to(root.resolve()) else file
+    fix = f"fix the loader ({shown})" if shown else "fix the loader"
+    try:
+        return loader(**kwargs)
+    except SystemExit as err:
+        raise UserCodeError(
+            f"{where} called sys.exit({err.code!r}) instead of returning its arrays",
+            fix=f"{fix} to return a dict of arrays x, y (and optionally groups), or to raise an exception saying why",
+        ) from err
+    except MemoryError as err:
+        raise DataError(
+            f"{where} ran out of memory",
+            fix="free memory, or return memory-mapped arrays (np.load(path, mmap_mode='r')) from the loader",
+        ) from err
+    except Exception as err:  # the team's code failed: its error is the message, ours only says where
+        reason = (str(err).strip().splitlines() or [""])[0][:300]
+        raise UserCodeError(
+            f"{where} raised {type(err).__name__}" + (f": {reason}" if reason else ""),
+            fix=f"{fix} or data.kwargs in params.yaml",
+        ) from err
 
 
 def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:
@@ -359,9 +422,22 @@ def load_splits(prepared: Path, manifest: dict[str, Any]) -> dict[str, dict[str,
 
 
 def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manifest: dict[str, Any]) -> None:
-    """Write each array as .npy (byte-stable, unlike .npz) and the manifest last."""
-    prepared.mkdir(parents=True, exist_ok=True)
-    for split, arrays in splits.items():
-        for name, array in arrays.items():
-            np.save(prepared / f"{split}_{name}.npy", array, allow_pickle=False)
-    (prepared / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    """Write each array as .npy (byte-stable, unlike .npz) and the manifest last, into a sibling folder that then
+    takes `prepared`'s place: a full disk or a read-only project leaves no half-written set, only one error line."""
+    staging = prepared.with_name(f".{prepared.name}.partial")
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for split, arrays in splits.items():
+            for name, array in arrays.items():
+                np.save(staging / f"{split}_{name}.npy", array, allow_pickle=False)
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if prepared.exists():
+            shutil.rmtree(prepared)
+        staging.rename(prepared)
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise DataError(
+            f"{prepared} cannot be written ({err.strerror or err}: {err.filename or staging})",
+            fix=f"free space or make the folder writable, then re-run `dvc repro {PREPARE}`",
+        ) from err

@@ -122,7 +122,7 @@ def choose_band(differences: Differences, available: Iterable[str]) -> BandChoic
     return BandChoice(variant, reason)
 
 
-def param_text(key: str, value: Any) -> str:
+def logged_text(key: str, value: Any) -> str:
     """A param value as MLflow holds it: text as is, anything else as JSON (null, true, [4, 4, 4]), secrets
     redacted (`Tracker.log_params`), so a logged run and a params file compare alike."""
     return redact_param(key, value)[0]
@@ -134,7 +134,7 @@ def changed_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefixes: tuple[str
     return tuple(
         key
         for key in keys
-        if (key in a) != (key in b) or (key in a and param_text(key, a[key]) != param_text(key, b[key]))
+        if (key in a) != (key in b) or (key in a and logged_text(key, a[key]) != logged_text(key, b[key]))
     )
 
 

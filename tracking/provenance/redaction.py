@@ -15,11 +15,12 @@ its file names, untracked file names, environment variables, params, URLs, the d
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
+
+from tracking.config.params import param_text
 
 REDACTED = "<redacted>"
 # "auth" alone or as "authorization", not "author" or "authoritative"; "pass" and "pwd" as words of a name
@@ -198,7 +199,7 @@ def redact_param(key: str, value: Any) -> tuple[str, str | None]:
     its whole value unless it is a number, true/false or null (`max_tokens: 512` stays); any other loses its
     tokens and URL passwords (`postgresql://<redacted>@host/ml`).
     """
-    text = value if isinstance(value, str) else json.dumps(value)
+    text = param_text(value)
     textual = isinstance(value, (str, list, dict)) and value not in ("", [], {})
     if textual and PARAM_SECRET_NAME.search(key.rpartition(".")[2]):
         return REDACTED, "its name says it holds a credential"

@@ -24,7 +24,7 @@ from typing import Any
 
 from tracking.config.project import TRAIN
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
-from tracking.errors import RunStateError, TrackingError, TrackingServerError
+from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError
 from tracking.log import configure_unless_configured
 from tracking.names import (
     DATASET_CONTEXT_TAG,
@@ -54,6 +54,7 @@ from tracking.run.operations import apply, artifact, batch, end, inputs
 from tracking.run.operations import model as model_op
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
+from tracking.store.faults import store_fault
 from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
 from tracking.store.location import connect, project_root, shown, tracking_uri
 from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags, repair_stale_runs
@@ -162,6 +163,9 @@ class Tracker:
                     log_system_metrics=False,
                 )
         except Exception as err:
+            fault = store_fault(err, self.uri)
+            if fault is not None:
+                raise fault from err
             if not server_unavailable(err):
                 raise
             raise TrackingServerError(
@@ -181,7 +185,7 @@ class Tracker:
                 self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root)
             )
         except MlflowException as err:
-            raise TrackingServerError(
+            raise store_fault(err, self.uri) or TrackingServerError(
                 f"checking {shown(self.uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
             ) from err
         if stale:
@@ -204,12 +208,18 @@ class Tracker:
             self._system.stop()
         self._writer.submit(self._flush_metrics)
         failure = self._close_writer()
+        if failure is not None and not (
+            isinstance(failure, StoreFault) and (error is None or isinstance(error, StoreFault))
+        ):
+            log.error(failure)  # a store fault is said once, by the error line the stage ends with
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
         try:
             if cause is not None:
                 error_tag = shown(f"{type(cause).__name__}: {cause}")  # a store's URI in it loses its password
                 self._sink.write(batch(tags={ERROR_TAG: error_tag[:MAX_TAG_CHARS]}))
+        except StoreFault:  # the store cannot take the note either (a full disk): the cause is what to say
+            pass
         finally:
             self._end_run(status_for(cause))
         if cause is not interrupt:
@@ -227,9 +237,19 @@ class Tracker:
         try:
             mlflow.end_run(status=status)
         except Exception as err:
-            if not server_unavailable(err):
+            fault = store_fault(err, self.uri)
+            if fault is not None:  # left RUNNING: the next stage or `tracking doctor` ends it
+                log.warning(
+                    "run %s could not be ended %s in %s (%s); the next stage or `tracking doctor` marks it FAILED",
+                    self.run_id,
+                    status,
+                    self.uri,
+                    fault,
+                )
+            elif not server_unavailable(err):
                 raise
-            self._sink.lose(err)
+            else:
+                self._sink.lose(err)
         if self._sink.offline:
             self._sink.write(ended)
         report = self._sink.close()
@@ -248,7 +268,7 @@ class Tracker:
         return done.run_id
 
     def _close_writer(self) -> TrackingError | None:
-        """Wait for background writes; a failed one comes back as a `TrackingError`, and is reported on stderr."""
+        """Wait for background writes; a failed one comes back as a `TrackingError` (`_end` reports it on stderr)."""
         try:
             self._writer.close()
         except TrackingError as err:
@@ -260,7 +280,6 @@ class Tracker:
             failure.__cause__ = err
         else:
             return None
-        log.error(failure)
         return failure
 
     @property

@@ -66,6 +66,10 @@ def server_unavailable(error: BaseException) -> bool:
     """
     import requests
 
+    from tracking.store.faults import is_store_fault
+
+    if is_store_fault(error):  # a full disk or a damaged file: journaling would hide it, replaying meets it again
+        return False
     lost = (requests.ConnectionError, requests.Timeout, requests.exceptions.RetryError, ConnectionError, TimeoutError)
     seen: BaseException | None = error
     while seen is not None:
@@ -193,6 +197,19 @@ class RunWriter:
         return self.journal is not None
 
     def write(self, op: Op) -> None:
+        """Write `op` to the server, or to the journal once the server is lost; a store fault (a full disk, a
+        damaged or read-only store) is raised as a `StoreFault`, never journaled."""
+        from tracking.store.faults import store_fault
+
+        try:
+            self._write(op)
+        except Exception as err:
+            fault = store_fault(err, self.uri)
+            if fault is None:
+                raise
+            raise fault from err
+
+    def _write(self, op: Op) -> None:
         if self.journal is None:
             try:
                 apply(self.client, self.run_id, op)

@@ -17,8 +17,10 @@ from typing import Any
 
 from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
-from tracking.errors import RepoError, TrackingServerError
+from tracking.errors import RepoError, RunSelectionError, StoreFault, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
+from tracking.store.faults import quiet_mlflow_database_errors, store_fault
+from tracking.store.recorded import require_recorded_runs
 from tracking.store.sqlite import create_private, creation_lock, database_path, private_folder, use_wal
 
 DEFAULT_DB = "mlflow.db"
@@ -102,22 +104,26 @@ def open_client(root: Path | None) -> Any:
     import mlflow
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
+    from sqlalchemy.exc import SQLAlchemyError
 
     uri = tracking_uri(root)
     database = database_path(uri)
     if database is not None and not database.is_file():
+        if root is not None:  # outputs naming runs, and no store: it was deleted
+            require_recorded_runs(None, root, uri)
         raise TrackingServerError(
             f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
             f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs"
         )
     http_limits(uri)
+    quiet_mlflow_database_errors()
     mlflow.set_tracking_uri(uri)
-    client = MlflowClient(tracking_uri=uri)
     try:
         with creation_lock(uri):
+            client = MlflowClient(tracking_uri=uri)  # opens a SQLite store: a damaged file fails here
             client.search_experiments(max_results=1)
-    except (MlflowException, OSError) as err:
-        raise _unreachable(uri, err) from err
+    except (MlflowException, OSError, SQLAlchemyError) as err:
+        raise _store_error(uri, err) from err
     return client
 
 
@@ -139,6 +145,33 @@ def shown(uri: str) -> str:
     return strip_url_userinfo(uri)
 
 
+# MLflow error codes that mean the store answered and refused the request: not a store that cannot be reached.
+_REFUSALS = (
+    "INVALID_PARAMETER_VALUE",
+    "RESOURCE_ALREADY_EXISTS",
+    "RESOURCE_DOES_NOT_EXIST",
+    "PERMISSION_DENIED",
+    "UNAUTHENTICATED",
+    "BAD_REQUEST",
+)
+
+
+def _store_error(uri: str, err: BaseException) -> TrackingServerError | StoreFault:
+    """What went wrong opening the store at `uri`, said as what it is: a store fault (damaged, read-only, full),
+    a request the store refused (its own message), or a store that cannot be reached."""
+    fault = store_fault(err, uri)
+    if fault is not None:
+        return fault
+    code = getattr(err, "error_code", None)
+    if code in _REFUSALS:
+        reason = (str(getattr(err, "message", err)).strip().splitlines() or [""])[0][:300]
+        return TrackingServerError(
+            f"MLflow tracking store {uri} refused the request ({code}: {reason})",
+            fix="fix what it names (the experiment in params.yaml, your credentials), or the store",
+        )
+    return _unreachable(uri, err)
+
+
 def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
     from tracking.store.journal import describe
 
@@ -153,9 +186,11 @@ def connect(root: Path, experiment: str) -> str:
     """Point MLflow at the store, make sure it answers and holds `experiment` (typed as model training); return its id."""
     import mlflow
     from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
 
     uri = tracking_uri(root)
     http_limits(uri)
+    quiet_mlflow_database_errors()
     mlflow.set_tracking_uri(uri)
     try:
         with creation_lock(uri):
@@ -168,11 +203,17 @@ def connect(root: Path, experiment: str) -> str:
                     artifact_location=default_artifact_location(uri),
                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
                 )
+            elif found.lifecycle_stage == "deleted":
+                raise RunSelectionError(
+                    f"MLflow experiment '{experiment}' (id {found.experiment_id}) is deleted in {uri}",
+                    fix=f"restore it (`MLFLOW_TRACKING_URI={uri} mlflow experiments restore --experiment-id {found.experiment_id}`) or name "
+                    "another in mlflow.experiment in params.yaml",
+                )
             else:
                 experiment_id = found.experiment_id
                 if EXPERIMENT_KIND_TAG not in found.tags:  # made before the tag was set, or by another tool
                     mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-    except (MlflowException, OSError) as err:
-        raise _unreachable(uri, err) from err
+    except (MlflowException, OSError, SQLAlchemyError) as err:
+        raise _store_error(uri, err) from err
     startup.mark(startup.STORE)
     return experiment_id

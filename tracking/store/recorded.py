@@ -1,0 +1,87 @@
+"""The runs the project's outputs name, checked against the store: a deleted or replaced `mlflow.db` leaves
+outputs that DVC takes as up to date while the runs they name are gone.
+
+`outputs/run.json` names the train stage's run (evaluate and compare log to it), `calibration/noise.json` the
+calibration's parent run. DVC tracks neither the store nor the runs, so after `rm mlflow.db` a `dvc repro` says
+"up to date" and the next stage that reads those runs fails. `tracking doctor` lists such runs; a stage that
+reads them calls `require_recorded_runs` first, which names each missing run and the `dvc repro --force` that
+makes it again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracking.config.project import CALIBRATE, NOISE_FILE, RUN_FILE, TRAIN
+from tracking.errors import RunStateError
+
+# Each file that names a run: the key holding its id, and the stage that writes it (and re-creates the run).
+NAMED_BY = {RUN_FILE: ("run_id", TRAIN), NOISE_FILE: ("parent_run_id", CALIBRATE)}
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A run an output file names: the file (relative to the project), the run's id, the stage that made both."""
+
+    file: Path
+    run_id: str
+    stage: str
+
+    def describe(self, uri: str) -> str:
+        return f"{self.file} names MLflow run {self.run_id}, which {uri} does not hold"
+
+
+def recorded_runs(root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)) -> list[RecordedRun]:
+    """The runs that `files` (those present and readable) name."""
+    found = []
+    for file in files:
+        key, stage = NAMED_BY[file]
+        try:
+            run_id = json.loads((root / file).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(run_id, str) and run_id:
+            found.append(RecordedRun(file, run_id, stage))
+    return found
+
+
+def missing_runs(client: Any | None, root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)) -> list[RecordedRun]:
+    """The recorded runs the store behind `client` lacks or holds as deleted; all of them when `client` is None
+    (no store at all: its file was deleted)."""
+    from mlflow.exceptions import MlflowException
+
+    gone = []
+    for recorded in recorded_runs(root, files):
+        if client is None:
+            gone.append(recorded)
+            continue
+        try:
+            run = client.get_run(recorded.run_id)
+        except MlflowException as err:
+            if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            gone.append(recorded)
+            continue
+        if run.info.lifecycle_stage == "deleted":
+            gone.append(recorded)
+    return gone
+
+
+def fix_for(gone: list[RecordedRun]) -> str:
+    """The commands that re-create the runs `gone` names: each stage forced, then the rest of the pipeline."""
+    stages = " ".join(dict.fromkeys(recorded.stage for recorded in gone))
+    return f"re-create them with `dvc repro --force --single-item {stages}` then `dvc repro`"
+
+
+def require_recorded_runs(client: Any | None, root: Path, uri: str, files: tuple[Path, ...] = tuple(NAMED_BY)) -> None:
+    """Stop with one line when a run that `files` name is gone from the store at `uri` (`client` None: no store)."""
+    gone = missing_runs(client, root, files)
+    if gone:
+        raise RunStateError(
+            "; ".join(recorded.describe(uri) for recorded in gone)
+            + " (the store was deleted or replaced, or the run deleted), so DVC takes the outputs as up to date",
+            fix=fix_for(gone),
+        )
