@@ -9,8 +9,8 @@ metrics); churn, per-class and per-group checks are families of their own, repor
 is corrected with Holm-Bonferroni at `compare.alpha`, so a seed-only candidate is flagged at most about alpha
 of the time. Each verdict says what it can see (the band std's interval, the shift detected with 80% power);
 `compare.fail_on_drift` fails only on drift in the worse direction of a metric's mode (or a CONTROL candidate
-that is not bit-identical). The candidate is one run today: `judge_candidate` takes several
-(`compare.candidate_repeats`) once they are trained.
+that is not bit-identical). The candidate is one run: `judge_candidate` takes several, for when a stage
+trains them.
 """
 
 from __future__ import annotations

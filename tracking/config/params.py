@@ -155,17 +155,15 @@ class KnownBand(_Section):
 class CompareParams(_Section):
     """How the compare stage judges a candidate (docs/noise-statistics.md).
 
-    `candidate_repeats`: candidate runs trained per comparison. With 5 calibration repeats the smallest shift the
-    two default metrics detect with 80% power is 5.0 band stds for one candidate run, 2.9 for three and 2.3 for
-    five; three runs buy most of that for two extra trainings. `min_effect`: per metric, the smallest gap that
-    matters; a gap beyond noise but smaller is `within_tolerance`.
+    `min_effect`: per metric, the smallest gap that matters; a gap beyond noise but smaller is `within_tolerance`.
+    (Several candidate runs per comparison, `compare.candidate_repeats`, are judged by
+    `tracking.noise.candidates.judge_values` once the stages train them; the key is not accepted before.)
     """
 
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     metrics: Annotated[dict[str, Literal["max", "min"]], Field(min_length=1)] | None = None  # null: the task's default
     fail_on_drift: bool = False
     known_bands: dict[str, KnownBand] = {}
-    candidate_repeats: Annotated[int, Field(ge=1, le=100)] = 3
     min_effect: dict[str, Annotated[float, Field(gt=0)]] = {}
 
 

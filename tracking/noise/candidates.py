@@ -1,7 +1,7 @@
 """The verdict of one or more candidate runs against the values of the band's runs (`judge_values`).
 
-One candidate run: the prediction test of `tracking.noise.policy.judge`. Several (`compare.candidate_repeats`
-> 1): the two-sample comparison of `tracking.noise.twosample`, the pooled t deciding (it is the prediction test
+One candidate run: the prediction test of `tracking.noise.policy.judge`. Several (N > 1, for when a stage trains
+them): the two-sample comparison of `tracking.noise.twosample`, the pooled t deciding (it is the prediction test
 at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the gap's interval and the
 probability that a candidate run beats a baseline run) and what the band can see (its std's interval; the
 detectable shift once `judge_family` has set the family's level).
