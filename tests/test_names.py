@@ -13,7 +13,14 @@ from tracking import names
 # A string that looks like one of our tag names: a known prefix and a dotted name after it.
 TAG_LIKE = re.compile(r"^(prov|pipeline|noise|audit|tracking|mlflow|dvc)\.[a-z_]+(\.[a-z_]+)*\.?$|^(rerun_of|error)$")
 # Strings of that shape that are not tag names: files, and MLflow's own module path.
-NOT_TAGS = {"dvc.lock", "dvc.yaml", "mlflow.db", "mlflow.utils.uv_utils", "mlflow.system_metrics"}
+NOT_TAGS = {
+    "dvc.lock",
+    "dvc.yaml",
+    "mlflow.db",
+    "mlflow.utils.uv_utils",
+    "mlflow.system_metrics",
+    "mlflow.store.db.utils",
+}
 
 
 def literals(path: str) -> list[tuple[int, str]]:

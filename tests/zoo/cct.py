@@ -11,7 +11,11 @@ Shrunk for 8x8 digits on a CPU: conv channels [64, 128] -> [8, 16] (so projectio
 units the same), `Rescaling(1/255)` -> `Rescaling(1.0)` (the digits come in [0, 1]), `RandomCrop(32, 32)` ->
 `RandomCrop(8, 8)`. Adapted: integer labels are one-hot encoded inside the loss (the example one-hot encodes the
 data set), and `SequencePooling.__init__` passes `**kwargs` on so Keras can re-create it from its config when the
-saved model is loaded (the example never reloads its model).
+saved model is loaded (the example never reloads its model). The MLP's `activation=keras.ops.gelu` became
+`activation="gelu"`: Keras saves the function by its name and reloads it as `keras.activations.gelu`, which is
+the exact GELU where `keras.ops.gelu` is the tanh approximation, so the example's saved model computes other
+outputs (up to 2e-4 here) than the model it trained; the pipeline refuses that model before training, naming the
+layer (tests/test_one_path.py).
 """
 
 from __future__ import annotations
@@ -126,7 +130,7 @@ class StochasticDepth(layers.Layer):
 
 def mlp(x, hidden_units, dropout_rate):
     for units in hidden_units:
-        x = layers.Dense(units, activation=keras.ops.gelu)(x)
+        x = layers.Dense(units, activation="gelu")(x)
         x = layers.Dropout(dropout_rate)(x)
     return x
 

@@ -86,7 +86,7 @@ def determinism_refusal(error: BaseException) -> str | None:
     for line in strip_ansi(str(error)).splitlines():
         line = line.strip()
         if "determinis" in line.lower() and not line.startswith(("File ", "[[", "Detected at node")):
-            return line
+            return re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]", "", line)
     return None
 
 

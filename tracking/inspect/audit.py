@@ -231,6 +231,7 @@ _OP_IN_TEXT = [
     (re.compile(r"Deterministic GPU implementation of ([\w ]+?) (?:op )?(?:is )?not available", re.I), 1),
     (re.compile(r"\"?(from_non_deterministic_state)\"? cannot be called", re.I), 1),
     (re.compile(r"^(\w+) cannot be called when determinism is enabled", re.I | re.M), 1),
+    (re.compile(r"\[Op:(\w+)\]"), 1),  # an op run eagerly (the model checked before training, tracking/training)
 ]
 
 

@@ -125,10 +125,36 @@ def _same_outputs(model: Any, copy: Any, x: np.ndarray, seeds: Seeds, spec: str,
         gap = np.nanmax(np.abs(outputs - reloaded)) if outputs.shape == reloaded.shape else "other shapes"
         raise UserCodeError(
             f"model.builder: the model '{spec}' builds gives other outputs once saved and reloaded (largest "
-            f"difference {gap}), so the saved model is not the trained one; keep a layer's state in weights made "
-            f"with add_weight and return every __init__ argument from get_config ({SUBCLASSING_GUIDE})"
+            f"difference {gap}{_first_differing_layer(model, copy, x)}), so the saved model is not the trained one; "
+            "keep a layer's state in weights made with add_weight, return every __init__ argument from get_config, "
+            f"and pass Keras objects by name (activation='gelu', not a function Keras saves by name) ({SUBCLASSING_GUIDE})"
         )
     return outputs
+
+
+def _first_differing_layer(model: Any, copy: Any, x: np.ndarray) -> str:
+    """`, first in layer '<name>' (<class>)[: its config differs in <keys>]` for the first layer of a functional
+    model whose output differs once reloaded; "" where the model has no such layers to read."""
+    import keras
+
+    if not getattr(model, "inputs", None) or len(model.layers) != len(copy.layers):
+        return ""
+    for mine, theirs in zip(model.layers, copy.layers, strict=True):
+        try:
+            ours = np.asarray(keras.Model(model.inputs, mine.output)(x, training=False))
+            reloaded = np.asarray(keras.Model(copy.inputs, theirs.output)(x, training=False))
+        except Exception:  # a layer with several outputs or inputs: say no more than the model's gap
+            return ""
+        if ours.shape != reloaded.shape or not np.array_equal(ours, reloaded, equal_nan=True):
+            before, after = mine.get_config(), theirs.get_config()
+            keys = sorted(key for key in before.keys() | after.keys() if str(before.get(key)) != str(after.get(key)))
+            differs = (
+                f": its config differs in {', '.join(keys)} ({before.get(keys[0])} saved as {after.get(keys[0])})"
+                if keys
+                else ""
+            )
+            return f", first in layer '{mine.name}' ({type(mine).__name__}){differs}"
+    return ""
 
 
 def _inference(model: Any, x: np.ndarray, which: str, spec: str, root: Path) -> np.ndarray:
