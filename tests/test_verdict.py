@@ -185,6 +185,9 @@ def test_tracking_plan_from_the_calibration(tmp_path):
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
     expected = plan("test_accuracy", 0.01, 0.0058, 5, 0.025).sentence()  # alpha 0.05 over the two default metrics
     assert done.stdout == expected + "\n" and "5 calibration repeats, " in expected
+    (tmp_path / "docs").mkdir()  # the README's commands work from any folder of the project
+    below = subprocess.run(command, cwd=tmp_path / "docs", capture_output=True, text=True, check=True)
+    assert below.stdout == done.stdout
 
 
 def test_strict_json_names_what_it_nulls():

@@ -260,8 +260,9 @@ def _plan(args: argparse.Namespace) -> None:
     from tracking.noise.power import plan
     from tracking.store.location import project_root
 
-    params = load_params()
-    path = project_root() / NOISE_FILE
+    root = project_root()
+    params = load_params(root / "params.yaml")
+    path = root / NOISE_FILE
     if not path.is_file():
         raise RunStateError(f"{NOISE_FILE} not found", fix="run the calibration first (`dvc repro calibrate`)")
     variants = json.loads(path.read_text())["variants"]
