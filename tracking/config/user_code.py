@@ -145,9 +145,11 @@ def require_loader_inputs(inputs: list[str], kwargs: dict[str, Any], stage: str,
 
 
 def _dvc_added(root: Path, relative: str) -> bool:
-    """Whether `relative`, or a folder holding it, has a `.dvc` file beside it (`dvc add` tracks it)."""
+    """Whether `dvc add` tracks `relative`, or a folder holding it."""
+    from tracking.provenance.dvc import added_outputs
+
     path = PurePosixPath(relative)
-    return any((root / f"{part}.dvc").is_file() for part in (path, *path.parents) if part != PurePosixPath("."))
+    return any(out == path or out in path.parents for outs in added_outputs(root).values() for out in outs)
 
 
 def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from tracking.config.params import Params, parse_yaml, yaml_editor
@@ -191,17 +191,14 @@ def checkout_stage_inputs(project: Path, stage: str, cache: str, env: dict[str, 
     import sys
 
     from tracking.config.user_code import stage_deps
+    from tracking.provenance.dvc import added_outputs
 
     deps = stage_deps(project, stage) or []
-    targets = []
-    for pointer in sorted(project.rglob("*.dvc")):
-        if not pointer.is_file() or {".dvc", ".git"} & set(pointer.relative_to(project).parts[:-1]):
-            continue
-        outs = (parse_yaml(pointer.read_text()) or {}).get("outs") or []
-        folder = pointer.parent.relative_to(project)
-        paths = [PurePosixPath((folder / str(out.get("path", ""))).as_posix()) for out in outs if isinstance(out, dict)]
-        if any(path == dep or dep in path.parents or path in dep.parents for path in paths for dep in deps):
-            targets.append(pointer.relative_to(project).as_posix())
+    targets = [
+        pointer
+        for pointer, paths in added_outputs(project).items()
+        if any(path == dep or dep in path.parents or path in dep.parents for path in paths for dep in deps)
+    ]
     if not targets:
         return []
     for command in (["config", "--local", "cache.dir", cache], ["checkout", *targets]):

@@ -102,6 +102,22 @@ def _outputs_from_dvc(root: Path, top: Path) -> list[str]:
     return sorted(normal_path(PurePosixPath(path.resolve().relative_to(top.resolve()).as_posix())) for path in paths)
 
 
+def added_outputs(root: Path) -> dict[str, list[PurePosixPath]]:
+    """The project's `dvc add` pointers that git tracks or would track (`.dvc` files, relative to `root`), each with
+    the paths it tracks, relative to `root` as well. Empty outside a git repository."""
+    done = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ":(glob)**/*.dvc"],
+        cwd=root,
+        capture_output=True,
+    )
+    found: dict[str, list[PurePosixPath]] = {}
+    for name in sorted({name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name}):
+        outs = (parse_yaml((root / name).read_text(encoding="utf-8")) or {}).get("outs") or []
+        folder = PurePosixPath(name).parent
+        found[name] = [PurePosixPath(normal_path(folder / str(out["path"]))) for out in outs if "path" in out]
+    return found
+
+
 def normal_path(path: PurePosixPath) -> str:
     """`path` without `.` parts and with `..` folded (`audit/../metrics/a.json` -> `metrics/a.json`)."""
     return os.path.normpath(str(path)).replace(os.sep, "/")
