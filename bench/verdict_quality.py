@@ -123,13 +123,13 @@ def main() -> None:
 
 def real(args: argparse.Namespace) -> None:
     """Train a tiny model as a band and as seed-only candidates, and judge each candidate as compare does."""
-    from pipelines.compare import judge_candidate
     from pipelines.prepare import split
     from tracking.config.params import load_params
     from tracking.data.dataset import load_source
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.noise.statistics import pairwise_churn
     from tracking.noise.variants import variant_setup
+    from tracking.noise.verdict import judge_candidate
     from tracking.noise.worker import train_and_score
     from tracking.training.model import BuildInputs, RepeatedModel
 

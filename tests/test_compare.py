@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import client_for, run, runs_of, write_params
 
-from pipelines.compare import choose_variant
 from tracking.config.params import Params
 from tracking.errors import RunStateError
+from tracking.noise.verdict import choose_variant
 
 ALL = ["algo+impl", "algo", "impl", "control"]
 
@@ -114,7 +114,7 @@ def _churn(runs: int, candidate: float = 0.025, seed: int = 0) -> np.ndarray:
 
 
 def test_judge_candidate_families():
-    from pipelines.compare import judge_candidate
+    from tracking.noise.verdict import judge_candidate
 
     values = {
         "test_accuracy": [0.90, 0.91, 0.92, 0.91],
@@ -142,7 +142,7 @@ def test_judge_candidate_families():
 
 
 def test_judge_candidate_on_a_tied_band_cannot_judge():
-    from pipelines.compare import judge_candidate
+    from tracking.noise.verdict import judge_candidate
 
     values = {"test_accuracy": [356 / 360] * 3, "test_loss": [0.30, 0.31, 0.29]}
     variant = _variant(values)
@@ -156,18 +156,18 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
         "test_accuracy: 3 identical values (0.988889) in calibration:algo+impl: no measured spread; "
         "raise calibration.repeats"
     ]
-    from pipelines.compare import compare_metrics
     from tracking.noise.report import render_report
+    from tracking.noise.verdict import verdict_metrics
 
-    summary = compare_metrics({**result, "band_variant": "algo+impl"})
+    summary = verdict_metrics({**result, "band_variant": "algo+impl"})
     assert "z_test_accuracy" not in summary and summary["delta_test_accuracy"] == pytest.approx(-4 / 360)
     report = render_report({**result, "band_variant": "algo+impl", "reason": "r", "calibration_runs": 3})
     assert "Cannot judge test_accuracy" in report and "| n/a | n/a | cannot_judge |" in report
 
 
 def test_report_says_how_many_of_the_band_runs_were_reused():
-    from pipelines.compare import judge_candidate
     from tracking.noise.report import render_report
+    from tracking.noise.verdict import judge_candidate
 
     metrics = Params().compare_metrics()
     values = {name: [0.90, 0.91, 0.92] for name in metrics}
@@ -188,7 +188,7 @@ def test_report_says_how_many_of_the_band_runs_were_reused():
 
 def test_fail_on_drift_fails_only_on_the_worse_direction_and_control_json_is_strict():
     """Issue 26: a significant improvement failed CI; CONTROL wrote Infinity and p = 0 to metrics/compare.json."""
-    from pipelines.compare import compare_metrics, fails, headline, judge_candidate
+    from tracking.noise.verdict import fails, headline, judge_candidate, verdict_metrics
 
     values = {"test_accuracy": [0.90, 0.91, 0.92, 0.91], "test_loss": [0.30, 0.31, 0.29, 0.30]}
     gate = Params.model_validate({"compare": {"fail_on_drift": True}})
@@ -205,7 +205,7 @@ def test_fail_on_drift_fails_only_on_the_worse_direction_and_control_json_is_str
     control = judge_candidate(
         gate, _variant(tied), tied, [{"test_accuracy": 0.91, "test_loss": 0.30}], _churn(4, 0.0), ["abc"], True
     )
-    summary = compare_metrics({**control, "band_variant": "control"})
+    summary = verdict_metrics({**control, "band_variant": "control"})
     assert control["verdict"] == "exceeds_noise" and summary["bit_identical_to_control"] is True
     assert json.dumps(summary, allow_nan=False) and "z_test_accuracy" not in summary
     assert headline(control).startswith("bit-identical")
@@ -213,12 +213,16 @@ def test_fail_on_drift_fails_only_on_the_worse_direction_and_control_json_is_str
     assert row["p_value"] is None and "CONTROL" in row["note"]
 
 
+EMPTY = {"baseline": {}, "data_sha256": "d", "alpha": 0.05, "repeats": 3, "runs": [], "variants": {}}
+
+
 def test_min_effect_must_name_a_judged_metric():
     with pytest.raises(Exception, match="min_effect"):
         Params.model_validate({"compare": {"min_effect": {"test_accuracy": -1}}})
-    from pipelines.compare import check_compare_metrics
     from tracking.errors import ParamsError
+    from tracking.noise.record import NoiseRecord
+    from tracking.noise.verdict import check_compare_metrics
 
     params = Params.model_validate({"compare": {"min_effect": {"val_accuracy": 0.01}}})
     with pytest.raises(ParamsError, match=r"compare\.min_effect\.val_accuracy: not a metric the compare stage judges"):
-        check_compare_metrics(params, {"test_accuracy": 1.0, "test_loss": 0.1}, {"variants": {}})
+        check_compare_metrics(params, {"test_accuracy": 1.0, "test_loss": 0.1}, NoiseRecord.from_dict(EMPTY))

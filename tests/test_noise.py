@@ -129,12 +129,50 @@ def test_identical_runs_have_exactly_their_value_as_band_mean():
 
 def test_a_run_whose_secret_params_were_logged_redacted_is_still_the_calibrated_baseline():
     """noise.json keeps the baseline's params as params.yaml holds them; the run's, as MLflow logged them."""
-    from tracking.noise.policy import is_calibrated_baseline
+    from tracking.noise.record import NoiseRecord
     from tracking.provenance.redaction import redact_param
 
     baseline = {"data.loader": "team_data:load", "data.kwargs.api_token": "xoxp-1-secret", "train.epochs": 2}
     logged = {key: redact_param(key, value)[0] for key, value in baseline.items()}
     assert logged["data.kwargs.api_token"] == "<redacted>"
-    noise = {"baseline": baseline, "data_sha256": "d"}
-    assert is_calibrated_baseline(logged, "d", noise)
-    assert not is_calibrated_baseline({**logged, "train.epochs": "3"}, "d", noise)
+    noise = NoiseRecord(baseline=baseline, data_sha256="d", alpha=0.05, repeats=3, runs=[], variants={})
+    assert noise.trained_baseline(logged, "d")
+    assert not noise.trained_baseline({**logged, "train.epochs": "3"}, "d")
+    assert not noise.trained_baseline(logged, "other data")
+
+
+def test_the_calibration_record_round_trips_strictly_and_refuses_what_it_cannot_read(tmp_path):
+    """calibration/noise.json is read and written through one class: a NaN metric is stored as null (strict JSON,
+    named under non_finite) and reads back as NaN; a file of another shape is one line naming it and the fix."""
+    import json
+
+    from tracking.errors import RunStateError
+    from tracking.noise.record import NoiseRecord, Variant
+
+    band = band_from_values("test_loss", [0.3, 0.31, 0.29], 0.05, "calibration:algo").as_dict()
+    runs = [{"variant": "algo", "repeat": i, "metrics": {"test_loss": v, "test_mae": m}}
+            for i, (v, m) in enumerate([(0.3, 1.0), (0.31, float("nan")), (0.29, 2.0)])]  # fmt: skip
+    variant = Variant(runs=[0, 1, 2], bands={"test_loss": band}, churn={}, weight_distance={},
+                      bit_identical=False, weights_sha256=["a", "b", "c"])  # fmt: skip
+    record = NoiseRecord(baseline={"train.epochs": 2}, data_sha256="d", alpha=0.05, repeats=3, runs=runs,
+                         variants={"algo": variant})  # fmt: skip
+    path = tmp_path / "calibration" / "noise.json"
+    record.write(path)
+    stored = json.loads(path.read_text())
+    assert stored["runs"][1]["metrics"]["test_mae"] is None
+    assert stored["non_finite"] == {"runs.1.metrics.test_mae": "nan"}
+    read = NoiseRecord.read(path)
+    assert math.isnan(read.runs[1]["metrics"]["test_mae"]) and read.band_values("algo") == {
+        "test_loss": [0.3, 0.31, 0.29]
+    }
+    assert read.at_alpha(0.01).variant("algo").bands["test_loss"]["high"] > band["high"]
+    with pytest.raises(RunStateError, match=r"noise\.json has no control variant \(it has algo\); add control"):
+        read.variant("control")
+    path.write_text(json.dumps({**stored, "variants": {"algo": {"runs": [0]}}}))
+    with pytest.raises(
+        RunStateError, match=r"is not a calibration record this version reads .*dvc repro --force calibrate"
+    ):
+        NoiseRecord.read(path)
+    path.write_text("{")
+    with pytest.raises(RunStateError, match=r"is not valid JSON"):
+        NoiseRecord.read(path)

@@ -258,19 +258,17 @@ def _plan(args: argparse.Namespace) -> None:
     from tracking.config.project import NOISE_FILE
     from tracking.errors import RunStateError
     from tracking.noise.power import plan
+    from tracking.noise.record import NoiseRecord
     from tracking.store.location import project_root
 
     root = project_root()
     params = load_params(root / "params.yaml")
-    path = root / NOISE_FILE
-    if not path.is_file():
-        raise RunStateError(f"{NOISE_FILE} not found", fix="run the calibration first (`dvc repro calibrate`)")
-    variants = json.loads(path.read_text())["variants"]
-    band = variants.get(args.variant, {}).get("bands", {}).get(args.metric)
+    noise = NoiseRecord.read(root / NOISE_FILE)
+    band = noise.variant(args.variant).bands.get(args.metric)
     if band is None:
         raise RunStateError(
             f"{NOISE_FILE} has no {args.variant} band for {args.metric}",
-            fix=f"name a calibrated variant ({', '.join(variants)}) and a metric it bands",
+            fix=f"name a metric it bands ({', '.join(noise.variant(args.variant).bands)})",
         )
     level = params.compare.alpha / len(params.compare_metrics())
     _write(plan(args.metric, args.shift, band["std"], band["n"], level, args.power).sentence() + "\n")

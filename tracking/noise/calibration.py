@@ -9,7 +9,6 @@ on the workers of a Ray cluster (`ray`). Every finished repeat is kept under the
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -41,6 +40,7 @@ from tracking.names import (
     status_is,
     tag_is,
 )
+from tracking.noise.record import NoiseRecord, Variant
 from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 from tracking.noise.statistics import (
     band_from_values,
@@ -48,7 +48,6 @@ from tracking.noise.statistics import (
     off_diagonal_summary,
     pairwise_disagreement,
     pairwise_weight_distance,
-    strict,
 )
 from tracking.noise.variants import op_determinism
 from tracking.noise.worker import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
@@ -75,7 +74,7 @@ def summarise(
     alpha: float,
     task: str = CLASSIFICATION,
     target_std: float | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Variant]:
     """Bands of every metric and pairwise churn (the task's) / weight-distance summaries, per variant."""
     summary = {}
     for variant in dict.fromkeys(run["variant"] for run in runs):
@@ -87,18 +86,18 @@ def summarise(
             if sum(np.isfinite(run["metrics"][name]) for run in chosen) >= 2
         }
         hashes = sorted({run["weights_sha256"] for run in chosen})
-        summary[variant] = {
-            "runs": index,
-            "bands": {
+        summary[variant] = Variant(
+            runs=index,
+            bands={
                 name: band_from_values(name, values, alpha, f"calibration:{variant}").as_dict()
                 for name, values in metrics.items()
             },
-            "churn": off_diagonal_summary(pairwise_disagreement(predictions[index], task, target_std)),
-            "weight_distance": off_diagonal_summary(pairwise_weight_distance(weights[index])),
-            "bit_identical": len(hashes) == 1,
-            "weights_sha256": hashes,
-            "impl_noise": chosen[0]["impl_noise"],
-        }
+            churn=off_diagonal_summary(pairwise_disagreement(predictions[index], task, target_std)),
+            weight_distance=off_diagonal_summary(pairwise_weight_distance(weights[index])),
+            bit_identical=len(hashes) == 1,
+            weights_sha256=hashes,
+            impl_noise=chosen[0]["impl_noise"],
+        )
     return summary
 
 
@@ -267,32 +266,31 @@ def calibrate(params: Params) -> None:
         stacked_weights = np.stack([finished[job].weights for job in plan])
         task, test = spec.task, spec.splits["test"]
         target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
-        noise = {
-            "baseline": redact_params(baseline.flat()),
-            "data_sha256": spec.manifest["content_sha256"],
-            "alpha": STORED_ALPHA,
-            "repeats": params.calibration.repeats,
-            "simulate_impl_noise": params.calibration.simulate_impl_noise,
-            "gpu": gpu,
-            "parent_run_id": parent.run_id,
-            "executor": executor,
-            "reused": [label(job) for job in plan if job in reused],
-            "runs": runs,
-            "task": task,
-            "churn_measure": churn_measure(task),
-            "target_std": target_std,
-            "variants": summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std),
-        }
-        control = noise["variants"].get("control")
+        noise = NoiseRecord(
+            baseline=redact_params(baseline.flat()),
+            data_sha256=spec.manifest["content_sha256"],
+            alpha=STORED_ALPHA,
+            repeats=params.calibration.repeats,
+            simulate_impl_noise=params.calibration.simulate_impl_noise,
+            gpu=gpu,
+            parent_run_id=parent.run_id,
+            executor=executor,
+            reused=[label(job) for job in plan if job in reused],
+            runs=runs,
+            task=task,
+            churn_measure=churn_measure(task),
+            target_std=target_std,
+            variants=summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std),
+        )
+        control = noise.variants.get("control")
         parent.set_tags(
             {
-                CONTROL_BIT_IDENTICAL_TAG: str(control["bit_identical"]).lower() if control else "n/a",
+                CONTROL_BIT_IDENTICAL_TAG: str(control.bit_identical).lower() if control else "n/a",
                 REUSED_REPEATS_TAG: len(reused),
             }
         )
-        noise = strict(noise)  # a NaN metric (a diverged repeat) is null, named in `non_finite`: strict JSON
-        parent.log_json(noise, NOISE_FILE.as_posix())
-        (root / NOISE_FILE).parent.mkdir(parents=True, exist_ok=True)
+        # A NaN metric (a diverged repeat) is null, named in `non_finite`: strict JSON.
+        parent.log_json(noise.as_dict(), NOISE_FILE.as_posix())
         (root / CALIBRATION_RUNS).parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(
             root / CALIBRATION_RUNS,
@@ -300,15 +298,15 @@ def calibrate(params: Params) -> None:
             weights=stacked_weights,
             variants=np.array([run["variant"] for run in runs]),
         )
-        (root / NOISE_FILE).write_text(json.dumps(noise, indent=2, allow_nan=False) + "\n")
-    if control and not control["bit_identical"]:
+        noise.write(root / NOISE_FILE)
+    if control and not control.bit_identical:
         print(
             "WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "
-            f"weights: {', '.join(control['weights_sha256'])}",
+            f"weights: {', '.join(control.weights_sha256)}",
             file=sys.stderr,
         )
     trained_here = len(plan) - len(reused)
     print(
-        f"calibrated {len(runs)} runs over {len(noise['variants'])} variant(s) ({trained_here} trained with the "
+        f"calibrated {len(runs)} runs over {len(noise.variants)} variant(s) ({trained_here} trained with the "
         f"{executor} executor, {len(reused)} reused); MLflow parent run {parent.run_id}"
     )

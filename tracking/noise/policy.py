@@ -138,15 +138,6 @@ def changed_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefixes: tuple[str
     )
 
 
-def is_calibrated_baseline(params: Mapping[str, Any], data_sha256: str | None, noise: Mapping[str, Any]) -> bool:
-    """Whether a run trained the calibration's baseline: the same data content and configuration."""
-    baseline = {key: value for key, value in noise.get("baseline", {}).items() if key.startswith(CONFIG_SECTIONS)}
-    ran = {key: value for key, value in params.items() if key.startswith(CONFIG_SECTIONS)}
-    return (
-        bool(baseline) and data_sha256 == noise.get("data_sha256") and not changed_keys(baseline, ran, CONFIG_SECTIONS)
-    )
-
-
 @dataclass(frozen=True)
 class Judgement:
     """One value (or the mean of `candidates` candidate runs) judged against a band around a reference that averages

@@ -10,6 +10,7 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import NOISE_FILE
+from tracking.noise.record import NoiseRecord
 from tracking.noise.statistics import format_p, pairwise_disagreement
 
 
@@ -100,7 +101,7 @@ def _number(value: float | None, spec: str) -> str:
 
 def render_plots(
     paths: dict[str, Path],
-    noise: dict,
+    noise: NoiseRecord,
     calibration: Any,
     predictions: np.ndarray,
     candidate: dict[str, float],
@@ -111,14 +112,14 @@ def render_plots(
     metrics under their banded names."""
     from matplotlib.figure import Figure
 
-    runs = noise["runs"]
-    variants = list(noise["variants"])
+    runs = noise.runs
+    variants = list(noise.variants)
     primary = next(row["metric"] for row in result["checks"] if row["family"] == "primary")
     figure = Figure(figsize=(7, 4), layout="tight")
     axis = figure.subplots()
     for index, variant in enumerate(variants):
         values = [run["metrics"][primary] for run in runs if run["variant"] == variant and primary in run["metrics"]]
-        band = noise["variants"][variant]["bands"].get(primary)
+        band = noise.variant(variant).bands.get(primary)
         if band:
             axis.vlines(
                 index,
@@ -142,8 +143,10 @@ def render_plots(
     axis.legend(fontsize=8)
     figure.savefig(paths["accuracy"], dpi=110)
 
-    task, target_std = noise.get("task", CLASSIFICATION), noise.get("target_std")
-    matrix = pairwise_disagreement(np.concatenate([predictions[None], calibration["predictions"]]), task, target_std)
+    task = noise.task
+    matrix = pairwise_disagreement(
+        np.concatenate([predictions[None], calibration["predictions"]]), task, noise.target_std
+    )
     labels = ["candidate"] + [f"{run['variant']}#{run['repeat']}" for run in runs]
     figure = Figure(figsize=(1.2 + 0.45 * len(labels), 1 + 0.45 * len(labels)), layout="tight")
     axis = figure.subplots()
@@ -154,8 +157,8 @@ def render_plots(
     figure.colorbar(image)
     figure.savefig(paths["churn"], dpi=110)
 
-    chosen = [runs[i] for i in noise["variants"][result["band_variant"]]["runs"]]
-    banded = noise["variants"][result["band_variant"]]["bands"]
+    chosen = noise.runs_of(result["band_variant"])
+    banded = noise.variant(result["band_variant"]).bands
     breakdown = [name for name in banded if name.startswith(("test_accuracy_class_", "test_group_"))]
     names = [name for name in (breakdown or list(banded)) if name in candidate]
     figure = Figure(figsize=(max(7.0, 0.5 * len(names)), 4), layout="tight")

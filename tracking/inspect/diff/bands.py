@@ -12,12 +12,13 @@ from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
-from tracking.noise.policy import Differences, choose_band, is_calibrated_baseline
+from tracking.noise.policy import Differences, choose_band
+from tracking.noise.record import NoiseRecord
 
 
 def find_calibration(
     client: Any, experiment_ids: list[str], run_id: str | None = None
-) -> tuple[str, dict[str, Any]] | None:
+) -> tuple[str, NoiseRecord] | None:
     """The calibration parent run (`run_id`, else the latest finished one) and its `calibration/noise.json`."""
     if run_id is None:
         found = client.search_runs(
@@ -34,7 +35,7 @@ def find_calibration(
         raise RunSelectionError(
             f"run {run_id} has no {NOISE_FILE.as_posix()}", fix="pass the calibration parent run to --calibration"
         )
-    return run_id, noise
+    return run_id, NoiseRecord.from_dict(noise, f"run {run_id}'s {NOISE_FILE.as_posix()}")
 
 
 def differences(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> Differences:
@@ -68,18 +69,18 @@ def choose_calibrated_band(
     bands, baseline_reference = None, False
     if found:
         run_id, noise = found
-        choice = choose_band(differences(groups, a, b), list(noise["variants"]))
-        baseline_reference = is_calibrated_baseline(a.params, a.manifest.get("content_sha256"), noise)
+        choice = choose_band(differences(groups, a, b), list(noise.variants))
+        baseline_reference = noise.trained_baseline(a.params, a.manifest.get("content_sha256"))
         described = {
             "variant": choice.variant,
             "reason": choice.reason,
             "calibration_run": run_id,
-            "repeats": noise.get("repeats"),
-            "data_sha256": noise.get("data_sha256"),
+            "repeats": noise.repeats,
+            "data_sha256": noise.data_sha256,
             "reference": "the calibrated baseline's mean (run A trained its data and configuration)"
             if baseline_reference
             else "run A",
         }
         if choice.variant is not None:
-            bands = noise["variants"][choice.variant]["bands"]
+            bands = noise.variant(choice.variant).bands
     return ChosenBand(bands, baseline_reference, described)

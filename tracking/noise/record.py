@@ -1,0 +1,143 @@
+"""`calibration/noise.json`, the calibration's record, read and written through one typed class.
+
+The calibrate stage writes it; the compare stage, `tracking diff`, `tracking plan` and the reports read it. Each
+reads it here, so its keys are named once and a malformed or older file is one `error:` line, not a KeyError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from tracking.config.params import CLASSIFICATION
+from tracking.config.project import CALIBRATE, NOISE_FILE
+from tracking.errors import RunStateError
+from tracking.noise.policy import CONFIG_SECTIONS, changed_keys
+from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, strict
+
+REFRESH = f"re-run the calibration (`dvc repro --force {CALIBRATE}`)"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One noise variant's summary: its runs (indices into `NoiseRecord.runs`), each metric's band (as
+    `Band.as_dict()` holds it), the pairwise churn and weight distances, and its distinct weight hashes."""
+
+    runs: list[int]
+    bands: dict[str, dict[str, Any]]
+    churn: dict[str, Any]
+    weight_distance: dict[str, Any]
+    bit_identical: bool
+    weights_sha256: list[str]
+    impl_noise: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseRecord:
+    """What a calibration measured: the baseline it trained (redacted flat params), the data's content hash, each
+    repeat's run (`runs`: variant, repeat, seeds, metrics, weights hash, run id, whether reused) and each variant's
+    summary. Bands are stored at `alpha`; `at_alpha` re-derives their intervals at another."""
+
+    baseline: dict[str, Any]
+    data_sha256: str
+    alpha: float
+    repeats: int
+    simulate_impl_noise: bool = False
+    gpu: bool = False
+    parent_run_id: str | None = None
+    executor: str | None = None
+    reused: list[str] = field(default_factory=list)
+    runs: list[dict[str, Any]]
+    task: str = CLASSIFICATION
+    churn_measure: str = CLASSIFICATION_CHURN
+    target_std: float | None = None
+    variants: dict[str, Variant]
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any], source: str = NOISE_FILE.as_posix()) -> NoiseRecord:
+        """The record from its JSON object; a missing key or a wrong shape names `source` and the fix."""
+        try:
+            variants = {name: Variant(**summary) for name, summary in record["variants"].items()}
+            known = {spec.name for spec in fields(cls)} - {"variants"}
+            # A NaN metric (a diverged repeat) is stored as null (strict JSON); it reads back as NaN.
+            runs = [{**run, "metrics": _nan_for_null(run["metrics"])} for run in record["runs"]]
+            values = {key: value for key, value in record.items() if key in known}
+            return cls(**{**values, "runs": runs, "variants": variants})
+        except (KeyError, TypeError, AttributeError) as error:
+            raise RunStateError(
+                f"{source} is not a calibration record this version reads ({error})", fix=REFRESH
+            ) from None
+
+    @classmethod
+    def read(cls, path: Path) -> NoiseRecord:
+        """The record in `path`; a missing file or one that is not JSON is one line naming it and the fix."""
+        if not path.is_file():
+            raise RunStateError(f"{path.name} not found at {path}", fix=f"run the calibration first ({REFRESH})")
+        try:
+            return cls.from_dict(json.loads(path.read_text()), str(path))
+        except json.JSONDecodeError as error:
+            raise RunStateError(f"{path} is not valid JSON ({error.msg}, line {error.lineno})", fix=REFRESH) from None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object, strict: every NaN or infinite float is null and named under `non_finite`."""
+        return strict(asdict(self))
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.as_dict(), indent=2, allow_nan=False) + "\n")
+
+    def variant(self, name: str) -> Variant:
+        if name not in self.variants:
+            raise RunStateError(
+                f"{NOISE_FILE} has no {name} variant (it has {', '.join(self.variants) or 'none'})",
+                fix=f"add {name} to calibration.variants and {REFRESH}",
+            )
+        return self.variants[name]
+
+    def runs_of(self, name: str) -> list[dict[str, Any]]:
+        """The runs of variant `name`, in the order the calibration trained them."""
+        return [self.runs[index] for index in self.variant(name).runs]
+
+    def band_values(self, name: str) -> dict[str, list[float]]:
+        """Each metric variant `name` bands, with its value in each of the variant's runs (NaN where one lacks it)."""
+        runs = self.runs_of(name)
+        return {metric: [run["metrics"].get(metric, math.nan) for run in runs] for metric in self.variant(name).bands}
+
+    def reused_in(self, name: str) -> int:
+        """How many of variant `name`'s runs an earlier calibration trained (kept and reused)."""
+        return sum(bool(run.get("reused")) for run in self.runs_of(name))
+
+    def trained_baseline(self, params: Mapping[str, Any], data_sha256: str | None) -> bool:
+        """Whether a run of flat `params` on data of content `data_sha256` trained this calibration's baseline: the
+        same data content and configuration (seeds and determinism aside)."""
+        baseline = {key: value for key, value in self.baseline.items() if key.startswith(CONFIG_SECTIONS)}
+        ran = {key: value for key, value in params.items() if key.startswith(CONFIG_SECTIONS)}
+        return bool(baseline) and data_sha256 == self.data_sha256 and not changed_keys(baseline, ran, CONFIG_SECTIONS)
+
+    def bands_everywhere(self, metric: str) -> bool:
+        """Whether every variant has a band for `metric`."""
+        return all(metric in variant.bands for variant in self.variants.values())
+
+    def at_alpha(self, alpha: float) -> NoiseRecord:
+        """The record with every band's interval re-derived at `alpha` (they are stored at another)."""
+        variants = {
+            name: replace(
+                variant,
+                bands={
+                    metric: band_from_summary(
+                        metric, band["mean"], band["std"], band["n"], alpha, band["source"]
+                    ).as_dict()
+                    for metric, band in variant.bands.items()
+                },
+            )
+            for name, variant in self.variants.items()
+        }
+        return replace(self, variants=variants, alpha=alpha)
+
+
+def _nan_for_null(metrics: dict[str, Any]) -> dict[str, float]:
+    return {name: math.nan if value is None else value for name, value in metrics.items()}

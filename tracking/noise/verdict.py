@@ -1,0 +1,240 @@
+"""The verdict on a candidate: the band that fits it, every check Holm-corrected within its family, and what fails
+`compare.fail_on_drift`. The compare stage calls `judge_calibrated`, and so must anything else that judges a
+candidate against a calibration: one code path for every verdict.
+
+Which band, and the test, are `tracking.noise.policy`'s (the policy `tracking diff` uses): a candidate whose data or
+configuration differs from the baseline, or only its seeds, is judged against the band of reseeded runs (`algo`, or
+`algo+impl` with kernel noise: did the change move the metric beyond chance?); one with the same seeds and op
+determinism against `control`, where anything but bit-identical is drift. The metrics of `compare.metrics` form the
+primary family, which decides the verdict; churn, per-class and per-group checks are families of their own, reported
+beside it. Each verdict says what it can see (the band std's interval, the shift detected with 80% power).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tracking.config.params import Params
+from tracking.config.project import NOISE_FILE
+from tracking.determinism.seeds import resolve_seeds
+from tracking.errors import ParamsError, RunStateError
+from tracking.noise.candidates import judge_churn, judge_values
+from tracking.noise.policy import (
+    CANNOT_JUDGE,
+    CONFIG_SECTIONS,
+    CONTROL,
+    DETERMINISM,
+    EXCEEDS,
+    Differences,
+    changed_keys,
+    choose_band,
+    direction,
+    family_verdict,
+    judge,
+    judge_family,
+)
+from tracking.noise.record import NoiseRecord
+from tracking.noise.statistics import band_from_summary, pairwise_disagreement
+
+
+def judge_calibrated(
+    params: Params,
+    baseline: Params,
+    noise: NoiseRecord,
+    data_sha256: str,
+    candidates: list[dict[str, float]],
+    predictions: np.ndarray,
+    weights_sha256: list[str],
+    calibration_predictions: np.ndarray,
+) -> dict[str, Any]:
+    """The verdict on the candidate runs (`candidates`: each run's flat test metrics; `predictions`: their test
+    predictions stacked, one row per run; `weights_sha256`: their weight hashes), trained with `params` on data of
+    content `data_sha256`, against the calibration `noise` of `baseline` (`calibration_predictions`: its runs'
+    stacked predictions). The bands are taken at `compare.alpha`."""
+    noise = noise.at_alpha(params.compare.alpha)
+    data_changed = data_sha256 != noise.data_sha256
+    name, reason = choose_variant(params, baseline, data_changed, list(noise.variants))
+    variant = noise.variant(name)
+    chosen = calibration_predictions[variant.runs]
+    if chosen.shape[1:] != predictions.shape[1:]:
+        raise RunStateError(
+            "the candidate's test set differs in size from the calibration's; re-run `dvc repro` so both use data/prepared"
+        )
+    churn_matrix = pairwise_disagreement(np.concatenate([predictions, chosen]), noise.task, noise.target_std)
+    result = judge_candidate(
+        params,
+        {"name": name, "weights_sha256": variant.weights_sha256},
+        noise.band_values(name),
+        candidates,
+        churn_matrix,
+        weights_sha256,
+        name == CONTROL,
+    )
+    return {
+        **result,
+        "band_variant": name,
+        "reason": reason,
+        "data_changed": data_changed,
+        "calibration_runs": len(variant.runs),
+        "reused_runs": noise.reused_in(name),
+        "churn_measure": noise.churn_measure,
+    }
+
+
+def choose_variant(candidate: Params, baseline: Params, data_changed: bool, available: list[str]) -> tuple[str, str]:
+    """The calibration variant the candidate is judged against, and why (the band policy's choice)."""
+    base, ran = baseline.flat(), candidate.flat()
+    causes = (("data content",) if data_changed else ()) + changed_keys(base, ran, CONFIG_SECTIONS)
+    # The variants set op determinism themselves; the candidate's own setting is what counts.
+    kernels = (() if candidate.determinism.op_determinism else ("op determinism off",)) + tuple(
+        f"{key} differs" for key in changed_keys(base, ran, (DETERMINISM,)) if key != "determinism.op_determinism"
+    )
+    seeds = resolve_seeds(candidate.seeds) != resolve_seeds(baseline.seeds)
+    choice = choose_band(Differences(causes, seeds, kernels), available)
+    if choice.variant is None:
+        raise RunStateError(f"the candidate cannot be judged: {choice.reason}, then re-run `dvc repro`")
+    return choice.variant, choice.reason
+
+
+def judge_candidate(
+    params: Params,
+    variant: dict[str, Any],
+    band_values: dict[str, list[float]],
+    candidates: list[dict[str, float]],
+    churn_matrix: np.ndarray,
+    weights_sha256: list[str],
+    control: bool,
+) -> dict[str, Any]:
+    """Every check of the candidate runs' flat metrics (one dict per run), Holm-corrected within its family, and
+    the verdict.
+
+    `band_values` holds each banded metric's values over the band's runs, `churn_matrix` the pairwise churn of
+    the candidate runs (first) and the band's runs. The primary family (the metrics of `compare.metrics`) decides
+    the verdict; churn, per-class and per-group checks are families of their own, reported beside it. A CONTROL
+    band's zero spread is a measurement (`exact`); any other band without spread cannot judge, nor can a metric
+    that is not a number. A gap beyond noise but below `compare.min_effect` is within tolerance.
+    """
+    alpha = params.compare.alpha
+    modes = {**params.compare_metrics(), "churn": "min"}
+    source = f"calibration:{variant.get('name', 'band')}"
+    families: dict[str, list] = {"primary": [], "churn": [], "class": [], "group": []}
+    for metric in params.compare_metrics():
+        values = [run[metric] for run in candidates]
+        declared = params.compare.known_bands.get(metric)
+        if declared:
+            band = band_from_summary(
+                metric, declared.mean, declared.std, declared.n, alpha, "declared in compare.known_bands"
+            )
+            families["primary"].append(judge(values[0], band))
+        else:
+            families["primary"].append(
+                judge_values(metric, band_values[metric], values, alpha, source, modes[metric], control)
+            )
+    families["churn"].append(judge_churn(churn_matrix, len(candidates), alpha, exact=control))
+    for name in candidates[0]:
+        family = (
+            "class" if name.startswith("test_accuracy_class_") else "group" if name.startswith("test_group_") else None
+        )
+        if family and name in band_values:
+            values = [run.get(name, float("nan")) for run in candidates]
+            families[family].append(judge_values(name, band_values[name], values, alpha, source, exact=control))
+    judged = {
+        family: judge_family(found, alpha, params.compare.min_effect if family == "primary" else None)
+        for family, found in families.items()
+    }
+    rows = [
+        {
+            **found.as_dict(),
+            "family": family,
+            "mode": modes.get(found.metric),
+            "direction": direction(found.delta, modes.get(found.metric)),
+        }
+        for family, found_all in judged.items()
+        for found in found_all
+    ]
+    bit_identical = all(found in variant["weights_sha256"] for found in weights_sha256)
+    verdict = EXCEEDS if control and not bit_identical else family_verdict(judged["primary"])
+    primary = [row for row in rows if row["family"] == "primary"]
+    worse = [row["metric"] for row in primary if row["verdict"] == EXCEEDS and row["direction"] == "worse"]
+    better = [row["metric"] for row in primary if row["verdict"] == EXCEEDS and row["direction"] == "better"]
+    unjudged = [found for found in judged["primary"] if found.verdict == CANNOT_JUDGE]
+    return {
+        "verdict": verdict,
+        "checks": rows,
+        "candidate_runs": len(candidates),
+        "bit_identical_to_control": bit_identical if control else None,
+        "worse": worse,
+        "better": better,
+        "secondary_exceeding": sum(row["verdict"] == EXCEEDS for row in rows if row["family"] != "primary"),
+        "cannot_judge": [f"{found.metric}: {found.note}" for found in unjudged],
+        "correction": (
+            f"Holm-Bonferroni at alpha={alpha} within each family: primary ({len(families['primary'])} checks,"
+            f" decides the verdict), churn ({len(families['churn'])}), per-class ({len(families['class'])}), "
+            f"per-group ({len(families['group'])})"
+        ),
+        "candidate_churn": {
+            "mean": float(churn_matrix[: len(candidates), len(candidates) :].mean()),
+            "max": float(churn_matrix[: len(candidates), len(candidates) :].max()),
+        },
+    }
+
+
+def fails(result: dict[str, Any], params: Params) -> bool:
+    """Whether `compare.fail_on_drift` fails the stage: drift in the worse direction of a metric's mode (an
+    improvement beyond noise is reported, not failed), or a CONTROL candidate whose weights are not
+    bit-identical."""
+    if not params.compare.fail_on_drift or result["verdict"] != EXCEEDS:
+        return False
+    return bool(result["worse"]) or result["bit_identical_to_control"] is False
+
+
+def headline(result: dict[str, Any]) -> str:
+    """What the stage prints before its reason: which way a drift goes, and under CONTROL whether bit-identical."""
+    parts = []
+    if result["bit_identical_to_control"] is not None:
+        parts.append("bit-identical" if result["bit_identical_to_control"] else "weights differ from CONTROL's")
+    if result["verdict"] == EXCEEDS:
+        parts += [f"{way}: {', '.join(result[way])}" for way in ("worse", "better") if result[way]]
+    return "".join(f"{part}; " for part in parts)
+
+
+def check_compare_metrics(params: Params, logged: dict[str, float], noise: NoiseRecord) -> None:
+    """Stop before any MLflow run when a metric of `compare.metrics` is not logged by evaluate or not banded."""
+    for metric in params.compare_metrics():
+        if metric not in logged:
+            raise ParamsError(
+                f"compare.metrics.{metric}: the evaluate stage does not log it; it logs "
+                f"{', '.join(sorted(logged))}: name one of those in params.yaml"
+            )
+    for metric in params.compare.min_effect:
+        if metric not in params.compare_metrics():
+            raise ParamsError(
+                f"compare.min_effect.{metric}: not a metric the compare stage judges "
+                f"({', '.join(params.compare_metrics())}); name one of those or add it to compare.metrics"
+            )
+    for metric in params.compare_metrics():
+        if metric not in params.compare.known_bands and not noise.bands_everywhere(metric):
+            raise RunStateError(
+                f"compare.metrics.{metric}: the calibration in {NOISE_FILE} has no band for it; re-run the "
+                "calibration (`dvc repro -f calibrate`) or declare one in compare.known_bands"
+            )
+
+
+def verdict_metrics(result: dict[str, Any]) -> dict[str, Any]:
+    """The DVC metrics: the verdict, and z-score and delta of each main check, so `dvc exp show` lists them."""
+    summary: dict[str, Any] = {
+        "verdict": result["verdict"],
+        "band_variant": result["band_variant"],
+        "secondary_exceeding": result["secondary_exceeding"],
+        "bit_identical_to_control": result["bit_identical_to_control"],
+    }
+    for row in result["checks"]:
+        if row["family"] == "primary":
+            if row["z"] is not None:
+                summary[f"z_{row['metric']}"] = row["z"]
+            summary[f"delta_{row['metric']}"] = row["delta"]
+            if row["delta"] is None:
+                summary[f"delta_{row['metric']}_note"] = row["note"]
+    return summary
