@@ -28,7 +28,7 @@ from tracking.config.project import (
     PREPARED,
     RUN_FILE,
 )
-from tracking.data.dataset import read_manifest
+from tracking.data.manifest import Manifest
 from tracking.errors import RunStateError
 from tracking.names import BAND_VARIANT_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
 from tracking.noise.record import NoiseRecord
@@ -58,7 +58,7 @@ def main() -> None:
         params,
         baseline,
         noise,
-        read_manifest(root / PREPARED)["content_sha256"],
+        Manifest.read(root / PREPARED).content_sha256,
         [flat_metrics(evaluation)],
         predictions[None],
         [candidate_run["weights_sha256"]],

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, load_params
+from tracking.config.params import load_params
 from tracking.config.project import (
     CONFUSION,
     EVAL_METRICS,
@@ -26,7 +26,8 @@ from tracking.config.project import (
     PROBABILITIES,
     RUN_FILE,
 )
-from tracking.data.dataset import load_split, output_size, read_manifest
+from tracking.data.dataset import load_split
+from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.errors import RunStateError
 from tracking.provenance import to_tags
@@ -46,9 +47,9 @@ def main() -> None:
         if not (root / path).is_file():
             raise RunStateError(f"{path} not found; run the train stage first (`dvc repro train`)")
     run = json.loads((root / RUN_FILE).read_text())
-    manifest = read_manifest(root / PREPARED)
+    manifest = Manifest.read(root / PREPARED)
     test = load_split(root / PREPARED, "test")
-    task, n_outputs = manifest.get("task", CLASSIFICATION), output_size(manifest)
+    task, n_outputs = manifest.task, manifest.n_outputs
     with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage=EVALUATE) as tracker:
         seed_frameworks(params, seeds)
         model = load_trained_model(root / MODEL, params, root)

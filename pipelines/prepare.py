@@ -48,7 +48,7 @@ def main() -> None:
     manifest = build_manifest(splits, source, params.data.task)
     check_pin(manifest, params.data.sha256, root / PINS_DIR)
     write_splits(root / PREPARED, splits, manifest)
-    print(f"prepared {sum(manifest['n_samples'].values())} samples, content sha256 {manifest['content_sha256']}")
+    print(f"prepared {manifest.total} samples, content sha256 {manifest.content_sha256}")
 
 
 if __name__ == "__main__":

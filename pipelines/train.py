@@ -9,7 +9,8 @@ from typing import Any
 
 from tracking.config.params import load_params
 from tracking.config.project import HISTORY, MODEL, PREPARED, RUN_FILE, TRAIN, TRAIN_METRICS
-from tracking.data.dataset import load_splits, read_manifest
+from tracking.data.dataset import load_splits
+from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.provenance.git import open_repository
 from tracking.provenance.redaction import strip_credentials
@@ -25,7 +26,7 @@ def main() -> None:
     seeds = reproducible_process(params)
     root = project_root()
     require_code_deps(params, TRAIN, root)
-    manifest = read_manifest(root / PREPARED)
+    manifest = Manifest.read(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")
     open_repository(root)

@@ -63,7 +63,7 @@ def test_loader_targets_of_any_shape(tmp_path: Path):
     spec = write_loader(tmp_path, "return {'x': np.ones((n, 4)), 'y': np.arange(n * 6).reshape(n, 2, 3)}")
     source = load_from_loader(spec, {"n": 12}, tmp_path, "regression")
     manifest = build_manifest({"train": {"x": source.x, "y": source.y}}, source, "regression")
-    assert source.y.dtype == np.float32 and (manifest["n_outputs"], manifest["target_shape"]) == (6, [2, 3])
+    assert source.y.dtype == np.float32 and (manifest.n_outputs, manifest.target_shape) == (6, [2, 3])
 
 
 def test_memory_mapped_array_is_hashed_in_chunks(tmp_path: Path):

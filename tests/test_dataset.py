@@ -1,10 +1,9 @@
-import json
-
 import numpy as np
 import pytest
 
 from tracking.data.dataset import Source, build_manifest, check_pin, load_source
 from tracking.data.hashing import array_sha256, weights_sha256
+from tracking.data.manifest import Manifest
 from tracking.errors import DataError, DataPinMismatch
 
 
@@ -13,7 +12,7 @@ def source(n: int = 40, classes: int = 4) -> Source:
     return Source(x=rng.random((n, 3, 3, 1), dtype="float32"), y=np.arange(n) % classes, groups=None, name="t")
 
 
-def manifest_of(src: Source) -> dict:
+def manifest_of(src: Source) -> Manifest:
     splits = {"train": {"x": src.x[:30], "y": src.y[:30]}, "test": {"x": src.x[30:], "y": src.y[30:]}}
     return build_manifest(splits, src)
 
@@ -35,22 +34,22 @@ def test_hash_tells_dtype_and_shape_apart():
 
 def test_manifest_counts():
     manifest = manifest_of(source())
-    assert manifest["n_samples"] == {"train": 30, "test": 10}
-    assert manifest["class_counts"]["train"] == {"0": 8, "1": 8, "2": 7, "3": 7}
-    assert set(manifest["arrays"]) == {"train/x", "train/y", "test/x", "test/y"}
+    assert manifest.n_samples == {"train": 30, "test": 10}
+    assert manifest.class_counts["train"] == {"0": 8, "1": 8, "2": 7, "3": 7}
+    assert set(manifest.arrays) == {"train/x", "train/y", "test/x", "test/y"}
 
 
 def test_pin_mismatch_names_both_hashes_and_count_changes(tmp_path):
     pinned = manifest_of(source(40))
-    (tmp_path / f"{pinned['content_sha256']}.json").write_text(json.dumps(pinned))
+    (tmp_path / f"{pinned.content_sha256}.json").write_text(pinned.dumps())
     grown = manifest_of(source(44))
     with pytest.raises(DataPinMismatch) as caught:
-        check_pin(grown, pinned["content_sha256"], tmp_path)
+        check_pin(grown, pinned.content_sha256, tmp_path)
     message = str(caught.value)
-    assert pinned["content_sha256"] in message and grown["content_sha256"] in message
+    assert pinned.content_sha256 in message and grown.content_sha256 in message
     assert "samples 40 -> 44 (+4)" in message
     assert "class 0 10 -> 11 (+1)" in message
-    check_pin(grown, grown["content_sha256"], tmp_path)
+    check_pin(grown, grown.content_sha256, tmp_path)
     check_pin(grown, None, tmp_path)
 
 

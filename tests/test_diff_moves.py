@@ -35,7 +35,7 @@ def test_a_file_moved_unchanged_is_not_a_code_change_and_one_moved_and_edited_is
 
 def snapshot(deps: dict[str, str]) -> RunSnapshot:
     tags = {f"prov.dvc.deps.{key}": value for key, value in deps.items()}
-    return RunSnapshot("0" * 32, "r", "1", "FINISHED", params={}, metrics={}, tags=tags, manifest={}, diff="")
+    return RunSnapshot("0" * 32, "r", "1", "FINISHED", params={}, metrics={}, tags=tags, manifest=None, diff="")
 
 
 def test_dependencies_that_only_moved_are_paired_and_dropped():
@@ -62,7 +62,7 @@ def test_where_runs_train_and_how_they_are_judged_are_not_hyperparameters():
     from tracking.inspect.diff.groups import group_diffs
 
     def run(**params: str) -> RunSnapshot:
-        return RunSnapshot("0" * 32, "r", "1", "FINISHED", params, metrics={}, tags={}, manifest={}, diff="")
+        return RunSnapshot("0" * 32, "r", "1", "FINISHED", params, metrics={}, tags={}, manifest=None, diff="")
 
     a = run(**{"train.epochs": "20", "compute.executor": "local", "compute.system_metrics": "true"})
     b = run(**{"train.epochs": "20", "compute.executor": "ray", "compute.system_metrics": "false"})

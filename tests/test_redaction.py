@@ -235,7 +235,7 @@ def test_a_token_in_the_data_sources_file_name_leaves_the_manifest_and_the_param
     np.savez(tmp_path / source, x=np.eye(4, dtype="float32"), y=np.array([0, 1, 0, 1]))
     loaded = load_source(source, tmp_path)
     manifest = build_manifest({"train": {"x": loaded.x, "y": loaded.y}}, loaded)
-    assert manifest["source"] == f"data/raw/{REDACTED}.npz"
+    assert manifest.source == f"data/raw/{REDACTED}.npz"
     assert redact_param("data.source", source) == (
         f"data/raw/{REDACTED}.npz",
         "its value holds a token or a URL's password",

@@ -1,4 +1,5 @@
-"""The prepared data set: loading a source, the manifest with full-content hashes, and the pin check.
+"""The prepared data set: loading a source, splitting it, the pin check, and the arrays on disk (their manifest,
+with full-content hashes, is `tracking.data.manifest`).
 
 A source is a scikit-learn built-in (`sklearn:digits`, `sklearn:breast_cancer`, `sklearn:diabetes`: they ship
 with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups`, or a team's
@@ -14,7 +15,6 @@ import json
 import logging
 import shutil
 import zipfile
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -25,7 +25,7 @@ import numpy as np
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams, flatten
 from tracking.config.project import DVC_FILE, PINS_DIR, PREPARE
 from tracking.config.user_code import load_callable, source_file, stage_deps
-from tracking.data.hashing import array_sha256, combine
+from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.provenance.redaction import redact_name, redact_param
@@ -33,7 +33,6 @@ from tracking.provenance.redaction import redact_name, redact_param
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
-MANIFEST = "manifest.json"
 
 
 # scikit-learn's shipped sets (no download) and the task each one is for.
@@ -303,99 +302,28 @@ def _absent_classes(y: np.ndarray, shown: int = 10) -> str:
     return listed + (f" and {missing_count - len(missing)} more" if missing_count > len(missing) else "")
 
 
-def build_manifest(
-    splits: dict[str, dict[str, np.ndarray]], source: Source, task: str = CLASSIFICATION
-) -> dict[str, Any]:
-    """Hashes of every array written, sample counts (and class counts), outputs the model needs, the content hash.
-
-    `n_outputs` is the class count K for classification, the product of the target shape (1 for 1-D
-    targets) for regression; only classification has `n_classes` and `class_counts`.
-    """
+def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, task: str = CLASSIFICATION) -> Manifest:
+    """The manifest of `splits`, split from `source` (whose name is redacted: a token in a file's name stays on this
+    machine)."""
     origin = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
-    hashes = {
-        f"{split}/{name}": array_sha256(array) for split, arrays in splits.items() for name, array in arrays.items()
-    }
-    target_shape = [int(size) for size in source.y.shape[1:]]
-    manifest = {
-        "source": redact_name(source.name),  # a token in a file's name stays on this machine
-        "source_sha256": combine({name: array_sha256(array) for name, array in origin.items()}),
-        "content_sha256": combine(hashes),
-        "arrays": hashes,
-        "task": task,
-        "target_shape": target_shape,
-        "n_samples": {split: len(arrays["y"]) for split, arrays in splits.items()},
-        "shapes": {split: list(arrays["x"].shape[1:]) for split, arrays in splits.items()},
-        "has_groups": all("groups" in arrays for arrays in splits.values()),
-    }
-    if task == CLASSIFICATION:
-        n_classes = int(source.y.max()) + 1
-        manifest.update(
-            {
-                "n_classes": n_classes,
-                "n_outputs": n_classes,
-                "class_counts": {split: _class_counts(arrays["y"], n_classes) for split, arrays in splits.items()},
-            }
-        )
-    else:
-        manifest["n_outputs"] = int(np.prod(target_shape, dtype=np.int64))
-    return manifest
+    return Manifest.build(splits, origin, redact_name(source.name), task)
 
 
-def _class_counts(y: np.ndarray, n_classes: int) -> dict[str, int]:
-    counts = Counter(int(label) for label in y)
-    return {str(label): counts.get(label, 0) for label in range(n_classes)}
-
-
-def check_pin(manifest: dict[str, Any], pinned: str | None, pins_dir: Path = PINS_DIR) -> None:
+def check_pin(manifest: Manifest, pinned: str | None, pins_dir: Path = PINS_DIR) -> None:
     """Stop when the prepared content differs from `data.sha256`, printing both hashes and the count changes."""
-    actual = manifest["content_sha256"]
+    actual = manifest.content_sha256
     if pinned is None or pinned == actual:
         return
     previous = pins_dir / f"{pinned}.json"
     if previous.is_file():
-        changes = (
-            describe_count_changes(json.loads(previous.read_text()), manifest) or "counts unchanged, values differ"
-        )
+        before = Manifest.from_dict(json.loads(previous.read_text()), str(previous))
+        changes = before.count_changes(manifest) or "counts unchanged, values differ"
     else:
-        total = sum(manifest["n_samples"].values())
-        changes = f"now {total} samples; no record of the pinned data's counts in {previous}"
+        changes = f"now {manifest.total} samples; no record of the pinned data's counts in {previous}"
     raise DataPinMismatch(
         f"data content sha256 {actual} differs from data.sha256 {pinned} pinned in params.yaml ({changes}); "
         "restore the pinned data (`dvc checkout`), or if the change is intended run `tracking pin-data`"
     )
-
-
-def describe_count_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """Sample and per-class count changes between two manifests, e.g. 'samples 1797 -> 1897 (+100)'."""
-    parts = []
-    total_before, total_after = sum(before["n_samples"].values()), sum(after["n_samples"].values())
-    if total_before != total_after:
-        parts.append(f"samples {total_before} -> {total_after} ({total_after - total_before:+d})")
-    classes_before, classes_after = _totals(before.get("class_counts", {})), _totals(after.get("class_counts", {}))
-    for label in sorted(set(classes_before) | set(classes_after), key=int):
-        old, new = classes_before.get(label, 0), classes_after.get(label, 0)
-        if old != new:
-            parts.append(f"class {label} {old} -> {new} ({new - old:+d})")
-    return "; ".join(parts)
-
-
-def _totals(per_split: dict[str, dict[str, int]]) -> dict[str, int]:
-    totals: Counter[str] = Counter()
-    for counts in per_split.values():
-        totals.update(counts)
-    return dict(totals)
-
-
-def output_size(manifest: dict[str, Any]) -> int:
-    """How many outputs the model needs for the prepared data: `n_outputs` (or, in older manifests, `n_classes`)."""
-    return int(manifest["n_outputs"] if "n_outputs" in manifest else manifest["n_classes"])
-
-
-def read_manifest(prepared: Path) -> dict[str, Any]:
-    path = prepared / MANIFEST
-    if not path.is_file():
-        raise DataError(f"{path} not found; run the {PREPARE} stage first (`dvc repro {PREPARE}`)")
-    return json.loads(path.read_text())
 
 
 def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
@@ -416,12 +344,12 @@ def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-def load_splits(prepared: Path, manifest: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
+def load_splits(prepared: Path, manifest: Manifest) -> dict[str, dict[str, np.ndarray]]:
     """Every split the manifest lists with samples (val is absent when `data.val_fraction` is 0)."""
-    return {split: load_split(prepared, split) for split in SPLITS if manifest["n_samples"].get(split)}
+    return {split: load_split(prepared, split) for split in SPLITS if manifest.n_samples.get(split)}
 
 
-def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manifest: dict[str, Any]) -> None:
+def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manifest: Manifest) -> None:
     """Write each array as .npy (byte-stable, unlike .npz) and the manifest last, into a sibling folder that then
     takes `prepared`'s place: a full disk or a read-only project leaves no half-written set, only one error line."""
     staging = prepared.with_name(f".{prepared.name}.partial")
@@ -431,7 +359,7 @@ def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manif
         for split, arrays in splits.items():
             for name, array in arrays.items():
                 np.save(staging / f"{split}_{name}.npy", array, allow_pickle=False)
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        (staging / MANIFEST).write_text(manifest.dumps())
         if prepared.exists():
             shutil.rmtree(prepared)
         staging.rename(prepared)

@@ -11,15 +11,15 @@ from pathlib import Path
 
 from tracking.config.params import load_params, yaml_editor
 from tracking.config.project import PINS_DIR, PREPARED
-from tracking.data.dataset import MANIFEST, read_manifest
+from tracking.data.manifest import MANIFEST, Manifest
 from tracking.errors import ParamsError
 
 
 def pin_prepared_data(root: Path, params_path: Path) -> tuple[str, Path]:
     """Pin `data/prepared`'s content hash; return it and the saved manifest's path."""
     load_params(params_path)
-    manifest = read_manifest(root / PREPARED)
-    digest = manifest["content_sha256"]
+    manifest = Manifest.read(root / PREPARED)
+    digest = manifest.content_sha256
     yaml = yaml_editor()
     document = yaml.load(params_path.read_text())
     if document.get("data") is None:

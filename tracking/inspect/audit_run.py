@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from tracking.config.params import Params
 from tracking.config.project import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_METRICS, AUDIT_REPORT, PREPARED
-from tracking.data.dataset import read_manifest
+from tracking.data.manifest import Manifest
 from tracking.env import TRACKING_PROJECT_ROOT
 from tracking.errors import AuditError, UnsupportedOpError
 from tracking.inspect.audit import (
@@ -61,7 +61,7 @@ def run_audit(params: Params, repeats: int | None = None, steps: int | None = No
     trainings per mode of `steps` traced steps each (default: `audit.repeats`, `audit.steps`)."""
     root = project_root()
     require_code_deps(params, AUDIT, root, AUDIT_DVC_FILE)
-    manifest = read_manifest(root / PREPARED)
+    manifest = Manifest.read(root / PREPARED)
     open_repository(root)
     repeats, steps = repeats or params.audit.repeats, steps or params.audit.steps
     with (
@@ -90,7 +90,7 @@ def run_audit(params: Params, repeats: int | None = None, steps: int | None = No
             "gpu": det["gpu"],
             "tensorflow": det["tensorflow"],
             "device": "a GPU" if det["gpu"] else "the CPU",
-            "data_sha256": manifest["content_sha256"],
+            "data_sha256": manifest.content_sha256,
         }
         summary = summarise(traces, settings)
         parent.log_provenance(det["provenance"], installed_packages())

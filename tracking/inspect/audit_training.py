@@ -25,8 +25,9 @@ import numpy as np
 
 from tracking.config.params import Params, load_params
 from tracking.config.project import PREPARED
-from tracking.data.dataset import load_splits, read_manifest
+from tracking.data.dataset import load_splits
 from tracking.data.hashing import array_sha256, weights_sha256
+from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record, is_determinism_error
@@ -132,7 +133,7 @@ def main() -> None:
     params = load_params()
     base_seeds = reproducible_process(params)
     root = project_root()
-    manifest = read_manifest(root / PREPARED)
+    manifest = Manifest.read(root / PREPARED)
     splits = load_splits(root / PREPARED, manifest)
     train, test = splits["train"], splits["test"]
     import keras

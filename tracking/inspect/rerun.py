@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.project import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
+from tracking.data.manifest import LOGGED_MANIFEST
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RerunError
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
@@ -54,7 +55,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         raise RerunError(
             f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f {CALIBRATE}` at its commit"
         )
-    content = original.manifest.get("content_sha256")
+    content = original.manifest.content_sha256 if original.manifest else None
     data_hash = original.tags.get(DATA_HASH_TAG)
     _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")
 
@@ -84,7 +85,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         )
         if not content:
             raise RerunError(
-                f"run {original.run_id} logged no data manifest (data/manifest.json); it cannot be re-created"
+                f"run {original.run_id} logged no data manifest ({LOGGED_MANIFEST}); it cannot be re-created"
             )
         cache = dvc_cache(root)
         data_hash = data_hash or find_directory(cache, content)

@@ -15,8 +15,8 @@ from typing import Any
 
 from tracking.config.params import Params, parse_yaml, yaml_editor
 from tracking.config.project import PREPARED
-from tracking.data.dataset import MANIFEST
 from tracking.data.hashing import array_sha256, combine
+from tracking.data.manifest import MANIFEST, Manifest
 from tracking.errors import RerunError
 from tracking.provenance.redaction import was_redacted
 
@@ -230,8 +230,8 @@ def find_directory(cache: Any, content_sha256: str) -> str | None:
         entries = {name: info.value for name, _, info in load(cache, HashInfo("md5", oid))}
         manifest = entries.get((MANIFEST,))
         if manifest and cache.exists(manifest):
-            recorded = json.loads(Path(cache.oid_to_path(manifest)).read_text()).get("content_sha256")
-            if recorded == content_sha256:
+            recorded = Manifest.from_dict(json.loads(Path(cache.oid_to_path(manifest)).read_text()))
+            if recorded.content_sha256 == content_sha256:
                 return oid
     return None
 

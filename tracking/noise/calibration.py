@@ -24,7 +24,8 @@ from tracking.compute.ray_executor import RayPool
 from tracking.config.baseline import load_baseline
 from tracking.config.params import CLASSIFICATION, LOCAL, RAY, Params
 from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
-from tracking.data.dataset import load_splits, read_manifest
+from tracking.data.dataset import load_splits
+from tracking.data.manifest import Manifest
 from tracking.determinism.process import process_environment, reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record
@@ -106,7 +107,7 @@ def open_calibration(
     baseline: Params,
     base_seeds: Seeds,
     root: Path,
-    data: tuple[dict[str, Any], dict[str, dict]],
+    data: tuple[Manifest, dict[str, dict]],
     parent: Tracker,
     executor: str = LOCAL,
 ) -> RepeatSpec:
@@ -123,14 +124,12 @@ def open_calibration(
     return RepeatSpec(params, baseline, base_seeds, root, manifest, splits, record, packages, parent.run_id, executor)
 
 
-def repeat_identity(
-    params: Params, baseline: Params, manifest: dict[str, Any], root: Path, gpu: bool
-) -> dict[str, Any]:
+def repeat_identity(params: Params, baseline: Params, manifest: Manifest, root: Path, gpu: bool) -> dict[str, Any]:
     """What determines every repeat's result but its variant and index: the baseline's training sections, the
     data, the code, kernel-noise simulation and whether GPUs train (`compute.accelerator_type` names which)."""
     return {
         "baseline": {key: value for key, value in baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
-        "data_sha256": manifest["content_sha256"],
+        "data_sha256": manifest.content_sha256,
         "code": code_version(root, CALIBRATE),
         "simulate_impl_noise": params.calibration.simulate_impl_noise,
         "gpu": params.compute.accelerator_type or gpu,
@@ -214,7 +213,7 @@ def calibrate(params: Params) -> None:
     base_seeds = reproducible_process(baseline)
     root = project_root()
     require_code_deps(baseline, CALIBRATE, root)
-    manifest = read_manifest(root / PREPARED)
+    manifest = Manifest.read(root / PREPARED)
     data = manifest, load_splits(root / PREPARED, manifest)
     open_repository(root)
     executor = params.compute.executor
@@ -268,7 +267,7 @@ def calibrate(params: Params) -> None:
         target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
         noise = NoiseRecord(
             baseline=redact_params(baseline.flat()),
-            data_sha256=spec.manifest["content_sha256"],
+            data_sha256=spec.manifest.content_sha256,
             alpha=STORED_ALPHA,
             repeats=params.calibration.repeats,
             simulate_impl_noise=params.calibration.simulate_impl_noise,

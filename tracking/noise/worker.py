@@ -24,8 +24,8 @@ from tracking.compute.placement import placement_tags
 from tracking.config.baseline import FROZEN_SECTIONS
 from tracking.config.params import CLASSIFICATION, Params
 from tracking.config.project import CALIBRATE, PREPARED
-from tracking.data.dataset import output_size
 from tracking.data.hashing import weights_sha256
+from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record
@@ -66,7 +66,7 @@ class RepeatSpec:
     baseline: Params
     base_seeds: Seeds
     root: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     splits: dict[str, dict]
     record: dict[str, Any]
     packages: list[str]
@@ -75,7 +75,7 @@ class RepeatSpec:
 
     @property
     def task(self) -> str:
-        return self.manifest.get("task", CLASSIFICATION)
+        return self.manifest.task
 
 
 def train_and_score(
@@ -119,7 +119,7 @@ TRAINING_SECTIONS = frozenset(FROZEN_SECTIONS) - {"data"}
 
 
 def log_repeat_setup(
-    child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any], manifest: dict, train: dict
+    child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any], manifest: Manifest, train: dict
 ) -> None:
     """What the candidate's run holds, for one repeat: params, provenance and the training data.
 
@@ -204,7 +204,7 @@ class RepeatWorker:
                     train,
                 )
             )
-            trained = train_and_score(built, run_params, seeds, s.splits, output_size(s.manifest), within, s.task)
+            trained = train_and_score(built, run_params, seeds, s.splits, s.manifest.n_outputs, within, s.task)
             child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
             child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
         run = {

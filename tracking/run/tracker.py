@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from tracking.config.project import TRAIN
+from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError
 from tracking.log import configure_unless_configured
@@ -365,7 +366,7 @@ class Tracker:
             tags[DVC_BASELINE_REV_TAG] = os.environ[DVC_EXP_BASELINE_REV]
         self.set_tags(tags)
 
-    def log_dataset(self, manifest: dict[str, Any], x: Any, y: Any, location: Path, context: str) -> None:
+    def log_dataset(self, manifest: Manifest, x: Any, y: Any, location: Path, context: str) -> None:
         """The data as an MLflow dataset input whose digest is the full-content SHA-256 (truncated to fit)."""
         import mlflow
 
@@ -376,12 +377,12 @@ class Tracker:
                 x,
                 targets=y,
                 source=location.resolve().as_uri(),
-                name=manifest["source"],
-                digest=manifest["content_sha256"][:DATASET_DIGEST_CHARS],
+                name=manifest.source,
+                digest=manifest.content_sha256[:DATASET_DIGEST_CHARS],
             )
-        tags = {DATASET_CONTEXT_TAG: context, "content_sha256": manifest["content_sha256"]}
+        tags = {DATASET_CONTEXT_TAG: context, "content_sha256": manifest.content_sha256}
         self._sink.write(inputs([{"dataset": dataset._to_mlflow_entity().to_dictionary(), "tags": tags}]))
-        self.log_json(manifest, "data/manifest.json")
+        self.log_json(manifest.as_dict(), LOGGED_MANIFEST)
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         self._sink.write(artifact(path, artifact_path))

@@ -19,6 +19,7 @@ from tracking.config.params import Params
 from tracking.config.project import DVC_FILE
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.hashing import weights_sha256
+from tracking.data.manifest import Manifest
 from tracking.determinism.seeding import (
     Created,
     SeedReport,
@@ -54,12 +55,10 @@ class BuildInputs:
         return tuple(self.train["x"].shape[1:])
 
     @classmethod
-    def of(cls, manifest: dict[str, Any], train: dict[str, np.ndarray], root: Path) -> BuildInputs:
+    def of(cls, manifest: Manifest, train: dict[str, np.ndarray], root: Path) -> BuildInputs:
         """The inputs of a model trained on prepared data described by `manifest` (data/prepared/manifest.json)."""
-        from tracking.data.dataset import output_size
-
-        shape = manifest.get("target_shape")
-        return cls(train, output_size(manifest), None if shape is None else tuple(shape), root)
+        shape = manifest.target_shape
+        return cls(train, manifest.n_outputs, None if shape is None else tuple(shape), root)
 
     def read_only_train(self) -> dict[str, np.ndarray]:
         """The training inputs and targets as views a builder cannot write to."""

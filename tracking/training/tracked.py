@@ -12,6 +12,7 @@ from typing import Any
 from tracking.config.params import Params
 from tracking.config.project import PREPARED
 from tracking.data.hashing import weights_sha256
+from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import EffectiveDeterminism, as_record
 from tracking.provenance import capture
@@ -27,7 +28,7 @@ def tracked_training(
     effective: EffectiveDeterminism,
     built: Built,
     root: Path,
-    manifest: dict,
+    manifest: Manifest,
     train: dict,
     val: dict | None,
     tracker: Tracker,

@@ -70,7 +70,7 @@ def choose_calibrated_band(
     if found:
         run_id, noise = found
         choice = choose_band(differences(groups, a, b), list(noise.variants))
-        baseline_reference = noise.trained_baseline(a.params, a.manifest.get("content_sha256"))
+        baseline_reference = noise.trained_baseline(a.params, a.manifest.content_sha256 if a.manifest else None)
         described = {
             "variant": choice.variant,
             "reason": choice.reason,

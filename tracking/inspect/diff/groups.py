@@ -69,12 +69,16 @@ def _data_fields(run: RunSnapshot, stages: set[str]) -> dict[str, Any]:
     manifest = run.manifest
     fields: dict[str, Any] = {f"param {key}": value for key, value in run.params.items() if key.startswith("data.")}
     fields.update({f"dvc dep {key}": value for key, value in dvc_deps(run, data=True, stages=stages).items()})
-    for key in ("source", "content_sha256", "source_sha256", "n_classes"):
-        if key in manifest:
-            fields[key] = manifest[key]
-    for split, count in manifest.get("n_samples", {}).items():
+    if manifest is None:
+        return fields
+    fields.update(
+        {"source": manifest.source, "content_sha256": manifest.content_sha256, "source_sha256": manifest.source_sha256}
+    )
+    if manifest.n_classes is not None:
+        fields["n_classes"] = manifest.n_classes
+    for split, count in manifest.n_samples.items():
         fields[f"{split} samples"] = count
-    for split, counts in manifest.get("class_counts", {}).items():
+    for split, counts in (manifest.class_counts or {}).items():
         for label, count in counts.items():
             fields[f"{split} class {label}"] = count
     return fields

@@ -15,6 +15,7 @@ from typing import Any
 from tracking.config.legacy import upgrade_logged
 from tracking.config.params import parse_yaml
 from tracking.config.project import CALIBRATE, RUN_FILE
+from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.errors import RunNotFound, TrackingServerError
 from tracking.names import OP_DETERMINISM_TAG, PROV_PREFIX
 from tracking.provenance.git import decode_diff
@@ -36,7 +37,7 @@ class RunSnapshot:
     params: dict[str, str]
     metrics: dict[str, float]
     tags: dict[str, str]
-    manifest: dict[str, Any]
+    manifest: Manifest | None
     diff: str
 
     def provenance(self, section: str) -> dict[str, str]:
@@ -94,7 +95,9 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
         params=dict(run.data.params),
         metrics=dict(run.data.metrics),
         tags=dict(run.data.tags),
-        manifest=read_artifact(client, run.info.run_id, "data/manifest.json", json.loads) or {},
+        manifest=read_artifact(
+            client, run.info.run_id, LOGGED_MANIFEST, lambda text: Manifest.from_dict(json.loads(text), LOGGED_MANIFEST)
+        ),
         diff=read_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "",
     )
 

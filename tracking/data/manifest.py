@@ -1,0 +1,139 @@
+"""The data manifest (`data/prepared/manifest.json`, logged as `data/manifest.json`), read and written through one
+typed class: what the prepare stage wrote, its full-content hash (what `data.sha256` pins) and its counts.
+
+The prepare stage builds it, training, calibration, evaluate, the pin, `tracking diff` and `tracking rerun` read it;
+each through `Manifest`, so its keys are named once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracking.config.params import CLASSIFICATION
+from tracking.config.project import PREPARE
+from tracking.data.hashing import array_sha256, combine
+from tracking.errors import DataError
+
+MANIFEST = "manifest.json"
+# Where a run logs the manifest of its data among its MLflow artifacts.
+LOGGED_MANIFEST = "data/manifest.json"
+REFRESH = f"re-create it with `dvc repro -f {PREPARE}`"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """Hashes of every array written (`arrays`, by `split/name`), their combined `content_sha256`, the source's
+    name and hash, sample counts and feature shapes per split, and the outputs a model needs: `n_outputs` is the
+    class count K for classification (which alone has `n_classes` and `class_counts`), the product of the target
+    shape (1 for 1-D targets) for regression."""
+
+    source: str
+    source_sha256: str
+    content_sha256: str
+    arrays: dict[str, str]
+    task: str = CLASSIFICATION
+    target_shape: list[int] | None = None
+    n_samples: dict[str, int]
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    has_groups: bool = False
+    n_outputs: int
+    n_classes: int | None = None
+    class_counts: dict[str, dict[str, int]] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        splits: dict[str, dict[str, np.ndarray]],
+        origin: dict[str, np.ndarray],
+        source: str,
+        task: str = CLASSIFICATION,
+    ) -> Manifest:
+        """The manifest of `splits` (each split's arrays `x`, `y` and maybe `groups`) split from the arrays `origin`
+        of the source named `source` (already redacted)."""
+        hashes = {
+            f"{split}/{name}": array_sha256(array) for split, arrays in splits.items() for name, array in arrays.items()
+        }
+        target_shape = [int(size) for size in origin["y"].shape[1:]]
+        classes = int(origin["y"].max()) + 1 if task == CLASSIFICATION else None
+        return cls(
+            source=source,
+            source_sha256=combine({name: array_sha256(array) for name, array in origin.items()}),
+            content_sha256=combine(hashes),
+            arrays=hashes,
+            task=task,
+            target_shape=target_shape,
+            n_samples={split: len(arrays["y"]) for split, arrays in splits.items()},
+            shapes={split: list(arrays["x"].shape[1:]) for split, arrays in splits.items()},
+            has_groups=all("groups" in arrays for arrays in splits.values()),
+            n_outputs=classes if classes is not None else int(np.prod(target_shape, dtype=np.int64)),
+            n_classes=classes,
+            class_counts=None
+            if classes is None
+            else {split: _class_counts(arrays["y"], classes) for split, arrays in splits.items()},
+        )
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any], source: str = MANIFEST) -> Manifest:
+        """The manifest from its JSON object (an older one without `n_outputs` has `n_classes`); another shape
+        names `source` and the fix."""
+        known = {spec.name for spec in fields(cls)}
+        values = {key: value for key, value in record.items() if key in known}
+        values.setdefault("n_outputs", record.get("n_classes"))
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise DataError(f"{source} is not a data manifest this version reads ({error})", fix=REFRESH) from None
+
+    @classmethod
+    def read(cls, prepared: Path) -> Manifest:
+        """The manifest the prepare stage wrote into `prepared`."""
+        path = prepared / MANIFEST
+        if not path.is_file():
+            raise DataError(f"{path} not found; run the {PREPARE} stage first (`dvc repro {PREPARE}`)")
+        try:
+            return cls.from_dict(json.loads(path.read_text()), str(path))
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path} is not valid JSON ({error.msg}, line {error.lineno})", fix=REFRESH) from None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object; a regression manifest has no class keys."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    def dumps(self) -> str:
+        """The file's text, keys sorted, so the same data always writes the same bytes (DVC hashes the folder)."""
+        return json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n"
+
+    @property
+    def total(self) -> int:
+        """Samples over every split."""
+        return sum(self.n_samples.values())
+
+    def count_changes(self, after: Manifest) -> str:
+        """Sample and per-class count changes from this manifest to `after`, e.g. 'samples 1797 -> 1897 (+100)'."""
+        parts = []
+        if self.total != after.total:
+            parts.append(f"samples {self.total} -> {after.total} ({after.total - self.total:+d})")
+        before_classes, after_classes = _totals(self.class_counts or {}), _totals(after.class_counts or {})
+        for label in sorted(set(before_classes) | set(after_classes), key=int):
+            old, new = before_classes.get(label, 0), after_classes.get(label, 0)
+            if old != new:
+                parts.append(f"class {label} {old} -> {new} ({new - old:+d})")
+        return "; ".join(parts)
+
+
+def _class_counts(y: np.ndarray, n_classes: int) -> dict[str, int]:
+    counts = Counter(int(label) for label in y)
+    return {str(label): counts.get(label, 0) for label in range(n_classes)}
+
+
+def _totals(per_split: dict[str, dict[str, int]]) -> dict[str, int]:
+    totals: Counter[str] = Counter()
+    for counts in per_split.values():
+        totals.update(counts)
+    return dict(totals)
