@@ -85,7 +85,7 @@ def _apply_inputs(client: Any, run_id: str, op: Op) -> None:
 
 
 def _apply_model(client: Any, run_id: str, op: Op) -> None:
-    """An MLflow model (Keras flavour) from the live model, or from the `.keras` file a journal saved."""
+    """An MLflow model (Keras 3 flavour, loadable by every MLflow loader) from the live model, or from the `.keras` file a journal saved."""
     import mlflow
     from mlflow.models import ModelSignature
 
@@ -101,10 +101,31 @@ def _apply_model(client: Any, run_id: str, op: Op) -> None:
         import keras
 
         live = keras.models.load_model(op["path"])
-    mlflow.tensorflow.log_model(
-        live,
+    mlflow.models.Model.log(
+        artifact_path=None,
         name=op["name"],
+        flavor=_KerasForEveryLoader,
+        flavor_name="mlflow.keras",  # what mlflow.keras.log_model records as the logged model's flavour
+        model=live,
         signature=ModelSignature.from_dict(op["signature"]),
         pip_requirements=op["pip_requirements"],
         run_id=run_id,
     )
+
+
+class _KerasForEveryLoader:
+    """MLflow's Keras 3 flavour (`mlflow.keras`), its flavour entry also telling `mlflow.tensorflow` how to read it.
+
+    `mlflow.keras.load_model` and `mlflow.pyfunc.load_model` read the Keras 3 flavour as MLflow writes it; the
+    TensorFlow flavour's loader takes a model's `keras` flavour entry as its own, and without `keras_module` and
+    `save_format` there it imports `tensorflow.keras` and opens `model.h5`, which a Keras 3 model does not have.
+    Naming the `keras` module and the `.keras` format lets it open the same file the other two load."""
+
+    @staticmethod
+    def save_model(path: str, mlflow_model: Any, **kwargs: Any) -> None:
+        import mlflow.keras
+        from mlflow.models.model import MLMODEL_FILE_NAME
+
+        mlflow.keras.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
+        mlflow_model.flavors[mlflow.keras.FLAVOR_NAME].update(keras_module="keras", save_format="keras")
+        mlflow_model.save(str(Path(path) / MLMODEL_FILE_NAME))

@@ -40,7 +40,7 @@ def tracked_training(
     from tracking.training.callback import MlflowMetricsCallback
 
     def log_setup() -> None:
-        import mlflow.tensorflow  # noqa: F401 - loaded beside training rather than when the model is logged after it
+        import mlflow.keras  # noqa: F401 - loaded beside training rather than when the model is logged after it
 
         tracker.log_params(params.flat())
         record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
