@@ -1,6 +1,7 @@
 """The run lifecycle against a real SQLite MLflow store: honest end states, resuming, background writes."""
 
 import contextlib
+import re
 import time
 
 import pytest
@@ -110,6 +111,26 @@ def test_an_epoch_queued_before_a_pause_is_written_by_the_next_heartbeat(root, m
         time.sleep(0.6)
         seen = client_for(root).get_metric_history(tracker.run_id, "epoch_loss")
     assert [m.step for m in seen] == [0, 1]
+
+
+def test_runs_opened_after_the_same_seeding_get_their_own_names_and_leave_the_seeded_stream(root, monkeypatch):
+    """`dvc repro` seeds Python's `random` before the run opens, and MLflow drew every run's name from it: each run
+    was `gaudy-conch-754`, and the draw moved the seeded stream. Names come from elsewhere and the stream stays."""
+    import random
+
+    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
+    names = []
+    for _ in range(2):
+        random.seed(42)
+        seeded = random.getstate()
+        with Tracker("t", root) as tracker:
+            assert random.getstate() == seeded
+        names.append(client_for(root).get_run(tracker.run_id).info.run_name)
+    assert names[0] != names[1] and all(re.fullmatch(r"train-[0-9a-f]{6}", name) for name in names), names
+    monkeypatch.setenv("DVC_EXP_NAME", "pavid-vine")
+    with Tracker("t", root) as tracker:
+        pass
+    assert client_for(root).get_run(tracker.run_id).info.run_name == "pavid-vine"
 
 
 def test_unknown_run_id_is_a_user_error(root):

@@ -154,10 +154,9 @@ class Tracker:
                 apply(self.client, self.run_id, batch(tags={key: str(value) for key, value in owner.items()}))
                 run = mlflow.start_run(run_id=self.run_id, log_system_metrics=False)
             else:
-                name = self.run_name or os.environ.get(DVC_EXP_NAME) or None
                 run = mlflow.start_run(
                     experiment_id=experiment_id,
-                    run_name=name,
+                    run_name=self.run_name or run_name(self.stage),
                     nested=self.nested,
                     parent_run_id=self.parent_run_id,
                     tags=owner,
@@ -412,6 +411,19 @@ class Tracker:
         signature = mlflow.models.infer_signature(example, np.asarray(model(example, training=False)))
         requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
         self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
+
+
+def run_name(stage: str) -> str:
+    """The name of a run no caller named: the DVC experiment's (`dvc exp run` sets it), else the stage and six
+    random hex digits, e.g. `train-3f9a1c`.
+
+    Never MLflow's own name: the store draws it from Python's `random`, which `seed_frameworks` seeded before the
+    run opens, so every `dvc repro` drew the same name (and a SQLite store's draw, made in this process, moved the
+    seeded stream a server's does not). `secrets` reads the operating system's randomness and leaves the seeded
+    streams as they were."""
+    import secrets
+
+    return os.environ.get(DVC_EXP_NAME) or f"{stage}-{secrets.token_hex(3)}"
 
 
 @functools.cache
