@@ -1120,7 +1120,8 @@ def test_a_full_disk_fails_the_train_stage_in_one_line_and_no_run_reads_finished
 @pytest.mark.slow
 def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_again(calibrated: Path, tmp_path: Path):
     """A deleted run, then a deleted mlflow.db: DVC still takes train and calibrate as up to date, so `tracking
-    doctor`, the compare stage and `tracking diff` name the runs the outputs point at and `dvc repro --force`."""
+    doctor`, the compare and evaluate stages and `tracking diff` name the runs the outputs point at and `dvc repro
+    --force`."""
     import json
 
     from conftest import assert_user_error
@@ -1144,6 +1145,9 @@ def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_a
     expected = (f"outputs/run.json names MLflow run {train_run}", f"calibration/noise.json names MLflow run {parent}")
     assert_user_error(run(stage("compare"), root, check=False), *expected, fix)
     assert_user_error(run(tracking("diff", train_run, train_run), root, check=False), *expected, fix)
+    # evaluate, which DVC runs again after an edit of its code, resumes the run outputs/run.json names
+    train_fix = "re-create them with `dvc repro --force --single-item train` then `dvc repro`"
+    assert_user_error(run(stage("evaluate"), root, check=False), expected[0], train_fix)
 
 
 def test_a_request_the_store_refuses_is_not_a_store_that_cannot_be_reached(root: Path):

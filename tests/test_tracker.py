@@ -134,8 +134,10 @@ def test_runs_opened_after_the_same_seeding_get_their_own_names_and_leave_the_se
 
 
 def test_unknown_run_id_is_a_user_error(root):
-    with pytest.raises(RunStateError, match="not in sqlite:///"), Tracker("t", root, run_id="f" * 32):
+    expected = f"names MLflow run {'f' * 32}, which sqlite:///"
+    with pytest.raises(RunStateError, match=expected) as raised, Tracker("t", root, run_id="f" * 32):
         pass
+    assert "`dvc repro --force --single-item train` then `dvc repro`" in str(raised.value)
 
 
 @pytest.mark.format

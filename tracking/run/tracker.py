@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tracking.config.project import TRAIN
+from tracking.config.project import RUN_FILE, TRAIN
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError
@@ -287,14 +287,25 @@ class Tracker:
         return tracking_uri(self.root or project_root())
 
     def _check_resumable(self, run_id: str) -> None:
+        """The run to resume (the train stage's, named by outputs/run.json) must be in the store and not deleted:
+        DVC takes the outputs naming it as up to date after `rm mlflow.db`, so this stage is the first to see it."""
         from mlflow.exceptions import MlflowException
 
+        from tracking.store.recorded import RecordedRun, fix_for
+
         try:
-            self.client.get_run(run_id)
+            gone = self.client.get_run(run_id).info.lifecycle_stage == "deleted"
         except MlflowException as err:
+            if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            gone = True
+        if gone:
+            recorded = RecordedRun(RUN_FILE, run_id, TRAIN)
             raise RunStateError(
-                f"MLflow run {run_id} (from the {TRAIN} stage) is not in {shown(self.uri)}; re-run training with `dvc repro -f {TRAIN}`"
-            ) from err
+                f"{recorded.describe(shown(self.uri))} (the store was deleted or replaced, or the run deleted), "
+                "so DVC takes the outputs as up to date",
+                fix=fix_for([recorded]),
+            )
 
     def in_background(self, write: Callable[[], object]) -> None:
         """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
