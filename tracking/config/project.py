@@ -26,6 +26,7 @@ AUDIT = "audit"
 # The pipeline's DVC files: the default pipeline, and the audit's, kept out of it.
 DVC_FILE = "dvc.yaml"
 AUDIT_DVC_FILE = "audit/dvc.yaml"
+PARAMS_FILE = "params.yaml"
 
 # prepare: the split data set (with its manifest), and the manifests pinned by `tracking pin`.
 PREPARED = Path("data/prepared")
@@ -37,6 +38,8 @@ MODEL = OUTPUTS / "model.keras"
 RUN_FILE = OUTPUTS / "run.json"
 TRAIN_METRICS = Path("metrics/train.json")
 HISTORY = Path("plots/train/history.csv")
+# the machine and inputs the committed weights came from (tracking/provenance/reference.py)
+TRAINED_ON = Path("reports/trained_on.json")
 
 # evaluate: test predictions (classes or values), class probabilities, scores and the confusion matrix.
 PREDICTIONS = OUTPUTS / "predictions.npy"

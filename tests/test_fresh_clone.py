@@ -1,0 +1,37 @@
+"""A clone's first `dvc repro` on another machine: it says why its weights differ from the committed ones."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run
+
+OTHER_CPU = "GenuineIntel family 6 model 143 stepping 8"
+
+
+@pytest.mark.slow
+def test_the_first_training_on_another_machine_names_what_differs_from_the_committed_one(
+    calibrated: Path, tmp_path: Path
+):
+    """The committed results as another machine left them (its CPU id and L2 cache in reports/trained_on.json, its
+    weights in metrics/train.json), then `dvc repro train` here: one warning naming both machines' facts."""
+    root = tmp_path / "project"
+    shutil.copytree(calibrated, root, symlinks=True)
+    record = json.loads((root / "reports/trained_on.json").read_text())
+    here = dict(record["cpu"])
+    record["cpu"].update(id=OTHER_CPU, cache={**record["cpu"]["cache"], "l2": "2048K"})
+    (root / "reports/trained_on.json").write_text(json.dumps(record))
+    metrics = json.loads((root / "metrics/train.json").read_text())
+    (root / "metrics/train.json").write_text(json.dumps({**metrics, "weights_sha256": "0" * 64}))
+    run(["git", "add", "-f", "reports/trained_on.json", "metrics/train.json"], root)
+    run(["git", "commit", "-qm", "results of another machine"], root)
+
+    done = run(["dvc", "repro", "train"], root)
+    (warning,) = [line for line in done.stderr.splitlines() if "differ from the committed" in line]
+    assert warning.startswith(f"warning: weights sha256 {metrics['weights_sha256'][:16]}... differ from the committed")
+    assert "trained from the same params, data and code on another machine" in warning, warning
+    assert f"cpu id {OTHER_CPU} -> {here['id']}" in warning, warning
+    if here["cache"].get("l2") != "2048K":
+        assert f"cpu cache l2 2048K -> {here['cache'].get('l2')}" in warning, warning
+    assert "commit dvc.lock, metrics/ and reports/trained_on.json" in warning, warning
