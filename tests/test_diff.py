@@ -247,3 +247,20 @@ def test_diff_text_names_the_t_statistic_and_never_prints_p_as_zero():
     assert "band std 0.001 (95% interval" in text and "is detected 80% of the time" in text
     row = json.loads(render(result, "json"))["metrics"][0]
     assert "sigma" not in row and row["scale"] == pytest.approx(0.001 * math.sqrt(2))
+
+
+def test_better_or_worse_is_read_from_the_gap_t_is_from():
+    """B above A but below the baseline's mean, t from that mean: the row read "better" beside a negative t."""
+    from tracking.inspect.diff.report import render
+
+    a, b = snapshot({"test_accuracy": 0.95}, **DET), snapshot({"test_accuracy": 0.96}, **DET)
+    spread = {"mean": 0.98, "std": 0.005, "n": 5, "source": "calibration:algo"}
+    deltas = metric_deltas(a, b, ["test_accuracy"], {"test_accuracy": spread}, 0.05, baseline_reference=True)
+    assert deltas[0].direction == "worse" and deltas[0].z < 0
+    band = {"variant": "algo", "reason": "r", "calibration_run": "c", "repeats": 5, "reference": "the mean"}
+    result = RunDiff(a, b, [GroupDiff("seeds", 7, [Change("init", "1", "2")])], None, deltas, band, 0.05)
+    (row,) = [line for line in render(result).splitlines() if line.startswith("  test_accuracy ")]
+    assert "+0.01  (B - baseline mean 0.98: -0.02 worse)  t=-" in row and "better" not in row, row
+    # judged around run A (no baseline mean), the word stays beside B - A
+    deltas = metric_deltas(a, b, ["test_accuracy"], {"test_accuracy": spread}, 0.05)
+    assert deltas[0].direction == "better"

@@ -106,7 +106,19 @@ def metric_deltas(
             value_b,
             value_b - value_a,
             corrected.get(metric),
-            direction(value_b - value_a, modes.get(metric)),
+            direction(judged_gap(value_a, value_b, corrected.get(metric)), modes.get(metric)),
         )
         for metric, value_a, value_b in rows
     ]
+
+
+def judged_gap(value_a: float, value_b: float, found: Judgement | None) -> float:
+    """The gap a metric's better/worse is read from: the one its t is, B - the baseline mean when B was judged
+    around that mean, else B - A. Read from B - A beside a t from the baseline mean, the two could disagree (B
+    better than A, worse than the baseline)."""
+    return found.delta if around_baseline_mean(found) else value_b - value_a
+
+
+def around_baseline_mean(found: Judgement | None) -> bool:
+    """B was judged around the mean of the baseline's runs (more than one), not around run A."""
+    return found is not None and found.reference_runs > 1

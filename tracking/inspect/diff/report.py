@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from tracking.inspect.diff.changes import Change, GroupDiff
+from tracking.inspect.diff.metrics import around_baseline_mean
 from tracking.inspect.diff.verdict import RunDiff
 from tracking.names import WEIGHTS_TAG
 from tracking.noise.statistics import format_p
@@ -115,7 +116,7 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
     if markdown:
         lines += [
             "",
-            "| metric | A | B | B - A | better/worse | t | p | verdict |",
+            "| metric | A | B | B - A | better/worse (of the gap t is from) | t | p | verdict |",
             "|---|---|---|---|---|---|---|---|",
         ]
     for delta in diff.deltas:
@@ -124,10 +125,12 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
             "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
         )
         t = "" if delta.z is None else f"{delta.z:+.2f}"
-        gap = (
-            f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g})"
-            if found and found.reference_runs > 1
-            else ""
+        # better/worse stands beside the gap it is read from (`judged_gap`): the baseline mean's when t is from it
+        shown = f" {delta.direction}" if delta.direction else ""
+        gap, after_delta = (
+            (f"  (B - baseline mean {found.reference:.6g}: {found.delta:+.4g}{shown})", "")
+            if around_baseline_mean(found)
+            else ("", shown)
         )
         p = "" if found is None or found.p_value is None else format_p(found.p_value)
         if markdown:
@@ -136,7 +139,7 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
             )
         else:
             lines.append(
-                f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}{' ' + delta.direction if delta.direction else ''}  "
+                f"  {delta.metric:<16} {delta.a:.6g} -> {delta.b:.6g}  {delta.delta:+.4g}{gap}{after_delta}  "
                 f"{'t=' + t if t else ''}{'  p' + (' ' if p.startswith('<') else '=') + p if p else ''}  {verdict}"
             )
     if not diff.deltas:
