@@ -102,7 +102,7 @@ def explain_weights(repo: Any, root: Path, trained: dict[str, Any], digest: str)
         )
     return (
         f"{head} on another machine ({'; '.join(shift)}): each CPU generation and build sums in its own order, "
-        f"so each gives its own weights (README: 'A fresh clone'); commit dvc.lock, metrics/ and {TRAINED_ON} "
+        f"so each gives its own weights (docs/run-record.md: A fresh clone's first run); commit dvc.lock, metrics/ and {TRAINED_ON} "
         "to make this machine's results the reference"
     )
 
