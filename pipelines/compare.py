@@ -67,7 +67,9 @@ def main() -> None:
     name, reason = result["band_variant"], result["reason"]
     summary = verdict_metrics(result)
     startup.mark(startup.JUDGED)  # compare opens its store after judging: the line tells the two apart
-    with Tracker(params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage=COMPARE) as tracker:
+    with Tracker(
+        params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage=COMPARE, keep_end_time=True
+    ) as tracker:
         write_outputs(root, result, summary, noise.at_alpha(params.compare.alpha), calibration, predictions, evaluation)
         tracker.log_metrics(
             {key: value for key, value in summary.items() if isinstance(value, float) and np.isfinite(value)}

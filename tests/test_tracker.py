@@ -133,6 +133,23 @@ def test_runs_opened_after_the_same_seeding_get_their_own_names_and_leave_the_se
     assert client_for(root).get_run(tracker.run_id).info.run_name == "pavid-vine"
 
 
+def test_a_stage_that_keeps_the_end_time_adds_to_a_finished_run_without_lengthening_it(root):
+    """The compare stage reopens the train stage's run after the calibration's minutes: MLflow took the run to
+    last until compare ended (3.4 min for 40 s of training)."""
+    with Tracker("t", root) as first:
+        first.log_metrics({"a": 1.0})
+    ended = client_for(root).get_run(first.run_id).info.end_time
+    time.sleep(0.05)
+    with Tracker("t", root, run_id=first.run_id, stage="compare", keep_end_time=True) as second:
+        second.log_metrics({"b": 2.0})
+    run = client_for(root).get_run(first.run_id)
+    assert (run.info.status, run.info.end_time, run.data.metrics) == ("FINISHED", ended, {"a": 1.0, "b": 2.0})
+    with pytest.raises(ValueError), Tracker("t", root, run_id=first.run_id, stage="compare", keep_end_time=True):
+        raise ValueError("boom")
+    failed = client_for(root).get_run(first.run_id).info
+    assert failed.status == "FAILED" and failed.end_time > ended
+
+
 def test_unknown_run_id_is_a_user_error(root):
     expected = f"names MLflow run {'f' * 32}, which sqlite:///"
     with pytest.raises(RunStateError, match=expected) as raised, Tracker("t", root, run_id="f" * 32):

@@ -83,10 +83,13 @@ class Tracker:
         tags: dict[str, Any] | None = None,
         parent_run_id: str | None = None,
         system_metrics: bool = False,
+        keep_end_time: bool = False,
     ) -> None:
         """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs), or of
         `parent_run_id`, which may be open in another process (a worker's repeat under the calibration's run);
-        `system_metrics` samples MLflow's system metrics while the run is open (a training run's `compute.system_metrics`)."""
+        `system_metrics` samples MLflow's system metrics while the run is open (a training run's `compute.system_metrics`);
+        `keep_end_time` leaves a resumed FINISHED run's end time as it was when this stage finishes too (the compare
+        stage adds its verdict after the calibration's minutes: MLflow's duration of the run stays its own work's)."""
         self.experiment = experiment
         self.root = root
         self.run_id = run_id
@@ -96,6 +99,8 @@ class Tracker:
         self.tags = tags or {}
         self.parent_run_id = parent_run_id
         self.system_metrics = system_metrics
+        self.keep_end_time = keep_end_time
+        self._kept_end_time: int | None = None
         self._system: SystemMetrics | None = None
         self._interrupts = interrupts_raise()
         self._queued_metrics: list[list[Any]] = []
@@ -231,11 +236,14 @@ class Tracker:
         """End the run on the server; when the server is lost, in the journal too (MLflow's run stack is popped either way)."""
         import mlflow
 
-        ended = end(status, int(time.time() * 1000))
+        kept = self._kept_end_time if status == "FINISHED" else None
+        ended = end(status, kept or int(time.time() * 1000))
         if status == "KILLED":
             record_killed(self.run_id)
         try:
             mlflow.end_run(status=status)
+            if kept:  # MLflow's end_run takes no end time: the run's own is put back
+                self._sink.write(ended)
         except Exception as err:
             fault = store_fault(err, self.uri)
             if fault is not None:  # left RUNNING: the next stage or `tracking doctor` ends it
@@ -294,7 +302,10 @@ class Tracker:
         from tracking.store.recorded import RecordedRun, fix_for
 
         try:
-            gone = self.client.get_run(run_id).info.lifecycle_stage == "deleted"
+            info = self.client.get_run(run_id).info
+            gone = info.lifecycle_stage == "deleted"
+            if self.keep_end_time and info.status == "FINISHED":
+                self._kept_end_time = info.end_time
         except MlflowException as err:
             if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
                 raise
