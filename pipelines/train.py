@@ -34,12 +34,14 @@ def main() -> None:
     connect(root, params.mlflow.experiment)  # an unreachable store stops the stage before TensorFlow loads
     effective = seed_frameworks(params, seeds)
     built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
+    from tracking.training.callback import EpochProgress  # imports Keras: after the determinism settings
+
     try:
         with Tracker(
             params.mlflow.experiment, root, stage=TRAIN, system_metrics=params.compute.system_metrics
         ) as tracker:
             model, history, digest = tracked_training(
-                params, seeds, effective, built, root, manifest, train, val, tracker
+                params, seeds, effective, built, root, manifest, train, val, tracker, [EpochProgress()]
             )
             write_outputs(root, model, history, digest)
             trained_on = record(inputs_sha256(root, manifest.content_sha256))

@@ -1,6 +1,7 @@
 """A clone's first `dvc repro` on another machine: it says why its weights differ from the committed ones."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -10,13 +11,11 @@ from conftest import run
 OTHER_CPU = "GenuineIntel family 6 model 143 stepping 8"
 
 
-@pytest.mark.slow
-def test_the_first_training_on_another_machine_names_what_differs_from_the_committed_one(
-    calibrated: Path, tmp_path: Path
-):
+@pytest.fixture(scope="module")
+def retrained(calibrated: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The committed results as another machine left them (its CPU id and L2 cache in reports/trained_on.json, its
-    weights in metrics/train.json), then `dvc repro train` here: one warning naming both machines' facts."""
-    root = tmp_path / "project"
+    weights in metrics/train.json), then `dvc repro train` here: what it printed, and both machines' facts."""
+    root = tmp_path_factory.mktemp("fresh_clone") / "project"
     shutil.copytree(calibrated, root, symlinks=True)
     record = json.loads((root / "reports/trained_on.json").read_text())
     here = dict(record["cpu"])
@@ -26,12 +25,27 @@ def test_the_first_training_on_another_machine_names_what_differs_from_the_commi
     (root / "metrics/train.json").write_text(json.dumps({**metrics, "weights_sha256": "0" * 64}))
     run(["git", "add", "-f", "reports/trained_on.json", "metrics/train.json"], root)
     run(["git", "commit", "-qm", "results of another machine"], root)
+    return {"done": run(["dvc", "repro", "train"], root), "here": here, "weights": metrics["weights_sha256"]}
 
-    done = run(["dvc", "repro", "train"], root)
-    (warning,) = [line for line in done.stderr.splitlines() if "differ from the committed" in line]
-    assert warning.startswith(f"warning: weights sha256 {metrics['weights_sha256'][:16]}... differ from the committed")
+
+@pytest.mark.slow
+def test_the_first_training_on_another_machine_names_what_differs_from_the_committed_one(retrained: dict):
+    """One warning naming both machines' facts and how to make this machine's results the reference."""
+    here = retrained["here"]
+    (warning,) = [line for line in retrained["done"].stderr.splitlines() if "differ from the committed" in line]
+    assert warning.startswith(f"warning: weights sha256 {retrained['weights'][:16]}... differ from the committed")
     assert "trained from the same params, data and code on another machine" in warning, warning
     assert f"cpu id {OTHER_CPU} -> {here['id']}" in warning, warning
     if here["cache"].get("l2") != "2048K":
         assert f"cpu cache l2 2048K -> {here['cache'].get('l2')}" in warning, warning
     assert "commit dvc.lock, metrics/ and reports/trained_on.json" in warning, warning
+
+
+@pytest.mark.slow
+def test_the_train_stage_says_its_start_up_when_training_starts_then_each_epoch(retrained: dict):
+    """The `stage start:` line was said after the stage's work, and nothing showed while it trained."""
+    lines = retrained["done"].stderr.splitlines()
+    epochs = [index for index, line in enumerate(lines) if re.match(r"epoch 1/1: accuracy [-0-9.e]+, loss ", line)]
+    (start,) = [index for index, line in enumerate(lines) if line.startswith("stage start: first step reached ")]
+    assert len(epochs) == 1 and start < epochs[0], lines  # the calibrated baseline trains one epoch
+    assert re.fullmatch(r"epoch 1/1: accuracy .*, val_loss [-0-9.e]+ \(\d+\.\d s\)", lines[epochs[0]]), lines

@@ -7,7 +7,6 @@ through `tracking.log`, configured here.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable
 
@@ -16,23 +15,21 @@ from tracking.errors import USER_ERROR_EXIT, TrackingError
 from tracking.log import configure as configure_logging
 from tracking.run.lifecycle import Terminated, ended_killed
 
-log = logging.getLogger(__name__)
-
 
 def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
-    """Call `main`, mapping user errors and interrupts to a single line and an exit status; a stage that
-    succeeds ends with its `stage start:` line (`tracking.startup`), unless `startup_line` is false.
+    """Call `main`, mapping user errors and interrupts to a single line and an exit status; a stage says its
+    `stage start:` line (`tracking.startup`) at its first training step, or when it succeeds having trained
+    nothing, unless `startup_line` is false.
 
     An interrupt's line says a run was ended as KILLED only when this process owned one and ended it so
     (`tracking diff` or `tracking sync` open none).
     """
     try:
         configure_logging()
+        startup.say_line(startup_line)
         startup.mark(startup.MAIN)
         main()
-        line = startup.report() if startup_line else None
-        if line:
-            log.info(line)
+        startup.announce()  # said already at the first training step in a stage that trains
     except TrackingError as err:
         from tracking.provenance.redaction import strip_url_userinfo
 

@@ -1,14 +1,15 @@
 """What a stage pays before its work: the time from the process's start to each milestone it reaches.
 
 Milestones are marked where they happen (the stage's modules imported, the candidate judged, MLflow store open,
-TensorFlow imported, first training step done) and `run_main` prints them as one line when the stage ends, so a
-slow start shows in every `dvc repro` log with where the time went. The process's start is the kernel's record of it (Linux), so
+TensorFlow imported, first training step done) and are said as one line at the first training step (or, in a
+stage that trains nothing, when it ends), so a slow start shows in every `dvc repro` log with where the time went. The process's start is the kernel's record of it (Linux), so
 the interpreter start-up and the re-execution that pins PYTHONHASHSEED count too; elsewhere it is the time
 this module was imported.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -28,6 +29,9 @@ PHRASES = {
 
 _IMPORTED = time.time()
 _marks: dict[str, float] = {}
+_wanted = False
+_announced = False
+log = logging.getLogger(__name__)
 
 
 def process_started() -> float:
@@ -42,8 +46,28 @@ def process_started() -> float:
 
 
 def mark(milestone: str) -> None:
-    """Note that the process reached `milestone` now (the first time only)."""
+    """Note that the process reached `milestone` now (the first time only); the first training step ends the
+    start-up, so the line is said there, while the stage trains on, rather than after its work."""
     _marks.setdefault(milestone, time.time())
+    if milestone == FIRST_STEP:
+        announce()
+
+
+def say_line(wanted: bool) -> None:
+    """Whether this process says the `stage start:` line: a stage does (`run_main`), a `tracking` command, a Ray
+    worker or an audit's training process does not (what they pay to start is not a stage's)."""
+    global _wanted
+    _wanted = wanted
+
+
+def announce() -> None:
+    """Log the `stage start:` line, once per process: at the first training step, or when a stage that trains
+    nothing ends (`run_main`)."""
+    global _announced
+    line = report() if _wanted and not _announced else None
+    if line:
+        _announced = True
+        log.info(line)
 
 
 def report() -> str | None:
