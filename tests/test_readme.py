@@ -194,3 +194,10 @@ def test_make_says_what_it_does_before_the_silent_bytecode_compile():
     (sync,) = [index for index, line in enumerate(planned) if " sync --frozen --compile-bytecode " in line]
     said = " ".join(line for line in planned[:sync] if line.startswith("echo "))
     assert "compiling their bytecode" in said and "uv prints nothing while it compiles" in said, planned
+
+
+def test_the_audit_stage_lock_is_committed():
+    """Without audit/dvc.lock in git, `dvc status` listed the audit stage in every clone as never run."""
+    listed = run(["git", "ls-files", "audit/dvc.lock"], REPO).stdout.split()
+    assert listed == ["audit/dvc.lock"]
+    assert "audit" in yaml.safe_load((REPO / "audit/dvc.lock").read_text())["stages"]
