@@ -129,6 +129,7 @@ def test_identical_runs_have_exactly_their_value_as_band_mean():
 
 def test_a_run_whose_secret_params_were_logged_redacted_is_still_the_calibrated_baseline():
     """noise.json keeps the baseline's params as params.yaml holds them; the run's, as MLflow logged them."""
+    from tracking.inspect.diff.bands import trained_baseline
     from tracking.noise.record import NoiseRecord
     from tracking.provenance.redaction import redact_param
 
@@ -136,9 +137,9 @@ def test_a_run_whose_secret_params_were_logged_redacted_is_still_the_calibrated_
     logged = {key: redact_param(key, value)[0] for key, value in baseline.items()}
     assert logged["data.kwargs.api_token"] == "<redacted>"
     noise = NoiseRecord(baseline=baseline, data_sha256="d", alpha=0.05, repeats=3, runs=[], variants={})
-    assert noise.trained_baseline(logged, "d")
-    assert not noise.trained_baseline({**logged, "train.epochs": "3"}, "d")
-    assert not noise.trained_baseline(logged, "other data")
+    assert trained_baseline(noise, logged, "d")
+    assert not trained_baseline(noise, {**logged, "train.epochs": "3"}, "d")
+    assert not trained_baseline(noise, logged, "other data")
 
 
 def test_the_calibration_record_round_trips_strictly_and_refuses_what_it_cannot_read(tmp_path):

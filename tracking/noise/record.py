@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import CALIBRATE, NOISE_FILE
 from tracking.errors import RunStateError
-from tracking.noise.policy import CONFIG_SECTIONS, changed_keys
 from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, strict
 
 REFRESH = f"re-run the calibration (`dvc repro --force {CALIBRATE}`)"
@@ -110,13 +108,6 @@ class NoiseRecord:
     def reused_in(self, name: str) -> int:
         """How many of variant `name`'s runs an earlier calibration trained (kept and reused)."""
         return sum(bool(run.get("reused")) for run in self.runs_of(name))
-
-    def trained_baseline(self, params: Mapping[str, Any], data_sha256: str | None) -> bool:
-        """Whether a run of flat `params` on data of content `data_sha256` trained this calibration's baseline: the
-        same data content and configuration (seeds and determinism aside)."""
-        baseline = {key: value for key, value in self.baseline.items() if key.startswith(CONFIG_SECTIONS)}
-        ran = {key: value for key, value in params.items() if key.startswith(CONFIG_SECTIONS)}
-        return bool(baseline) and data_sha256 == self.data_sha256 and not changed_keys(baseline, ran, CONFIG_SECTIONS)
 
     def bands_everywhere(self, metric: str) -> bool:
         """Whether every variant has a band for `metric`."""

@@ -4,6 +4,7 @@ band it chooses."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
-from tracking.noise.policy import Differences, choose_band
+from tracking.noise.policy import CONFIG_SECTIONS, Differences, changed_keys, choose_band
 from tracking.noise.record import NoiseRecord
 
 
@@ -36,6 +37,14 @@ def find_calibration(
             f"run {run_id} has no {NOISE_FILE.as_posix()}", fix="pass the calibration parent run to --calibration"
         )
     return run_id, NoiseRecord.from_dict(noise, f"run {run_id}'s {NOISE_FILE.as_posix()}")
+
+
+def trained_baseline(noise: NoiseRecord, params: Mapping[str, Any], data_sha256: str | None) -> bool:
+    """Whether a run of flat `params` on data of content `data_sha256` trained the calibration's baseline: the same
+    data content and configuration (seeds and determinism aside), so its band's mean is the reference."""
+    baseline = {key: value for key, value in noise.baseline.items() if key.startswith(CONFIG_SECTIONS)}
+    ran = {key: value for key, value in params.items() if key.startswith(CONFIG_SECTIONS)}
+    return bool(baseline) and data_sha256 == noise.data_sha256 and not changed_keys(baseline, ran, CONFIG_SECTIONS)
 
 
 def differences(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> Differences:
@@ -70,7 +79,7 @@ def choose_calibrated_band(
     if found:
         run_id, noise = found
         choice = choose_band(differences(groups, a, b), list(noise.variants))
-        baseline_reference = noise.trained_baseline(a.params, a.manifest.content_sha256 if a.manifest else None)
+        baseline_reference = trained_baseline(noise, a.params, a.manifest.content_sha256 if a.manifest else None)
         described = {
             "variant": choice.variant,
             "reason": choice.reason,
