@@ -22,6 +22,7 @@ RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # Set by DVC for the commands of the stages it runs.
 DVC_ROOT = "DVC_ROOT"
+DVC_STAGE = "DVC_STAGE"  # the address of the stage whose command runs (`train`, `sub/dvc.yaml:train`)
 DVC_EXP_NAME = "DVC_EXP_NAME"
 DVC_EXP_BASELINE_REV = "DVC_EXP_BASELINE_REV"
 

@@ -1,0 +1,112 @@
+"""End to end: a team's own train.py (examples/own-train-script) adopting `tracking.start`, under its own dvc.yaml.
+
+One session fixture copies the example out, as its README says, and runs it twice with real `dvc repro` (the second
+time after a commit that edits train.py); every test reads what those runs left, through MLflow's API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, assert_user_error, built_once, client_for, project_env, run
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = REPO / "examples" / "own-train-script"
+EDIT = "# a comment the second run's train.py has\n"
+
+
+def _two_runs(folder: Path) -> None:
+    team = folder / "team"
+    shutil.copytree(EXAMPLE, team)
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"]):
+        run(cmd, team)
+    run(["git", "add", "-A"], team)
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "team's project"], team)
+    run(["dvc", "repro"], team)
+    run(["git", "add", "-A"], team)
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first run"], team)
+    with open(team / "train.py", "a") as handle:
+        handle.write(EDIT)
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "edit train.py"], team)
+    run(["dvc", "repro"], team)
+
+
+@pytest.fixture(scope="session")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example copied out and trained twice by `dvc repro`: before and after a committed edit of train.py."""
+    return built_once(tmp_path_factory, "own-train-script", _two_runs) / "team"
+
+
+def team_runs(team: Path) -> list:
+    """The two runs of the script, oldest first."""
+    client = client_for(team)
+    experiment = client.get_experiment_by_name("team")
+    return sorted(client.search_runs([experiment.experiment_id]), key=lambda found: found.info.start_time)
+
+
+def test_the_script_logs_our_provenance_from_its_own_params(team: Path):
+    first, second = team_runs(team)
+    tags = second.data.tags
+    assert first.info.status == second.info.status == "FINISHED"
+    assert second.data.params["train.seed"] == "7" and "seeds.base" not in second.data.params
+    assert tags["prov.seeds.base"] == "7" and tags["prov.script.seeds_from.base"] == "train.seed"
+    assert tags["prov.seeds.init"].isdigit() and tags["prov.model.seeded_weights"] == "2"
+    # Keras's own fit(shuffle=True) decided the order: the record says so rather than naming an unused seed.
+    assert tags["prov.seeds.shuffle"].startswith("script: Keras fit's own order")
+    assert (
+        tags["prov.determinism.requested.op_determinism"] == tags["prov.determinism.effective.op_determinism"] == "true"
+    )
+    assert tags["prov.determinism.effective.onednn"] == "false"
+    assert tags["prov.software.versions.keras"] and "prov.cpu.model" in tags and "prov.gpu.count" in tags
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=team, capture_output=True, text=True).stdout.strip()
+    assert tags["prov.git.commit"] == head and tags["prov.git.dirty"] == "false"
+    assert tags["pipeline.stage"] == tags["prov.script.stage"] == "train"
+    assert tags["prov.weights_sha256"] == json.loads((team / "metrics.json").read_text())["weights_sha256"]
+    assert {"test_accuracy", "test_loss", "epoch_loss", "epoch_val_loss"} <= set(second.data.metrics)
+    (dataset,) = second.inputs.dataset_inputs
+    assert len(dataset.dataset.digest) == 32
+    # Same code, data and seeds but for a comment: the same weights, bit for bit.
+    assert first.data.tags["prov.weights_sha256"] == tags["prov.weights_sha256"]
+
+
+def test_the_running_stage_deps_are_hashed_fresh_not_read_from_a_stale_lock(team: Path):
+    first, second = team_runs(team)
+    now = hashlib.md5((team / "train.py").read_bytes()).hexdigest()
+    assert second.data.tags["prov.dvc.deps.train.train.py"] == now
+    assert first.data.tags["prov.dvc.deps.train.train.py"] != now  # the first run saw train.py before the edit
+
+
+def test_a_seeds_mapping_to_a_missing_key_is_one_error_line(team: Path):
+    code = "import tracking; tracking.start(seeds={'base': 'train.sed'})"
+    done = subprocess.run([sys.executable, "-c", code], cwd=team, env=project_env(), capture_output=True, text=True)
+    assert_user_error(done, "params.yaml: no key 'train.sed'", "train.seed")
+
+
+def test_start_after_tensorflow_without_a_restart_says_what_is_lost(team: Path):
+    code = "import tensorflow\nimport tracking\ntracking.start(seeds={'base': 'train.seed'})\n"
+    env = {key: value for key, value in project_env().items() if key not in ("TF_ENABLE_ONEDNN_OPTS", "PYTHONHASHSEED")}
+    done = subprocess.run([sys.executable, "-"], input=code, cwd=team, env=env, capture_output=True, text=True)
+    assert_user_error(done, "TensorFlow was imported with TF_ENABLE_ONEDNN_OPTS=unset", "before importing keras")
+
+
+def test_seeding_a_model_that_already_trained_fails_the_run(team: Path):
+    code = (
+        "import tracking, keras, numpy as np\n"
+        "run = tracking.start(experiment='misuse')\n"
+        "model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])\n"
+        "model.compile(loss='mse')\n"
+        "model.fit(np.ones((4, 2)), np.ones(4), verbose=0)\n"
+        "run.seeded(model)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=team, env=project_env(), capture_output=True, text=True)
+    assert_user_error(done, "run.seeded(): the model already trained 1 step(s)")
+    client = client_for(team)
+    (failed,) = client.search_runs([client.get_experiment_by_name("misuse").experiment_id])
+    assert failed.info.status == "FAILED" and "already trained" in failed.data.tags["error"]

@@ -1,0 +1,264 @@
+"""`tracking.start`: a team's own training script opens one MLflow run with our provenance, seeds and determinism.
+
+```python
+import tracking
+with tracking.start(params="params.yaml", seeds={"base": "seed"}) as run:
+    model = run.seeded(build_model())
+    run.log_data(x_train, y_train)
+    model.fit(x_train, y_train, callbacks=[run.callback()], ...)
+    run.log_model(model); run.log_metrics(scores)
+```
+
+The run records what our train stage records (`prov.*`: seeds, determinism requested and effective, software,
+CPU/GPU, git commit and redacted diff, the running DVC stage's dependencies hashed now), through the same
+`Tracker` (honest endings, the offline journal) and the same seeding by position. A source of randomness the
+script decided itself (Keras's own `fit(shuffle=True)`, a model it did not hand to `run.seeded`) is recorded as
+decided by it, never as a seed that went unused.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tracking.config.params import DeterminismParams
+from tracking.env import DVC_STAGE
+from tracking.errors import ParamsError, UsageError
+from tracking.script.ending import end_at_exit, user_errors_in_one_line
+from tracking.script.params import ScriptParams, read_params
+from tracking.script.process import reproducible_script
+
+# The stage tag of a run whose script DVC did not start.
+SCRIPT_STAGE = "script"
+# Who decided a source of randomness the script did not hand to the run, as its `prov.seeds.<source>` says.
+DECIDED_BY_SCRIPT = {
+    "init": "script: the model's own initializers (not passed to run.seeded), drawn from seeds.base",
+    "dropout": "script: the model's own generators (not passed to run.seeded), drawn from seeds.base",
+    "augment": "script: the model's own generators (not passed to run.seeded), drawn from seeds.base",
+    "shuffle": "script: Keras fit's own order (run.batches not used), drawn from seeds.base",
+}
+
+
+def start(
+    params: str | Path = "params.yaml",
+    seeds: Mapping[str, str | int] | None = None,
+    experiment: str | None = None,
+    determinism: Mapping[str, Any] | None = None,
+) -> ScriptRun:
+    """Set the process up for a reproducible run and open it: the run ends with the `with` block it heads, or
+    else when the script exits (FINISHED after a clean exit, FAILED on an uncaught error, KILLED on Ctrl-C).
+
+    `seeds` maps our sources of randomness (base, init, shuffle, dropout, augment) to the keys of `params` that
+    hold them (or to seeds); `determinism` overrides our determinism defaults (op_determinism, intra_op_threads,
+    inter_op_threads, onednn); `experiment` defaults to the project folder's name. Call it before training; if
+    Keras is already imported, the script is restarted once with the hash seed and oneDNN set.
+    """
+    from tracking.store.location import find_project
+
+    user_errors_in_one_line()
+    root = find_project() or Path.cwd()
+    read = read_params(root / params, seeds)
+    try:
+        wanted = DeterminismParams(**dict(determinism or {}))
+    except Exception as err:  # pydantic's ValidationError: which field and why, in one line
+        first = str(err).splitlines()
+        raise ParamsError(
+            f"tracking.start(determinism=...): {' '.join(first[1:3]).strip() or first[0]}",
+            fix=f"valid keys: {', '.join(DeterminismParams.model_fields)}",
+        ) from err
+    reproducible_script(read.seeds, wanted)
+    return ScriptRun(root, read, wanted, experiment or root.name).open()
+
+
+class ScriptRun:
+    """One MLflow run of a team's script: open it with `with`; it ends FINISHED, FAILED or KILLED as the block does."""
+
+    def __init__(self, root: Path, params: ScriptParams, determinism: DeterminismParams, experiment: str) -> None:
+        self.root = root
+        self.params = params
+        self.seeds = params.seeds
+        self.determinism = determinism
+        self.experiment = experiment
+        self.stage = os.environ.get(DVC_STAGE) or None
+        self.command = shlex.join(sys.orig_argv[1:])
+        self._tracker: Any = None
+        self._record: dict[str, Any] = {}
+        self._used: dict[str, Any] = {"base": self.seeds.base, "hash": self.seeds.hash}
+        self._model: dict[str, Any] = {}
+        self._unattributed = ""
+        self._example: Any = None
+
+    @property
+    def run_id(self) -> str:
+        return self._open().run_id
+
+    def __enter__(self) -> ScriptRun:
+        return self
+
+    def open(self) -> ScriptRun:
+        """Seed the frameworks, open the MLflow run and log the params and provenance; ended by `__exit__` or at exit."""
+        from tracking.determinism.process import apply_determinism
+        from tracking.provenance.git import open_repository
+        from tracking.run.tracker import Tracker
+
+        open_repository(self.root)
+        self.effective = apply_determinism(self.determinism, self.seeds)
+        tracker = Tracker(self.experiment, self.root, stage=self.stage or SCRIPT_STAGE)
+        self._tracker = tracker.__enter__()
+        try:
+            tracker.log_params(self.params.flat)
+            tracker.in_background(lambda: self._log_provenance(tracker))
+        except BaseException as err:
+            tracker.__exit__(type(err), err, err.__traceback__)
+            self._tracker = None
+            raise
+        self._cancel_exit = end_at_exit(lambda error: self.__exit__(type(error), error, None))
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        """End the run: FINISHED when `error` is None, FAILED on an error, KILLED on Ctrl-C or SIGTERM."""
+        tracker, self._tracker = self._tracker, None
+        if tracker is None:
+            return
+        self._cancel_exit()
+        try:
+            tracker.in_background(lambda: self._log_seeds(tracker))
+        finally:
+            tracker.__exit__(kind if error else None, error, tb)
+
+    def _open(self) -> Any:
+        if self._tracker is None:
+            raise UsageError(
+                "the run is not open", fix="use it inside `with tracking.start(...) as run:` (the block is the run)"
+            )
+        return self._tracker
+
+    def _log_provenance(self, tracker: Any) -> None:
+        """The provenance record as our train stage logs it, with the script's stage, command and seeds' origins."""
+        from tracking.determinism.settings import as_record
+        from tracking.provenance import capture
+        from tracking.provenance.software import installed_packages
+
+        record = capture(self.root, self._used, as_record(self.determinism, self.effective), running=self.stage)
+        record["script"] = {
+            "stage": self.stage or "",
+            "command": self.command,
+            "params": self.params.path.name,
+            "seeds_from": dict(self.params.origins),
+        }
+        self._record = record
+        self._packages = installed_packages()
+        tracker.log_provenance(record, self._packages)
+
+    def _log_seeds(self, tracker: Any) -> None:
+        """At the end: each seed the run used, who decided each source it did not, and the seeded model's counts."""
+        from tracking.provenance import to_tags
+
+        seeds = {name: self._used.get(name, DECIDED_BY_SCRIPT.get(name)) for name in ("base", *DECIDED_BY_SCRIPT)}
+        unattributed = {"unattributed": self._unattributed} if self._unattributed else {}
+        final: dict[str, Any] = {"seeds": {**seeds, "hash": self.seeds.hash, **unattributed}}
+        if self._model:
+            final["model"] = self._model
+        tracker.set_tags(to_tags(final))
+        if self._record:
+            tracker.log_json({**self._record, **final}, "provenance/provenance.json")
+
+    def seeded(self, model: Any) -> Any:
+        """`model` with every random initial weight and generator re-drawn from the run's seeds by position
+        (tracking/determinism/seeding.py), as our stages seed theirs; refused for a model that already trained."""
+        from tracking.data.hashing import weights_sha256
+        from tracking.determinism.seeding import reset_global_streams, seed_model
+
+        tracker = self._open()
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is not None and getattr(optimizer, "built", False) and int(optimizer.iterations.numpy()) > 0:
+            raise UsageError(
+                f"run.seeded(): the model already trained {int(optimizer.iterations.numpy())} step(s), so re-seeding "
+                "would throw its training away",
+                fix="call run.seeded(model) right after building the model, before fit",
+            )
+        inputs = getattr(model, "inputs", None) or []
+        if not inputs:
+            raise UsageError(
+                "run.seeded(): the model is not built (it has no inputs yet)",
+                fix="build it first, e.g. start a Sequential with keras.Input(shape=...)",
+            )
+        report = seed_model(model, created_weights(model), self.seeds, tuple(inputs[0].shape[1:]))
+        reset_global_streams(self.seeds)
+        self._model = report.as_record()
+        self._unattributed = self._model.pop("unattributed", "")
+        self._used.update(init=self.seeds.init, dropout=self.seeds.dropout, augment=self.seeds.augment)
+        tracker.log_weights(initial=weights_sha256(model.get_weights()))
+        return model
+
+    def batches(self, x: Any, y: Any, batch_size: int, epochs: int) -> Any:
+        """The training batches of all `epochs` in the order drawn from the run's shuffle seed (tf.data); fit it with
+        `epochs=epochs, steps_per_epoch=math.ceil(len(y) / batch_size), shuffle=False`."""
+        from tracking.training.batches import epoch_batches
+
+        self._open()
+        self._used["shuffle"] = self.seeds.shuffle
+        return epoch_batches(x, y, batch_size, epochs, self.seeds.shuffle)
+
+    def callback(self) -> Any:
+        """A Keras callback logging every epoch's metrics to the run (and acting on Ctrl-C between batches)."""
+        from tracking.training.callback import MlflowMetricsCallback
+
+        return MlflowMetricsCallback(self._open())
+
+    def log_data(self, x: Any, y: Any, name: str = "training") -> str:
+        """The training data as the run's MLflow dataset, its digest the full-content SHA-256 of x and y; returned."""
+        import numpy as np
+
+        from tracking.data.hashing import array_sha256, combine
+
+        tracker = self._open()
+        x, y = np.asarray(x), np.asarray(y)
+        arrays = {"x": array_sha256(x), "y": array_sha256(y)}
+        manifest = {
+            "source": name,
+            "content_sha256": combine(arrays),
+            "arrays": arrays,
+            "shapes": {"x": list(x.shape), "y": list(y.shape)},
+        }
+        tracker.log_dataset(manifest, x, y, location=self.root, context="training")
+        self._example = x[:2]
+        return manifest["content_sha256"]
+
+    def log_model(self, model: Any) -> str:
+        """The trained weights' SHA-256 (`prov.weights_sha256`, what `tracking rerun` compares) and the model as an
+        MLflow model (its signature from the logged data); returns the hash."""
+        from tracking.data.hashing import weights_sha256
+
+        tracker = self._open()
+        digest = weights_sha256(model.get_weights())
+        tracker.log_weights(trained=digest)
+        if self._example is not None:
+            tracker.log_keras_model(model, self._example)
+        return digest
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Metrics of the run (a test score, a final loss)."""
+        self._open().log_metrics(dict(metrics), step=step)
+
+
+def created_weights(model: Any) -> Any:
+    """The weights of a built model with the initializer each was drawn from, found by Keras's naming (a layer's
+    `kernel` from its `kernel_initializer`); one whose initializer is not found is left out and reported by the
+    seeding as randomness no seed covers."""
+    from keras import initializers
+
+    from tracking.determinism.seeding import Created, walk_layers
+
+    created = Created()
+    for layer in walk_layers(model):
+        for variable in layer._trainable_variables + layer._non_trainable_variables:
+            initializer = getattr(layer, f"{variable.name}_initializer", None)
+            if initializer is not None:
+                created.weights.append((layer, variable, initializers.get(initializer)))
+    return created
