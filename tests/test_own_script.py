@@ -45,10 +45,10 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def team_runs(team: Path) -> list:
-    """The two runs of the script, oldest first."""
+    """The fixture's two runs of the script, oldest first (a rerun's run comes later)."""
     client = client_for(team)
     experiment = client.get_experiment_by_name("team")
-    return sorted(client.search_runs([experiment.experiment_id]), key=lambda found: found.info.start_time)
+    return sorted(client.search_runs([experiment.experiment_id]), key=lambda found: found.info.start_time)[:2]
 
 
 def test_the_script_logs_our_provenance_from_its_own_params(team: Path):
@@ -110,3 +110,21 @@ def test_seeding_a_model_that_already_trained_fails_the_run(team: Path):
     client = client_for(team)
     (failed,) = client.search_runs([client.get_experiment_by_name("misuse").experiment_id])
     assert failed.info.status == "FAILED" and "already trained" in failed.data.tags["error"]
+
+
+def test_diff_of_two_runs_of_the_script_names_the_edit_and_fresh_dep_hashes(team: Path):
+    first, second = team_runs(team)
+    out = run(["tracking", "diff", first.info.run_id, second.info.run_id], team).stdout
+    assert "file train.py" in out and "dvc dep train.train.py" in out
+    assert "Weights: bit-identical" in out and "test_accuracy" in out
+    assert "params" in out.split("identical:")[1] and "seeds" in out.split("identical:")[1]
+
+
+def test_rerun_of_a_script_run_runs_its_stage_again_bit_identical(team: Path):
+    _, second = team_runs(team)
+    out = run(["tracking", "rerun", second.info.run_id], team).stdout
+    assert "rerun [4/4] run: dvc repro --quiet --single-item --force train" in out
+    assert "weights: bit-identical" in out and "verdict: weights are bit-identical" in out
+    client = client_for(team)
+    (new,) = client.search_runs([second.info.experiment_id], f"tags.rerun_of = '{second.info.run_id}'")
+    assert new.info.status == "FINISHED" and new.data.tags["prov.git.commit"] == second.data.tags["prov.git.commit"]

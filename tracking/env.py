@@ -31,6 +31,11 @@ TRACKING_LOGLEVEL = "TRACKING_LOGLEVEL"
 
 # Set by our stages for the processes they start.
 TRACKING_PROJECT_ROOT = "TRACKING_PROJECT_ROOT"
+# Set by `tracking rerun` and `tracking calibrate` for the team's script they run: the experiment its run goes to
+# (tracking.start's default is the project folder's name, which a temporary worktree does not have) and the run
+# it re-creates (tagged `rerun_of`).
+TRACKING_EXPERIMENT = "TRACKING_EXPERIMENT"
+TRACKING_RERUN_OF = "TRACKING_RERUN_OF"
 
 
 def telemetry_off_by_default() -> None:

@@ -27,8 +27,9 @@ from types import TracebackType
 from typing import Any
 
 from tracking.config.params import DeterminismParams
-from tracking.env import DVC_STAGE
+from tracking.env import DVC_STAGE, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import ParamsError, UsageError
+from tracking.names import RERUN_OF_TAG
 from tracking.script.ending import end_at_exit, user_errors_in_one_line
 from tracking.script.params import ScriptParams, read_params
 from tracking.script.process import reproducible_script
@@ -72,7 +73,7 @@ def start(
             fix=f"valid keys: {', '.join(DeterminismParams.model_fields)}",
         ) from err
     reproducible_script(read.seeds, wanted)
-    return ScriptRun(root, read, wanted, experiment or root.name).open()
+    return ScriptRun(root, read, wanted, experiment or os.environ.get(TRACKING_EXPERIMENT) or root.name).open()
 
 
 class ScriptRun:
@@ -108,7 +109,9 @@ class ScriptRun:
 
         open_repository(self.root)
         self.effective = apply_determinism(self.determinism, self.seeds)
-        tracker = Tracker(self.experiment, self.root, stage=self.stage or SCRIPT_STAGE)
+        rerun_of = os.environ.get(TRACKING_RERUN_OF)
+        tags = {RERUN_OF_TAG: rerun_of} if rerun_of else {}
+        tracker = Tracker(self.experiment, self.root, stage=self.stage or SCRIPT_STAGE, tags=tags)
         self._tracker = tracker.__enter__()
         try:
             tracker.log_params(self.params.flat)
@@ -148,7 +151,7 @@ class ScriptRun:
         record["script"] = {
             "stage": self.stage or "",
             "command": self.command,
-            "params": self.params.path.name,
+            "params": Path(os.path.relpath(self.params.path, self.root)).as_posix(),
             "seeds_from": dict(self.params.origins),
         }
         self._record = record
