@@ -128,3 +128,11 @@ def test_rerun_of_a_script_run_runs_its_stage_again_bit_identical(team: Path):
     client = client_for(team)
     (new,) = client.search_runs([second.info.experiment_id], f"tags.rerun_of = '{second.info.run_id}'")
     assert new.info.status == "FINISHED" and new.data.tags["prov.git.commit"] == second.data.tags["prov.git.commit"]
+
+
+def test_provenance_command_works_on_a_teams_own_params(team: Path):
+    done = run(["tracking", "provenance"], team)  # it used to stop: "params.yaml: unknown key 'data.test_size'"
+    record = json.loads(done.stdout)
+    assert "recording it as a team's own params" in done.stderr
+    assert record["seeds"]["base"] == 42 and record["script"]["params"] == "params.yaml" and record["git"]["commit"]
+    assert record["dvc"]["deps"]["train"]["train.py"] == hashlib.md5((team / "train.py").read_bytes()).hexdigest()

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from tracking.stage import at_least, run_main
+
+log = logging.getLogger(__name__)
 
 DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
@@ -30,6 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     prov = commands.add_parser("provenance", help="print, as JSON, the provenance record a run here would log")
     prov.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
+    prov.add_argument(
+        "--seeds",
+        action="append",
+        metavar="SOURCE=KEY",
+        help="a team's own params: the key holding a seed, as tracking.start(seeds=...) takes it (repeatable, e.g. "
+        "base=train.seed); without it, a params file our schema does not read is taken as a team's own",
+    )
     prov.set_defaults(handler=_provenance)
     pin = commands.add_parser(
         "pin-data", help="pin the prepared data: write its content hash to data.sha256 in params.yaml"
@@ -143,16 +153,57 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _provenance(args: argparse.Namespace) -> None:
     from tracking.config.params import load_params
     from tracking.determinism.process import reproducible_process, seed_frameworks
-    from tracking.store.location import project_root
+    from tracking.errors import ParamsError
+    from tracking.provenance.git import open_repository
+    from tracking.store.location import find_project
 
-    root = project_root()
-    params = load_params(_at_root(args.params, root))
+    root = find_project() or Path.cwd()
+    open_repository(root)  # any git project will do (DVC's too), and nothing heavy loads before this is known
+    path = _at_root(args.params, root)
+    try:
+        params = None if args.seeds else load_params(path)
+    except ParamsError as err:
+        _script_provenance(
+            root, path, [], f"{err.problem}; recording it as a team's own params (--seeds SOURCE=KEY names its seeds)"
+        )
+        return
+    if params is None:
+        _script_provenance(root, path, args.seeds)
+        return
     seeds = reproducible_process(params)
     from tracking.determinism.settings import as_record
     from tracking.provenance import capture
 
     effective = seed_frameworks(params, seeds)
     record = capture(root, seeds.as_dict(), as_record(params.determinism, effective))
+    json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | None = None) -> None:
+    """`tracking provenance` for a team's own params: the record `tracking.start` would log here; `note` says why
+    (after the process restarted, so it is said once)."""
+    from tracking.config.params import DeterminismParams
+    from tracking.determinism.process import apply_determinism
+    from tracking.errors import UsageError
+    from tracking.script.params import read_params
+    from tracking.script.process import reproducible_script
+    from tracking.script.run import script_record
+
+    mapping: dict[str, str | int] = {}
+    for pair in pairs:
+        name, sep, key = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--seeds {pair!r}: expected SOURCE=KEY", fix="e.g. --seeds base=train.seed")
+        mapping[name] = int(key) if key.isdigit() else key
+    read = read_params(path, mapping)
+    determinism = DeterminismParams()
+    reproducible_script(read.seeds, determinism)
+    if note:
+        log.info(note)
+    effective = apply_determinism(determinism, read.seeds)
+    seeds = {"base": read.seeds.base, "hash": read.seeds.hash}
+    record = script_record(root, read, determinism, effective, seeds, None)
     json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
 

@@ -86,7 +86,6 @@ class ScriptRun:
         self.determinism = determinism
         self.experiment = experiment
         self.stage = os.environ.get(DVC_STAGE) or None
-        self.command = shlex.join(sys.orig_argv[1:])
         self._tracker: Any = None
         self._record: dict[str, Any] = {}
         self._used: dict[str, Any] = {"base": self.seeds.base, "hash": self.seeds.hash}
@@ -143,20 +142,10 @@ class ScriptRun:
 
     def _log_provenance(self, tracker: Any) -> None:
         """The provenance record as our train stage logs it, with the script's stage, command and seeds' origins."""
-        from tracking.determinism.settings import as_record
-        from tracking.provenance import capture
         from tracking.provenance.software import installed_packages
 
-        record = capture(self.root, self._used, as_record(self.determinism, self.effective), running=self.stage)
-        record["script"] = {
-            "stage": self.stage or "",
-            "command": self.command,
-            "params": Path(os.path.relpath(self.params.path, self.root)).as_posix(),
-            "seeds_from": dict(self.params.origins),
-        }
-        self._record = record
-        self._packages = installed_packages()
-        tracker.log_provenance(record, self._packages)
+        self._record = script_record(self.root, self.params, self.determinism, self.effective, self._used, self.stage)
+        tracker.log_provenance(self._record, installed_packages())
 
     def _log_seeds(self, tracker: Any) -> None:
         """At the end: each seed the run used, who decided each source it did not, and the seeded model's counts."""
@@ -265,3 +254,26 @@ def created_weights(model: Any) -> Any:
             if initializer is not None:
                 created.weights.append((layer, variable, initializers.get(initializer)))
     return created
+
+
+def script_record(
+    root: Path,
+    params: ScriptParams,
+    determinism: DeterminismParams,
+    effective: Any,
+    seeds: dict[str, Any],
+    stage: str | None,
+) -> dict[str, Any]:
+    """What a script's run records (`provenance.json`, the `prov.*` tags): our record (tracking/provenance) with
+    `seeds` as given, the running DVC `stage`'s deps hashed now, and the script's stage, command and seeds' origins."""
+    from tracking.determinism.settings import as_record
+    from tracking.provenance import capture
+
+    record = capture(root, seeds, as_record(determinism, effective), running=stage)
+    record["script"] = {
+        "stage": stage or "",
+        "command": shlex.join(sys.orig_argv[1:]),
+        "params": Path(os.path.relpath(params.path, root)).as_posix(),
+        "seeds_from": dict(params.origins),
+    }
+    return record
