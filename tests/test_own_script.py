@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, assert_user_error, built_once, client_for, project_env, run
 
+from tracking.determinism.seeds import derive_seed
+
 pytestmark = pytest.mark.slow
 
 EXAMPLE = REPO / "examples" / "own-train-script"
@@ -105,7 +107,8 @@ def test_seeding_a_model_that_already_trained_fails_the_run(team: Path):
         "model.fit(np.ones((4, 2)), np.ones(4), verbose=0)\n"
         "run.seeded(model)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=team, env=project_env(), capture_output=True, text=True)
+    env = project_env(PYTHONHASHSEED=str(derive_seed(42, "hash")), TF_ENABLE_ONEDNN_OPTS="0")  # no restart needed
+    done = subprocess.run([sys.executable, "-c", code], cwd=team, env=env, capture_output=True, text=True)
     assert_user_error(done, "run.seeded(): the model already trained 1 step(s)")
     client = client_for(team)
     (failed,) = client.search_runs([client.get_experiment_by_name("misuse").experiment_id])
@@ -136,3 +139,34 @@ def test_provenance_command_works_on_a_teams_own_params(team: Path):
     assert "recording it as a team's own params" in done.stderr
     assert record["seeds"]["base"] == 42 and record["script"]["params"] == "params.yaml" and record["git"]["commit"]
     assert record["dvc"]["deps"]["train"]["train.py"] == hashlib.md5((team / "train.py").read_bytes()).hexdigest()
+
+
+def test_calibrate_the_script_resume_it_and_judge_a_run(team: Path):
+    _, second = team_runs(team)
+    out = run(["tracking", "calibrate", "--repeats", "3", "--variants", "algo"], team).stdout
+    assert "algo: 3 runs, 3 distinct weights; test_accuracy" in out
+    client = client_for(team)
+    (parent,) = client.search_runs([second.info.experiment_id], "tags.`noise.role` = 'calibration'")
+    children = client.search_runs([second.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    assert sorted(child.data.tags["noise.repeat"] for child in children) == ["0", "1", "2"]
+    assert len({child.data.tags["prov.seeds.base"] for child in children} | {"7"}) == 4  # ALGO varies every seed
+    assert {child.data.tags["pipeline.stage"] for child in children} == {"train"}
+    again = run(["tracking", "calibrate", "--repeats", "3", "--variants", "algo"], team).stdout  # kept: nothing trains
+    assert "calibrate [" not in again
+    (latest, _) = client.search_runs(
+        [second.info.experiment_id], "tags.`noise.role` = 'calibration'", order_by=["attributes.start_time DESC"]
+    )
+    assert latest.data.tags["noise.reused_repeats"] == "3"
+    verdict = run(["tracking", "judge", second.info.run_id], team).stdout
+    assert "ALGO band of calibration run" in verdict and verdict.splitlines()[-1] == "verdict: within_noise"
+    assert client.get_run(second.info.run_id).data.tags["noise.verdict"] == "within_noise"
+
+
+def test_calibrating_a_command_that_logs_no_run_is_one_error_line(tmp_path: Path):
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
+        run(cmd, tmp_path)
+    (tmp_path / "dvc.yaml").write_text("stages:\n  train:\n    cmd: python -c pass\n")
+    run(["git", "add", "-A"], tmp_path)
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], tmp_path)
+    done = subprocess.run(["tracking", "calibrate"], cwd=tmp_path, env=project_env(), capture_output=True, text=True)
+    assert_user_error(done, "`python -c pass` (stage train) finished but logged no MLflow run", "tracking.start")

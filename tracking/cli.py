@@ -111,6 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)"
     )
     rerun.set_defaults(handler=_rerun)
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="noise bands of a team's own script: N runs per variant",
+    )
+    calibrate.add_argument("--stage", help="the dvc.yaml stage that runs the script (default: the only one)")
+    calibrate.add_argument("--repeats", type=at_least(3), default=5, help="runs per variant (default: 5)")
+    calibrate.add_argument(
+        "--variants", default="algo,control", help="comma-separated: algo (seeds varied), control (nothing varied)"
+    )
+    calibrate.add_argument(
+        "--experiment", help="MLflow experiment (default: the project folder's name, as tracking.start)"
+    )
+    calibrate.set_defaults(handler=_calibrate)
+    judge = commands.add_parser("judge", help="verdict on a team's script run, from its calibration")
+    judge.add_argument("run", metavar="RUN_ID", help=RUN_REF_HELP)
+    judge.add_argument(
+        "--metric", action="append", help="metric to judge (repeatable; default: test_accuracy, test_loss)"
+    )
+    judge.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: 0.05)")
+    judge.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run (default: the latest)")
+    judge.set_defaults(handler=_judge)
     doctor = commands.add_parser(
         "doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED"
     )
@@ -356,6 +377,30 @@ def _rerun(args: argparse.Namespace) -> None:
 
     result = rerun(args.run, project_root(), args.metric, args.alpha)
     sys.stdout.write(report(result))
+
+
+def _calibrate(args: argparse.Namespace) -> None:
+    from tracking.script.calibration import calibrate_script
+    from tracking.store.location import project_root
+
+    variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    noise = calibrate_script(project_root(), args.stage, args.repeats, variants, args.experiment)
+    for variant, found in noise["variants"].items():
+        bands = ", ".join(f"{name} {band['mean']:.4g} ± {band['std']:.2g}" for name, band in found["bands"].items())
+        identical = "bit-identical" if found["bit_identical"] else f"{len(found['weights_sha256'])} distinct weights"
+        print(f"{variant}: {len(found['runs'])} runs, {identical}; {bands}")
+    print(f"calibration run {noise['run_id']}: judge a run with `tracking judge RUN`")
+
+
+def _judge(args: argparse.Namespace) -> None:
+    from tracking.inspect.diff.report import render
+    from tracking.script.calibration import judge_script
+    from tracking.store.location import open_client, project_root
+
+    root = project_root()
+    result = judge_script(open_client(root), root, args.run, args.metric, args.alpha, args.calibration)
+    sys.stdout.write(render(result))
+    print(f"verdict: {result.verdict or 'none (no band covers what differs)'}")
 
 
 def _doctor(args: argparse.Namespace) -> None:

@@ -36,6 +36,8 @@ TRACKING_PROJECT_ROOT = "TRACKING_PROJECT_ROOT"
 # it re-creates (tagged `rerun_of`).
 TRACKING_EXPERIMENT = "TRACKING_EXPERIMENT"
 TRACKING_RERUN_OF = "TRACKING_RERUN_OF"
+# Set by `tracking calibrate` for each repeat of a team's script: JSON of the parent run, variant, repeat and key.
+TRACKING_REPEAT = "TRACKING_REPEAT"
 
 
 def telemetry_off_by_default() -> None:

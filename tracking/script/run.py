@@ -22,6 +22,7 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,6 +34,7 @@ from tracking.names import RERUN_OF_TAG
 from tracking.script.ending import end_at_exit, user_errors_in_one_line
 from tracking.script.params import ScriptParams, read_params
 from tracking.script.process import reproducible_script
+from tracking.script.repeat import ScriptRepeat, repeat_from_env
 
 # The stage tag of a run whose script DVC did not start.
 SCRIPT_STAGE = "script"
@@ -64,6 +66,13 @@ def start(
     user_errors_in_one_line()
     root = find_project() or Path.cwd()
     read = read_params(root / params, seeds)
+    repeat = repeat_from_env()
+    if repeat is not None:  # a repeat of `tracking calibrate`: its variant's seeds
+        read = replace(
+            read,
+            seeds=repeat.seeds(read.seeds),
+            origins={**read.origins, "repeat": f"{repeat.variant} {repeat.repeat}"},
+        )
     try:
         wanted = DeterminismParams(**dict(determinism or {}))
     except Exception as err:  # pydantic's ValidationError: which field and why, in one line
@@ -73,14 +82,22 @@ def start(
             fix=f"valid keys: {', '.join(DeterminismParams.model_fields)}",
         ) from err
     reproducible_script(read.seeds, wanted)
-    return ScriptRun(root, read, wanted, experiment or os.environ.get(TRACKING_EXPERIMENT) or root.name).open()
+    return ScriptRun(root, read, wanted, experiment or os.environ.get(TRACKING_EXPERIMENT) or root.name, repeat).open()
 
 
 class ScriptRun:
     """One MLflow run of a team's script: open it with `with`; it ends FINISHED, FAILED or KILLED as the block does."""
 
-    def __init__(self, root: Path, params: ScriptParams, determinism: DeterminismParams, experiment: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        params: ScriptParams,
+        determinism: DeterminismParams,
+        experiment: str,
+        repeat: ScriptRepeat | None = None,
+    ) -> None:
         self.root = root
+        self.repeat = repeat
         self.params = params
         self.seeds = params.seeds
         self.determinism = determinism
@@ -110,7 +127,16 @@ class ScriptRun:
         self.effective = apply_determinism(self.determinism, self.seeds)
         rerun_of = os.environ.get(TRACKING_RERUN_OF)
         tags = {RERUN_OF_TAG: rerun_of} if rerun_of else {}
-        tracker = Tracker(self.experiment, self.root, stage=self.stage or SCRIPT_STAGE, tags=tags)
+        repeat = self.repeat
+        tracker = Tracker(
+            self.experiment,
+            self.root,
+            stage=self.stage or SCRIPT_STAGE,
+            tags={**tags, **(repeat.tags() if repeat else {})},
+            nested=repeat is not None,
+            parent_run_id=repeat.parent_run_id if repeat else None,
+            run_name=f"{repeat.variant}-{repeat.repeat}" if repeat else None,
+        )
         self._tracker = tracker.__enter__()
         try:
             tracker.log_params(self.params.flat)
