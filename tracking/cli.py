@@ -385,11 +385,11 @@ def _calibrate(args: argparse.Namespace) -> None:
 
     variants = [name.strip() for name in args.variants.split(",") if name.strip()]
     noise = calibrate_script(project_root(), args.stage, args.repeats, variants, args.experiment)
-    for variant, found in noise["variants"].items():
-        bands = ", ".join(f"{name} {band['mean']:.4g} ± {band['std']:.2g}" for name, band in found["bands"].items())
-        identical = "bit-identical" if found["bit_identical"] else f"{len(found['weights_sha256'])} distinct weights"
-        print(f"{variant}: {len(found['runs'])} runs, {identical}; {bands}")
-    print(f"calibration run {noise['run_id']}: judge a run with `tracking judge RUN`")
+    for variant, found in noise.variants.items():
+        bands = ", ".join(f"{name} {band['mean']:.4g} ± {band['std']:.2g}" for name, band in found.bands.items())
+        identical = "bit-identical" if found.bit_identical else f"{len(found.weights_sha256)} distinct weights"
+        print(f"{variant}: {len(found.runs)} runs, {identical}; {bands}")
+    print(f"calibration run {noise.parent_run_id}: judge a run with `tracking judge RUN`")
 
 
 def _judge(args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -30,6 +31,7 @@ from tracking.names import (
     BAND_VARIANT_TAG,
     CONTROL_BIT_IDENTICAL_TAG,
     NOISE_ROLE_TAG,
+    PROV_PREFIX,
     REASON_TAG,
     REPEAT_KEY_TAG,
     REUSED_REPEATS_TAG,
@@ -38,11 +40,14 @@ from tracking.names import (
     status_is,
     tag_is,
 )
+from tracking.noise.record import NoiseRecord, Variant
 from tracking.noise.statistics import band_from_values
+from tracking.provenance.redaction import redact_params
 from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
 
 log = logging.getLogger(__name__)
 
+SEEDS_PREFIX = f"{PROV_PREFIX}seeds."
 STORED_ALPHA = 0.05  # as the calibrate stage stores its intervals; judging re-derives them at its own alpha
 
 
@@ -64,7 +69,7 @@ def stage_command(root: Path, stage: str | None) -> tuple[str, str, Path]:
 
 def calibrate_script(
     root: Path, stage: str | None, repeats: int, variants: list[str], experiment: str | None = None
-) -> dict[str, Any]:
+) -> NoiseRecord:
     """Calibrate the script's stage at `root`; return the noise record logged on the parent run."""
     from tracking.inspect.worktree import apply_diff, temporary_worktree
     from tracking.noise.repeats import code_version, repeat_key
@@ -101,7 +106,7 @@ def calibrate_script(
         client = parent.client
         experiment_id = client.get_experiment_by_name(experiment).experiment_id
         runs: dict[str, list[Any]] = {variant: [] for variant in variants}
-        reused = 0
+        reused: set[str] = set()
         with temporary_worktree(root, git["commit"]) as project:
             apply_diff(project, git.get("diff") or "", parent.run_id)
             for variant in variants:
@@ -119,15 +124,14 @@ def calibrate_script(
                                 fix="open the run in the script with tracking.start(...) (docs/library.md)",
                             )
                     else:
-                        reused += 1
+                        reused.add(kept.info.run_id)
                     runs[variant].append(kept)
-        noise = noise_record(runs, repeats)
-        parent.log_json(noise, NOISE_FILE.as_posix())
-        tags = {REUSED_REPEATS_TAG: reused}
-        if "control" in noise["variants"]:
-            tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise["variants"]["control"]["bit_identical"]).lower()
+        noise = noise_record(runs, repeats, reused, parent.run_id)
+        parent.log_json(noise.as_dict(), NOISE_FILE.as_posix())
+        tags = {REUSED_REPEATS_TAG: len(reused)}
+        if "control" in noise.variants:
+            tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise.variants["control"].bit_identical).lower()
         parent.set_tags(tags)
-        noise["run_id"] = parent.run_id
     return noise
 
 
@@ -152,36 +156,59 @@ def _run(command: str, folder: Path, env: dict[str, str]) -> None:
         )
 
 
-def noise_record(runs: dict[str, list[Any]], repeats: int) -> dict[str, Any]:
-    """`calibration/noise.json` as the calibrate stage writes it, from the script's runs: each variant's bands of
-    every metric its runs logged (not the per-epoch ones), whether its weights are bit-identical, the baseline's
-    params and data content hash."""
-    variants = {}
+def noise_record(runs: dict[str, list[Any]], repeats: int, reused: set[str], parent_run_id: str) -> NoiseRecord:
+    """`calibration/noise.json` (tracking/noise/record.py) from the script's runs: each variant's bands of every
+    metric its runs logged (the per-epoch ones aside), whether its weights are bit-identical, the baseline's params
+    and data content hash. A script hands us no test predictions or weights, so no churn or weight distances."""
+    rows, variants = [], {}
     for variant, chosen in runs.items():
-        names = sorted({name for run in chosen for name in run.data.metrics if not name.startswith("epoch_")})
-        hashes = sorted({run.data.tags.get(WEIGHTS_TAG, "") for run in chosen})
-        variants[variant] = {
-            "runs": [run.info.run_id for run in chosen],
-            "bands": {
+        first = len(rows)
+        for index, run in enumerate(chosen):
+            rows.append(
+                {
+                    "variant": variant,
+                    "repeat": index,
+                    "run_id": run.info.run_id,
+                    "weights_sha256": run.data.tags.get(WEIGHTS_TAG, ""),
+                    "metrics": {
+                        name: value for name, value in run.data.metrics.items() if not name.startswith("epoch_")
+                    },
+                    "seeds": {
+                        key.removeprefix(SEEDS_PREFIX): value
+                        for key, value in run.data.tags.items()
+                        if key.startswith(SEEDS_PREFIX)
+                    },
+                    "reused": run.info.run_id in reused,
+                }
+            )
+        mine = rows[first:]
+        names = sorted({name for row in mine for name in row["metrics"]})
+        hashes = sorted({row["weights_sha256"] for row in mine})
+        variants[variant] = Variant(
+            runs=list(range(first, len(rows))),
+            bands={
                 name: band_from_values(
-                    name,
-                    [run.data.metrics.get(name, float("nan")) for run in chosen],
-                    STORED_ALPHA,
-                    f"calibration:{variant}",
+                    name, [row["metrics"].get(name, math.nan) for row in mine], STORED_ALPHA, f"calibration:{variant}"
                 ).as_dict()
                 for name in names
             },
-            "bit_identical": len(hashes) == 1 and hashes != [""],
-            "weights_sha256": hashes,
-        }
-    first = next(iter(runs.values()))[0]
-    digests = [item.dataset.digest for item in first.inputs.dataset_inputs] if first.inputs else []
-    return {
-        "repeats": repeats,
-        "variants": variants,
-        "baseline": dict(first.data.params),
-        "data_sha256": _data_sha256(first) or (digests[0] if digests else None),
-    }
+            churn={},
+            weight_distance={},
+            bit_identical=len(hashes) == 1 and hashes != [""],
+            weights_sha256=hashes,
+        )
+    first_run = next(iter(runs.values()))[0]
+    return NoiseRecord(
+        baseline=redact_params(dict(first_run.data.params)),
+        data_sha256=_data_sha256(first_run) or "",
+        alpha=STORED_ALPHA,
+        repeats=repeats,
+        parent_run_id=parent_run_id,
+        executor="local",
+        reused=[f"{row['variant']} {row['repeat']}" for row in rows if row["reused"]],
+        runs=rows,
+        variants=variants,
+    )
 
 
 def _data_sha256(run: Any) -> str | None:
@@ -209,9 +236,8 @@ def judge_script(
             fix="run `tracking calibrate` in the project first",
         )
     parent, noise = found
-    variants = noise["variants"]
-    chosen = variants.get("control") or next(iter(variants.values()))
-    reference = load_run(client, chosen["runs"][0])
+    variant = "control" if "control" in noise.variants else next(iter(noise.variants))
+    reference = load_run(client, noise.runs_of(variant)[0]["run_id"])
     diff = diff_runs(client, reference, candidate, metrics, alpha, calibration=parent, repo=root)
     if diff.verdict is not None:
         client.set_tag(candidate.run_id, VERDICT_TAG, diff.verdict)

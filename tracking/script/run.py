@@ -230,23 +230,32 @@ class ScriptRun:
         return MlflowMetricsCallback(self._open())
 
     def log_data(self, x: Any, y: Any, name: str = "training") -> str:
-        """The training data as the run's MLflow dataset, its digest the full-content SHA-256 of x and y; returned."""
+        """The training data as the run's MLflow dataset and data manifest, its digest the full-content SHA-256 of x
+        and y (as our prepare stage hashes a split); returned."""
         import numpy as np
 
         from tracking.data.hashing import array_sha256, combine
+        from tracking.data.manifest import Manifest
 
         tracker = self._open()
         x, y = np.asarray(x), np.asarray(y)
-        arrays = {"x": array_sha256(x), "y": array_sha256(y)}
-        manifest = {
-            "source": name,
-            "content_sha256": combine(arrays),
-            "arrays": arrays,
-            "shapes": {"x": list(x.shape), "y": list(y.shape)},
-        }
+        hashes = {"train/x": array_sha256(x), "train/y": array_sha256(y)}
+        labels = y.ndim == 1 and np.issubdtype(y.dtype, np.integer) and len(y) > 0
+        classes = int(y.max()) + 1 if labels else None
+        manifest = Manifest(
+            source=name,
+            source_sha256=combine(hashes),
+            content_sha256=combine(hashes),
+            arrays=hashes,
+            target_shape=[int(size) for size in y.shape[1:]],
+            n_samples={"train": len(y)},
+            shapes={"train": [int(size) for size in x.shape[1:]]},
+            n_outputs=classes or int(np.prod(y.shape[1:], dtype=np.int64)),
+            n_classes=classes,
+        )
         tracker.log_dataset(manifest, x, y, location=self.root, context="training")
         self._example = x[:2]
-        return manifest["content_sha256"]
+        return manifest.content_sha256
 
     def log_model(self, model: Any) -> str:
         """The trained weights' SHA-256 (`prov.weights_sha256`, what `tracking rerun` compares) and the model as an
