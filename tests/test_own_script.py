@@ -98,23 +98,6 @@ def test_start_after_tensorflow_without_a_restart_says_what_is_lost(team: Path):
     assert_user_error(done, "TensorFlow was imported with TF_ENABLE_ONEDNN_OPTS=unset", "before importing keras")
 
 
-def test_seeding_a_model_that_already_trained_fails_the_run(team: Path):
-    code = (
-        "import tracking, keras, numpy as np\n"
-        "run = tracking.start(experiment='misuse')\n"
-        "model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])\n"
-        "model.compile(loss='mse')\n"
-        "model.fit(np.ones((4, 2)), np.ones(4), verbose=0)\n"
-        "run.seeded(model)\n"
-    )
-    env = project_env(PYTHONHASHSEED=str(derive_seed(42, "hash")), TF_ENABLE_ONEDNN_OPTS="0")  # no restart needed
-    done = subprocess.run([sys.executable, "-c", code], cwd=team, env=env, capture_output=True, text=True)
-    assert_user_error(done, "run.seeded(): the model already trained 1 step(s)")
-    client = client_for(team)
-    (failed,) = client.search_runs([client.get_experiment_by_name("misuse").experiment_id])
-    assert failed.info.status == "FAILED" and "already trained" in failed.data.tags["error"]
-
-
 def test_diff_of_two_runs_of_the_script_names_the_edit_and_fresh_dep_hashes(team: Path):
     first, second = team_runs(team)
     out = run(["tracking", "diff", first.info.run_id, second.info.run_id], team).stdout
@@ -170,3 +153,30 @@ def test_calibrating_a_command_that_logs_no_run_is_one_error_line(tmp_path: Path
     run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], tmp_path)
     done = subprocess.run(["tracking", "calibrate"], cwd=tmp_path, env=project_env(), capture_output=True, text=True)
     assert_user_error(done, "`python -c pass` (stage train) finished but logged no MLflow run", "tracking.start")
+
+
+def test_run_batches_records_the_shuffle_seed_and_seeding_a_trained_model_fails_its_run(team: Path):
+    """One process, two runs (one TensorFlow start-up for both): the first fits on `run.batches`, the second is
+    handed the first's model, already trained, to seed."""
+    code = (
+        "import tracking, keras, numpy as np\n"
+        "x, y = np.arange(24, dtype='float32').reshape(12, 2), np.ones(12, dtype='float32')\n"
+        "with tracking.start(experiment='batches', seeds={'shuffle': 5}) as run:\n"
+        "    model = run.seeded(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]))\n"
+        "    model.compile(loss='mse')\n"
+        "    model.fit(run.batches(x, y, 4, 2), epochs=2, steps_per_epoch=3, shuffle=False, verbose=0)\n"
+        "run = tracking.start(experiment='misuse', seeds={'shuffle': 5})\n"
+        "run.seeded(model)\n"
+    )
+    env = project_env(PYTHONHASHSEED=str(derive_seed(42, "hash")), TF_ENABLE_ONEDNN_OPTS="0")  # no restart needed
+    done = subprocess.run([sys.executable, "-c", code], cwd=team, env=env, capture_output=True, text=True)
+    assert_user_error(done, "run.seeded(): the model already trained 6 step(s)")
+    client = client_for(team)
+    (batched,) = client.search_runs([client.get_experiment_by_name("batches").experiment_id])
+    assert batched.info.status == "FINISHED" and batched.data.tags["prov.seeds.shuffle"] == "5"
+    assert (
+        batched.data.tags["prov.script.seeds_from.shuffle"] == "given"
+        and batched.data.tags["pipeline.stage"] == "script"
+    )
+    (failed,) = client.search_runs([client.get_experiment_by_name("misuse").experiment_id])
+    assert failed.info.status == "FAILED" and "already trained" in failed.data.tags["error"]
