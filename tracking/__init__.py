@@ -3,6 +3,7 @@
 The public surface is small and loads on first use (`tracking.Tracker` imports its module then), so that
 `tracking --help` and the stages' own imports stay fast; TensorFlow and MLflow load only inside the functions
 that need them. The Keras callback lives in `tracking.training.callback`, which imports Keras.
+`tracking.start` opens the run of a team's own training script (tracking/script/run.py).
 Importing the package turns MLflow's usage telemetry off (unless the user turned it on): every stage and
 command of ours imports it before MLflow.
 """
@@ -23,6 +24,8 @@ _PUBLIC = {
     "Seeds": ".determinism.seeds",
     "resolve_seeds": ".determinism.seeds",
     "TrackingError": ".errors",
+    "start": ".script.run",
+    "ScriptRun": ".script.run",
     "Tracker": ".run.tracker",
 }
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from tracking.stage import at_least, run_main
+
+log = logging.getLogger(__name__)
 
 DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
@@ -30,6 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     prov = commands.add_parser("provenance", help="print, as JSON, the provenance record a run here would log")
     prov.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
+    prov.add_argument(
+        "--seeds",
+        action="append",
+        metavar="SOURCE=KEY",
+        help="a team's own params: the key holding a seed, as tracking.start(seeds=...) takes it (repeatable, e.g. "
+        "base=train.seed); without it, a params file our schema does not read is taken as a team's own",
+    )
     prov.set_defaults(handler=_provenance)
     pin = commands.add_parser(
         "pin-data", help="pin the prepared data: write its content hash to data.sha256 in params.yaml"
@@ -101,6 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--alpha", type=_probability, default=0.05, help="significance level over the metrics (default: 0.05)"
     )
     rerun.set_defaults(handler=_rerun)
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="noise bands of a team's own script: N runs per variant",
+    )
+    calibrate.add_argument("--stage", help="the dvc.yaml stage that runs the script (default: the only one)")
+    calibrate.add_argument("--repeats", type=at_least(3), default=5, help="runs per variant (default: 5)")
+    calibrate.add_argument(
+        "--variants", default="algo,control", help="comma-separated: algo (seeds varied), control (nothing varied)"
+    )
+    calibrate.add_argument(
+        "--experiment", help="MLflow experiment (default: the project folder's name, as tracking.start)"
+    )
+    calibrate.set_defaults(handler=_calibrate)
+    judge = commands.add_parser("judge", help="verdict on a team's script run, from its calibration")
+    judge.add_argument("run", metavar="RUN_ID", help=RUN_REF_HELP)
+    judge.add_argument(
+        "--metric", action="append", help="metric to judge (repeatable; default: test_accuracy, test_loss)"
+    )
+    judge.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: 0.05)")
+    judge.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run (default: the latest)")
+    judge.set_defaults(handler=_judge)
     doctor = commands.add_parser(
         "doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED"
     )
@@ -143,16 +174,57 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _provenance(args: argparse.Namespace) -> None:
     from tracking.config.params import load_params
     from tracking.determinism.process import reproducible_process, seed_frameworks
-    from tracking.store.location import project_root
+    from tracking.errors import ParamsError
+    from tracking.provenance.git import open_repository
+    from tracking.store.location import find_project
 
-    root = project_root()
-    params = load_params(_at_root(args.params, root))
+    root = find_project() or Path.cwd()
+    open_repository(root)  # any git project will do (DVC's too), and nothing heavy loads before this is known
+    path = _at_root(args.params, root)
+    try:
+        params = None if args.seeds else load_params(path)
+    except ParamsError as err:
+        _script_provenance(
+            root, path, [], f"{err.problem}; recording it as a team's own params (--seeds SOURCE=KEY names its seeds)"
+        )
+        return
+    if params is None:
+        _script_provenance(root, path, args.seeds)
+        return
     seeds = reproducible_process(params)
     from tracking.determinism.settings import as_record
     from tracking.provenance import capture
 
     effective = seed_frameworks(params, seeds)
     record = capture(root, seeds.as_dict(), as_record(params.determinism, effective))
+    json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | None = None) -> None:
+    """`tracking provenance` for a team's own params: the record `tracking.start` would log here; `note` says why
+    (after the process restarted, so it is said once)."""
+    from tracking.config.params import DeterminismParams
+    from tracking.determinism.process import apply_determinism
+    from tracking.errors import UsageError
+    from tracking.script.params import read_params
+    from tracking.script.process import reproducible_script
+    from tracking.script.run import script_record
+
+    mapping: dict[str, str | int] = {}
+    for pair in pairs:
+        name, sep, key = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--seeds {pair!r}: expected SOURCE=KEY", fix="e.g. --seeds base=train.seed")
+        mapping[name] = int(key) if key.isdigit() else key
+    read = read_params(path, mapping)
+    determinism = DeterminismParams()
+    reproducible_script(read.seeds, determinism)
+    if note:
+        log.info(note)
+    effective = apply_determinism(determinism, read.seeds)
+    seeds = {"base": read.seeds.base, "hash": read.seeds.hash}
+    record = script_record(root, read, determinism, effective, seeds, None)
     json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
 
@@ -305,6 +377,30 @@ def _rerun(args: argparse.Namespace) -> None:
 
     result = rerun(args.run, project_root(), args.metric, args.alpha)
     sys.stdout.write(report(result))
+
+
+def _calibrate(args: argparse.Namespace) -> None:
+    from tracking.script.calibration import calibrate_script
+    from tracking.store.location import project_root
+
+    variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    noise = calibrate_script(project_root(), args.stage, args.repeats, variants, args.experiment)
+    for variant, found in noise.variants.items():
+        bands = ", ".join(f"{name} {band['mean']:.4g} ± {band['std']:.2g}" for name, band in found.bands.items())
+        identical = "bit-identical" if found.bit_identical else f"{len(found.weights_sha256)} distinct weights"
+        print(f"{variant}: {len(found.runs)} runs, {identical}; {bands}")
+    print(f"calibration run {noise.parent_run_id}: judge a run with `tracking judge RUN`")
+
+
+def _judge(args: argparse.Namespace) -> None:
+    from tracking.inspect.diff.report import render
+    from tracking.script.calibration import judge_script
+    from tracking.store.location import open_client, project_root
+
+    root = project_root()
+    result = judge_script(open_client(root), root, args.run, args.metric, args.alpha, args.calibration)
+    sys.stdout.write(render(result))
+    print(f"verdict: {result.verdict or 'none (no band covers what differs)'}")
 
 
 def _doctor(args: argparse.Namespace) -> None:

@@ -22,6 +22,7 @@ RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # Set by DVC for the commands of the stages it runs.
 DVC_ROOT = "DVC_ROOT"
+DVC_STAGE = "DVC_STAGE"  # the address of the stage whose command runs (`train`, `sub/dvc.yaml:train`)
 DVC_EXP_NAME = "DVC_EXP_NAME"
 DVC_EXP_BASELINE_REV = "DVC_EXP_BASELINE_REV"
 
@@ -30,6 +31,13 @@ TRACKING_LOGLEVEL = "TRACKING_LOGLEVEL"
 
 # Set by our stages for the processes they start.
 TRACKING_PROJECT_ROOT = "TRACKING_PROJECT_ROOT"
+# Set by `tracking rerun` and `tracking calibrate` for the team's script they run: the experiment its run goes to
+# (tracking.start's default is the project folder's name, which a temporary worktree does not have) and the run
+# it re-creates (tagged `rerun_of`).
+TRACKING_EXPERIMENT = "TRACKING_EXPERIMENT"
+TRACKING_RERUN_OF = "TRACKING_RERUN_OF"
+# Set by `tracking calibrate` for each repeat of a team's script: JSON of the parent run, variant, repeat and key.
+TRACKING_REPEAT = "TRACKING_REPEAT"
 
 
 def telemetry_off_by_default() -> None:

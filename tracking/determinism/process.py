@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from tracking import startup
-from tracking.config.params import Params
+from tracking.config.params import DeterminismParams, Params
 from tracking.determinism.seeds import Seeds, ensure_hash_seed, resolve_seeds
 from tracking.determinism.settings import EffectiveDeterminism, apply, configure_environment
 from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS
@@ -28,10 +28,15 @@ def reproducible_process(params: Params) -> Seeds:
 
 def seed_frameworks(params: Params, seeds: Seeds) -> EffectiveDeterminism:
     """Apply threads and op determinism, seed Python/NumPy/TF globals with `seeds.base`; return what is in force."""
+    return apply_determinism(params.determinism, seeds)
+
+
+def apply_determinism(determinism: DeterminismParams, seeds: Seeds) -> EffectiveDeterminism:
+    """`seed_frameworks` for determinism settings that come from elsewhere than our params (a team's script)."""
     import keras
 
     startup.mark(startup.TENSORFLOW)
-    effective = apply(params.determinism)
+    effective = apply(determinism)
     keras.utils.set_random_seed(seeds.base)
     return effective
 

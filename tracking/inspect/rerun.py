@@ -3,7 +3,8 @@
 The worktree is checked out at the run's commit with its uncommitted diff applied; params.yaml is written
 from the logged params (seeds and determinism included); the prepared data is checked out of the user's
 DVC cache at the logged hash. DVC then runs train and evaluate there, logging to the user's store, and the
-new run is tagged `rerun_of`. The user's working tree is never touched, and the worktree is removed on
+new run is tagged `rerun_of` (a team's script run re-runs its own stage or command: tracking/inspect/rerun_script.py).
+The user's working tree is never touched, and the worktree is removed on
 success, on failure and on Ctrl-C.
 """
 
@@ -55,6 +56,11 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         raise RerunError(
             f"run {original.run_id} is a calibration run; re-run calibration with `dvc repro -f {CALIBRATE}` at its commit"
         )
+    from tracking.inspect.rerun_script import is_script_run, rerun_script
+
+    if is_script_run(original):  # a team's own script: its command re-run, its data its own
+        new = rerun_script(client, original, root, commit, _stage_environment(uri))
+        return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))
     content = original.manifest.content_sha256 if original.manifest else None
     data_hash = original.tags.get(DATA_HASH_TAG)
     _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")

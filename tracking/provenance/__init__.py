@@ -20,9 +20,14 @@ _ARTIFACT_ONLY = {("git", "diff"), ("git", "untracked_files"), ("git", "diff_exc
 
 
 def capture(
-    root: Path, seeds: dict[str, int], determinism: dict[str, Any], stages: tuple[str, ...] = ()
+    root: Path,
+    seeds: dict[str, Any],
+    determinism: dict[str, Any],
+    stages: tuple[str, ...] = (),
+    running: str | None = None,
 ) -> dict[str, Any]:
-    """Everything needed to say how a run was made, as plain JSON-ready data."""
+    """Everything needed to say how a run was made, as plain JSON-ready data; `running` names the DVC stage this
+    process runs, whose dependencies are hashed now rather than read from dvc.lock."""
     return {
         "seeds": seeds,
         "determinism": determinism,
@@ -31,7 +36,7 @@ def capture(
         "os": gather_os(),
         "gpu": gather_gpus(),
         "git": gather_git(root),
-        "dvc": gather_dvc(root, stages),
+        "dvc": gather_dvc(root, stages, running),
         "environment": gather_environment(),
     }
 

@@ -15,13 +15,47 @@ from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RepoError
 
 
-def gather_dvc(root: Path, stages: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Dependency hashes from dvc.lock (for `stages`, or all) and DVC's experiment variables."""
+def gather_dvc(root: Path, stages: tuple[str, ...] = (), running: str | None = None) -> dict[str, Any]:
+    """Dependency hashes from dvc.lock (for `stages`, or all) and DVC's experiment variables; the deps of the
+    `running` stage (DVC's `DVC_STAGE`) hashed now instead, since dvc.lock holds their previous run's hashes."""
+    deps = lock_hashes(root / "dvc.lock", stages)
+    if running:
+        deps = {name: hashes for name, hashes in deps.items() if name != running}
+        deps[running] = stage_hashes_now(root, running)
     return {
         "experiment": os.environ.get(DVC_EXP_NAME),
         "baseline_rev": os.environ.get(DVC_EXP_BASELINE_REV),
-        "deps": lock_hashes(root / "dvc.lock", stages),
+        "deps": deps,
     }
+
+
+def stage_hashes_now(root: Path, stage: str) -> dict[str, str]:
+    """{dep path: md5} of `stage`'s file deps as they are now, as DVC 3 will lock them (MD5 of the bytes); a
+    folder dep gets the MD5 of its files' sorted "path md5" lines, marked `.files`, not DVC's `.dir` hash.
+    `stage` is DVC's address (`train`, or `sub/dvc.yaml:train`); empty when dvc.yaml does not declare it."""
+    file, _, name = stage.rpartition(":")
+    dvc_yaml = root / (file or "dvc.yaml")
+    if not dvc_yaml.is_file():
+        return {}
+    declared = ((parse_yaml(dvc_yaml.read_text(encoding="utf-8")) or {}).get("stages") or {}).get(name) or {}
+    folder = dvc_yaml.parent / declared.get("wdir", ".")
+    return {str(dep): _md5_now(folder / str(dep)) for dep in declared.get("deps") or [] if isinstance(dep, str)}
+
+
+def _md5_now(path: Path) -> str:
+    """MD5 of a file's bytes; of a folder's sorted file lines (`.files`); empty for a path that does not exist."""
+    import hashlib
+
+    if path.is_file():
+        return hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+    if path.is_dir():
+        lines = "".join(
+            f"{item.relative_to(path).as_posix()} {_md5_now(item)}\n"
+            for item in sorted(path.rglob("*"))
+            if item.is_file()
+        )
+        return hashlib.md5(lines.encode(), usedforsecurity=False).hexdigest() + ".files"
+    return ""
 
 
 def lock_hashes(lock: Path, stages: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:

@@ -1,0 +1,82 @@
+"""`tracking rerun RUN` for a run of a team's own script (`tracking.start`): its stage or command, run again.
+
+The run is re-created as our stages' runs are (tracking/inspect/rerun.py): a temporary git worktree at the logged
+commit with the logged diff applied, the params file made to hold the logged params; then the command the run
+recorded runs there (`dvc repro --single-item --force <stage>` when DVC ran it, else the script's own command line),
+logging to the user's store and experiment with the new run tagged `rerun_of`. The script loads its own data, so
+the data is checked afterwards, by the content hash both runs logged (`tracking diff`'s data group).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tracking.env import TRACKING_EXPERIMENT, TRACKING_RERUN_OF
+from tracking.errors import RerunError
+from tracking.names import NEWEST_FIRST, RERUN_OF_TAG, SCRIPT_COMMAND_TAG, SCRIPT_PARAMS_TAG, SCRIPT_STAGE_TAG, tag_is
+
+STEPS = ("worktree", "code", "params", "run")
+
+
+def is_script_run(original: Any) -> bool:
+    """Whether `original` (a `RunSnapshot`) is a run a team's script opened with `tracking.start`."""
+    return SCRIPT_COMMAND_TAG in original.tags
+
+
+def script_command(original: Any) -> list[str]:
+    """What re-creates the run: DVC's stage when DVC ran the script, else the script's own command line."""
+    stage = original.tags.get(SCRIPT_STAGE_TAG)
+    if stage:
+        return [sys.executable, "-m", "dvc", "repro", "--quiet", "--single-item", "--force", stage]
+    return [sys.executable, *shlex.split(original.tags[SCRIPT_COMMAND_TAG])]
+
+
+def rerun_script(client: Any, original: Any, root: Path, commit: str, env: dict[str, str]) -> Any:
+    """Re-create the script run `original` of the project at `root` at `commit`; return the new run's snapshot."""
+    from tracking.inspect.diff import load_run
+    from tracking.inspect.restore import write_logged_params
+    from tracking.inspect.worktree import apply_diff, temporary_worktree
+
+    command = script_command(original)
+    _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")
+    with temporary_worktree(root, commit) as project:
+        changed = apply_diff(project, original.diff, original.run_id)
+        _step(
+            "code",
+            f"applied the logged uncommitted diff ({', '.join(changed)})"
+            if changed
+            else "no uncommitted changes were logged",
+        )
+        params = original.tags.get(SCRIPT_PARAMS_TAG) or "params.yaml"
+        rewritten = write_logged_params(project / params, original.params)
+        _step(
+            "params",
+            f"{params} {'rewritten to hold' if rewritten else 'already holds'} the {len(original.params)} logged params",
+        )
+        _step("run", shlex.join(command[2:] if command[1:3] == ["-m", "dvc"] else ["python", *command[1:]]))
+        experiment = client.get_experiment(original.experiment_id).name
+        done = subprocess.run(
+            command, cwd=project, env={**env, TRACKING_EXPERIMENT: experiment, TRACKING_RERUN_OF: original.run_id}
+        )
+        if done.returncode != 0:
+            raise RerunError(
+                f"the re-created run's command failed (exit status {done.returncode}; its output is above); "
+                "the temporary worktree was removed"
+            )
+    found = client.search_runs(
+        [original.experiment_id], tag_is(RERUN_OF_TAG, original.run_id), order_by=[NEWEST_FIRST], max_results=1
+    )
+    if not found:
+        raise RerunError(
+            f"the command `{shlex.join(command)}` ran but logged no run tagged {RERUN_OF_TAG}={original.run_id}; "
+            "does the script still call tracking.start()?"
+        )
+    return load_run(client, found[0].info.run_id)
+
+
+def _step(name: str, detail: str) -> None:
+    print(f"rerun [{STEPS.index(name) + 1}/{len(STEPS)}] {name}: {detail}", flush=True)

@@ -1,0 +1,246 @@
+"""`tracking calibrate` and `tracking judge` for a team's own script: its noise bands, and a candidate's verdict.
+
+The calibration runs the script's DVC stage command `repeats` times per variant (ALGO: every seed varied; CONTROL:
+nothing varied, so the runs must be bit-identical), in a temporary git worktree of the project at HEAD with its
+uncommitted diff (the team's outputs are never overwritten), each run a child of one MLflow parent run tagged
+`noise.role = calibration`. The script learns its variant, repeat and parent through the environment
+(tracking/script/repeat.py). Each repeat is kept in the store under the key of everything that decides it (the
+stage's code by content, the params, the numerical libraries, variant and index: tracking/noise/repeats.py), so an
+interrupted calibration resumes and more repeats train only the new ones.
+
+The parent carries `calibration/noise.json` with the bands of every metric the runs logged, as the calibrate stage
+writes it, so `tracking diff` judges runs of the script against it, and `tracking judge RUN` is `tracking diff` of
+the calibrated baseline against the candidate: the same band choice and statistics as the compare stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tracking.config.params import parse_yaml
+from tracking.config.project import CALIBRATE, NOISE_FILE
+from tracking.env import DVC_ROOT, DVC_STAGE, MLFLOW_TRACKING_URI, TRACKING_EXPERIMENT, TRACKING_REPEAT
+from tracking.errors import NoiseError, RepoError
+from tracking.names import (
+    BAND_VARIANT_TAG,
+    CONTROL_BIT_IDENTICAL_TAG,
+    NOISE_ROLE_TAG,
+    PROV_PREFIX,
+    REASON_TAG,
+    REPEAT_KEY_TAG,
+    REUSED_REPEATS_TAG,
+    VERDICT_TAG,
+    WEIGHTS_TAG,
+    status_is,
+    tag_is,
+)
+from tracking.noise.record import NoiseRecord, Variant
+from tracking.noise.statistics import band_from_values
+from tracking.provenance.redaction import redact_params
+from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
+
+log = logging.getLogger(__name__)
+
+SEEDS_PREFIX = f"{PROV_PREFIX}seeds."
+STORED_ALPHA = 0.05  # as the calibrate stage stores its intervals; judging re-derives them at its own alpha
+
+
+def stage_command(root: Path, stage: str | None) -> tuple[str, str, Path]:
+    """The stage to calibrate (`stage`, else the only one of dvc.yaml), its shell command and the folder it runs in."""
+    path = root / "dvc.yaml"
+    stages = ((parse_yaml(path.read_text(encoding="utf-8")) or {}).get("stages") or {}) if path.is_file() else {}
+    if stage is None and len(stages) == 1:
+        stage = next(iter(stages))
+    if stage not in stages:
+        names = ", ".join(stages) or "none"
+        raise RepoError(
+            f"{path}: no stage {stage!r} to calibrate" if stage else f"{path}: name the stage to calibrate",
+            fix=f"pass --stage, one of: {names}",
+        )
+    declared = stages[stage]
+    return stage, str(declared["cmd"]), root / declared.get("wdir", ".")
+
+
+def calibrate_script(
+    root: Path, stage: str | None, repeats: int, variants: list[str], experiment: str | None = None
+) -> NoiseRecord:
+    """Calibrate the script's stage at `root`; return the noise record logged on the parent run."""
+    from tracking.inspect.worktree import apply_diff, temporary_worktree
+    from tracking.noise.repeats import code_version, repeat_key
+    from tracking.provenance.git import gather_git, open_repository
+    from tracking.run.tracker import Tracker
+    from tracking.store.location import tracking_uri
+
+    unknown = [variant for variant in variants if variant not in SCRIPT_VARIANTS]
+    if unknown:
+        raise NoiseError(f"unknown variant(s) {', '.join(unknown)}", fix=f"use {', '.join(SCRIPT_VARIANTS)}")
+    stage, command, wdir = stage_command(root, stage)
+    open_repository(root)
+    experiment = experiment or root.name
+    git = gather_git(root)
+    params = root / "params.yaml"
+    identity = {
+        "stage": stage,
+        "command": command,
+        "code": code_version(root, stage),
+        "params_sha256": hashlib.sha256(params.read_bytes()).hexdigest() if params.is_file() else None,
+    }
+    env = {
+        **{key: value for key, value in os.environ.items() if key not in (DVC_ROOT, DVC_STAGE, TRACKING_REPEAT)},
+        MLFLOW_TRACKING_URI: tracking_uri(root),
+        TRACKING_EXPERIMENT: experiment,
+        DVC_STAGE: stage,
+        DVC_ROOT: str(
+            root
+        ),  # as DVC's queue sets it for a copy of the project: the repeats record what dvc repro would
+    }
+    with Tracker(
+        experiment, root, stage=CALIBRATE, run_name="calibration", tags={NOISE_ROLE_TAG: "calibration"}
+    ) as parent:
+        client = parent.client
+        experiment_id = client.get_experiment_by_name(experiment).experiment_id
+        runs: dict[str, list[Any]] = {variant: [] for variant in variants}
+        reused: set[str] = set()
+        with temporary_worktree(root, git["commit"]) as project:
+            apply_diff(project, git.get("diff") or "", parent.run_id)
+            for variant in variants:
+                for index in range(repeats):
+                    key = repeat_key(identity, variant, index)
+                    kept = _finished(client, experiment_id, key)
+                    if kept is None:
+                        repeat = ScriptRepeat(parent.run_id, variant, index, key)
+                        log.info("calibrate [%s %d/%d]: %s", variant, index + 1, repeats, command)
+                        _run(command, project / wdir.relative_to(root), {**env, TRACKING_REPEAT: repeat.to_env()})
+                        kept = _finished(client, experiment_id, key)
+                        if kept is None:
+                            raise NoiseError(
+                                f"`{command}` (stage {stage}) finished but logged no MLflow run for the calibration",
+                                fix="open the run in the script with tracking.start(...) (docs/library.md)",
+                            )
+                    else:
+                        reused.add(kept.info.run_id)
+                    runs[variant].append(kept)
+        noise = noise_record(runs, repeats, reused, parent.run_id)
+        parent.log_json(noise.as_dict(), NOISE_FILE.as_posix())
+        tags = {REUSED_REPEATS_TAG: len(reused)}
+        if "control" in noise.variants:
+            tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise.variants["control"].bit_identical).lower()
+        parent.set_tags(tags)
+    return noise
+
+
+def _finished(client: Any, experiment_id: str, key: str) -> Any:
+    """The finished run kept under repeat `key` (the latest), or None."""
+    found = client.search_runs(
+        [experiment_id],
+        f"{tag_is(REPEAT_KEY_TAG, key)} and {status_is('FINISHED')}",
+        max_results=1,
+        order_by=["attributes.start_time DESC"],
+    )
+    return found[0] if found else None
+
+
+def _run(command: str, folder: Path, env: dict[str, str]) -> None:
+    """Run the stage's command as DVC would (a shell, in its folder); its output streams through."""
+    done = subprocess.run(command, shell=True, cwd=folder, env=env)
+    if done.returncode != 0:
+        raise NoiseError(
+            f"a calibration repeat of `{command}` failed (exit status {done.returncode}; its output is above)",
+            fix="run the stage alone (`dvc repro`) until it passes, then calibrate again: finished repeats are kept",
+        )
+
+
+def noise_record(runs: dict[str, list[Any]], repeats: int, reused: set[str], parent_run_id: str) -> NoiseRecord:
+    """`calibration/noise.json` (tracking/noise/record.py) from the script's runs: each variant's bands of every
+    metric its runs logged (the per-epoch ones aside), whether its weights are bit-identical, the baseline's params
+    and data content hash. A script hands us no test predictions or weights, so no churn or weight distances."""
+    rows, variants = [], {}
+    for variant, chosen in runs.items():
+        first = len(rows)
+        for index, run in enumerate(chosen):
+            rows.append(
+                {
+                    "variant": variant,
+                    "repeat": index,
+                    "run_id": run.info.run_id,
+                    "weights_sha256": run.data.tags.get(WEIGHTS_TAG, ""),
+                    "metrics": {
+                        name: value for name, value in run.data.metrics.items() if not name.startswith("epoch_")
+                    },
+                    "seeds": {
+                        key.removeprefix(SEEDS_PREFIX): value
+                        for key, value in run.data.tags.items()
+                        if key.startswith(SEEDS_PREFIX)
+                    },
+                    "reused": run.info.run_id in reused,
+                }
+            )
+        mine = rows[first:]
+        names = sorted({name for row in mine for name in row["metrics"]})
+        hashes = sorted({row["weights_sha256"] for row in mine})
+        variants[variant] = Variant(
+            runs=list(range(first, len(rows))),
+            bands={
+                name: band_from_values(
+                    name, [row["metrics"].get(name, math.nan) for row in mine], STORED_ALPHA, f"calibration:{variant}"
+                ).as_dict()
+                for name in names
+            },
+            churn={},
+            weight_distance={},
+            bit_identical=len(hashes) == 1 and hashes != [""],
+            weights_sha256=hashes,
+        )
+    first_run = next(iter(runs.values()))[0]
+    return NoiseRecord(
+        baseline=redact_params(dict(first_run.data.params)),
+        data_sha256=_data_sha256(first_run) or "",
+        alpha=STORED_ALPHA,
+        repeats=repeats,
+        parent_run_id=parent_run_id,
+        executor="local",
+        reused=[f"{row['variant']} {row['repeat']}" for row in rows if row["reused"]],
+        runs=rows,
+        variants=variants,
+    )
+
+
+def _data_sha256(run: Any) -> str | None:
+    """The content hash the run's `run.log_data` logged (its dataset input's `content_sha256` tag)."""
+    for item in run.inputs.dataset_inputs if run.inputs else []:
+        for tag in item.tags:
+            if tag.key == "content_sha256":
+                return tag.value
+    return None
+
+
+def judge_script(
+    client: Any, root: Path, ref: str, metrics: list[str] | None, alpha: float, calibration: str | None
+) -> Any:
+    """The candidate run `ref` judged against the script's calibration: `tracking diff` of the calibrated baseline
+    (a CONTROL repeat, else the first repeat) against it; the verdict is tagged on the candidate as compare tags its."""
+    from tracking.inspect.diff import diff_runs, load_run
+    from tracking.inspect.diff.bands import find_calibration
+
+    candidate = load_run(client, ref, root)
+    found = find_calibration(client, [candidate.experiment_id], calibration)
+    if found is None:
+        raise NoiseError(
+            f"no calibration of the script in the experiment of run {candidate.run_id}",
+            fix="run `tracking calibrate` in the project first",
+        )
+    parent, noise = found
+    variant = "control" if "control" in noise.variants else next(iter(noise.variants))
+    reference = load_run(client, noise.runs_of(variant)[0]["run_id"])
+    diff = diff_runs(client, reference, candidate, metrics, alpha, calibration=parent, repo=root)
+    if diff.verdict is not None:
+        client.set_tag(candidate.run_id, VERDICT_TAG, diff.verdict)
+        client.set_tag(candidate.run_id, BAND_VARIANT_TAG, diff.band.get("variant") or "")
+        client.set_tag(candidate.run_id, REASON_TAG, diff.band.get("reason", "")[:5000])
+    return diff

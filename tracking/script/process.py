@@ -1,0 +1,68 @@
+"""A script's process set up as our stages' are: the hash seed and oneDNN fixed at interpreter start.
+
+Both are read once: PYTHONHASHSEED when the interpreter starts, TF_ENABLE_ONEDNN_OPTS when TensorFlow is imported.
+A script that imported Keras before calling `tracking.start` (the usual order of imports) is restarted once with
+them set, so its imports need not move; one that cannot restart (its code came from stdin or a prompt) gets one
+error line saying what would be lost and how to order its imports.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tracking.config.params import DeterminismParams
+from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import configure_environment
+from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS
+from tracking.errors import UsageError
+
+
+def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
+    """Restart this interpreter once when its hash seed, or the oneDNN setting of a TensorFlow already imported,
+    is not what the run asks for; then set TensorFlow's import-time variables (tracking/determinism/settings.py)."""
+    wanted = {PYTHONHASHSEED: str(seeds.hash), TF_ENABLE_ONEDNN_OPTS: "1" if determinism.onednn else "0"}
+    lost = [name for name in missing(wanted) if name == PYTHONHASHSEED or "tensorflow" in sys.modules]
+    if lost:
+        if not restartable():
+            raise UsageError(
+                f"tracking.start(): {describe_loss(lost, wanted)}, and this interpreter cannot restart itself "
+                "(its code came from stdin or a prompt)",
+                fix="call tracking.start(...) before importing keras or tensorflow, or start Python with "
+                + " ".join(f"{name}={wanted[name]}" for name in lost),
+            )
+        restart({TF_CPP_MIN_LOG_LEVEL: "2", **os.environ, **wanted})  # TensorFlow's start-up chatter, as our stages
+    configure_environment(determinism)
+
+
+def missing(wanted: dict[str, str]) -> list[str]:
+    """The variables of `wanted` the environment does not hold with their wanted value."""
+    return [name for name, value in wanted.items() if os.environ.get(name) != value]
+
+
+def describe_loss(names: list[str], wanted: dict[str, str]) -> str:
+    """What running on without `names` set would lose, in words."""
+    said = []
+    if PYTHONHASHSEED in names:
+        said.append(f"Python's hash seed is not {wanted[PYTHONHASHSEED]} (set order and hashes would vary by run)")
+    if TF_ENABLE_ONEDNN_OPTS in names:
+        said.append(
+            f"TensorFlow was imported with {TF_ENABLE_ONEDNN_OPTS}={os.environ.get(TF_ENABLE_ONEDNN_OPTS, 'unset')} "
+            f"where the run asks for {wanted[TF_ENABLE_ONEDNN_OPTS]} (oneDNN's CPU kernels change results, so the "
+            "run would not be bit-reproducible)"
+        )
+    return "; ".join(said)
+
+
+def restartable() -> bool:
+    """Whether re-executing `sys.orig_argv` runs this program again: not for code read from stdin or a prompt."""
+    return (
+        bool(sys.argv) and sys.argv[0] not in ("", "-") and not hasattr(sys, "ps1") and "ipykernel" not in sys.modules
+    )
+
+
+def restart(env: dict[str, str]) -> None:
+    """Re-execute this interpreter with its own arguments and `env` (it never returns)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
