@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from conftest import BIN
+from conftest import BIN, run
 
 
 def test_console_script_and_module_show_help():
@@ -52,3 +52,19 @@ def test_doctor_and_sync_outside_a_project_use_the_uri_and_provenance_runs_from_
     assert sync.stdout.startswith(f"nothing to sync: {outside} is not inside a DVC project"), sync.stdout
     record = json.loads(run([sys.executable, "-m", "tracking", "provenance"], project / "data").stdout)
     assert record["seeds"]["base"] == 42 and record["git"]["commit"], record["seeds"]
+
+
+def test_every_command_ends_quietly_when_its_reader_stops_early(tmp_path):
+    """`tracking provenance | head -20` in a team's project printed a BrokenPipeError traceback (two chained): every
+    command, not only `tracking bands`, ends quietly when the reader of its output stops."""
+    run(["git", "init", "-q"], tmp_path)
+    (tmp_path / "params.yaml").write_text("train:\n  seed: 7\n  epochs: 2\n")
+    run(["git", "add", "-A"], tmp_path)
+    run(["git", "commit", "-qm", "a team's project"], tmp_path)
+    done = subprocess.run(
+        ["bash", "-c", f"{sys.executable} -m tracking provenance | head -c 1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout == "{" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr

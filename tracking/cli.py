@@ -168,7 +168,13 @@ def _probability(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    run_main(lambda: args.handler(args), startup_line=False)
+    try:
+        run_main(lambda: args.handler(args), startup_line=False)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # A reader that stopped early (`tracking bands | head -2`) ends every command quietly, without a traceback.
+        # Python flushes stdout again at exit: point it at devnull so that flush does not raise too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _provenance(args: argparse.Namespace) -> None:
@@ -262,7 +268,7 @@ def _bands(args: argparse.Namespace) -> None:
 
     open_client(find_project())
     result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
-    _write(json.dumps(result, indent=2, allow_nan=False) + "\n")
+    sys.stdout.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
 
 
 def _compare_groups(args: argparse.Namespace) -> None:
@@ -283,7 +289,7 @@ def _compare_groups(args: argparse.Namespace) -> None:
         for metric, row in compared.items()
     }
     if args.json:
-        _write(json.dumps(result, indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
         return
     lines = []
     for metric, row in result.items():
@@ -298,7 +304,7 @@ def _compare_groups(args: argparse.Namespace) -> None:
                 f"{row['std_ratio_a_over_b']:.3g} {row['brown_forsythe_power_at_ratio']:.0%} of the time "
                 "(simulated, normal runs)"
             )
-    _write("\n".join(lines) + "\n")
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def _ratio(row: dict, alpha: float) -> str:
@@ -312,16 +318,6 @@ def _ratio(row: dict, alpha: float) -> str:
         if found is not None
     ]
     return text + (f" ({1 - alpha:.0%} intervals: {', '.join(intervals)})" if intervals else "")
-
-
-def _write(text: str) -> None:
-    """Write a command's output; a reader that stops early (`| head`) ends it quietly, without a traceback."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Python flushes stdout again at exit: point it at devnull so that flush does not raise too.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _plan(args: argparse.Namespace) -> None:
@@ -343,7 +339,7 @@ def _plan(args: argparse.Namespace) -> None:
             fix=f"name a metric it bands ({', '.join(noise.variant(args.variant).bands)})",
         )
     level = params.compare.alpha / len(params.compare_metrics())
-    _write(plan(args.metric, args.shift, band["std"], band["n"], level, args.power).sentence() + "\n")
+    sys.stdout.write(plan(args.metric, args.shift, band["std"], band["n"], level, args.power).sentence() + "\n")
 
 
 def _audit(args: argparse.Namespace) -> None:
