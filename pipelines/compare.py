@@ -1,7 +1,9 @@
 """DVC stage `compare`: judge the candidate run against the noise band that fits it (`tracking.noise.verdict`), log
 the verdict to the candidate's MLflow run, and write metrics/compare.json, the report and its plots.
 `compare.fail_on_drift` fails the stage only on drift in the worse direction of a metric's mode, or a CONTROL
-candidate that is not bit-identical.
+candidate that is not bit-identical. The candidate is `compare.candidate_repeats` runs: the train stage's and the
+extra runs this stage trains through the calibration's machinery (tracking/noise/replicated.py), kept and resumed
+as calibration repeats are; with several, each metric's verdict is the two-sample comparison.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 
 from tracking import startup
 from tracking.config.baseline import load_baseline
-from tracking.config.params import load_params
+from tracking.config.params import Params, load_params
 from tracking.config.project import (
     CALIBRATION_RUNS,
     COMPARE,
@@ -28,11 +30,22 @@ from tracking.config.project import (
     PREPARED,
     RUN_FILE,
 )
+from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
+from tracking.determinism.process import reproducible_process
 from tracking.errors import RunStateError
 from tracking.names import BAND_VARIANT_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
 from tracking.noise.record import NoiseRecord
-from tracking.noise.verdict import check_compare_metrics, fails, headline, judge_calibrated, verdict_metrics
+from tracking.noise.repeats import KeptRepeat
+from tracking.noise.replicated import extra_runs, train_candidate_repeats
+from tracking.noise.verdict import (
+    check_compare_metrics,
+    choose_variant,
+    fails,
+    headline,
+    judge_calibrated,
+    verdict_metrics,
+)
 from tracking.run.tracker import Tracker
 from tracking.stage import run_main
 from tracking.store.location import open_client, project_root, tracking_uri
@@ -54,16 +67,20 @@ def main() -> None:
     require_recorded_runs(open_client(root), root, tracking_uri(root))  # DVC does not see a deleted mlflow.db
     candidate_run = json.loads((root / RUN_FILE).read_text())
     predictions = np.load(root / PREDICTIONS)
+    manifest = Manifest.read(root / PREPARED)
+    variant, _ = choose_variant(params, baseline, manifest.content_sha256 != noise.data_sha256, list(noise.variants))
+    extras, reused = replicate(params, variant, root, manifest, candidate_run["run_id"])
     result = judge_calibrated(
         params,
         baseline,
         noise,
-        Manifest.read(root / PREPARED).content_sha256,
-        [flat_metrics(evaluation)],
-        predictions[None],
-        [candidate_run["weights_sha256"]],
+        manifest.content_sha256,
+        [flat_metrics(evaluation), *(kept.run["metrics"] for kept in extras)],
+        np.stack([predictions, *(kept.predicted for kept in extras)]),
+        [candidate_run["weights_sha256"], *(kept.run["weights_sha256"] for kept in extras)],
         calibration["predictions"],
     )
+    result.update({"candidate_repeat_runs": [kept.run["run_id"] for kept in extras], "reused_candidate_runs": reused})
     name, reason = result["band_variant"], result["reason"]
     summary = verdict_metrics(result)
     startup.mark(startup.JUDGED)  # compare opens its store after judging: the line tells the two apart
@@ -86,13 +103,28 @@ def main() -> None:
         for path in (COMPARE_REPORT, *COMPARE_PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
     unjudged = "".join(f"; {line}" for line in result["cannot_judge"])
+    runs = result["candidate_runs"]
+    trained = f"{runs} candidate runs ({len(extras) - reused} trained here); " if runs > 1 else ""
     print(
-        f"{result['verdict']}: {headline(result)}{reason}; judged against {name} ({result['calibration_runs']} runs)"
-        f"{unjudged}. Report: {COMPARE_REPORT}"
+        f"{result['verdict']}: {headline(result)}{reason}; {trained}judged against {name} "
+        f"({result['calibration_runs']} runs){unjudged}. Report: {COMPARE_REPORT}"
     )
     if fails(result, params):
         print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
         sys.exit(1)
+
+
+def replicate(
+    params: Params, variant: str, root: Path, manifest: Manifest, candidate_run_id: str
+) -> tuple[list[KeptRepeat], int]:
+    """The candidate's extra runs against `variant` (none with one candidate run or under CONTROL), trained or kept
+    (tracking/noise/replicated.py) as children of its MLflow run; and how many were kept from an earlier stage."""
+    if not extra_runs(params, variant):
+        return [], 0
+    seeds = reproducible_process(params)  # before TensorFlow loads; may restart this process with the hash seed
+    data = manifest, load_splits(root / PREPARED, manifest)
+    with Tracker(params.mlflow.experiment, root, run_id=candidate_run_id, stage=COMPARE) as candidate:
+        return train_candidate_repeats(params, variant, seeds, root, data, candidate)
 
 
 def write_outputs(

@@ -32,6 +32,7 @@ TINY = {
     "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
     "train": {"epochs": 2, "batch_size": 64},
     "calibration": {"repeats": 3},
+    "compare": {"candidate_repeats": 1},  # one candidate run: tests/test_candidate_repeats.py sets more
 }
 
 

@@ -220,7 +220,7 @@ def test_regression_example_end_to_end(tmp_path: Path):
     original = rerun_bit_identical(root, tmp_path)
     diff_against_a_reseeded_repeat(root, original, ("test_loss", "test_mae"))
     diff_judges_the_runs_own_compare_metrics(root, original)
-    assert stages_changed_by_editing(root, "models/net.py") == {"train", "evaluate", "calibrate"}
+    assert stages_changed_by_editing(root, "models/net.py") == {"train", "evaluate", "calibrate", "compare"}
 
 
 @pytest.mark.slow
@@ -234,5 +234,5 @@ def test_binary_example_end_to_end(tmp_path: Path):
     original = rerun_bit_identical(root, tmp_path)
     diff_against_a_reseeded_repeat(root, original, ("test_auc",))
     diff_judges_the_runs_own_compare_metrics(root, original)
-    assert stages_changed_by_editing(root, "cancer/model.py") == {"train", "evaluate", "calibrate"}
+    assert stages_changed_by_editing(root, "cancer/model.py") == {"train", "evaluate", "calibrate", "compare"}
     assert stages_changed_by_editing(root, "cancer/data.py") == {"prepare"}

@@ -67,6 +67,9 @@ REASON_TAG = "noise.reason"
 SECONDARY_EXCEEDING_TAG = "noise.secondary_exceeding"
 REPEAT_KEY_TAG = "noise.repeat_key"  # what determines a repeat's result (tracking/noise/repeats.py)
 REUSED_REPEATS_TAG = "noise.reused_repeats"  # on the parent: how many repeats an earlier calibration trained
+# A candidate's extra runs (`compare.candidate_repeats`), children of its run: their index (1 to N-1), and under
+# BAND_VARIANT_TAG the variant whose seeds and kernel noise they vary (never NOISE_VARIANT_TAG: no band holds them).
+CANDIDATE_REPEAT_TAG = "noise.candidate_repeat"
 
 # Where a training run ran (tracking/compute): the executor, the node, the process and the GPUs it could use.
 COMPUTE_EXECUTOR_TAG = "compute.executor"

@@ -51,7 +51,7 @@ from tracking.noise.statistics import (
     pairwise_weight_distance,
 )
 from tracking.noise.variants import op_determinism
-from tracking.noise.worker import TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
+from tracking.noise.worker import CALIBRATION, TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
 from tracking.provenance import capture
 from tracking.provenance.git import open_repository
 from tracking.provenance.redaction import redact_params
@@ -115,22 +115,43 @@ def open_calibration(
     the splits) to the parent run; return what every repeat shares."""
     manifest, splits = data
     train = splits["train"]
-    effective = seed_frameworks(baseline, base_seeds)
-    record = capture(root, base_seeds.as_dict(), as_record(baseline.determinism, effective), stages=("prepare",))
-    packages = installed_packages()
+    spec = repeat_spec(params, baseline, base_seeds, root, data, parent.run_id, executor)
     parent.log_params(trained_on(baseline, params))
-    parent.log_provenance(record, packages)
+    parent.log_provenance(spec.record, spec.packages)
     parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
-    return RepeatSpec(params, baseline, base_seeds, root, manifest, splits, record, packages, parent.run_id, executor)
+    return spec
 
 
-def repeat_identity(params: Params, baseline: Params, manifest: Manifest, root: Path, gpu: bool) -> dict[str, Any]:
+def repeat_spec(
+    params: Params,
+    trained: Params,
+    base_seeds: Seeds,
+    root: Path,
+    data: tuple[Manifest, dict[str, dict]],
+    parent_run_id: str,
+    executor: str,
+    role: str = CALIBRATION,
+) -> RepeatSpec:
+    """Seed the frameworks and capture provenance once: what every repeat of `trained` shares (`role`: whose
+    repeats, tracking/noise/worker.py)."""
+    manifest, splits = data
+    effective = seed_frameworks(trained, base_seeds)
+    record = capture(root, base_seeds.as_dict(), as_record(trained.determinism, effective), stages=("prepare",))
+    return RepeatSpec(
+        params, trained, base_seeds, root, manifest, splits, record, installed_packages(), parent_run_id, executor, role
+    )
+
+
+def repeat_identity(
+    params: Params, baseline: Params, manifest: Manifest, root: Path, gpu: bool, stage: str = CALIBRATE
+) -> dict[str, Any]:
     """What determines every repeat's result but its variant and index: the baseline's training sections, the
-    data, the code, kernel-noise simulation and whether GPUs train (`compute.accelerator_type` names which)."""
+    data, the code (the deps of `stage`, the one that trains them), kernel-noise simulation and whether GPUs train
+    (`compute.accelerator_type` names which)."""
     return {
         "baseline": {key: value for key, value in baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
         "data_sha256": manifest.content_sha256,
-        "code": code_version(root, CALIBRATE),
+        "code": code_version(root, stage),
         "simulate_impl_noise": params.calibration.simulate_impl_noise,
         "gpu": params.compute.accelerator_type or gpu,
     }
@@ -143,7 +164,7 @@ def train_locally(
     together (the order changes no repeat's weights)."""
     worker = RepeatWorker.in_this_process(spec, models)
     for job in sorted(jobs, key=lambda job: op_determinism(job[0])):
-        show(f"{worker.where()} {label(job)}")
+        show(f"{worker.where()} {label(job, spec.role)}")
         yield job, worker.run(job)
 
 
@@ -170,11 +191,14 @@ def train_on_ray(
         )
         for run in found:
             end_failed(
-                parent.client, run.info.run_id, "the calibrate stage", f"its worker died mid-repeat ({why}); {then}"
+                parent.client, run.info.run_id, f"the {spec.stage} stage", f"its worker died mid-repeat ({why}); {then}"
             )
-        log.warning("calibration repeat %s: its worker died (%s); %s", label(job), why, then)
+        log.warning("%s repeat %s: its worker died (%s); %s", spec.role, label(job, spec.role), why, then)
 
-    yield from pool.run(spec, jobs, label, on_lost, show, affinity=lambda job: op_determinism(job[0]))
+    def named(job: Job) -> str:
+        return label(job, spec.role)
+
+    yield from pool.run(spec, jobs, named, on_lost, show, affinity=lambda job: op_determinism(job[0]))
 
 
 def checked_model(

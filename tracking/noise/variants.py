@@ -31,11 +31,16 @@ def variant_setup(
     seeds: Seeds,
     simulate: bool,
     gpu: bool,
+    stream: str = "repeat",
 ) -> tuple[Params, Seeds, int | None, str]:
-    """The params, seeds, within-batch noise seed and kernel-noise source of one repeat of one variant."""
+    """The params, seeds, within-batch noise seed and kernel-noise source of one repeat of one variant.
+
+    `stream` names the draws: the calibration's repeats take `repeat`, a candidate's repeats (tracking/noise/
+    replicated.py) `candidate`, so a candidate that keeps the baseline's seeds never re-draws a band run's seeds.
+    """
     vary_algo, vary_impl = variant in ("algo+impl", "algo"), not op_determinism(variant)
     if vary_algo:
-        seeds = replace(seeds, **{name: derive_seed(seeds.base, f"{name}:repeat{repeat}") for name in ALGO_SOURCES})
+        seeds = replace(seeds, **{name: derive_seed(seeds.base, f"{name}:{stream}{repeat}") for name in ALGO_SOURCES})
     determinism = baseline.determinism.model_copy(update={"op_determinism": not vary_impl})
     params = baseline.model_copy(update={"determinism": determinism})
     if not vary_impl:
@@ -43,5 +48,5 @@ def variant_setup(
     if gpu:
         return params, seeds, None, "gpu-kernels"
     if simulate:
-        return params, seeds, derive_seed(seeds.base, f"impl:repeat{repeat}"), "simulated"
+        return params, seeds, derive_seed(seeds.base, f"impl:{stream}{repeat}"), "simulated"
     return params, seeds, None, "cpu-kernels"

@@ -229,6 +229,7 @@ def verdict_metrics(result: dict[str, Any]) -> dict[str, Any]:
         "band_variant": result["band_variant"],
         "secondary_exceeding": result["secondary_exceeding"],
         "bit_identical_to_control": result["bit_identical_to_control"],
+        "candidate_runs": result["candidate_runs"],
     }
     for row in result["checks"]:
         if row["family"] == "primary":

@@ -6,6 +6,10 @@ same fit with its validation pass (tracking/training/fitting.py), then scored as
 its own hardware record and the model reused across repeats. The local executor makes one in the stage's own
 process; the Ray executor makes one per worker process (tracking/compute/ray_executor.py), started with the
 stage's process-level settings, so a repeat's weights do not depend on where it ran.
+
+The compare stage trains a candidate's extra runs (`compare.candidate_repeats`) with the same workers: a spec whose
+role is `candidate` trains the candidate's params, not the baseline, on the candidate's own seed draws, as
+children of the candidate's run (tracking/noise/replicated.py).
 """
 
 from __future__ import annotations
@@ -23,13 +27,21 @@ import numpy as np
 from tracking.compute.placement import placement_tags
 from tracking.config.baseline import FROZEN_SECTIONS
 from tracking.config.params import CLASSIFICATION, Params
-from tracking.config.project import CALIBRATE, PREPARED
+from tracking.config.project import CALIBRATE, COMPARE, PREPARED
 from tracking.data.hashing import weights_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record
-from tracking.names import COMPUTE_ATTEMPT_TAG, IMPL_NOISE_TAG, NOISE_REPEAT_TAG, NOISE_VARIANT_TAG, REPEAT_KEY_TAG
+from tracking.names import (
+    BAND_VARIANT_TAG,
+    CANDIDATE_REPEAT_TAG,
+    COMPUTE_ATTEMPT_TAG,
+    IMPL_NOISE_TAG,
+    NOISE_REPEAT_TAG,
+    NOISE_VARIANT_TAG,
+    REPEAT_KEY_TAG,
+)
 from tracking.noise.repeats import KeptRepeat
 from tracking.noise.variants import variant_setup
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
@@ -40,11 +52,13 @@ from tracking.training.scoring import flat_metrics, score_model, summary_metrics
 
 # A repeat to train: its variant, its index and its key (tracking/noise/repeats.py).
 Job = tuple[str, int, str]
+# What a spec's repeats are: the calibration's (the frozen baseline, retrained) or a candidate's extra runs.
+CALIBRATION, CANDIDATE = "calibration", "candidate"
 
 
-def label(job: Job) -> str:
-    """How a repeat is named in runs and progress: `<variant> #<index>`."""
-    return f"{job[0]} #{job[1]}"
+def label(job: Job, role: str = CALIBRATION) -> str:
+    """How a repeat is named in runs and progress: `<variant> #<index>`, or `candidate #<index> (<variant>)`."""
+    return f"{job[0]} #{job[1]}" if role == CALIBRATION else f"candidate #{job[1]} ({job[0]})"
 
 
 @dataclass(frozen=True)
@@ -60,7 +74,11 @@ class Trained:
 @dataclass(frozen=True)
 class RepeatSpec:
     """What every repeat of one calibration shares, sent once to every worker: the configuration, the data, the
-    calibration's one provenance capture and the MLflow run the repeats are children of."""
+    calibration's one provenance capture and the MLflow run the repeats are children of.
+
+    `baseline` is what the repeats train: the frozen baseline, or for a candidate's repeats (`role` CANDIDATE) the
+    candidate's own params.
+    """
 
     params: Params
     baseline: Params
@@ -72,10 +90,16 @@ class RepeatSpec:
     packages: list[str]
     parent_run_id: str
     executor: str
+    role: str = CALIBRATION
 
     @property
     def task(self) -> str:
         return self.manifest.task
+
+    @property
+    def stage(self) -> str:
+        """The DVC stage that trains these repeats (their runs' `pipeline.stage`)."""
+        return CALIBRATE if self.role == CALIBRATION else COMPARE
 
 
 def train_and_score(
@@ -168,13 +192,23 @@ class RepeatWorker:
         variant, repeat, key = job
         s = self.spec
         train = s.splits["train"]
+        candidate = s.role == CANDIDATE
         run_params, seeds, within, source = variant_setup(
-            variant, repeat, s.baseline, s.base_seeds, s.params.calibration.simulate_impl_noise, self.gpu
+            variant,
+            repeat,
+            s.baseline,
+            s.base_seeds,
+            s.params.calibration.simulate_impl_noise,
+            self.gpu,
+            stream="candidate" if candidate else "repeat",
         )
         placement = placement_tags(s.executor, self.record["gpu"], _node_address())
         tags = {
-            NOISE_VARIANT_TAG: variant,
-            NOISE_REPEAT_TAG: repeat,
+            **(
+                {BAND_VARIANT_TAG: variant, CANDIDATE_REPEAT_TAG: repeat}
+                if candidate
+                else {NOISE_VARIANT_TAG: variant, NOISE_REPEAT_TAG: repeat}
+            ),
             IMPL_NOISE_TAG: source,
             REPEAT_KEY_TAG: key,
             COMPUTE_ATTEMPT_TAG: attempt,
@@ -183,8 +217,8 @@ class RepeatWorker:
         with Tracker(
             s.params.mlflow.experiment,
             self.root,
-            stage=CALIBRATE,
-            run_name=label(job),
+            stage=s.stage,
+            run_name=label(job, s.role),
             nested=True,
             tags=tags,
             parent_run_id=s.parent_run_id,

@@ -17,7 +17,7 @@ from tracking.config.params import parse_yaml
 from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.errors import RunNotFound, TrackingServerError
-from tracking.names import OP_DETERMINISM_TAG, PROV_PREFIX
+from tracking.names import MLFLOW_PARENT_RUN_TAG, OP_DETERMINISM_TAG, PROV_PREFIX
 from tracking.provenance.git import decode_diff
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,8 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
     """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or else the
     run that `outputs/run.json` names at `ref` in `project` (an experiment or git revision DVC resolves).
 
-    By name, the experiment's candidate run: its calibration runs carry the name too, and start later. An
+    By name, the experiment's candidate run: its calibration runs and the candidate's extra runs (children of it,
+    `compare.candidate_repeats`) carry the name too, and start later. An
     experiment that changed only what `train` does not depend on (`compute`, `calibration`, `compare`) trained
     no run to tag: DVC reused the earlier training, whose run its `outputs/run.json` names.
     """
@@ -68,7 +69,10 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
             run = None
     if run is None and _EXP_NAME.match(ref):
         experiments = [found.experiment_id for found in client.search_experiments()]
-        named = f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != '{CALIBRATE}'"
+        named = (
+            f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != '{CALIBRATE}' and "
+            f"tags.`{MLFLOW_PARENT_RUN_TAG}` IS NULL"
+        )
         matches = (
             client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"], max_results=1)
             if experiments
