@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tracking.config.params import Params
+from tracking.data.manifest import Manifest
 from tracking.noise.calibration import repeat_identity
 from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 
@@ -25,7 +26,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def identity(root: Path, params: Params, baseline: Params, gpu: bool = False, data: str = "a" * 64) -> dict:
-    return repeat_identity(params, baseline, {"content_sha256": data}, root, gpu)
+    manifest = Manifest(source="s", source_sha256="s", content_sha256=data, arrays={}, n_samples={}, n_outputs=10)
+    return repeat_identity(params, baseline, manifest, root, gpu)
 
 
 def test_the_key_follows_the_baseline_the_data_and_the_code_not_where_or_how_many(project: Path) -> None:
