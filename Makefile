@@ -41,7 +41,12 @@ $(VENV)/.build-$(TF_BUILD):
 	@rm -f $(VENV)/.build-*
 	@touch $@
 
-run: venv
+# The page `dvc plots show` fills (.dvc/config names it), with Vega inside it so its charts draw offline.
+PLOTS_PAGE := .dvc/plots/offline.html
+$(PLOTS_PAGE): $(VENV)/.synced
+	$(BIN)/tracking plots-page
+
+run: venv $(PLOTS_PAGE)
 	dvc repro
 	@echo
 	@echo "Results: metrics/ (dvc metrics show), plots/ (dvc plots show), outputs/model.keras"
@@ -49,7 +54,7 @@ run: venv
 	@echo "  MLFLOW_DISABLE_TELEMETRY=$(MLFLOW_DISABLE_TELEMETRY) $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000"
 	@echo "then pick 'Model training' at the top left of http://127.0.0.1:5000 (MLflow 3.17 starts in its GenAI view)."
 
-test: venv lint
+test: venv lint $(PLOTS_PAGE)
 	pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=20
 
 # The benchmarks (bench/), one after another (12 to 19 minutes on 2 cores); their output becomes docs/performance.md.

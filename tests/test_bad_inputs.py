@@ -20,6 +20,7 @@ import pytest
 from conftest import BIN, TINY, client_for, make_project, project_env, run, write_params
 
 from tracking.config.params import parse_yaml, yaml_editor
+from tracking.noise.record import NoiseRecord, Variant
 
 Setup = Callable[[Path], dict[str, str] | None]
 UNKNOWN_RUN_ID = "0123456789abcdef0123456789abcdef"
@@ -260,8 +261,9 @@ def compare_inputs(**compare: object) -> Setup:
         (root / "metrics/eval.json").write_text(
             '{"test_loss": 0.3, "test_accuracy": 0.9, "per_class_accuracy": {"0": 0.9}}\n'
         )
-        (root / "calibration/noise.json").write_text(
-            '{"data_sha256": "", "variants": {"algo": {"bands": {}, "runs": []}}}\n'
+        algo = Variant(runs=[], bands={}, churn={}, weight_distance={}, bit_identical=False, weights_sha256=[])
+        NoiseRecord(baseline={}, data_sha256="", alpha=0.05, repeats=3, runs=[], variants={"algo": algo}).write(
+            root / "calibration/noise.json"
         )
         np.save(root / "outputs/predictions.npy", np.zeros(3, dtype="int64"))
         np.savez(root / "outputs/calibration.npz", predictions=np.zeros((3, 3), dtype="int16"))
@@ -637,7 +639,7 @@ CASES = [
         trained_by(UNKNOWN_RUN_ID),
         stage("evaluate"),
         f"MLflow run {UNKNOWN_RUN_ID}",
-        "dvc repro -f train",
+        "dvc repro --force --single-item train",
     ),
     case(
         "compare-before-calibrate",

@@ -139,7 +139,7 @@ def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):
 
 
 def snapshot(metrics: dict[str, float] | None = None, **tags: str) -> RunSnapshot:
-    return RunSnapshot("r", "", "0", "FINISHED", {}, metrics or {}, dict(tags), {}, "")
+    return RunSnapshot("r", "", "0", "FINISHED", {}, metrics or {}, dict(tags), None, "")
 
 
 DET = {"prov.determinism.effective.op_determinism": "true"}

@@ -110,7 +110,8 @@ def diff_judges_the_runs_own_compare_metrics(root: Path, original: str) -> None:
     rows = {row["metric"]: row for row in json.loads(done.stdout)["metrics"]}
     assert list(rows) == list(modes)
     for metric, mode in modes.items():
-        gap = rows[metric]["delta"]
+        row = rows[metric]  # better/worse is read from the gap its t is from: B - the reference (A or a band mean)
+        gap = row["delta"] if row["reference"] is None else row["b"] - row["reference"]
         assert rows[metric]["direction"] == (
             "same" if gap == 0 else "better" if (gap > 0) == (mode == "max") else "worse"
         )

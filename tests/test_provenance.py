@@ -113,7 +113,9 @@ def test_diff_tells_apart_cpu_generations_that_share_a_model_name_and_instructio
     """Two VMs' "AMD EPYC" (Zen 4 and Zen 5) trained the same code to other weights; the diff must say why."""
     zen4, zen5 = amd_epyc(tmp_path / "zen4", 25, 17, "32K"), amd_epyc(tmp_path / "zen5", 26, 2, "48K")
     assert zen4["cache"] == {"l1d": "32K", "l1i": "32K", "l2": "1024K"}
-    runs = [RunSnapshot("0" * 32, "r", "1", "FINISHED", {}, {}, to_tags({"cpu": cpu}), {}, "") for cpu in (zen4, zen5)]
+    runs = [
+        RunSnapshot("0" * 32, "r", "1", "FINISHED", {}, {}, to_tags({"cpu": cpu}), None, "") for cpu in (zen4, zen5)
+    ]
     (hardware,) = [group for group in group_diffs(*runs) if group.name == "hardware"]
     assert {change.key: (change.a, change.b) for change in hardware.changes} == {
         "cpu.id": ("AuthenticAMD family 25 model 17 stepping 1", "AuthenticAMD family 26 model 2 stepping 1"),

@@ -76,7 +76,7 @@ def test_rerun_writes_an_old_run_s_keys_as_logged():
 
 
 def snapshot(params: dict[str, str], tags: dict[str, str]) -> RunSnapshot:
-    return RunSnapshot("0" * 32, "run", "1", "FINISHED", params, {}, tags, {}, "")
+    return RunSnapshot("0" * 32, "run", "1", "FINISHED", params, {}, tags, None, "")
 
 
 def test_diff_of_an_old_run_and_a_new_one_with_the_same_split_finds_nothing():

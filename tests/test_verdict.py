@@ -177,11 +177,14 @@ def test_tracking_plan_from_the_calibration(tmp_path):
     command = [sys.executable, "-m", "tracking", "plan", "0.01"]
     missing = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.startswith("error: calibration/noise.json not found")
-    band = {"metric": "test_accuracy", "n": 5, "mean": 0.98, "std": 0.0058}
-    (tmp_path / "calibration").mkdir()
-    (tmp_path / "calibration" / "noise.json").write_text(
-        json.dumps({"variants": {"algo": {"bands": {"test_accuracy": band}}}})
-    )
+    from tracking.noise.record import NoiseRecord, Variant
+    from tracking.noise.statistics import band_from_summary
+
+    band = band_from_summary("test_accuracy", 0.98, 0.0058, 5, 0.05, "calibration:algo").as_dict()
+    algo = Variant(runs=[], bands={"test_accuracy": band}, churn={}, weight_distance={}, bit_identical=False,
+                   weights_sha256=[])  # fmt: skip
+    record = NoiseRecord(baseline={}, data_sha256="", alpha=0.05, repeats=5, runs=[], variants={"algo": algo})
+    record.write(tmp_path / "calibration" / "noise.json")
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
     expected = plan("test_accuracy", 0.01, 0.0058, 5, 0.025).sentence()  # alpha 0.05 over the two default metrics
     assert done.stdout == expected + "\n" and "5 calibration repeats, " in expected

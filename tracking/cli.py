@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="server to upload to (default: MLFLOW_TRACKING_URI, else the server each run was kept for)",
     )
     sync.set_defaults(handler=_sync)
+    page = commands.add_parser(
+        "plots-page", help="write the page `dvc plots show` fills, with Vega inside it, so charts draw offline"
+    )
+    page.set_defaults(handler=_plots_page)
     return parser
 
 
@@ -397,6 +401,15 @@ def _judge(args: argparse.Namespace) -> None:
     result = judge_script(open_client(root), root, args.run, args.metric, args.alpha, args.calibration)
     sys.stdout.write(render(result))
     print(f"verdict: {result.verdict or 'none (no band covers what differs)'}")
+
+
+def _plots_page(args: argparse.Namespace) -> None:
+    """Write .dvc/plots/offline.html, the page the project's .dvc/config names for `dvc plots show`."""
+    from tracking.inspect.plots_page import write_plots_page
+    from tracking.store.location import project_root
+
+    path = write_plots_page(project_root() / ".dvc")
+    print(f"wrote {path}: `dvc plots show` draws its charts offline")
 
 
 def _doctor(args: argparse.Namespace) -> None:

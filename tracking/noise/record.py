@@ -74,7 +74,9 @@ class NoiseRecord:
     def read(cls, path: Path) -> NoiseRecord:
         """The record in `path`; a missing file or one that is not JSON is one line naming it and the fix."""
         if not path.is_file():
-            raise RunStateError(f"{path.name} not found at {path}", fix=f"run the calibration first ({REFRESH})")
+            raise RunStateError(
+                f"{NOISE_FILE} not found ({path})", fix=f"run the calibration first (`dvc repro {CALIBRATE}`)"
+            )
         try:
             return cls.from_dict(json.loads(path.read_text()), str(path))
         except json.JSONDecodeError as error:

@@ -87,6 +87,7 @@ def _apply_inputs(client: Any, run_id: str, op: Op) -> None:
 def _apply_model(client: Any, run_id: str, op: Op) -> None:
     """An MLflow model (Keras 3 flavour, loadable by every MLflow loader) from the live model, or from the `.keras` file a journal saved."""
     import mlflow
+    import mlflow.keras
     from mlflow.models import ModelSignature
 
     active = mlflow.active_run()
@@ -105,7 +106,7 @@ def _apply_model(client: Any, run_id: str, op: Op) -> None:
         artifact_path=None,
         name=op["name"],
         flavor=_KerasForEveryLoader,
-        flavor_name="mlflow.keras",  # what mlflow.keras.log_model records as the logged model's flavour
+        flavor_name=mlflow.keras.__name__,  # what mlflow.keras.log_model records as the logged model's flavour
         model=live,
         signature=ModelSignature.from_dict(op["signature"]),
         pip_requirements=op["pip_requirements"],
