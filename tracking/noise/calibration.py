@@ -168,6 +168,27 @@ def train_locally(
         yield job, worker.run(job)
 
 
+def train_and_keep(
+    spec: RepeatSpec,
+    pending: list[Job],
+    executor: tuple[RayPool | None, RepeatedModel | None],
+    parent: Tracker,
+    store: RepeatStore,
+    finished: dict[Job, KeptRepeat],
+    bar: Any,
+) -> None:
+    """Train the `pending` repeats on the pool (the executor's first part) or in this process with its models,
+    keep each in `store` and `finished` as it ends (so a killed stage resumes there), and count it on the `bar`."""
+    pool, models = executor
+    show = bar.set_postfix_str
+    trained = train_on_ray(pool, spec, pending, parent, show) if pool else train_locally(spec, models, pending, show)
+    for job, kept in trained:
+        store.save(job[2], kept)
+        finished[job] = kept
+        bar.update()
+    show("")
+
+
 def train_on_ray(
     pool: RayPool, spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
 ) -> Iterator[tuple[Job, KeptRepeat]]:
@@ -274,16 +295,7 @@ def calibrate(params: Params) -> None:
         with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
             if reused:
                 bar.write(f"calibrate: {len(reused)} of {len(plan)} repeats kept from earlier calibrations are reused")
-            trained = (
-                train_on_ray(pool, spec, pending, parent, bar.set_postfix_str)
-                if pool
-                else train_locally(spec, models, pending, bar.set_postfix_str)
-            )
-            for job, kept in trained:
-                store.save(job[2], kept)
-                finished[job] = kept
-                bar.update()
-            bar.set_postfix_str("")
+            train_and_keep(spec, pending, (pool, models), parent, store, finished, bar)
         runs = [{**finished[job].run, "reused": job in reused} for job in plan]
         stacked_predictions = np.stack([finished[job].predicted for job in plan])
         stacked_weights = np.stack([finished[job].weights for job in plan])

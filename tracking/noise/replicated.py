@@ -27,8 +27,7 @@ from tracking.noise.calibration import (
     local_gpu,
     repeat_identity,
     repeat_spec,
-    train_locally,
-    train_on_ray,
+    train_and_keep,
     worker_environment,
 )
 from tracking.noise.policy import CONTROL
@@ -78,14 +77,5 @@ def train_candidate_repeats(
                 pool.start(RepeatWorker, len(pending), worker_environment(uri))
             spec = repeat_spec(params, params, seeds, root, data, candidate.run_id, executor, CANDIDATE)
             with tqdm(total=len(plan), initial=reused, desc="candidate", unit="run", file=sys.stderr) as bar:
-                trained = (
-                    train_on_ray(pool, spec, pending, candidate, bar.set_postfix_str)
-                    if pool
-                    else train_locally(spec, models, pending, bar.set_postfix_str)
-                )
-                for job, kept in trained:
-                    store.save(job[2], kept)
-                    finished[job] = kept
-                    bar.update()
-                bar.set_postfix_str("")
+                train_and_keep(spec, pending, (pool, models), candidate, store, finished, bar)
     return [finished[job] for job in plan], reused
