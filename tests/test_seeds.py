@@ -6,11 +6,11 @@ import sys
 import pytest
 from conftest import REPO
 
-from tracking.config.legacy import upgrade_logged
 from tracking.config.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
 from tracking.determinism.seeds import derive_seed, resolve_seeds
 from tracking.inspect.diff import RunSnapshot
 from tracking.inspect.diff.groups import group_diffs
+from tracking.inspect.diff.legacy import upgrade_logged
 from tracking.inspect.restore import params_from_logged
 
 

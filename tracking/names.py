@@ -1,7 +1,7 @@
 """The names the product writes into MLflow, in one place: tag names, their prefixes, and MLflow's limits.
 
 A name here is part of the run format: `tracking diff`, `tracking rerun` and the MLflow UI read runs logged
-by earlier versions through the same names (tracking/config/legacy.py maps the few params that changed), so
+by earlier versions through the same names (tracking/inspect/diff/legacy.py maps the few params that changed), so
 change a value only together with a migration. The pipeline's file paths live in tracking/config/project.py,
 environment variables in tracking/env.py.
 """

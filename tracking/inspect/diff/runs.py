@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracking.config.legacy import upgrade_logged
 from tracking.config.params import parse_yaml
 from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.errors import RunNotFound, TrackingServerError
+from tracking.inspect.diff.legacy import upgrade_logged
 from tracking.names import MLFLOW_PARENT_RUN_TAG, OP_DETERMINISM_TAG, PROV_PREFIX
 from tracking.provenance.git import decode_diff
 
