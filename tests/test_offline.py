@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from servers import free_port
 
-from tracking.run.operations import artifact, batch, end
 from tracking.store.journal import OFFLINE, Journal, describe, pending_journals, read_journal, server_unavailable
+from tracking.store.operations import artifact, batch, end
 
 
 def test_a_closed_port_is_a_lost_server_and_a_rejected_request_is_not(monkeypatch):

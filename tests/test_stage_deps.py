@@ -37,7 +37,7 @@ PLUMBING = {
     "tracking/store/faults.py": "a damaged, read-only or full store said as such",
     "tracking/store/recorded.py": "the runs the outputs name, checked against the store",
     "tracking/run/writer.py": "background MLflow writes",
-    "tracking/run/operations.py": "MLflow write operations",
+    "tracking/store/operations.py": "MLflow write operations",
     "tracking/run/system_metrics.py": "MLflow's system metrics of a training run",
     "tracking/store/journal.py": "offline journal",
     "tracking/store/sync.py": "offline journal upload",

@@ -9,7 +9,7 @@ from conftest import client_for
 
 from tracking.errors import RunStateError, TrackingServerError
 from tracking.run.tracker import Tracker
-from tracking.store.journal import RunWriter
+from tracking.store.journal import StoreSink
 
 
 def status(root, run_id):
@@ -63,14 +63,14 @@ def test_background_metrics_keep_their_order_and_steps(root):
 def metric_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many metrics each write to the store carried, from here on (the writes still reach the store)."""
     counts: list[int] = []
-    write = RunWriter.write
+    write = StoreSink.write
 
-    def counted(self: RunWriter, op: dict) -> None:
+    def counted(self: StoreSink, op: dict) -> None:
         if op["op"] == "batch" and op["metrics"]:
             counts.append(len(op["metrics"]))
         write(self, op)
 
-    monkeypatch.setattr(RunWriter, "write", counted)
+    monkeypatch.setattr(StoreSink, "write", counted)
     return counts
 
 

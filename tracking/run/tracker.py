@@ -3,7 +3,7 @@
 It checks the store answers before work starts, logs params, provenance, data and metrics, and ends the
 run honestly: FINISHED on success, FAILED on an error, KILLED on Ctrl-C or SIGTERM, never left RUNNING.
 Writes name the run explicitly (MLflow's fluent API keeps the active run per thread), so they may run on
-the background writer while training goes on. Every write goes through a `RunWriter`: if the tracking
+the background writer while training goes on. Every write goes through a `StoreSink`: if the tracking
 server is lost mid-run, training goes on and the whole run is kept in the offline journal for `tracking sync`.
 """
 
@@ -51,13 +51,13 @@ from tracking.run.lifecycle import (
     record_killed,
     status_for,
 )
-from tracking.run.operations import apply, artifact, batch, end, inputs
-from tracking.run.operations import model as model_op
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.faults import store_fault
-from tracking.store.journal import RunWriter, describe, has_journal, journal_folder, kept_offline, server_unavailable
+from tracking.store.journal import StoreSink, describe, has_journal, journal_folder, kept_offline, server_unavailable
 from tracking.store.location import connect, project_root, shown, tracking_uri
+from tracking.store.operations import apply, artifact, batch, end, inputs
+from tracking.store.operations import model as model_op
 from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags, repair_stale_runs
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ class Tracker:
                 f"({describe(err)}); start the server and re-run"
             ) from err
         self.run_id = run.info.run_id
-        self._sink = RunWriter(self.client, self.run_id, self.root, self.uri, self.experiment)
+        self._sink = StoreSink(self.client, self.run_id, self.root, self.uri, self.experiment)
         return run
 
     def _repair_stale_runs(self) -> None:

@@ -1,6 +1,6 @@
 """The offline journal: what a run would have written to a lost MLflow server, kept on disk in order.
 
-While the server answers, `RunWriter` writes each operation (tracking/run/operations.py) to it and remembers
+While the server answers, `StoreSink` writes each operation (tracking/store/operations.py) to it and remembers
 it: an artifact file as a copy in `.tracking/spool/<run_id>/` (its own path may be a temporary file, deleted
 once written; the kernel makes the copy, so a file of any size costs no memory), the model by reference.
 On the first write that fails because the server is gone (connection refused or reset, timeout, 5xx after
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tracking.run.operations import Op, apply
 from tracking.store.location import shown
+from tracking.store.operations import Op, apply
 from tracking.store.sqlite import PRIVATE_FILE, private_folder
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ SYNCED = Path(".tracking/synced")
 SPOOL = Path(".tracking/spool")
 JOURNAL = "journal.jsonl"
 FILES = "files"
-SPOOLED = "spooled"  # marks an artifact op whose path is RunWriter's own copy, moved (not copied) into a journal
+SPOOLED = "spooled"  # marks an artifact op whose path is StoreSink's own copy, moved (not copied) into a journal
 
 
 def journal_folder(root: Path, run_id: str) -> Path:
@@ -177,8 +177,9 @@ def read_journal(folder: Path) -> tuple[dict[str, Any], list[Op]]:
     return header, ops
 
 
-class RunWriter:
-    """Writes one run's operations to the server while it answers, then to the offline journal."""
+class StoreSink:
+    """Where one run's operations go: to the server while it answers, then to the offline journal. The run's
+    `BackgroundWriter` (tracking/run/writer.py) is the thread that hands them over; this decides where they land."""
 
     def __init__(self, client: Any, run_id: str, root: Path, uri: str, experiment: str) -> None:
         self.client = client
