@@ -20,6 +20,7 @@ from typing import Any
 
 from tracking.config.project import DVC_FILE
 from tracking.errors import UserCodeError
+from tracking.provenance.dvc import added_outputs, stage_deps
 
 
 def load_callable(spec: str, key: str, root: Path) -> Callable[..., Any]:
@@ -146,49 +147,5 @@ def require_loader_inputs(inputs: list[str], kwargs: dict[str, Any], stage: str,
 
 def _dvc_added(root: Path, relative: str) -> bool:
     """Whether `dvc add` tracks `relative`, or a folder holding it."""
-    from tracking.provenance.dvc import added_outputs
-
     path = PurePosixPath(relative)
     return any(out == path or out in path.parents for outs in added_outputs(root).values() for out in outs)
-
-
-def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:
-    """The deps of `stage` in `root / dvc_file` as paths relative to `root`; None when that file does not declare it.
-
-    Read as plain YAML (milliseconds); a templated dvc.yaml (`${...}`, `foreach`, `matrix`) goes through DVC's
-    API, which resolves it (about a second).
-    """
-    from tracking.config.params import parse_yaml
-    from tracking.provenance.dvc import TEMPLATED
-
-    path = root / dvc_file
-    if not path.is_file():
-        return None
-    text = path.read_text(encoding="utf-8")
-    if any(marker in text for marker in TEMPLATED):
-        return _stage_deps_from_dvc(root, stage, path)
-    declared = ((parse_yaml(text) or {}).get("stages") or {}).get(stage)
-    if not isinstance(declared, dict):
-        return None
-    wdir = PurePosixPath(dvc_file).parent / declared.get("wdir", ".")
-    return [_relative(wdir / str(entry)) for entry in declared.get("deps") or []]
-
-
-def _stage_deps_from_dvc(root: Path, stage: str, path: Path) -> list[PurePosixPath] | None:
-    """`stage_deps` through DVC's API, for a dvc.yaml whose templating must be resolved."""
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
-        for found in repo.index.stages:
-            if getattr(found, "name", None) == stage and Path(found.dvcfile.path).resolve() == path.resolve():
-                paths = [Path(dep.fs_path).resolve() for dep in found.deps]
-                inside = [path for path in paths if path.is_relative_to(root)]
-                return [_relative(PurePosixPath(path.relative_to(root).as_posix())) for path in inside]
-    return None
-
-
-def _relative(path: PurePosixPath) -> PurePosixPath:
-    """`path` as `declared_outputs` normalises stage paths: no `.` parts or trailing slash, `..` folded."""
-    from tracking.provenance.dvc import normal_path
-
-    return PurePosixPath(normal_path(path))

@@ -24,10 +24,11 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams, flatten
 from tracking.config.project import DVC_FILE, PINS_DIR, PREPARE
-from tracking.config.user_code import load_callable, source_file, stage_deps
+from tracking.config.user_code import load_callable, source_file
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
+from tracking.provenance.dvc import stage_deps
 from tracking.provenance.redaction import redact_name, redact_param
 
 log = logging.getLogger(__name__)

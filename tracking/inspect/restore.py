@@ -190,8 +190,7 @@ def checkout_stage_inputs(project: Path, stage: str, cache: str, env: dict[str, 
     import subprocess
     import sys
 
-    from tracking.config.user_code import stage_deps
-    from tracking.provenance.dvc import added_outputs
+    from tracking.provenance.dvc import added_outputs, stage_deps
 
     deps = stage_deps(project, stage) or []
     targets = [

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.project import PREPARED, STAGE_PACKAGE
-from tracking.config.user_code import stage_deps
+from tracking.provenance.dvc import stage_deps
 
 log = logging.getLogger(__name__)
 

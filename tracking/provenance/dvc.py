@@ -11,6 +11,7 @@ from typing import Any
 from ruamel.yaml.error import YAMLError
 
 from tracking.config.params import parse_yaml
+from tracking.config.project import DVC_FILE
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RepoError
 
@@ -155,3 +156,60 @@ def added_outputs(root: Path) -> dict[str, list[PurePosixPath]]:
 def normal_path(path: PurePosixPath) -> str:
     """`path` without `.` parts and with `..` folded (`audit/../metrics/a.json` -> `metrics/a.json`)."""
     return os.path.normpath(str(path)).replace(os.sep, "/")
+
+
+def declared_stages(root: Path, dvc_file: str = DVC_FILE) -> dict[str, Any]:
+    """The stages `root / dvc_file` declares, by name, as plain YAML holds them ({} without the file)."""
+    path = root / dvc_file
+    return ((parse_yaml(path.read_text(encoding="utf-8")) or {}).get("stages") or {}) if path.is_file() else {}
+
+
+def locked_out_md5(project: Path, ref: str, out: str) -> str | None:
+    """The hash `dvc.lock` at git revision `ref` records for the output `out` (None: no such lock or output): a
+    clone has the lock file from git, but not the cache it points into."""
+    import dvc.api
+    from dvc.exceptions import DvcException
+
+    try:
+        lock = parse_yaml(dvc.api.read("dvc.lock", repo=str(project), rev=ref)) or {}
+    except (DvcException, OSError):
+        return None
+    outs = [found for stage in (lock.get("stages") or {}).values() for found in stage.get("outs") or []]
+    return next((found.get("md5") for found in outs if found.get("path") == out), None)
+
+
+def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:
+    """The deps of `stage` in `root / dvc_file` as paths relative to `root`; None when that file does not declare it.
+
+    Read as plain YAML (milliseconds); a templated dvc.yaml (`${...}`, `foreach`, `matrix`) goes through DVC's
+    API, which resolves it (about a second).
+    """
+    path = root / dvc_file
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    if any(marker in text for marker in TEMPLATED):
+        return _stage_deps_from_dvc(root, stage, path)
+    declared = ((parse_yaml(text) or {}).get("stages") or {}).get(stage)
+    if not isinstance(declared, dict):
+        return None
+    wdir = PurePosixPath(dvc_file).parent / declared.get("wdir", ".")
+    return [_relative(wdir / str(entry)) for entry in declared.get("deps") or []]
+
+
+def _stage_deps_from_dvc(root: Path, stage: str, path: Path) -> list[PurePosixPath] | None:
+    """`stage_deps` through DVC's API, for a dvc.yaml whose templating must be resolved."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        for found in repo.index.stages:
+            if getattr(found, "name", None) == stage and Path(found.dvcfile.path).resolve() == path.resolve():
+                paths = [Path(dep.fs_path).resolve() for dep in found.deps]
+                inside = [path for path in paths if path.is_relative_to(root)]
+                return [_relative(PurePosixPath(path.relative_to(root).as_posix())) for path in inside]
+    return None
+
+
+def _relative(path: PurePosixPath) -> PurePosixPath:
+    """`path` as `declared_outputs` normalises stage paths: no `.` parts or trailing slash, `..` folded."""
+    return PurePosixPath(normal_path(path))

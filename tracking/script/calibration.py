@@ -23,8 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import parse_yaml
-from tracking.config.project import CALIBRATE, NOISE_FILE
+from tracking.config.project import CALIBRATE, DVC_FILE, NOISE_FILE
 from tracking.env import DVC_ROOT, DVC_STAGE, MLFLOW_TRACKING_URI, TRACKING_EXPERIMENT, TRACKING_REPEAT
 from tracking.errors import NoiseError, RepoError
 from tracking.names import (
@@ -42,6 +41,7 @@ from tracking.names import (
 )
 from tracking.noise.record import NoiseRecord, Variant
 from tracking.noise.statistics import band_from_values
+from tracking.provenance.dvc import declared_stages
 from tracking.provenance.redaction import redact_params
 from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
 
@@ -53,8 +53,8 @@ STORED_ALPHA = 0.05  # as the calibrate stage stores its intervals; judging re-d
 
 def stage_command(root: Path, stage: str | None) -> tuple[str, str, Path]:
     """The stage to calibrate (`stage`, else the only one of dvc.yaml), its shell command and the folder it runs in."""
-    path = root / "dvc.yaml"
-    stages = ((parse_yaml(path.read_text(encoding="utf-8")) or {}).get("stages") or {}) if path.is_file() else {}
+    path = root / DVC_FILE
+    stages = declared_stages(root)
     if stage is None and len(stages) == 1:
         stage = next(iter(stages))
     if stage not in stages:

@@ -12,12 +12,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import parse_yaml
 from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.errors import RunNotFound, TrackingServerError
 from tracking.inspect.diff.legacy import upgrade_logged
 from tracking.names import MLFLOW_PARENT_RUN_TAG, OP_DETERMINISM_TAG, PROV_PREFIX
+from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
     try:
         named = json.loads(dvc.api.read(RUN_FILE.as_posix(), repo=str(project), rev=ref))["run_id"]
     except PathMissingError as err:
-        locked = _locked_run_file(project, ref)
+        locked = locked_out_md5(project, ref, RUN_FILE.as_posix())
         if locked is None:
             return None
         raise RunNotFound(
@@ -148,20 +148,6 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
         RUN_FILE,
     )
     return run
-
-
-def _locked_run_file(project: Path, ref: str) -> str | None:
-    """The hash `dvc.lock` records for the run file at revision `ref`: a clone has the lock file from git, but
-    not the cache it points into."""
-    import dvc.api
-    from dvc.exceptions import DvcException
-
-    try:
-        lock = parse_yaml(dvc.api.read("dvc.lock", repo=str(project), rev=ref)) or {}
-    except (DvcException, OSError):
-        return None
-    outs = [out for stage in (lock.get("stages") or {}).values() for out in stage.get("outs") or []]
-    return next((out.get("md5") for out in outs if out.get("path") == RUN_FILE.as_posix()), None)
 
 
 def read_artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
