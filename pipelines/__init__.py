@@ -31,6 +31,7 @@ REQUIRED_MODULES = (
     "dvc",
     "keras",
     "tensorflow",
+    "vl_convert",
 )
 PROJECT_VENV = Path(__file__).resolve().parent.parent / ".venv"
 USER_ERROR_EXIT = 2  # tracking.errors.USER_ERROR_EXIT, which cannot be imported before this check passes
