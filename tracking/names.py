@@ -52,6 +52,7 @@ DVC_BASELINE_REV_TAG = "dvc.baseline_rev"
 MLFLOW_GIT_COMMIT_TAG = "mlflow.source.git.commit"
 MLFLOW_GIT_BRANCH_TAG = "mlflow.source.git.branch"
 DATASET_CONTEXT_TAG = "mlflow.data.context"
+DATASET_CONTENT_TAG = "content_sha256"  # on a run's dataset input: the data's full-content hash
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MLFLOW_PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's link from a nested run to its parent
 

@@ -41,10 +41,9 @@ from tracking.names import (
     status_is,
     tag_is,
 )
-from tracking.noise.record import NoiseRecord, Variant
+from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 from tracking.noise.statistics import (
-    band_from_values,
     churn_measure,
     off_diagonal_summary,
     pairwise_disagreement,
@@ -63,10 +62,6 @@ from tracking.training.model import BuildInputs, RepeatedModel, require_code_dep
 
 log = logging.getLogger(__name__)
 
-# Intervals stored with the calibration use this alpha; the compare stage re-derives them at compare.alpha,
-# so changing compare.alpha never re-runs the calibration.
-STORED_ALPHA = 0.05
-
 
 def summarise(
     runs: list[dict[str, Any]],
@@ -81,18 +76,10 @@ def summarise(
     for variant in dict.fromkeys(run["variant"] for run in runs):
         index = [i for i, run in enumerate(runs) if run["variant"] == variant]
         chosen = [runs[i] for i in index]
-        metrics = {
-            name: [run["metrics"][name] for run in chosen]
-            for name in chosen[0]["metrics"]
-            if sum(np.isfinite(run["metrics"][name]) for run in chosen) >= 2
-        }
         hashes = sorted({run["weights_sha256"] for run in chosen})
         summary[variant] = Variant(
             runs=index,
-            bands={
-                name: band_from_values(name, values, alpha, f"calibration:{variant}").as_dict()
-                for name, values in metrics.items()
-            },
+            bands=metric_bands(chosen, variant, alpha),
             churn=off_diagonal_summary(pairwise_disagreement(predictions[index], task, target_std)),
             weight_distance=off_diagonal_summary(pairwise_weight_distance(weights[index])),
             bit_identical=len(hashes) == 1,

@@ -15,9 +15,26 @@ from typing import Any
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import CALIBRATE, NOISE_FILE
 from tracking.errors import RunStateError
-from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, strict
+from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, band_from_values, strict
 
 REFRESH = f"re-run the calibration (`dvc repro --force {CALIBRATE}`)"
+# Intervals stored with a calibration use this alpha; judging re-derives them at its own (compare.alpha), so
+# changing that never re-runs the calibration.
+STORED_ALPHA = 0.05
+
+
+def metric_bands(runs: list[dict[str, Any]], variant: str, alpha: float = STORED_ALPHA) -> dict[str, dict[str, Any]]:
+    """The band of every metric that at least two of `runs` (one variant's, each with its `metrics`) logged as a
+    finite number; a metric a run lacks counts as NaN there."""
+    values = {
+        name: [run["metrics"].get(name, math.nan) for run in runs]
+        for name in dict.fromkeys(name for run in runs for name in run["metrics"])
+    }
+    return {
+        name: band_from_values(name, found, alpha, f"calibration:{variant}").as_dict()
+        for name, found in values.items()
+        if sum(math.isfinite(value) for value in found) >= 2
+    }
 
 
 @dataclass(frozen=True)

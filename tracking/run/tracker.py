@@ -28,6 +28,7 @@ from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError
 from tracking.log import configure_unless_configured
 from tracking.names import (
+    DATASET_CONTENT_TAG,
     DATASET_CONTEXT_TAG,
     DVC_BASELINE_REV_TAG,
     DVC_EXP_NAME_TAG,
@@ -401,7 +402,7 @@ class Tracker:
                 name=manifest.source,
                 digest=manifest.content_sha256[:DATASET_DIGEST_CHARS],
             )
-        tags = {DATASET_CONTEXT_TAG: context, "content_sha256": manifest.content_sha256}
+        tags = {DATASET_CONTEXT_TAG: context, DATASET_CONTENT_TAG: manifest.content_sha256}
         self._sink.write(inputs([{"dataset": dataset._to_mlflow_entity().to_dictionary(), "tags": tags}]))
         self.log_json(manifest.as_dict(), LOGGED_MANIFEST)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import os
 import subprocess
 from pathlib import Path
@@ -29,6 +28,7 @@ from tracking.errors import NoiseError, RepoError
 from tracking.names import (
     BAND_VARIANT_TAG,
     CONTROL_BIT_IDENTICAL_TAG,
+    DATASET_CONTENT_TAG,
     NOISE_ROLE_TAG,
     PROV_PREFIX,
     REASON_TAG,
@@ -39,8 +39,7 @@ from tracking.names import (
     status_is,
     tag_is,
 )
-from tracking.noise.record import NoiseRecord, Variant
-from tracking.noise.statistics import band_from_values
+from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.provenance.dvc import declared_stages
 from tracking.provenance.redaction import redact_params
 from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
@@ -48,7 +47,6 @@ from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
 log = logging.getLogger(__name__)
 
 SEEDS_PREFIX = f"{PROV_PREFIX}seeds."
-STORED_ALPHA = 0.05  # as the calibrate stage stores its intervals; judging re-derives them at its own alpha
 
 
 def stage_command(root: Path, stage: str | None) -> tuple[str, str, Path]:
@@ -170,8 +168,8 @@ def noise_record(runs: dict[str, list[Any]], repeats: int, reused: set[str], par
                     "repeat": index,
                     "run_id": run.info.run_id,
                     "weights_sha256": run.data.tags.get(WEIGHTS_TAG, ""),
-                    "metrics": {
-                        name: value for name, value in run.data.metrics.items() if not name.startswith("epoch_")
+                    "metrics": {  # by name: the bands are listed in this order
+                        name: value for name, value in sorted(run.data.metrics.items()) if not name.startswith("epoch_")
                     },
                     "seeds": {
                         key.removeprefix(SEEDS_PREFIX): value
@@ -182,16 +180,10 @@ def noise_record(runs: dict[str, list[Any]], repeats: int, reused: set[str], par
                 }
             )
         mine = rows[first:]
-        names = sorted({name for row in mine for name in row["metrics"]})
         hashes = sorted({row["weights_sha256"] for row in mine})
         variants[variant] = Variant(
             runs=list(range(first, len(rows))),
-            bands={
-                name: band_from_values(
-                    name, [row["metrics"].get(name, math.nan) for row in mine], STORED_ALPHA, f"calibration:{variant}"
-                ).as_dict()
-                for name in names
-            },
+            bands=metric_bands(mine, variant),
             churn={},
             weight_distance={},
             bit_identical=len(hashes) == 1 and hashes != [""],
@@ -215,7 +207,7 @@ def _data_sha256(run: Any) -> str | None:
     """The content hash the run's `run.log_data` logged (its dataset input's `content_sha256` tag)."""
     for item in run.inputs.dataset_inputs if run.inputs else []:
         for tag in item.tags:
-            if tag.key == "content_sha256":
+            if tag.key == DATASET_CONTENT_TAG:
                 return tag.value
     return None
 
