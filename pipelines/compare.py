@@ -123,7 +123,9 @@ def replicate(
         return [], 0
     seeds = reproducible_process(params)  # before TensorFlow loads; may restart this process with the hash seed
     data = manifest, load_splits(root / PREPARED, manifest)
-    with Tracker(params.mlflow.experiment, root, run_id=candidate_run_id, stage=COMPARE) as candidate:
+    with Tracker(
+        params.mlflow.experiment, root, run_id=candidate_run_id, stage=COMPARE, keep_end_time=True
+    ) as candidate:
         return train_candidate_repeats(params, variant, seeds, root, data, candidate)
 
 

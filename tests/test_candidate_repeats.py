@@ -52,6 +52,7 @@ def test_dvc_exp_run_with_three_candidate_runs_trains_two_keeps_them_and_judges_
     shutil.copytree(calibrated, project, symlinks=True)
     candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
     noise = json.loads((project / "calibration/noise.json").read_text())
+    ended = client_for(project).get_run(candidate).info.end_time
 
     output = compare_with(project, 3)
     assert "; 3 candidate runs (2 trained here); judged against algo (3 runs). Report: reports/compare.md" in output
@@ -61,6 +62,8 @@ def test_dvc_exp_run_with_three_candidate_runs_trains_two_keeps_them_and_judges_
     assert "3 candidate runs: the pooled two-sample t on the means" in report
 
     client = client_for(project)
+    # Training the extra runs under the candidate's run does not lengthen it: its duration stays train's and evaluate's.
+    assert client.get_run(candidate).info.end_time == ended
     extras = client.search_runs(
         [client.get_run(candidate).info.experiment_id], f"tags.`{MLFLOW_PARENT_RUN_TAG}` = '{candidate}'"
     )
