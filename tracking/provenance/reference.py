@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import parse_yaml
-from tracking.config.project import DVC_FILE, PARAMS_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
+from tracking.config.params import flatten, parse_yaml
+from tracking.config.project import PARAMS_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
+from tracking.provenance.dvc import declared_stages, stage_deps
 from tracking.provenance.hardware import gather_cpu
+from tracking.provenance.software import installed_version
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +33,21 @@ PACKAGES = ("tensorflow", "keras", "numpy")
 def machine() -> dict[str, Any]:
     """This machine's facts that change a training's sums: CPU identity, caches, instruction sets, cores, builds."""
     cpu = gather_cpu()
-    return {"cpu": {fact: cpu[fact] for fact in CPU_FACTS}, "software": {name: _version(name) for name in PACKAGES}}
+    software = {name: installed_version(name) or installed_version(f"{name}-cpu") for name in PACKAGES}
+    return {"cpu": {fact: cpu[fact] for fact in CPU_FACTS}, "software": software}
 
 
 def inputs_sha256(root: Path, data_sha256: str) -> str:
     """One hash of what the train stage reads: the params.yaml sections dvc.yaml lists for it, the prepared
     data's content hash, and the bytes of each file it depends on (its code); the same inputs give the same hash."""
-    stage = parse_yaml((root / DVC_FILE).read_text(encoding="utf-8"))["stages"][TRAIN]
+    stage = declared_stages(root)[TRAIN]
     params = parse_yaml((root / PARAMS_FILE).read_text(encoding="utf-8")) or {}
     sections = {name: params.get(name) for name in stage.get("params", []) if isinstance(name, str)}
     files = {}
-    for dep in stage.get("deps", []):
+    for dep in stage_deps(root, TRAIN) or []:
         path = root / dep
         if path.is_file():
-            files[dep] = hashlib.sha256(path.read_bytes()).hexdigest()
+            files[dep.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
     fingerprint = {"params": sections, "data": data_sha256, "code": files}
     return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -67,18 +69,10 @@ def differences(committed: dict[str, Any], here: dict[str, Any]) -> list[str]:
 
 def _flat(found: dict[str, Any], groups: tuple[str, ...]) -> dict[str, Any]:
     """`{"cpu": {"cache": {"l2": "1024K"}}}` as `{"cpu cache l2": "1024K"}`, for the groups named."""
-    flat: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(f"{prefix} {key}", item)
-        else:
-            flat[prefix] = value
-
-    for group in groups:
-        walk(group, found.get(group) or {})
-    return flat
+    return {
+        key.replace(".", " "): value
+        for key, value in flatten({group: found.get(group) or {} for group in groups}).items()
+    }
 
 
 def explain_weights(repo: Any, root: Path, trained: dict[str, Any], digest: str) -> str | None:
@@ -122,12 +116,3 @@ def _committed_json(repo: Any, root: Path, path: Path) -> dict[str, Any]:
     except (KeyError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
-
-
-def _version(name: str) -> str | None:
-    for distribution in (name, f"{name}-cpu"):
-        try:
-            return metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-    return None

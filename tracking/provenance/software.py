@@ -14,17 +14,21 @@ KEY_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "numpy", "mlflow", "dvc
 def gather_software() -> dict[str, Any]:
     """Versions that change numerics or behaviour; absent packages are left out, not guessed."""
     versions = {"python": platform.python_version()}
-    for name in KEY_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+    versions.update({name: found for name in KEY_PACKAGES if (found := installed_version(name)) is not None})
     return {
         "versions": versions,
         "python_implementation": platform.python_implementation(),
         "executable": sys.executable,
         "tensorflow_build": tensorflow_build(),
     }
+
+
+def installed_version(name: str) -> str | None:
+    """The installed version of distribution `name`, None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def tensorflow_build() -> dict[str, Any]:
