@@ -16,6 +16,14 @@ from tracking.log import configure as configure_logging
 from tracking.run.lifecycle import Terminated, ended_killed
 
 
+def say_error(err: TrackingError) -> None:
+    """A user error as every command, stage and team script shows it: one `error:` line on stderr, a store's URI
+    without its password."""
+    from tracking.provenance.redaction import strip_url_userinfo
+
+    print(f"error: {strip_url_userinfo(str(err))}", file=sys.stderr)
+
+
 def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
     """Call `main`, mapping user errors and interrupts to a single line and an exit status; a stage says its
     `stage start:` line (`tracking.startup`) at its first training step, or when it succeeds having trained
@@ -31,9 +39,7 @@ def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
         main()
         startup.announce()  # said already at the first training step in a stage that trains
     except TrackingError as err:
-        from tracking.provenance.redaction import strip_url_userinfo
-
-        print(f"error: {strip_url_userinfo(str(err))}", file=sys.stderr)  # a store's URI loses its password
+        say_error(err)
         sys.exit(USER_ERROR_EXIT)
     except KeyboardInterrupt:
         print(_interrupted("interrupted"), file=sys.stderr)

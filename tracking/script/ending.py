@@ -33,9 +33,9 @@ def user_errors_in_one_line() -> None:
         if not isinstance(error, TrackingError):
             previous(kind, error, tb)
             return
-        from tracking.provenance.redaction import strip_url_userinfo
+        from tracking.stage import say_error
 
-        print(f"error: {strip_url_userinfo(str(error))}", file=sys.stderr)
+        say_error(error)
         atexit._run_exitfuncs()  # the run ends FAILED before the exit status is forced
         _exit(USER_ERROR_EXIT)
 
@@ -49,9 +49,9 @@ def end_at_exit(end: Callable[[BaseException | None], None]) -> Callable[[], Non
         try:
             end(_uncaught[-1] if _uncaught else None)
         except TrackingError as err:  # the store failed the run's last writes: the script did not succeed
-            from tracking.provenance.redaction import strip_url_userinfo
+            from tracking.stage import say_error
 
-            print(f"error: {strip_url_userinfo(str(err))}", file=sys.stderr)
+            say_error(err)
             _exit(USER_ERROR_EXIT)
 
     atexit.register(at_exit)
