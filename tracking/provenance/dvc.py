@@ -35,11 +35,8 @@ def stage_hashes_now(root: Path, stage: str) -> dict[str, str]:
     folder dep gets the MD5 of its files' sorted "path md5" lines, marked `.files`, not DVC's `.dir` hash.
     `stage` is DVC's address (`train`, or `sub/dvc.yaml:train`); empty when dvc.yaml does not declare it."""
     file, _, name = stage.rpartition(":")
-    dvc_yaml = root / (file or "dvc.yaml")
-    if not dvc_yaml.is_file():
-        return {}
-    declared = ((parse_yaml(dvc_yaml.read_text(encoding="utf-8")) or {}).get("stages") or {}).get(name) or {}
-    folder = dvc_yaml.parent / declared.get("wdir", ".")
+    declared = declared_stages(root, file or DVC_FILE).get(name) or {}
+    folder = (root / (file or DVC_FILE)).parent / declared.get("wdir", ".")
     return {str(dep): _md5_now(folder / str(dep)) for dep in declared.get("deps") or [] if isinstance(dep, str)}
 
 
