@@ -24,6 +24,11 @@ def op_determinism(variant: str) -> bool:
     return variant not in ("algo+impl", "impl")
 
 
+def algo_seeds(seeds: Seeds, repeat: int, stream: str = "repeat", sources: tuple[str, ...] = ALGO_SOURCES) -> Seeds:
+    """`seeds` with each of `sources` drawn afresh for `repeat` of an ALGO variant, from the base seed and `stream`."""
+    return replace(seeds, **{name: derive_seed(seeds.base, f"{name}:{stream}{repeat}") for name in sources})
+
+
 def variant_setup(
     variant: str,
     repeat: int,
@@ -40,7 +45,7 @@ def variant_setup(
     """
     vary_algo, vary_impl = variant in ("algo+impl", "algo"), not op_determinism(variant)
     if vary_algo:
-        seeds = replace(seeds, **{name: derive_seed(seeds.base, f"{name}:{stream}{repeat}") for name in ALGO_SOURCES})
+        seeds = algo_seeds(seeds, repeat, stream)
     determinism = baseline.determinism.model_copy(update={"op_determinism": not vary_impl})
     params = baseline.model_copy(update={"determinism": determinism})
     if not vary_impl:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from tracking.determinism.seeds import Seeds, derive_seed
+from tracking.determinism.seeds import Seeds
 from tracking.env import TRACKING_REPEAT
 from tracking.errors import SettingError
 from tracking.names import NOISE_REPEAT_TAG, NOISE_VARIANT_TAG, REPEAT_KEY_TAG
-from tracking.noise.variants import ALGO_SOURCES
+from tracking.noise.variants import ALGO_SOURCES, algo_seeds
 
 # The variants a script's calibration offers: seeds varied, or nothing varied (kernel noise needs our own fit).
 SCRIPT_VARIANTS = ("algo", "control")
@@ -42,9 +42,7 @@ class ScriptRepeat:
         """The seeds of this repeat: all derived afresh from the script's base for ALGO, unchanged for CONTROL."""
         if self.variant != "algo":
             return seeds
-        base = derive_seed(seeds.base, f"base:repeat{self.repeat}")
-        varied = {name: derive_seed(seeds.base, f"{name}:repeat{self.repeat}") for name in (*ALGO_SOURCES, "hash")}
-        return replace(seeds, base=base, **varied)
+        return algo_seeds(seeds, self.repeat, sources=(*ALGO_SOURCES, "hash", "base"))
 
     def tags(self) -> dict[str, str]:
         return {NOISE_VARIANT_TAG: self.variant, NOISE_REPEAT_TAG: str(self.repeat), REPEAT_KEY_TAG: self.key}
