@@ -47,7 +47,6 @@ def main() -> None:
     import_s = time.perf_counter() - started
     import keras
 
-    from pipelines.train import write_outputs
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
     from tracking.run.tracker import Tracker
@@ -55,6 +54,7 @@ def main() -> None:
     from tracking.training.fitting import fit_model
     from tracking.training.model import BuildInputs, prepare_model
     from tracking.training.tracked import tracked_training
+    from tracking.training.train import write_outputs
 
     started = time.perf_counter()
     connect(root, "bench-overhead")

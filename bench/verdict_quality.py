@@ -123,9 +123,9 @@ def main() -> None:
 
 def real(args: argparse.Namespace) -> None:
     """Train a tiny model as a band and as seed-only candidates, and judge each candidate as compare does."""
-    from pipelines.prepare import split
     from tracking.config.params import load_params
     from tracking.data.dataset import load_source
+    from tracking.data.prepare import split
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.noise.statistics import pairwise_churn
     from tracking.noise.variants import variant_setup

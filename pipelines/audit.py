@@ -1,15 +1,12 @@
 """Stage `audit` (and `tracking audit`): train the current config R times with op determinism on and R times off
-(tracking/inspect/audit_run.py)."""
+(`tracking.run_audit`)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
-from tracking.config.params import load_params
-from tracking.determinism.process import reproducible_process
-from tracking.inspect.audit_run import run_audit
-from tracking.stage import at_least, run_main
+from tracking import at_least, load_params, run_audit, run_main
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -23,9 +20,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    params = load_params()
-    reproducible_process(params)
-    run_audit(params, args.repeats, args.steps)
+    run_audit(load_params(), args.repeats, args.steps)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,9 @@
 """DVC stage `calibrate`: train the frozen baseline `calibration.repeats` times per noise variant
-(tracking/noise/calibration.py)."""
+(`tracking.calibrate`)."""
 
 from __future__ import annotations
 
-from tracking.config.params import load_params
-from tracking.noise.calibration import calibrate
-from tracking.stage import run_main
+from tracking import calibrate, load_params, run_main
 
 
 def main() -> None:

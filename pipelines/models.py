@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracking.config.params import CLASSIFICATION, REGRESSION
+from tracking import CLASSIFICATION, REGRESSION
 
 CNN_BLOCKS = 3  # conv blocks of small_cnn: three 2x2 poolings take 8x8 digits down to 1x1
 

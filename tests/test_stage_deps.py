@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,9 +76,24 @@ def module_file(name: str) -> Path | None:
     return None
 
 
+def public_modules() -> dict[str, str]:
+    """`tracking`'s public names (`tracking._PUBLIC`, read from its source) and the module that defines each."""
+    tree = ast.parse((REPO / "tracking/__init__.py").read_text())
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "_PUBLIC" for target in node.targets)
+    )
+    return {name: f"tracking{module}" for name, module in ast.literal_eval(table).items()}
+
+
+PUBLIC = public_modules()
+
+
 def imported_names(path: Path) -> set[str]:
-    """Modules `path` may load: every import statement at any depth, their parent packages, and dotted string
-    constants naming a project module (what `subprocess` starts with `python -m`)."""
+    """Modules `path` may load: every import statement at any depth, their parent packages, the defining module of
+    each public name taken from `tracking` (which loads it on first use), and dotted string constants naming a
+    project module (what `subprocess` starts with `python -m`)."""
     package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -88,6 +104,8 @@ def imported_names(path: Path) -> set[str]:
             module = ".".join(part for part in (base, node.module or "") if part)
             names.add(module)
             names.update(f"{module}.{alias.name}" for alias in node.names)
+            if module == "tracking":
+                names.update(PUBLIC[alias.name] for alias in node.names if alias.name in PUBLIC)
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -148,6 +166,39 @@ def test_every_stage_depends_on_the_project_code_it_imports(stage_file: str, nam
 def test_the_exempt_list_names_real_modules_and_no_stage_code():
     assert all((REPO / path).is_file() for path in PLUMBING)
     assert [path for path in PLUMBING if path.startswith("pipelines/")] == ["pipelines/__init__.py"]
+
+
+def test_closure_follows_public_names_to_the_modules_that_define_them():
+    closure = import_closure("pipelines.train")
+    assert "tracking/training/train.py" in closure and "tracking/training/fitting.py" in closure
+    assert closure["tracking/training/train.py"] == "pipelines/train.py"
+
+
+@pytest.mark.parametrize("stage", ["prepare", "train", "evaluate", "calibrate", "compare", "audit", "models"])
+def test_stages_import_only_the_library_public_names(stage: str):
+    """The library's public names are the ones the stages import, so what a team's script uses cannot rot apart
+    from what the pipeline runs."""
+    tree = ast.parse((REPO / "pipelines" / f"{stage}.py").read_text())
+    internal = [
+        f"{node.module}.{alias.name}" if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+        if (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0] == "tracking"
+        and not (isinstance(node, ast.ImportFrom) and node.module == "tracking" and alias.name in PUBLIC)
+    ]
+    assert not internal, f"pipelines/{stage}.py imports library internals: {internal}; export them from tracking"
+
+
+def test_every_public_name_loads_from_its_module_without_tensorflow_or_mlflow():
+    code = (
+        "import sys, tracking\n"
+        "for name in tracking.__all__:\n"
+        "    found = getattr(tracking, name)\n"
+        "    assert getattr(found, '__module__', None) in (None, 'tracking' + tracking._PUBLIC[name]), name\n"
+        "print(sorted(tracking.__all__) == sorted(tracking._PUBLIC), 'tensorflow' in sys.modules, 'mlflow' in sys.modules)"
+    )
+    assert run([sys.executable, "-c", code], REPO).stdout.split() == ["True", "False", "False"]
 
 
 def test_closure_follows_function_level_imports_and_python_m_children():

@@ -349,13 +349,10 @@ def _plan(args: argparse.Namespace) -> None:
 def _audit(args: argparse.Namespace) -> None:
     """Audit the project's configuration in this process, as its `audit` stage does (tracking/inspect/audit_run.py)."""
     from tracking.config.params import load_params
-    from tracking.determinism.process import reproducible_process
     from tracking.inspect.audit_run import run_audit
     from tracking.store.location import project_root
 
-    params = load_params(project_root() / "params.yaml")
-    reproducible_process(params)
-    run_audit(params, args.repeats, args.steps)
+    run_audit(load_params(project_root() / "params.yaml"), args.repeats, args.steps)
 
 
 def _diff(args: argparse.Namespace) -> None:

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from tracking.config.params import Params
 from tracking.config.project import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_METRICS, AUDIT_REPORT, PREPARED
 from tracking.data.manifest import Manifest
+from tracking.determinism.process import reproducible_process
 from tracking.env import TRACKING_PROJECT_ROOT
 from tracking.errors import AuditError, UnsupportedOpError
 from tracking.inspect.audit import (
@@ -57,8 +58,10 @@ from tracking.training.model import require_code_deps
 
 
 def run_audit(params: Params, repeats: int | None = None, steps: int | None = None) -> None:
-    """Audit the project's configuration (`params`, process already set up by `reproducible_process`): `repeats`
-    trainings per mode of `steps` traced steps each (default: `audit.repeats`, `audit.steps`)."""
+    """Audit the project's configuration (`params`): `repeats` trainings per mode of `steps` traced steps each
+    (default: `audit.repeats`, `audit.steps`). The process is set up first (`reproducible_process`), as the
+    trainers' are."""
+    reproducible_process(params)
     root = project_root()
     require_code_deps(params, AUDIT, root, AUDIT_DVC_FILE)
     manifest = Manifest.read(root / PREPARED)

@@ -1,0 +1,52 @@
+"""The prepare stage's work: load the source or loader, split it with `data.split_seed`, check the pin, write the
+arrays and their manifest to `data/prepared`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracking.config.params import CLASSIFICATION, DataParams, Params
+from tracking.config.project import PINS_DIR, PREPARE, PREPARED
+from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
+from tracking.data.dataset import Source, build_manifest, check_pin, load_data, write_splits
+from tracking.errors import DataError
+from tracking.store.location import project_root
+
+
+def prepare_data(params: Params) -> None:
+    """Write the prepared splits of the project's data: a loader and the files it reads must be the stage's deps
+    (so `dvc status` sees them change), and a pinned `data.sha256` must match what was read."""
+    root = project_root()
+    if params.data.loader is not None:
+        require_stage_dep(load_callable(params.data.loader, "data.loader", root), "data.loader", PREPARE, root)
+        require_loader_inputs(params.data.inputs, params.data.kwargs, PREPARE, root)
+    source = load_data(params.data, root)
+    splits = split(source, params.data, params.data.split_seed)
+    manifest = build_manifest(splits, source, params.data.task)
+    check_pin(manifest, params.data.sha256, root / PINS_DIR)
+    write_splits(root / PREPARED, splits, manifest)
+    print(f"prepared {manifest.total} samples, content sha256 {manifest.content_sha256}")
+
+
+def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np.ndarray]]:
+    """Train/val/test split, reproducible from `seed`: stratified by class for classification, plain for regression."""
+    from sklearn.model_selection import train_test_split
+
+    arrays = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
+    index = np.arange(len(source.y))
+    classes = data.task == CLASSIFICATION
+    stratify = source.y if classes and np.bincount(source.y).min() >= 2 else None
+    try:
+        rest, test = train_test_split(index, test_size=data.test_fraction, random_state=seed, stratify=stratify)
+        parts = {"test": test}
+        if data.val_fraction > 0:
+            val_share = data.val_fraction / (1 - data.test_fraction)
+            strat_rest = source.y[rest] if stratify is not None else None
+            rest, parts["val"] = train_test_split(rest, test_size=val_share, random_state=seed, stratify=strat_rest)
+    except ValueError as err:
+        raise DataError(
+            f"data: cannot split {len(index)} samples with data.test_fraction={data.test_fraction} and "
+            f"data.val_fraction={data.val_fraction} ({err}); use more samples{' per class' if classes else ''} or change the fractions in params.yaml"
+        ) from err
+    parts["train"] = rest
+    return {name: {key: array[np.sort(idx)] for key, array in arrays.items()} for name, idx in parts.items()}

@@ -1,0 +1,156 @@
+"""The compare stage's work: judge the candidate run against the noise band that fits it (`tracking.noise.verdict`),
+log the verdict to the candidate's MLflow run, and write metrics/compare.json, the report and its plots.
+`compare.fail_on_drift` fails the stage only on drift in the worse direction of a metric's mode, or a CONTROL
+candidate that is not bit-identical. The candidate is `compare.candidate_repeats` runs: the train stage's and the
+extra runs trained through the calibration's machinery (tracking/noise/replicated.py), kept and resumed as
+calibration repeats are; with several, each metric's verdict is the two-sample comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracking import startup
+from tracking.config.baseline import load_baseline
+from tracking.config.params import Params
+from tracking.config.project import (
+    CALIBRATION_RUNS,
+    COMPARE,
+    COMPARE_METRICS,
+    COMPARE_PLOTS,
+    COMPARE_REPORT,
+    EVAL_METRICS,
+    NOISE_FILE,
+    PREDICTIONS,
+    PREPARED,
+    RUN_FILE,
+)
+from tracking.data.dataset import load_splits
+from tracking.data.manifest import Manifest
+from tracking.determinism.process import reproducible_process
+from tracking.errors import RunStateError
+from tracking.names import BAND_VARIANT_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
+from tracking.noise.record import NoiseRecord
+from tracking.noise.repeats import KeptRepeat
+from tracking.noise.replicated import extra_runs, train_candidate_repeats
+from tracking.noise.verdict import (
+    check_compare_metrics,
+    choose_variant,
+    fails,
+    headline,
+    judge_calibrated,
+    verdict_metrics,
+)
+from tracking.run.tracker import Tracker
+from tracking.store.location import open_client, project_root, tracking_uri
+from tracking.store.recorded import require_recorded_runs
+from tracking.training.scoring import flat_metrics
+
+
+def compare_candidate(params: Params) -> bool:
+    """Judge the pipeline's candidate run against the calibration, log and write the verdict; True when it fails the
+    stage (`compare.fail_on_drift`, said in an `error:` line). Call it before TensorFlow is imported."""
+    root = project_root()
+    baseline = load_baseline(params.calibration.baseline)
+    for path in (NOISE_FILE, CALIBRATION_RUNS, EVAL_METRICS, PREDICTIONS, RUN_FILE):
+        if not (root / path).is_file():
+            raise RunStateError(f"{path} not found; run the pipeline up to compare first (`dvc repro`)")
+    noise = NoiseRecord.read(root / NOISE_FILE)
+    calibration = np.load(root / CALIBRATION_RUNS)
+    evaluation = json.loads((root / EVAL_METRICS).read_text())
+    check_compare_metrics(params, flat_metrics(evaluation), noise)
+    require_recorded_runs(open_client(root), root, tracking_uri(root))  # DVC does not see a deleted mlflow.db
+    candidate_run = json.loads((root / RUN_FILE).read_text())
+    predictions = np.load(root / PREDICTIONS)
+    manifest = Manifest.read(root / PREPARED)
+    variant, _ = choose_variant(params, baseline, manifest.content_sha256 != noise.data_sha256, list(noise.variants))
+    extras, reused = replicate(params, variant, root, manifest, candidate_run["run_id"])
+    result = judge_calibrated(
+        params,
+        baseline,
+        noise,
+        manifest.content_sha256,
+        [flat_metrics(evaluation), *(kept.run["metrics"] for kept in extras)],
+        np.stack([predictions, *(kept.predicted for kept in extras)]),
+        [candidate_run["weights_sha256"], *(kept.run["weights_sha256"] for kept in extras)],
+        calibration["predictions"],
+    )
+    result.update({"candidate_repeat_runs": [kept.run["run_id"] for kept in extras], "reused_candidate_runs": reused})
+    name, reason = result["band_variant"], result["reason"]
+    summary = verdict_metrics(result)
+    startup.mark(startup.JUDGED)  # compare opens its store after judging: the line tells the two apart
+    with Tracker(
+        params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage=COMPARE, keep_end_time=True
+    ) as tracker:
+        write_outputs(root, result, summary, noise.at_alpha(params.compare.alpha), calibration, predictions, evaluation)
+        tracker.log_metrics(
+            {key: value for key, value in summary.items() if isinstance(value, float) and np.isfinite(value)}
+        )
+        tracker.set_tags(
+            {
+                VERDICT_TAG: result["verdict"],
+                BAND_VARIANT_TAG: name,
+                REASON_TAG: reason,
+                SECONDARY_EXCEEDING_TAG: result["secondary_exceeding"],
+            }
+        )
+        tracker.log_json(result, "compare/compare.json")
+        for path in (COMPARE_REPORT, *COMPARE_PLOTS.values()):
+            tracker.log_artifact(root / path, "compare")
+    unjudged = "".join(f"; {line}" for line in result["cannot_judge"])
+    runs = result["candidate_runs"]
+    trained = f"{runs} candidate runs ({len(extras) - reused} trained here); " if runs > 1 else ""
+    print(
+        f"{result['verdict']}: {headline(result)}{reason}; {trained}judged against {name} "
+        f"({result['calibration_runs']} runs){unjudged}. Report: {COMPARE_REPORT}"
+    )
+    if fails(result, params):
+        print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
+        return True
+    return False
+
+
+def replicate(
+    params: Params, variant: str, root: Path, manifest: Manifest, candidate_run_id: str
+) -> tuple[list[KeptRepeat], int]:
+    """The candidate's extra runs against `variant` (none with one candidate run or under CONTROL), trained or kept
+    (tracking/noise/replicated.py) as children of its MLflow run; and how many were kept from an earlier stage."""
+    if not extra_runs(params, variant):
+        return [], 0
+    seeds = reproducible_process(params)  # before TensorFlow loads; may restart this process with the hash seed
+    data = manifest, load_splits(root / PREPARED, manifest)
+    with Tracker(
+        params.mlflow.experiment, root, run_id=candidate_run_id, stage=COMPARE, keep_end_time=True
+    ) as candidate:
+        return train_candidate_repeats(params, variant, seeds, root, data, candidate)
+
+
+def write_outputs(
+    root: Path,
+    result: dict,
+    summary: dict,
+    noise: NoiseRecord,
+    calibration: Any,
+    predictions: np.ndarray,
+    evaluation: dict,
+) -> None:
+    """metrics/compare.json, the report and its plots."""
+    from tracking.noise.report import render_plots, render_report
+
+    for path in (COMPARE_METRICS, COMPARE_REPORT):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / COMPARE_METRICS).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    (root / COMPARE_REPORT).write_text(render_report(result))
+    render_plots(
+        {name: root / path for name, path in COMPARE_PLOTS.items()},
+        noise,
+        calibration,
+        predictions,
+        flat_metrics(evaluation),
+        result,
+    )

@@ -1,0 +1,80 @@
+"""The train stage's work: open the pipeline's MLflow run, log params and provenance, train, and write the model,
+its metrics, history and run file only once training succeeded."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from tracking.config.params import Params
+from tracking.config.project import HISTORY, MODEL, PREPARED, RUN_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
+from tracking.data.dataset import load_splits
+from tracking.data.manifest import Manifest
+from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.provenance.git import open_repository
+from tracking.provenance.redaction import strip_credentials
+from tracking.provenance.reference import inputs_sha256, record, say_why_weights_differ
+from tracking.run.tracker import Tracker
+from tracking.store.location import connect, project_root
+from tracking.training.model import BuildInputs, prepare_model, require_code_deps
+from tracking.training.tracked import final_metrics, tracked_training
+
+
+def train_model(params: Params) -> None:
+    """Train `params`' model on the prepared data in one MLflow run, and write the stage's outputs. Call it before
+    TensorFlow is imported: it sets the process up for determinism first (`reproducible_process`)."""
+    seeds = reproducible_process(params)
+    root = project_root()
+    require_code_deps(params, TRAIN, root)
+    manifest = Manifest.read(root / PREPARED)
+    splits = load_splits(root / PREPARED, manifest)
+    train, val = splits["train"], splits.get("val")
+    repo = open_repository(root)
+    connect(root, params.mlflow.experiment)  # an unreachable store stops the stage before TensorFlow loads
+    effective = seed_frameworks(params, seeds)
+    built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
+    from tracking.training.callback import EpochProgress  # imports Keras: after the determinism settings
+
+    try:
+        with Tracker(
+            params.mlflow.experiment, root, stage=TRAIN, system_metrics=params.compute.system_metrics
+        ) as tracker:
+            model, history, digest = tracked_training(
+                params, seeds, effective, built, root, manifest, train, val, tracker, [EpochProgress()]
+            )
+            write_outputs(root, model, history, digest)
+            trained_on = record(inputs_sha256(root, manifest.content_sha256))
+            (root / TRAINED_ON).write_text(json.dumps(trained_on, indent=2) + "\n")
+            run = {
+                "run_id": tracker.run_id,
+                "experiment": tracker.experiment,
+                "tracking_uri": strip_credentials(tracker.uri),
+                "weights_sha256": digest,
+            }
+            (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
+    except BaseException:
+        remove_outputs(root)
+        raise
+    print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
+    say_why_weights_differ(repo, root, trained_on, digest)
+
+
+def write_outputs(root: Path, model: Any, history: dict[str, list[float]], digest: str) -> None:
+    """Stage outputs, written only after training succeeded so no partial output looks valid."""
+    for path in (MODEL, TRAIN_METRICS, HISTORY, TRAINED_ON):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+    model.save(root / MODEL)
+    (root / TRAIN_METRICS).write_text(json.dumps({**final_metrics(history), "weights_sha256": digest}, indent=2) + "\n")
+    with open(root / HISTORY, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["epoch", *history])
+        for epoch, values in enumerate(zip(*history.values(), strict=False)):
+            writer.writerow([epoch, *values])
+
+
+def remove_outputs(root: Path) -> None:
+    """Delete what a failed or interrupted run may have written, so neither DVC nor evaluate takes it as valid."""
+    for path in (MODEL, RUN_FILE, TRAIN_METRICS, HISTORY, TRAINED_ON):
+        (root / path).unlink(missing_ok=True)
