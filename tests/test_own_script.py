@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_user_error, built_once, client_for, project_env, run
+from conftest import REPO, assert_user_error, built_once, client_for, project_env, run, runs_of
 
 from tracking.determinism.seeds import derive_seed
 
@@ -76,6 +76,30 @@ def test_the_script_logs_our_provenance_from_its_own_params(team: Path):
     assert len(dataset.dataset.digest) == 32
     # Same code, data and seeds but for a comment: the same weights, bit for bit.
     assert first.data.tags["prov.weights_sha256"] == tags["prov.weights_sha256"]
+
+
+def provenance_fields(tags: dict[str, str]) -> set[str]:
+    """The `prov.*` fields a run records, each DVC dep's path and each package's name taken out (they name the
+    project's own files and environment, not what was recorded)."""
+    fields = set()
+    for tag in tags:
+        if tag.startswith("prov.dvc.deps."):
+            fields.add("prov.dvc.deps")
+        elif tag.startswith("prov."):
+            fields.add(tag)
+    return fields
+
+
+def test_the_script_records_every_provenance_field_the_train_stage_does(team: Path, calibrated: Path):
+    """One record for both ways in: a field the train stage's `train_model` gains and the script's
+    `tracking.start` lacks fails here, so the library path cannot fall behind the pipeline."""
+    (stage_run,) = [found for found in runs_of(calibrated) if found.data.tags.get("pipeline.stage") != "calibrate"]
+    _, script_run = team_runs(team)
+    stage_fields = provenance_fields(stage_run.data.tags)
+    script_fields = provenance_fields(script_run.data.tags)
+    assert {"prov.seeds.base", "prov.git.commit", "prov.cpu.model", "prov.dvc.deps"} <= stage_fields
+    assert stage_fields - script_fields == set()
+    assert {field for field in script_fields - stage_fields if not field.startswith("prov.script.")} == set()
 
 
 def test_the_running_stage_deps_are_hashed_fresh_not_read_from_a_stale_lock(team: Path):
