@@ -18,7 +18,7 @@ from tracking.errors import UserCodeError
 from tracking.noise.worker import train_and_score
 from tracking.training.fitting import fit_model
 from tracking.training.model import BuildInputs, load_trained_model, prepare_model
-from tracking.training.scoring import flat_metrics, score_model, summary_metrics
+from tracking.training.scoring import declared_output_kind, flat_metrics, score_model, summary_metrics
 
 # A team's module: a layer that draws at inference with its own generator (a VAE's sampling, Monte Carlo dropout),
 # a logits head, and the custom-fit mistakes keras-io readers make.
@@ -257,6 +257,31 @@ def test_logits_are_scored_as_probabilities_and_recorded(team, splits, loss):
 def test_a_softmax_with_a_loss_function_of_probabilities_is_not_taken_for_logits(team, splits):
     built, _ = prepared(params_for("jitter", "team_one_path:smoothed_probabilities"), team, splits)
     assert built.builder["outputs"] == "probabilities"
+
+
+@pytest.mark.parametrize(
+    ("loss", "declared"),
+    [
+        ("logits-object", "logits"),
+        ("probabilities-object", "probabilities"),
+        ("named", "probabilities"),
+        ("function", None),
+    ],
+)
+def test_what_a_loss_declares_of_the_outputs_without_looking_at_them(loss, declared):
+    """What a team's script records as `prov.model.outputs` (it runs no prediction): a loss object's `from_logits`,
+    a named loss's probabilities, and nothing for a plain function, which only the outputs can tell."""
+    import keras
+
+    losses = {
+        "logits-object": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        "probabilities-object": keras.losses.SparseCategoricalCrossentropy(),
+        "named": "sparse_categorical_crossentropy",
+        "function": keras.losses.sparse_categorical_crossentropy,
+    }
+    model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(4)])
+    model.compile(loss=losses[loss])
+    assert declared_output_kind(model) == declared
 
 
 @pytest.mark.parametrize("loss", [None, "team_one_path:smoothed_probabilities"])

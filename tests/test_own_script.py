@@ -78,6 +78,11 @@ def test_the_script_logs_our_provenance_from_its_own_params(team: Path):
     assert first.data.tags["prov.weights_sha256"] == tags["prov.weights_sha256"]
 
 
+# What only our builder schema has: `model.builder` and its kwargs, file and hash. A script's model is its own
+# code, recorded by `prov.script.command` and the git commit and diff.
+BUILDER_FIELDS = {"prov.model.spec", "prov.model.file", "prov.model.file_sha256", "prov.model.kwargs"}
+
+
 def provenance_fields(tags: dict[str, str]) -> set[str]:
     """The `prov.*` fields a run records, each DVC dep's path and each package's name taken out (they name the
     project's own files and environment, not what was recorded)."""
@@ -98,8 +103,10 @@ def test_the_script_records_every_provenance_field_the_train_stage_does(team: Pa
     stage_fields = provenance_fields(stage_run.data.tags)
     script_fields = provenance_fields(script_run.data.tags)
     assert {"prov.seeds.base", "prov.git.commit", "prov.cpu.model", "prov.dvc.deps"} <= stage_fields
-    assert stage_fields - script_fields == set()
+    assert stage_fields - script_fields == BUILDER_FIELDS
     assert {field for field in script_fields - stage_fields if not field.startswith("prov.script.")} == set()
+    assert script_run.data.tags["prov.model.outputs"] == "probabilities"  # the example's loss is named by string
+    assert script_run.data.tags["prov.model.jit_compile"] in ("true", "false")
 
 
 def test_the_running_stage_deps_are_hashed_fresh_not_read_from_a_stale_lock(team: Path):

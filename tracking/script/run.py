@@ -46,6 +46,10 @@ DECIDED_BY_SCRIPT = {
     "shuffle": "script: Keras fit's own order (run.batches not used), drawn from seeds.base",
 }
 
+# `prov.model.outputs` of a classifier whose loss is a function of the script's own: only its outputs could tell
+# logits from probabilities, and predicting would move the generators of a model that draws at inference.
+UNDECLARED_OUTPUTS = "not declared by the loss (a loss function of the script's own)"
+
 
 def start(
     params: str | Path = "params.yaml",
@@ -109,6 +113,7 @@ class ScriptRun:
         self._model: dict[str, Any] = {}
         self._unattributed = ""
         self._example: Any = None
+        self._classifier: bool | None = None
 
     @property
     def run_id(self) -> str:
@@ -255,16 +260,26 @@ class ScriptRun:
         )
         tracker.log_dataset(manifest, x, y, location=self.root, context="training")
         self._example = x[:2]
+        one_hot = y.ndim == 2 and len(y) > 0 and bool(np.isin(y, (0, 1)).all() and (y.sum(axis=1) == 1).all())
+        self._classifier = bool(labels) or one_hot
         return manifest.content_sha256
 
     def log_model(self, model: Any) -> str:
-        """The trained weights' SHA-256 (`prov.weights_sha256`, what `tracking rerun` compares) and the model as an
-        MLflow model (its signature from the logged data); returns the hash."""
+        """The trained weights' SHA-256 (`prov.weights_sha256`, what `tracking rerun` compares), the model's dtype
+        policy, jit_compile and what its outputs are (`prov.model.*`, as our train stage records them), and the
+        model as an MLflow model (its signature from the logged data); returns the hash."""
+        import keras
+
         from tracking.data.hashing import weights_sha256
+        from tracking.training.scoring import declared_output_kind
 
         tracker = self._open()
         digest = weights_sha256(model.get_weights())
         tracker.log_weights(trained=digest)
+        self._model.update(dtype_policy=keras.config.dtype_policy().name, jit_compile=str(model.jit_compile).lower())
+        if self._classifier is not None:  # the task is known from the logged targets: class labels or one-hot
+            kind = (declared_output_kind(model) or UNDECLARED_OUTPUTS) if self._classifier else "values"
+            self._model["outputs"] = kind
         if self._example is not None:
             tracker.log_keras_model(model, self._example)
         return digest

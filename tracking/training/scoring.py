@@ -36,6 +36,17 @@ PROBABILITY_TOLERANCE = 1e-3
 LOGIT_SHIFT, SHIFT_TOLERANCE = 4.0, 1e-4
 
 
+def declared_output_kind(model: Any) -> str | None:
+    """What a classifier's compiled loss says its outputs are, without looking at them: a Keras loss object's
+    `from_logits`; `PROBABILITIES` for a loss named by string or none (Keras's named losses read probabilities);
+    None for a loss function of the team's own, which only its outputs can tell (`output_kind`)."""
+    loss = getattr(model, "loss", None)
+    config = loss.get_config() if callable(getattr(loss, "get_config", None)) else None
+    if isinstance(config, dict) and "from_logits" in config:
+        return LOGITS if config["from_logits"] else PROBABILITIES
+    return None if callable(loss) else PROBABILITIES
+
+
 def output_kind(model: Any, y: np.ndarray, outputs: np.ndarray) -> str:
     """`LOGITS` when the model is compiled with a loss that reads logits, else `PROBABILITIES`.
 
@@ -44,12 +55,12 @@ def output_kind(model: Any, y: np.ndarray, outputs: np.ndarray) -> str:
     classes: a softmax is unchanged when every score moves by the same amount, so a loss of logits is too, and a
     loss of probabilities is not.
     """
-    loss = getattr(model, "loss", None)
-    config = loss.get_config() if callable(getattr(loss, "get_config", None)) else None
-    if isinstance(config, dict) and "from_logits" in config:
-        return LOGITS if config["from_logits"] else PROBABILITIES
+    declared = declared_output_kind(model)
+    if declared is not None:
+        return declared
+    loss = model.loss
     scores = np.asarray(outputs, dtype=np.float32)
-    if not callable(loss) or scores.ndim != 2 or scores.shape[1] < 2:
+    if scores.ndim != 2 or scores.shape[1] < 2:
         return PROBABILITIES
     import keras
 
