@@ -240,3 +240,26 @@ def test_without_system_metrics_none_are_logged_whatever_mlflow_is_told(root, mo
         tracker.log_metrics({"a": 1.0})
         assert sampler_threads() == []
     assert set(client_for(root).get_run(tracker.run_id).data.metrics) == {"a"}
+
+
+def test_logging_a_model_leaves_the_generators_of_a_layer_that_draws_at_inference_where_they_were(root):
+    """The signature's call on the example must not move a generator: a team script that logs its model and then
+    evaluates it (a VAE's sampling layer) would score from other draws than it would untracked."""
+    import keras
+    import numpy as np
+
+    class Noisy(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.generator = keras.random.SeedGenerator(3)
+
+        def call(self, x):
+            return x + keras.random.normal(keras.ops.shape(x), seed=self.generator)
+
+    model = keras.Sequential([keras.Input(shape=(2,)), Noisy()])
+    example = np.zeros((2, 2), "float32")
+    before = model.layers[0].generator.state.numpy()
+    with Tracker("t", root) as tracker:
+        tracker.log_keras_model(model, example)
+    assert model.layers[0].generator.state.numpy().tolist() == before.tolist()
+    assert status(root, tracker.run_id) == "FINISHED"

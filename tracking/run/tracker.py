@@ -427,11 +427,21 @@ class Tracker:
             self._sink.write(artifact(path, folder or None))
 
     def log_keras_model(self, model: Any, example: Any) -> None:
-        """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs."""
+        """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs.
+
+        The signature's call on `example` leaves the model's random generators where they were, so that a layer
+        drawing at inference (a VAE's sampling) scores afterwards as it would have without tracking."""
         import mlflow
         import numpy as np
 
-        signature = mlflow.models.infer_signature(example, np.asarray(model(example, training=False)))
+        from tracking.determinism.seeding import walk_layers
+
+        generators = [generator for layer in walk_layers(model) for generator in layer._seed_generators]
+        states = [generator.state.numpy() for generator in generators]
+        outputs = np.asarray(model(example, training=False))
+        for generator, state in zip(generators, states, strict=True):
+            generator.state.assign(state)
+        signature = mlflow.models.infer_signature(example, outputs)
         requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
         self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
 
