@@ -186,6 +186,19 @@ def set_generators(layers: list[Any], seeds: Seeds, counter: int = 0) -> dict[st
     return counts
 
 
+@contextlib.contextmanager
+def generators_kept(model: Any) -> Iterator[None]:
+    """Put every generator of `model` back where it was after the block: a call in it of a layer that draws at
+    inference (a check's, a signature's) leaves no trace in what the model draws afterwards."""
+    generators = [generator for layer in walk_layers(model) for generator in layer._seed_generators]
+    states = [generator.state.numpy() for generator in generators]
+    try:
+        yield
+    finally:
+        for generator, state in zip(generators, states, strict=True):
+            generator.state.assign(state)
+
+
 def inference_streams(model: Any, seeds: Seeds) -> None:
     """Set every generator to the state it scores from: its training stream's seed at counter `INFERENCE_COUNTER`.
 

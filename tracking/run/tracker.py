@@ -434,13 +434,10 @@ class Tracker:
         import mlflow
         import numpy as np
 
-        from tracking.determinism.seeding import walk_layers
+        from tracking.determinism.seeding import generators_kept
 
-        generators = [generator for layer in walk_layers(model) for generator in layer._seed_generators]
-        states = [generator.state.numpy() for generator in generators]
-        outputs = np.asarray(model(example, training=False))
-        for generator, state in zip(generators, states, strict=True):
-            generator.state.assign(state)
+        with generators_kept(model):
+            outputs = np.asarray(model(example, training=False))
         signature = mlflow.models.infer_signature(example, outputs)
         requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
         self._sink.write(model_op(model, "model", signature.to_dict(), requirements))

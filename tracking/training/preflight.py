@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, Params
-from tracking.determinism.seeding import inference_streams, walk_layers
+from tracking.determinism.seeding import generators_kept, inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import is_determinism_error
 from tracking.errors import UserCodeError
@@ -111,16 +111,11 @@ def _unrecreatable_layer(model: Any, found: dict[str, Any]) -> tuple[Any, str]:
 def _same_outputs(model: Any, copy: Any, x: np.ndarray, seeds: Seeds, spec: str, root: Path) -> np.ndarray:
     """The model's outputs on `x` at inference, checked equal to the reloaded copy's; the model's generators are left
     where they were (layers that draw at inference draw here)."""
-    generators = [generator for layer in walk_layers(model) for generator in layer._seed_generators]
-    states = [generator.state.numpy() for generator in generators]
-    try:
+    with generators_kept(model):
         inference_streams(model, seeds)
         inference_streams(copy, seeds)
         outputs = _inference(model, x, "the model", spec, root)
         reloaded = _inference(copy, x, "the reloaded model", spec, root)
-    finally:
-        for generator, state in zip(generators, states, strict=True):
-            generator.state.assign(state)
     if outputs.shape != reloaded.shape or not np.array_equal(outputs, reloaded, equal_nan=True):
         gap = np.nanmax(np.abs(outputs - reloaded)) if outputs.shape == reloaded.shape else "other shapes"
         raise UserCodeError(
