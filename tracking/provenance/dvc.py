@@ -158,7 +158,12 @@ def normal_path(path: PurePosixPath) -> str:
 def declared_stages(root: Path, dvc_file: str = DVC_FILE) -> dict[str, Any]:
     """The stages `root / dvc_file` declares, by name, as plain YAML holds them ({} without the file)."""
     path = root / dvc_file
-    return ((parse_yaml(path.read_text(encoding="utf-8")) or {}).get("stages") or {}) if path.is_file() else {}
+    return _stages(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _stages(text: str) -> dict[str, Any]:
+    """The `stages` mapping of a dvc.yaml's text, by name ({} when it declares none)."""
+    return (parse_yaml(text) or {}).get("stages") or {}
 
 
 def locked_out_md5(project: Path, ref: str, out: str) -> str | None:
@@ -187,7 +192,7 @@ def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePos
     text = path.read_text(encoding="utf-8")
     if any(marker in text for marker in TEMPLATED):
         return _stage_deps_from_dvc(root, stage, path)
-    declared = ((parse_yaml(text) or {}).get("stages") or {}).get(stage)
+    declared = _stages(text).get(stage)
     if not isinstance(declared, dict):
         return None
     wdir = PurePosixPath(dvc_file).parent / declared.get("wdir", ".")
