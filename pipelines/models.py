@@ -25,12 +25,21 @@ def small_cnn(
     dropout: float = 0.2,
     augment: bool = False,
 ) -> Any:
-    """Conv+ReLU+max-pool blocks, one per entry of `filters`, then a dense layer, dropout and the output."""
+    """Conv+ReLU+max-pool blocks, one per entry of `filters`, then a dense layer, dropout and the output. Images
+    of shape (height, width) get their channel axis from the model's first layer (a `Reshape` the saved model
+    shows), not from the data."""
     from keras import layers
 
     _expect_widths("filters", filters, CNN_BLOCKS)
     _expect_positive("dense_units", dense_units)
+    if len(input_shape) not in (2, 3):
+        raise ValueError(
+            f"small_cnn takes images of shape (height, width) or (height, width, channels), got {input_shape}; "
+            "use a builder of your own for other ranks"
+        )
     stack = _inputs(input_shape, augment)
+    if len(input_shape) == 2:
+        stack.insert(1, layers.Reshape((*input_shape, 1)))
     for width in filters:
         stack += [layers.Conv2D(width, 3, padding="same", use_bias=not batch_norm)]
         stack += [layers.BatchNormalization()] if batch_norm else []

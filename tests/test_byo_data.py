@@ -46,7 +46,11 @@ def write_loader(root: Path, body: str) -> str:
             "1-D integer class labels",
         ),
         ("return {'x': np.zeros((n, 2)), 'y': np.full(n, np.nan)}", "regression", "NaN or infinite targets"),
-        ("return {'x': np.zeros((n, 2), dtype=complex), 'y': np.zeros(n)}", "regression", "array x must be numeric"),
+        (
+            "return {'x': np.zeros((n, 2), dtype=complex), 'y': np.zeros(n)}",
+            "regression",
+            "array x has dtype complex128",
+        ),
         (
             "return {'x': np.zeros((n, 2)), 'y': np.zeros(n), 'groups': np.array([{}] * n)}",
             "regression",
@@ -64,6 +68,30 @@ def test_loader_targets_of_any_shape(tmp_path: Path):
     source = load_from_loader(spec, {"n": 12}, tmp_path, "regression")
     manifest = build_manifest({"train": {"x": source.x, "y": source.y}}, source, "regression")
     assert source.y.dtype == np.float32 and (manifest.n_outputs, manifest.target_shape) == (6, [2, 3])
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        "np.ones((n, 40, 2), 'float32')",  # sequences for a GRU: no channel axis added
+        "np.arange(n * 3).reshape(n, 3)",  # token ids stay integers
+        "np.linspace(0, 1, n)",  # one float64 value per sample
+        "np.array(['a cat', 'dog'] * (n // 2))",  # raw text for a TextVectorization layer
+    ],
+)
+def test_features_are_kept_as_fit_takes_them(tmp_path: Path, x: str):
+    """x of any rank and dtype Keras's fit takes is prepared, written and read back as the loader returned it."""
+    from tracking.data.dataset import load_split, write_splits
+
+    spec = write_loader(tmp_path, f"return {{'x': {x}, 'y': np.arange(n) % 2}}")
+    source = load_from_loader(spec, {"n": 12}, tmp_path, "classification")
+    returned = eval(x, {"np": np, "n": 12})
+    assert source.x.shape == returned.shape and source.x.dtype == returned.dtype
+    manifest = build_manifest({"train": {"x": source.x, "y": source.y}}, source)
+    write_splits(tmp_path / "prepared", {"train": {"x": source.x, "y": source.y}}, manifest)
+    back = load_split(tmp_path / "prepared", "train")["x"]
+    assert back.dtype == returned.dtype and np.array_equal(back, returned)
+    assert manifest.arrays["train/x"] == array_sha256(returned) and manifest.shapes["train"] == list(returned.shape[1:])
 
 
 def test_memory_mapped_array_is_hashed_in_chunks(tmp_path: Path):

@@ -173,3 +173,58 @@ def test_steps_per_call_trains_what_one_step_per_call_trains(digits, samples, mo
     several = trained_weights(params, data)
     monkeypatch.setattr(fitting, "STEPS_PER_CALL", 1)
     assert trained_weights(params, data) == several
+
+
+SHAPED = """
+import keras
+
+
+def gru(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(keras.layers.GRU(4)(inputs)))
+
+
+def text(input_shape, n_outputs, train):
+    vectorize = keras.layers.TextVectorization(max_tokens=20, output_sequence_length=4)
+    vectorize.adapt(train["x"])
+    inputs = keras.Input(input_shape, dtype="string")
+    hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(20, 4)(vectorize(inputs)))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))
+"""
+
+
+@pytest.mark.parametrize(
+    ("builder", "x"),
+    [
+        ("gru", np.linspace(0, 1, 32 * 12 * 2, dtype="float32").reshape(32, 12, 2)),
+        ("text", np.array(["a cat sat", "the dog ran", "a bird sang", "one fish"] * 8)),
+    ],
+)
+def test_a_model_takes_the_features_as_the_loader_gave_them(tmp_path, builder, x):
+    """Sequences of rank 3 reach a GRU as (steps, features) and raw text reaches TextVectorization: the model is
+    built for the shape the loader returned, checked, trained and scored with nothing reshaped or re-typed."""
+    from tracking.training.fitting import fit_model
+    from tracking.training.model import prepare_model
+    from tracking.training.scoring import score_model
+
+    (tmp_path / "shaped.py").write_text(SHAPED)
+    data = {"x": x, "y": np.arange(32) % 2}
+    params = Params.model_validate({"model": {"builder": f"shaped:{builder}"}, "train": {"epochs": 1}})
+    seeds = resolve_seeds(params.seeds)
+    seed_frameworks(params, seeds)
+    model = prepare_model(params, seeds, BuildInputs(data, 2, None, tmp_path)).model
+    assert tuple(model.inputs[0].shape[1:]) == x.shape[1:]
+    fit_model(model, params, seeds, data, None)
+    result = score_model(model, seeds, data, "classification", 2)
+    assert result["outputs"].shape == (32, 2) and 0 <= result["test_accuracy"] <= 1
+
+
+def test_small_cnn_gives_two_dimensional_images_their_channel_axis_itself():
+    """The built-in CNN takes (height, width) images through a Reshape layer of its own: the data stays as given."""
+    from pipelines.models import small_cnn
+
+    model = small_cnn((8, 8), 4, filters=(2, 2, 2), dense_units=4)
+    assert type(model.layers[0]).__name__ == "Reshape" and tuple(model.inputs[0].shape[1:]) == (8, 8)
+    assert type(small_cnn((8, 8, 1), 4).layers[0]).__name__ == "Conv2D"
+    with pytest.raises(ValueError, match=r"small_cnn takes images of shape \(height, width\)"):
+        small_cnn((40,), 4)

@@ -4,8 +4,8 @@ with full-content hashes, is `tracking.data.manifest`).
 A source is a scikit-learn built-in (`sklearn:digits`, `sklearn:breast_cancer`, `sklearn:diabetes`: they ship
 with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups`, or a team's
 `data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks).
-`data.task` decides what `y` holds: class labels 0..K-1 or float regression targets of any shape. The
-manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
+`x` is kept as given, any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what `y`
+holds: class labels 0..K-1 or float regression targets of any shape. The manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
 """
 
 from __future__ import annotations
@@ -214,12 +214,13 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
 
 
 def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:
-    """The arrays checked for `task`: one row per sample, numeric finite features, labels or targets that fit."""
+    """The arrays checked for `task`: one entry per sample, features Keras's `fit` takes (numbers, booleans or
+    text, any rank, finite), labels or targets that fit. Nothing is reshaped or re-typed: `x` is kept as given."""
     x, y, groups = arrays["x"], arrays["y"], arrays.get("groups")
-    if x.ndim < 2 or len(x) == 0:
+    if x.ndim < 1 or len(x) == 0:
         raise DataError(
-            f"{where} array x must hold at least one sample of features, got shape {x.shape}; "
-            "save x with one row per sample, shape (n_samples, features...)"
+            f"{where} array x must hold at least one sample, got shape {x.shape}; "
+            "save x with one entry per sample, shape (n_samples, ...)"
         )
     lengths = {"x": len(x), "y": len(y) if y.ndim else 0, **({"groups": len(groups)} if groups is not None else {})}
     if len(set(lengths.values())) != 1:
@@ -230,14 +231,25 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
             f"{where} array groups must be 1-D integers or strings, got {groups.dtype} with shape {groups.shape}; "
             "give one group id per sample (e.g. np.asarray(groups, dtype=str))"
         )
-    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+    _check_features(x, where)
+    return Source(x=x, y=y, groups=groups, name=name)
+
+
+def _check_features(x: np.ndarray, where: str) -> None:
+    """Features of a kind Keras takes (numbers, booleans, text): complex numbers and Python objects are refused
+    (an object array cannot be saved without pickle), floats must be finite."""
+    if x.dtype.kind == "O":
         raise DataError(
-            f"{where} array x must be numeric, got {x.dtype}; encode the features as numbers (e.g. x.astype('float32'))"
+            f"{where} array x holds Python objects (dtype object), which cannot be stored without pickle; "
+            "return text as np.asarray(x, dtype=str) and numbers as a numeric array"
         )
-    _check_finite(x, where)
-    if x.ndim == 3:
-        x = x[..., None]
-    return Source(x=x if x.dtype == np.float32 else x.astype("float32"), y=y, groups=groups, name=name)
+    if x.dtype.kind not in "biufUS":
+        raise DataError(
+            f"{where} array x has dtype {x.dtype}, which Keras cannot take as features; "
+            "give numbers, booleans or text (e.g. split complex values into real and imaginary features)"
+        )
+    if x.dtype.kind == "f":
+        _check_finite(x, where)
 
 
 def _labels(y: np.ndarray, where: str) -> np.ndarray:
