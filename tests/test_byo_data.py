@@ -94,6 +94,57 @@ def test_features_are_kept_as_fit_takes_them(tmp_path: Path, x: str):
     assert manifest.arrays["train/x"] == array_sha256(returned) and manifest.shapes["train"] == list(returned.shape[1:])
 
 
+NAMED = "{'title': np.arange(n * 3).reshape(n, 3), 'body': np.array(['a cat', 'dog'] * (n // 2))}"
+
+
+def test_named_inputs_are_kept_stored_and_hashed_by_name(tmp_path: Path):
+    """x as a dict by input name, from a loader or from a .npz's x.<name> arrays: split, written and read back in
+    its structure; every array is in the manifest under its name, and renaming a key changes the content hash."""
+    from tracking.config.params import DataParams
+    from tracking.data.dataset import load_split, write_splits
+    from tracking.data.prepare import split
+
+    def prepared(source, folder: str):
+        splits = split(source, DataParams(source="unused.npz"), 1)
+        manifest = build_manifest(splits, source)
+        write_splits(tmp_path / folder, splits, manifest)
+        return splits, manifest
+
+    loaded = load_from_loader(
+        write_loader(tmp_path, f"return {{'x': {NAMED}, 'y': np.arange(n) % 2}}"), {}, tmp_path, "classification"
+    )
+    splits, manifest = prepared(loaded, "loader")
+    back = load_split(tmp_path / "loader", "test")
+    assert set(back["x"]) == {"title", "body"} and back["x"]["body"].dtype.kind == "U"
+    assert all(np.array_equal(back["x"][key], splits["test"]["x"][key]) for key in ("title", "body"))
+    assert {"train/x.title", "train/x.body", "test/x.body", "train/y"} <= set(manifest.arrays)
+    assert manifest.shapes["train"] == {"title": [3], "body": []}
+
+    arrays = eval(NAMED, {"np": np, "n": 20})
+    np.savez(tmp_path / "named.npz", **{f"x.{key}": value for key, value in arrays.items()}, y=np.arange(20) % 2)
+    assert prepared(load_source("named.npz", tmp_path), "npz")[1].content_sha256 == manifest.content_sha256
+    renamed = {"headline" if key == "title" else key: value for key, value in arrays.items()}
+    np.savez(tmp_path / "renamed.npz", **{f"x.{key}": value for key, value in renamed.items()}, y=np.arange(20) % 2)
+    assert prepared(load_source("renamed.npz", tmp_path), "renamed")[1].content_sha256 != manifest.content_sha256
+
+
+@pytest.mark.parametrize(
+    ("x", "message"),
+    [
+        ("{'a b': np.zeros((n, 2))}", "x has key 'a b'; name each array after the model input it feeds"),
+        ("{}", "x is an empty dict; give one array per model input"),
+        ("{'title': [1] * n}", r"returned x\['title'\] as a list"),
+        ("{'title': np.zeros((n, 2)), 'body': np.zeros(n - 1)}", "arrays differ in length"),
+        ("{'title': np.full((n, 2), np.nan)}", "array x.title has NaN or infinite values"),
+    ],
+)
+def test_named_inputs_are_checked(tmp_path: Path, x: str, message: str):
+    with pytest.raises(DataError, match=message):
+        load_from_loader(
+            write_loader(tmp_path, f"return {{'x': {x}, 'y': np.arange(n) % 2}}"), {}, tmp_path, "classification"
+        )
+
+
 def test_memory_mapped_array_is_hashed_in_chunks(tmp_path: Path):
     """A strided view of a memory map (every other column, 8 MB) is copied a block of rows at a time, not whole."""
     array = np.random.default_rng(0).random((4000, 1000), dtype="float32")

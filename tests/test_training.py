@@ -190,6 +190,15 @@ def text(input_shape, n_outputs, train):
     inputs = keras.Input(input_shape, dtype="string")
     hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(20, 4)(vectorize(inputs)))
     return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))
+
+
+def named(input_shape, n_outputs):
+    title = keras.Input(input_shape["title"], name="title")
+    tags = keras.Input(input_shape["tags"], name="tags")
+    words = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(10, 4)(title))
+    hidden = keras.layers.Dropout(0.5)(keras.layers.concatenate([words, tags]))
+    output = keras.layers.Dense(n_outputs, activation="softmax")(hidden)
+    return keras.Model({"title": title, "tags": tags}, output)
 """
 
 
@@ -198,11 +207,16 @@ def text(input_shape, n_outputs, train):
     [
         ("gru", np.linspace(0, 1, 32 * 12 * 2, dtype="float32").reshape(32, 12, 2)),
         ("text", np.array(["a cat sat", "the dog ran", "a bird sang", "one fish"] * 8)),
+        (
+            "named",
+            {"title": np.arange(32 * 3).reshape(32, 3) % 10, "tags": np.eye(4, dtype="float32")[np.arange(32) % 4]},
+        ),
     ],
 )
 def test_a_model_takes_the_features_as_the_loader_gave_them(tmp_path, builder, x):
-    """Sequences of rank 3 reach a GRU as (steps, features) and raw text reaches TextVectorization: the model is
-    built for the shape the loader returned, checked, trained and scored with nothing reshaped or re-typed."""
+    """Sequences of rank 3 reach a GRU as (steps, features), raw text reaches TextVectorization and a dict reaches
+    the inputs it names: the model is built for the shapes the loader returned, checked (every random draw
+    attributed to a seed), trained and scored with nothing reshaped or re-typed."""
     from tracking.training.fitting import fit_model
     from tracking.training.model import prepare_model
     from tracking.training.scoring import score_model
@@ -212,8 +226,11 @@ def test_a_model_takes_the_features_as_the_loader_gave_them(tmp_path, builder, x
     params = Params.model_validate({"model": {"builder": f"shaped:{builder}"}, "train": {"epochs": 1}})
     seeds = resolve_seeds(params.seeds)
     seed_frameworks(params, seeds)
-    model = prepare_model(params, seeds, BuildInputs(data, 2, None, tmp_path)).model
-    assert tuple(model.inputs[0].shape[1:]) == x.shape[1:]
+    built = prepare_model(params, seeds, BuildInputs(data, 2, None, tmp_path))
+    model = built.model
+    assert not built.seeding.unattributed
+    expected = {key: value.shape[1:] for key, value in x.items()} if isinstance(x, dict) else {"": x.shape[1:]}
+    assert sorted(tuple(tensor.shape[1:]) for tensor in model.inputs) == sorted(expected.values())
     fit_model(model, params, seeds, data, None)
     result = score_model(model, seeds, data, "classification", 2)
     assert result["outputs"].shape == (32, 2) and 0 <= result["test_accuracy"] <= 1

@@ -4,7 +4,8 @@ with full-content hashes, is `tracking.data.manifest`).
 A source is a scikit-learn built-in (`sklearn:digits`, `sklearn:breast_cancer`, `sklearn:diabetes`: they ship
 with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups`, or a team's
 `data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks).
-`x` is kept as given, any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what `y`
+`x` is kept as given: one array or a dict of arrays keyed by the model's input names (`x.<name>` in a `.npz`),
+any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what `y`
 holds: class labels 0..K-1 or float regression targets of any shape. The manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
 """
 
@@ -25,6 +26,7 @@ import numpy as np
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams, flatten
 from tracking.config.project import DVC_FILE, PINS_DIR, PREPARE
 from tracking.config.user_code import load_callable, source_file
+from tracking.data.arrays import SEPARATOR, Arrays, bad_key, flat, nested
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
@@ -48,9 +50,9 @@ NPY_MAGIC = b"\x93NUMPY"  # how a single array's .npy file starts
 
 @dataclass(frozen=True)
 class Source:
-    """Arrays loaded from a source, before splitting."""
+    """Arrays loaded from a source, before splitting: `x` one array or a dict of them by input name."""
 
-    x: np.ndarray
+    x: Arrays
     y: np.ndarray
     groups: np.ndarray | None
     name: str
@@ -87,11 +89,18 @@ def load_source(source: str, root: Path = Path("."), task: str = CLASSIFICATION)
             "x and y); save it with np.savez(path, x=..., y=...)"
         )
     try:
-        arrays = read_npz(path, f"data.source: '{source}'")
+        stored = read_npz(path, f"data.source: '{source}'")
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise DataError(
             f"data.source: '{source}' is not a readable .npz file ({err}); re-create or re-fetch it"
         ) from err
+    if "x" in stored and any(name.startswith(f"x{SEPARATOR}") for name in stored):
+        raise DataError(
+            f"data.source: '{source}' holds both an array x and arrays x.<name>; save either one array x or "
+            "one array x.<input name> per model input"
+        )
+    arrays = nested({name: array for name, array in stored.items() if name.partition(SEPARATOR)[0] == "x"})
+    arrays.update({name: array for name, array in stored.items() if SEPARATOR not in name})
     missing = [key for key in ("x", "y") if key not in arrays]
     if missing:
         raise DataError(
@@ -174,13 +183,29 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
         )
     arrays = {}
     for key, value in returned.items():
-        if not isinstance(value, np.ndarray):
-            raise DataError(
-                f"{where} returned {key} as a {type(value).__name__}; return NumPy arrays "
-                f"(np.asarray({key}), or np.load(path, mmap_mode='r') for a large .npy)"
-            )
-        arrays[key] = value
+        named = key == "x" and isinstance(value, Mapping)
+        for name, array in value.items() if named else [(None, value)]:
+            if not isinstance(array, np.ndarray):
+                what = "a dict of NumPy arrays by input name, or " if key == "x" else ""
+                shown = key if name is None else f"{key}[{name!r}]"
+                raise DataError(
+                    f"{where} returned {shown} as a {type(array).__name__}; return {what}NumPy arrays "
+                    f"(np.asarray({key}), or np.load(path, mmap_mode='r') for a large .npy)"
+                )
+        arrays[key] = dict(value) if named else value
     return _validate(arrays, where, f"loader:{spec}", task)
+
+
+def _check_keys(x: Arrays, where: str) -> None:
+    """A dict x needs keys that name the model's inputs and can name files: letters, digits, _ and -."""
+    key = bad_key(x)
+    if key == "":
+        raise DataError(f"{where} x is an empty dict; give one array per model input, keyed by the input's name")
+    if key is not None:
+        raise DataError(
+            f"{where} x has key {key!r}; name each array after the model input it feeds, in letters, digits, "
+            "_ and - (it names the file the array is stored in)"
+        )
 
 
 def _shown(kwargs: dict[str, Any]) -> dict[str, str]:
@@ -217,12 +242,19 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
     """The arrays checked for `task`: one entry per sample, features Keras's `fit` takes (numbers, booleans or
     text, any rank, finite), labels or targets that fit. Nothing is reshaped or re-typed: `x` is kept as given."""
     x, y, groups = arrays["x"], arrays["y"], arrays.get("groups")
-    if x.ndim < 1 or len(x) == 0:
-        raise DataError(
-            f"{where} array x must hold at least one sample, got shape {x.shape}; "
-            "save x with one entry per sample, shape (n_samples, ...)"
-        )
-    lengths = {"x": len(x), "y": len(y) if y.ndim else 0, **({"groups": len(groups)} if groups is not None else {})}
+    _check_keys(x, where)
+    features = flat("x", x)
+    for name, array in features.items():
+        if array.ndim < 1 or len(array) == 0:
+            raise DataError(
+                f"{where} array {name} must hold at least one sample, got shape {array.shape}; "
+                f"save {name} with one entry per sample, shape (n_samples, ...)"
+            )
+    lengths = {
+        **{name: len(array) for name, array in features.items()},
+        "y": len(y) if y.ndim else 0,
+        **({"groups": len(groups)} if groups is not None else {}),
+    }
     if len(set(lengths.values())) != 1:
         raise DataError(f"{where} arrays differ in length ({lengths}); every array needs one entry per sample")
     y = _labels(y, where) if task == CLASSIFICATION else _targets(y, where)
@@ -231,25 +263,26 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
             f"{where} array groups must be 1-D integers or strings, got {groups.dtype} with shape {groups.shape}; "
             "give one group id per sample (e.g. np.asarray(groups, dtype=str))"
         )
-    _check_features(x, where)
+    for feature, array in features.items():
+        _check_features(array, feature, where)
     return Source(x=x, y=y, groups=groups, name=name)
 
 
-def _check_features(x: np.ndarray, where: str) -> None:
+def _check_features(x: np.ndarray, name: str, where: str) -> None:
     """Features of a kind Keras takes (numbers, booleans, text): complex numbers and Python objects are refused
     (an object array cannot be saved without pickle), floats must be finite."""
     if x.dtype.kind == "O":
         raise DataError(
-            f"{where} array x holds Python objects (dtype object), which cannot be stored without pickle; "
-            "return text as np.asarray(x, dtype=str) and numbers as a numeric array"
+            f"{where} array {name} holds Python objects (dtype object), which cannot be stored without pickle; "
+            f"return text as np.asarray({name}, dtype=str) and numbers as a numeric array"
         )
     if x.dtype.kind not in "biufUS":
         raise DataError(
-            f"{where} array x has dtype {x.dtype}, which Keras cannot take as features; "
+            f"{where} array {name} has dtype {x.dtype}, which Keras cannot take as features; "
             "give numbers, booleans or text (e.g. split complex values into real and imaginary features)"
         )
     if x.dtype.kind == "f":
-        _check_finite(x, where)
+        _check_finite(x, name, where)
 
 
 def _labels(y: np.ndarray, where: str) -> np.ndarray:
@@ -287,7 +320,7 @@ def _targets(y: np.ndarray, where: str) -> np.ndarray:
     return np.asarray(y, dtype="float32")
 
 
-def _check_finite(x: np.ndarray, where: str, rows: int = 4096) -> None:
+def _check_finite(x: np.ndarray, name: str, where: str, rows: int = 4096) -> None:
     """Stop on NaN or infinite features, reading x a block of rows at a time (a memory map stays on disk)."""
     bad: list[int] = []
     nans = infs = 0
@@ -299,7 +332,7 @@ def _check_finite(x: np.ndarray, where: str, rows: int = 4096) -> None:
             nans, infs = nans + int(np.isnan(block).sum()), infs + int(np.isinf(block).sum())
     if bad:
         raise DataError(
-            f"{where} array x has NaN or infinite values ({nans} NaN, {infs} inf, in "
+            f"{where} array {name} has NaN or infinite values ({nans} NaN, {infs} inf, in "
             f"{len(bad)} sample(s), the first at index {bad[0]}); drop or impute those samples before use"
         )
 
@@ -315,7 +348,7 @@ def _absent_classes(y: np.ndarray, shown: int = 10) -> str:
     return listed + (f" and {missing_count - len(missing)} more" if missing_count > len(missing) else "")
 
 
-def build_manifest(splits: dict[str, dict[str, np.ndarray]], source: Source, task: str = CLASSIFICATION) -> Manifest:
+def build_manifest(splits: dict[str, dict[str, Arrays]], source: Source, task: str = CLASSIFICATION) -> Manifest:
     """The manifest of `splits`, split from `source` (whose name is redacted: a token in a file's name stays on this
     machine)."""
     origin = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
@@ -339,8 +372,9 @@ def check_pin(manifest: Manifest, pinned: str | None, pins_dir: Path = PINS_DIR)
     )
 
 
-def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
-    """The arrays of one split as written by the prepare stage; an unreadable file names the way to re-create it."""
+def load_split(prepared: Path, split: str) -> dict[str, Arrays]:
+    """The arrays of one split as written by the prepare stage (`x` a dict where the data has named inputs); an
+    unreadable file names the way to re-create it."""
     arrays = {}
     for path in sorted(prepared.glob(f"{split}_*.npy")):
         try:
@@ -350,19 +384,20 @@ def load_split(prepared: Path, split: str) -> dict[str, np.ndarray]:
                 f"{path} is not a readable .npy file ({err}); re-create it with `dvc repro -f {PREPARE}` "
                 "or restore it with `dvc checkout`"
             ) from err
-    if "x" not in arrays or "y" not in arrays:
+    found = nested(arrays)
+    if "x" not in found or "y" not in found:
         raise DataError(
             f"{prepared}: split '{split}' is missing; run the {PREPARE} stage first (`dvc repro {PREPARE}`)"
         )
-    return arrays
+    return found
 
 
-def load_splits(prepared: Path, manifest: Manifest) -> dict[str, dict[str, np.ndarray]]:
+def load_splits(prepared: Path, manifest: Manifest) -> dict[str, dict[str, Arrays]]:
     """Every split the manifest lists with samples (val is absent when `data.val_fraction` is 0)."""
     return {split: load_split(prepared, split) for split in SPLITS if manifest.n_samples.get(split)}
 
 
-def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manifest: Manifest) -> None:
+def write_splits(prepared: Path, splits: dict[str, dict[str, Arrays]], manifest: Manifest) -> None:
     """Write each array as .npy (byte-stable, unlike .npz) and the manifest last, into a sibling folder that then
     takes `prepared`'s place: a full disk or a read-only project leaves no half-written set, only one error line."""
     staging = prepared.with_name(f".{prepared.name}.partial")
@@ -370,8 +405,9 @@ def write_splits(prepared: Path, splits: dict[str, dict[str, np.ndarray]], manif
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         for split, arrays in splits.items():
-            for name, array in arrays.items():
-                np.save(staging / f"{split}_{name}.npy", array, allow_pickle=False)
+            for role, value in arrays.items():
+                for name, array in flat(role, value).items():
+                    np.save(staging / f"{split}_{name}.npy", array, allow_pickle=False)
         (staging / MANIFEST).write_text(manifest.dumps())
         if prepared.exists():
             shutil.rmtree(prepared)

@@ -17,6 +17,7 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import PREPARE
+from tracking.data.arrays import Arrays, flat, shapes
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import DataError
 
@@ -29,7 +30,8 @@ REFRESH = f"re-create it with `dvc repro -f {PREPARE}`"
 @dataclass(frozen=True, kw_only=True)
 class Manifest:
     """Hashes of every array written (`arrays`, by `split/name`), their combined `content_sha256`, the source's
-    name and hash, sample counts and feature shapes per split, and the outputs a model needs: `n_outputs` is the
+    name and hash, sample counts and feature shapes per split (by input name where `x` is a dict), and the
+    outputs a model needs: `n_outputs` is the
     class count K for classification (which alone has `n_classes` and `class_counts`), the product of the target
     shape (1 for 1-D targets) for regression."""
 
@@ -40,7 +42,7 @@ class Manifest:
     task: str = CLASSIFICATION
     target_shape: list[int] | None = None
     n_samples: dict[str, int]
-    shapes: dict[str, list[int]] = field(default_factory=dict)
+    shapes: dict[str, list[int] | dict[str, list[int]]] = field(default_factory=dict)
     has_groups: bool = False
     n_outputs: int
     n_classes: int | None = None
@@ -49,27 +51,37 @@ class Manifest:
     @classmethod
     def build(
         cls,
-        splits: dict[str, dict[str, np.ndarray]],
-        origin: dict[str, np.ndarray],
+        splits: dict[str, dict[str, Arrays]],
+        origin: dict[str, Arrays],
         source: str,
         task: str = CLASSIFICATION,
     ) -> Manifest:
         """The manifest of `splits` (each split's arrays `x`, `y` and maybe `groups`) split from the arrays `origin`
-        of the source named `source` (already redacted)."""
+        of the source named `source` (already redacted). Every array is hashed under its flat name, so a dict's
+        keys are part of the content hash (`train/x.title`)."""
         hashes = {
-            f"{split}/{name}": array_sha256(array) for split, arrays in splits.items() for name, array in arrays.items()
+            f"{split}/{name}": array_sha256(array)
+            for split, arrays in splits.items()
+            for role, value in arrays.items()
+            for name, array in flat(role, value).items()
         }
         target_shape = [int(size) for size in origin["y"].shape[1:]]
         classes = int(origin["y"].max()) + 1 if task == CLASSIFICATION else None
         return cls(
             source=source,
-            source_sha256=combine({name: array_sha256(array) for name, array in origin.items()}),
+            source_sha256=combine(
+                {
+                    name: array_sha256(array)
+                    for role, value in origin.items()
+                    for name, array in flat(role, value).items()
+                }
+            ),
             content_sha256=combine(hashes),
             arrays=hashes,
             task=task,
             target_shape=target_shape,
             n_samples={split: len(arrays["y"]) for split, arrays in splits.items()},
-            shapes={split: list(arrays["x"].shape[1:]) for split, arrays in splits.items()},
+            shapes={split: _listed(shapes(arrays["x"])) for split, arrays in splits.items()},
             has_groups=all("groups" in arrays for arrays in splits.values()),
             n_outputs=classes if classes is not None else int(np.prod(target_shape, dtype=np.int64)),
             n_classes=classes,
@@ -125,6 +137,11 @@ class Manifest:
             if old != new:
                 parts.append(f"class {label} {old} -> {new} ({new - old:+d})")
         return "; ".join(parts)
+
+
+def _listed(found: tuple[int, ...] | dict[str, tuple[int, ...]]) -> list[int] | dict[str, list[int]]:
+    """Shapes as JSON holds them: lists."""
+    return {key: list(shape) for key, shape in found.items()} if isinstance(found, dict) else list(found)
 
 
 def _class_counts(y: np.ndarray, n_classes: int) -> dict[str, int]:

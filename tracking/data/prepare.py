@@ -8,6 +8,7 @@ import numpy as np
 from tracking.config.params import CLASSIFICATION, DataParams, Params
 from tracking.config.project import PINS_DIR, PREPARE, PREPARED
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
+from tracking.data.arrays import Arrays, rows
 from tracking.data.dataset import Source, build_manifest, check_pin, load_data, write_splits
 from tracking.errors import DataError
 from tracking.store.location import project_root
@@ -28,7 +29,7 @@ def prepare_data(params: Params) -> None:
     print(f"prepared {manifest.total} samples, content sha256 {manifest.content_sha256}")
 
 
-def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np.ndarray]]:
+def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, Arrays]]:
     """Train/val/test split, reproducible from `seed`: stratified by class for classification, plain for regression."""
     from sklearn.model_selection import train_test_split
 
@@ -49,4 +50,4 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, np
             f"data.val_fraction={data.val_fraction} ({err}); use more samples{' per class' if classes else ''} or change the fractions in params.yaml"
         ) from err
     parts["train"] = rest
-    return {name: {key: array[np.sort(idx)] for key, array in arrays.items()} for name, idx in parts.items()}
+    return {name: {key: rows(array, np.sort(idx)) for key, array in arrays.items()} for name, idx in parts.items()}

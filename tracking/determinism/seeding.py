@@ -134,7 +134,7 @@ def is_augmentation(layer: Any) -> bool:
     return type(layer).__module__.startswith("keras.src.layers.preprocessing")
 
 
-def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[int, ...]) -> SeedReport:
+def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any) -> SeedReport:
     """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them."""
     init, counts, unattributed = reseed(model, created, seeds)
     unattributed += unattributed_randomness(model, input_shape, seeds.base)
@@ -210,9 +210,10 @@ def inference_streams(model: Any, seeds: Seeds) -> None:
     set_generators(walk_layers(model), seeds, INFERENCE_COUNTER)
 
 
-def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int) -> list[str]:
+def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str]:
     """Random draws in a training-mode call of `model` that no layer's generator makes, after seeding Keras's
-    global generator from `base`: found by tracing the call (nothing runs, so no state moves)."""
+    global generator from `base`: found by tracing the call (nothing runs, so no state moves). `input_shape` is
+    one shape, or a dict of them by input name for a model fed a dict."""
     import tensorflow as tf
     from keras.src.random import seed_generator
 
@@ -225,15 +226,18 @@ def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int)
         return original()
 
     inputs = getattr(model, "inputs", None) or []
-    if len(inputs) > 1:
+    if isinstance(input_shape, dict):
+        dtypes = {tensor.name: tensor.dtype for tensor in inputs}
+        spec: Any = {
+            name: tf.TensorSpec((None, *shape), dtypes.get(name, tf.float32)) for name, shape in input_shape.items()
+        }
+    elif len(inputs) > 1:
         return [f"not checked: the model takes {len(inputs)} inputs, the check traces one"]
+    else:
+        spec = tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32)
     seed_generator.global_seed_generator = recording
     try:
-        graph = (
-            tf.function(lambda x: model(x, training=True))
-            .get_concrete_function(tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32))
-            .graph
-        )
+        graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(spec).graph
     except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
         first = (str(err).splitlines() or [""])[0][:200]
         return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]

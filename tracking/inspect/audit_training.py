@@ -25,6 +25,7 @@ import numpy as np
 
 from tracking.config.params import Params, load_params
 from tracking.config.project import PREPARED
+from tracking.data.arrays import map_arrays, rows
 from tracking.data.dataset import load_splits
 from tracking.data.hashing import array_sha256, weights_sha256
 from tracking.data.manifest import Manifest
@@ -90,7 +91,7 @@ def train_traced(
     names = ["loss", *(f"gradient/{v.path}" for v in variables), *(f"weight/{v.path}" for v in model.weights)]
     hashes, seconds, kept = [], [], []
     for index, batch in enumerate(batches):
-        x, y = tf.constant(train["x"][batch]), tf.constant(train["y"][batch])
+        x, y = map_arrays(tf.constant, rows(train["x"], batch)), tf.constant(train["y"][batch])
         start = time.perf_counter()
         loss, gradients = step(x, y)
         loss_value = loss.numpy()
@@ -107,7 +108,7 @@ def train_traced(
             kept.append((float(loss_value), np.concatenate([g.ravel() for g in gradient_values])))
     probabilities = np.concatenate(
         [
-            np.asarray(model(test["x"][i : i + PREDICT_BATCH], training=False))
+            np.asarray(model(rows(test["x"], slice(i, i + PREDICT_BATCH)), training=False))
             for i in range(0, len(test["y"]), PREDICT_BATCH)
         ]
     )

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from tracking.data.arrays import Arrays, map_arrays
+
 # Batches for scoring (the candidate and every calibration repeat alike), and the batches Keras gives
 # `validation_data` arrays.
 SCORING_BATCH = 512
@@ -45,16 +47,16 @@ def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_s
 
 
 def epoch_batches(
-    x: np.ndarray, y: np.ndarray, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None
+    x: Arrays, y: np.ndarray, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None
 ) -> Any:
-    """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`."""
+    """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`; `x` one array or a dict by input name."""
     import tensorflow as tf
 
     orders = batch_orders(len(y), batch_size, epochs, seed, within_batch_seed)
-    x_t, y_t = tf.constant(x), tf.constant(y)
+    x_t, y_t = map_arrays(tf.constant, x), tf.constant(y)
     return (
         tf.data.Dataset.from_tensor_slices(orders)
         .flat_map(lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
-        .map(lambda index: (tf.gather(x_t, index), tf.gather(y_t, index)))
+        .map(lambda index: (map_arrays(lambda t: tf.gather(t, index), x_t), tf.gather(y_t, index)))
         .prefetch(2)
     )

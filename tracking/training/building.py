@@ -2,8 +2,9 @@
 with a checked optimizer, loss and metrics (the task's defaults where params.yaml leaves them null). Each
 mistake is one `UserCodeError` line naming the params.yaml key.
 
-A builder is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`; one declaring
-`seeds` or `task` receives the run's `Seeds` and `data.task`.
+A builder is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`; `input_shape` is
+the features' shape without the sample axis, or a dict of them by input name where the data's `x` is a dict.
+One declaring `seeds` or `task` receives the run's `Seeds` and `data.task`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"]}
 def call_builder(
     builder: Callable[..., Any],
     spec: str,
-    input_shape: tuple[int, ...],
+    input_shape: tuple[int, ...] | Mapping[str, tuple[int, ...]],
     n_outputs: int,
     kwargs: Mapping[str, Any],
     extra: Mapping[str, Any],
@@ -80,7 +81,8 @@ def call_builder(
             "return keras.Model(inputs, outputs) (uncompiled) from it"
         )
     if not model.built:
-        model.build((None, *input_shape))
+        named = isinstance(input_shape, Mapping)
+        model.build({k: (None, *s) for k, s in input_shape.items()} if named else (None, *input_shape))
     return model
 
 

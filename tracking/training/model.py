@@ -18,6 +18,7 @@ import numpy as np
 from tracking.config.params import Params
 from tracking.config.project import DVC_FILE
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
+from tracking.data.arrays import Arrays, Shapes, map_arrays, shapes
 from tracking.data.hashing import weights_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeding import (
@@ -45,29 +46,31 @@ class BuildInputs:
     """What a model is built for: the training split (handed read-only to a builder that declares `train`, to
     adapt its preprocessing), the number of outputs, the regression targets' shape and the project root."""
 
-    train: dict[str, np.ndarray]
+    train: dict[str, Arrays]
     n_outputs: int
     target_shape: tuple[int, ...] | None
     root: Path
 
     @property
-    def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.train["x"].shape[1:])
+    def input_shape(self) -> Shapes:
+        """The features' shape without the sample axis; by input name where `x` is a dict."""
+        return shapes(self.train["x"])
 
     @classmethod
-    def of(cls, manifest: Manifest, train: dict[str, np.ndarray], root: Path) -> BuildInputs:
+    def of(cls, manifest: Manifest, train: dict[str, Arrays], root: Path) -> BuildInputs:
         """The inputs of a model trained on prepared data described by `manifest` (data/prepared/manifest.json)."""
         shape = manifest.target_shape
         return cls(train, manifest.n_outputs, None if shape is None else tuple(shape), root)
 
-    def read_only_train(self) -> dict[str, np.ndarray]:
+    def read_only_train(self) -> dict[str, Arrays]:
         """The training inputs and targets as views a builder cannot write to."""
-        views = {}
-        for name in ("x", "y"):
-            view = self.train[name].view()
-            view.flags.writeable = False
-            views[name] = view
-        return views
+        return {name: map_arrays(_read_only, self.train[name]) for name in ("x", "y")}
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, Params
+from tracking.data.arrays import rows
 from tracking.determinism.seeding import generators_kept, inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import is_determinism_error
@@ -42,7 +43,7 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
     from tracking.training.scoring import class_probabilities, output_kind
 
     spec = params.model.builder
-    x, y = inputs.train["x"][:CHECK_BATCH], inputs.train["y"][:CHECK_BATCH]
+    x, y = rows(inputs.train["x"], slice(CHECK_BATCH)), inputs.train["y"][:CHECK_BATCH]
     with tempfile.TemporaryDirectory(prefix="tracking-preflight-") as folder:
         path = Path(folder) / "model.keras"
         _save(model, path, spec, inputs.root)
@@ -169,7 +170,7 @@ def _one_step(copy: Any, x: np.ndarray, y: np.ndarray, spec: str, root: Path) ->
     model without its own `test_step` leaves at exactly 0.0."""
     import keras
 
-    batch = in_batches((x, y), len(x))
+    batch = in_batches((x, y), len(y))
     for method, run in (
         ("train_step", lambda: copy.fit(batch, epochs=1, shuffle=False, verbose=0)),
         ("test_step", lambda: copy.evaluate(batch, verbose=0, return_dict=True)),

@@ -11,6 +11,7 @@ from typing import Any
 
 from tracking.config.params import Params
 from tracking.config.project import PREPARED
+from tracking.data.arrays import rows
 from tracking.data.hashing import weights_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
@@ -55,7 +56,7 @@ def tracked_training(
     tracker.log_metrics(final_metrics(history))
     tracker.log_weights(trained=digest)
     tracker.in_background(lambda: tracker.log_figure(curves_figure(history), "plots/training_curves.png"))
-    tracker.log_keras_model(model, train["x"][:2])
+    tracker.log_keras_model(model, rows(train["x"], slice(2)))
     return model, history, digest
 
 
