@@ -245,3 +245,29 @@ def test_small_cnn_gives_two_dimensional_images_their_channel_axis_itself():
     assert type(small_cnn((8, 8, 1), 4).layers[0]).__name__ == "Conv2D"
     with pytest.raises(ValueError, match=r"small_cnn takes images of shape \(height, width\)"):
         small_cnn((40,), 4)
+
+
+@pytest.mark.parametrize("loss", [None, "team_code:smooth_loss"])
+def test_test_loss_is_the_loss_the_model_was_compiled_with(tmp_path, digits, loss):
+    """`test_loss` is what `model.evaluate` reports for the compiled loss: computed from the probabilities where
+    that is the task's cross-entropy (equal to float32 rounding), evaluate's own value for a team's loss, with the
+    cross-entropy beside it as `test_crossentropy`."""
+    from tracking.training.model import prepare_model
+    from tracking.training.scoring import score_model
+
+    (tmp_path / "team_code.py").write_text(TEAM)
+    params = Params.model_validate({**TINY, "train": {"epochs": 1, "loss": loss}})
+    seeds = resolve_seeds(params.seeds)
+    seed_frameworks(params, seeds)
+    model = prepare_model(params, seeds, inputs(digits, tmp_path)).model
+    test = {"x": digits["x"][:100], "y": digits["y"][:100]}
+    result = score_model(model, seeds, test, "classification", 10)
+    evaluated = model.evaluate(test["x"], test["y"], batch_size=100, verbose=0, return_dict=True)["loss"]
+    picked = np.clip(model.predict(test["x"], verbose=0)[np.arange(100), test["y"]], 1e-7, 1)
+    crossentropy = float(-np.log(picked.astype(np.float64)).mean())
+    assert result["test_loss"] == pytest.approx(evaluated, rel=1e-5)
+    if loss is None:
+        assert "test_crossentropy" not in result and result["test_loss"] == pytest.approx(crossentropy, rel=1e-5)
+    else:
+        assert result["test_crossentropy"] == pytest.approx(crossentropy, rel=1e-5)
+        assert abs(result["test_loss"] - crossentropy) > 1e-3

@@ -176,11 +176,21 @@ def default_loss(task: str, n_outputs: int) -> str:
     return "sparse_categorical_crossentropy" if n_outputs > 1 else "binary_crossentropy"
 
 
+def task_loss(model: Any, task: str) -> str:
+    """The task's own loss for `model`'s output (`default_loss`; a subclassed model without symbolic outputs is
+    taken for several classes): what a model compiles with when `train.loss` is null."""
+    return default_loss(task, _output_width(model))
+
+
+def _output_width(model: Any) -> int:
+    return model.outputs[0].shape[-1] if getattr(model, "outputs", None) else 2
+
+
 def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
     """Compile with the configured optimizer, loss and metrics (the task's defaults where params.yaml says null);
     the default loss follows the model's output (one sigmoid output for two classes: binary cross-entropy)."""
-    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else 2
-    loss = resolve_loss(params.train.loss, root) if params.train.loss else default_loss(params.data.task, outputs)
+    outputs = _output_width(model)
+    loss = resolve_loss(params.train.loss, root) if params.train.loss else task_loss(model, params.data.task)
     metrics = params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task]
     check_metrics(metrics, params.data.task, outputs)
     model.compile(optimizer=optimizer_from_params(params), loss=loss, metrics=metrics)

@@ -3,15 +3,19 @@
 `score_model` runs the model on the test set in the scoring batches, from its generators' inference state
 (tracking/determinism/seeding.py), so a layer that draws at inference draws the same numbers wherever it is scored.
 
-Classification: `test_accuracy`, `test_loss` (cross-entropy from the model's probabilities), per-class
-accuracy, for two classes `test_auc`; the model gives K softmax probabilities or, for binary, one sigmoid
-column (predicted class: p >= 0.5). A model compiled with a `from_logits=True` loss outputs logits: they are
-turned into probabilities (softmax, or sigmoid for one column) before scoring, and the run records it
-(`prov.model.outputs`); outputs that are neither are an error, never a silently wrong loss. Regression:
-`test_loss` (mean squared error), `test_mae`, `test_rmse`, `test_r2`. Per-group rows for either task (FPR and
-FNR for binary). The model's compiled metrics, as `model.evaluate` gives them, are added as `test_<name>` unless
-one of the above already has that name (the compiled loss is not: `test_loss` is the task's own, computed the
-same way for every run).
+Classification: `test_accuracy`, the cross-entropy from the model's probabilities, per-class accuracy, for two
+classes `test_auc`; the model gives K softmax probabilities or, for binary, one sigmoid column (predicted class:
+p >= 0.5). A model compiled with a `from_logits=True` loss outputs logits: they are turned into probabilities
+(softmax, or sigmoid for one column) before scoring, and the run records it (`prov.model.outputs`); outputs that
+are neither are an error, never a silently wrong loss. Regression: the mean squared error, `test_mae`,
+`test_rmse`, `test_r2`. Per-group rows for either task (FPR and FNR for binary).
+
+`test_loss` is the loss the team compiled, on the test split. Where that is the task's own loss (`train.loss`
+null: cross-entropy, or mean squared error), it is computed here from the outputs (equal to `model.evaluate`'s
+to float32 rounding, and the same bits for every run), and is the cross-entropy or MSE above; any other loss (a
+contrastive loss, label smoothing, MAE) is `model.evaluate`'s value, and the task's score stays beside it as
+`test_crossentropy` or `test_mse`. The model's compiled metrics, as `model.evaluate` gives them, are added as
+`test_<name>` unless one of the above already has that name.
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION
+from tracking.config.params import CLASSIFICATION, REGRESSION
 from tracking.determinism.seeding import inference_streams
 from tracking.determinism.seeds import Seeds
 from tracking.errors import UserCodeError
 from tracking.training.batches import SCORING_BATCH, in_batches
+from tracking.training.building import task_loss
+
+# The task's own loss under its own name, where `test_loss` is another loss the team compiled.
+STANDARD_LOSS = {CLASSIFICATION: "test_crossentropy", REGRESSION: "test_mse"}
 
 # What a classifier's outputs are (`prov.model.outputs`): probabilities as they are, or logits turned into them.
 PROBABILITIES, LOGITS = "probabilities", "logits"
@@ -81,7 +89,8 @@ def score_model(model: Any, seeds: Seeds, test: dict[str, np.ndarray], task: str
     outputs = model.predict(in_batches(test["x"], SCORING_BATCH), verbose=0)
     compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
     kind = output_kind(model, test["y"], outputs) if task == CLASSIFICATION else PROBABILITIES
-    result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled, kind)
+    own = getattr(model, "loss", None) == task_loss(model, task)
+    result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled, kind, own)
     return {**result, "outputs": np.asarray(outputs)}
 
 
@@ -151,9 +160,11 @@ def scores(
     groups: np.ndarray | None = None,
     compiled: dict[str, float] | None = None,
     kind: str = PROBABILITIES,
+    task_loss_compiled: bool = True,
 ) -> dict[str, Any]:
     """The task's scores of the model's test `outputs` (`kind`: probabilities or logits), its predictions, and the
-    compiled metrics beside them."""
+    compiled metrics beside them; unless the model was compiled with the task's own loss
+    (`task_loss_compiled`), `test_loss` is the compiled loss and the task's is `STANDARD_LOSS[task]`."""
     if task == CLASSIFICATION:
         probabilities = class_probabilities(outputs, n_outputs, kind)
         result = classification_scores(y, probabilities, n_outputs, groups)
@@ -161,6 +172,8 @@ def scores(
         result["probabilities"] = probabilities[:, 1:] if one_column else probabilities  # laid out as the outputs
     else:
         result = regression_scores(y, regression_outputs(outputs, y), groups)
+    if not task_loss_compiled and compiled and "loss" in compiled:
+        result[STANDARD_LOSS[task]], result["test_loss"] = result["test_loss"], float(compiled["loss"])
     result["compiled"] = {
         f"test_{name}": float(value)
         for name, value in (compiled or {}).items()
