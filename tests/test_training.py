@@ -192,6 +192,39 @@ def text(input_shape, n_outputs, train):
     return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))
 
 
+class Hits(keras.metrics.Metric):  # correct predictions counted: a metric class of the team's own, not registered
+    def __init__(self, name="hits", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.count = self.add_variable((), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        right = keras.ops.equal(keras.ops.argmax(y_pred, axis=-1), keras.ops.cast(keras.ops.reshape(y_true, (-1,)), "int64"))
+        self.count.assign_add(keras.ops.sum(keras.ops.cast(right, "float32")))
+
+    def result(self):
+        return self.count
+
+
+def top_probability(y_true, y_pred):
+    return keras.ops.max(y_pred, axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="team")
+class Sharpness(keras.metrics.MeanMetricWrapper):
+    def __init__(self, name="sharpness", **kwargs):
+        super().__init__(top_probability, name=name, **kwargs)
+
+
+class Smoothed(keras.losses.Loss):
+    def call(self, y_true, y_pred):
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred) + 0.1 * keras.ops.mean(y_pred**2, axis=-1)
+
+
+class Margin(keras.losses.Loss):
+    def __init__(self, margin):
+        super().__init__()
+
+
 def named(input_shape, n_outputs):
     title = keras.Input(input_shape["title"], name="title")
     tags = keras.Input(input_shape["tags"], name="tags")
@@ -271,3 +304,49 @@ def test_test_loss_is_the_loss_the_model_was_compiled_with(tmp_path, digits, los
     else:
         assert result["test_crossentropy"] == pytest.approx(crossentropy, rel=1e-5)
         assert abs(result["test_loss"] - crossentropy) > 1e-3
+
+
+def test_loss_and_metric_classes_of_the_team_s_own_compile_as_keras_takes_them(tmp_path):
+    """`train.loss` and `train.metrics` name a team's Loss or Metric subclass ("module:Class", registered or
+    not, or by its registered name): compiled as fresh instances, trained, and scored under their names."""
+    from tracking.training.fitting import fit_model
+    from tracking.training.model import prepare_model
+    from tracking.training.scoring import score_model
+
+    (tmp_path / "shaped.py").write_text(SHAPED)
+    data = {"x": np.linspace(0, 1, 32 * 12 * 2, dtype="float32").reshape(32, 12, 2), "y": np.arange(32) % 2}
+    train = {"epochs": 1, "loss": "shaped:Smoothed", "metrics": ["accuracy", "shaped:Hits", "team>Sharpness"]}
+    params = Params.model_validate({"model": {"builder": "shaped:gru"}, "train": train})
+    seeds = resolve_seeds(params.seeds)
+    seed_frameworks(params, seeds)
+    model = prepare_model(params, seeds, BuildInputs(data, 2, None, tmp_path)).model
+    history = fit_model(model, params, seeds, data, None)
+    assert {"loss", "accuracy", "hits", "sharpness"} <= set(history)
+    result = score_model(model, seeds, data, "classification", 2)
+    evaluated = model.evaluate(data["x"], data["y"], batch_size=32, verbose=0, return_dict=True)
+    assert result["compiled"]["test_hits"] == evaluated["hits"] == result["test_accuracy"] * 32
+    assert result["test_loss"] == pytest.approx(evaluated["loss"], rel=1e-6) and "test_crossentropy" in result
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ({"loss": "shaped:Margin"}, "train.loss: 'shaped:Margin' cannot be made without arguments"),
+        (
+            {"metrics": ["shaped:Smoothed"]},
+            "train.metrics: 'shaped:Smoothed' is a class but not a keras.metrics.Metric",
+        ),
+        ({"metrics": ["team>Unknown"]}, "train.metrics: no Keras object is registered as 'team>Unknown'"),
+    ],
+)
+def test_a_team_s_loss_or_metric_that_compile_cannot_take_is_one_line(tmp_path, train, message):
+    from tracking.errors import UserCodeError
+    from tracking.training.building import compile_model
+    from tracking.training.model import build_model
+
+    (tmp_path / "shaped.py").write_text(SHAPED)
+    params = Params.model_validate({"model": {"builder": "shaped:gru"}, "train": train})
+    data = {"x": np.zeros((4, 12, 2), "float32"), "y": np.arange(4) % 2}
+    built = build_model(params, resolve_seeds(params.seeds), BuildInputs(data, 2, None, tmp_path))
+    with pytest.raises(UserCodeError, match=message):
+        compile_model(built.model, params, tmp_path)

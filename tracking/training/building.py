@@ -113,27 +113,76 @@ def check_output(model: Any, spec: str, task: str, n_outputs: int, target_shape:
 
 
 def resolve_loss(loss: str, root: Path) -> Any:
-    """`train.loss` as Keras takes it: a user function for "module:function", else a checked Keras identifier."""
+    """`train.loss` as `compile()` takes it: a team's function ("module:function"), a fresh instance of a team's
+    `keras.losses.Loss` subclass ("module:Class", or its registered name "package>Class"), else a checked Keras
+    identifier."""
     import keras
 
-    if ":" in loss:
-        return load_callable(loss, "train.loss", root)
+    if ":" in loss or ">" in loss:
+        return _team_object(loss, "train.loss", keras.losses.Loss, "keras.losses.Loss", root)
     try:
         keras.losses.get(loss)
     except ValueError as err:
         raise UserCodeError(
             f"train.loss: unknown Keras loss '{loss}'; list them with {LIST_LOSSES}, "
-            "or name your own as 'module:function'"
+            "or name your own as 'module:function' or 'module:Class'"
         ) from err
     return loss
 
 
+def resolve_metrics(metrics: Sequence[str], root: Path) -> list[Any]:
+    """`train.metrics` as `compile()` takes them: Keras identifiers as they are, a team's function or a fresh
+    instance of its `keras.metrics.Metric` subclass for "module:function", "module:Class" or "package>Class"."""
+    import keras
+
+    return [
+        _team_object(metric, "train.metrics", keras.metrics.Metric, "keras.metrics.Metric", root)
+        if ":" in metric or ">" in metric
+        else metric
+        for metric in metrics
+    ]
+
+
+def _team_object(spec: str, key: str, base: type, base_name: str, root: Path) -> Any:
+    """The function, or a fresh instance of the `base` subclass, that `spec` names: "module:name" imported from
+    the project, "package>Class" as `keras.saving.register_keras_serializable` registered it (by a module the
+    builder imports). A class outside `base`, or one that needs arguments, is a `UserCodeError` naming `key`."""
+    import keras
+
+    if ":" in spec:
+        found = load_callable(spec, key, root)
+    else:
+        found = keras.saving.get_registered_object(spec)
+        if found is None:
+            raise UserCodeError(
+                f"{key}: no Keras object is registered as '{spec}'; register it with "
+                "@keras.saving.register_keras_serializable(package=...) in a module the builder imports, "
+                "or name it as 'module:Class'"
+            )
+    if not inspect.isclass(found):
+        return found
+    if not issubclass(found, base):
+        raise UserCodeError(
+            f"{key}: '{spec}' is a class but not a {base_name} subclass; name a {base_name} subclass or a function"
+        )
+    try:
+        return found()
+    except TypeError as err:
+        raise UserCodeError(
+            f"{key}: '{spec}' cannot be made without arguments ({_first_line(err)}); give its __init__ defaults, "
+            "or name a function that returns it configured"
+        ) from err
+
+
 def check_metrics(metrics: Sequence[str], task: str = CLASSIFICATION, outputs: int | None = None) -> None:
     """A `UserCodeError` for a `train.metrics` entry Keras does not know, or a threshold metric (AUC, precision,
-    recall, ...) on a classifier with several outputs, which Keras would only reject in the middle of training."""
+    recall, ...) on a classifier with several outputs, which Keras would only reject in the middle of training.
+    A team's own ("module:Class", "package>Class") is checked when it is resolved."""
     import keras
 
     for metric in metrics:
+        if ":" in metric or ">" in metric:
+            continue
         if task == CLASSIFICATION and (outputs or 1) > 1 and metric.lower().replace("_", "") in THRESHOLD_METRICS:
             raise UserCodeError(
                 f"train.metrics: '{metric}' reads one probability per sample, but the model outputs "
@@ -146,7 +195,8 @@ def check_metrics(metrics: Sequence[str], task: str = CLASSIFICATION, outputs: i
             keras.metrics.get(metric)
         except ValueError as err:
             raise UserCodeError(
-                f"train.metrics: unknown Keras metric '{metric}'; list them with {LIST_METRICS}"
+                f"train.metrics: unknown Keras metric '{metric}'; list them with {LIST_METRICS}, or name your "
+                "own as 'module:function' or 'module:Class'"
             ) from err
 
 
@@ -193,7 +243,7 @@ def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
     loss = resolve_loss(params.train.loss, root) if params.train.loss else task_loss(model, params.data.task)
     metrics = params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task]
     check_metrics(metrics, params.data.task, outputs)
-    model.compile(optimizer=optimizer_from_params(params), loss=loss, metrics=metrics)
+    model.compile(optimizer=optimizer_from_params(params), loss=loss, metrics=resolve_metrics(metrics, root))
 
 
 def optimizer_from_params(params: Params) -> Any:
@@ -205,13 +255,12 @@ def optimizer_from_params(params: Params) -> Any:
 
 def custom_objects(params: Params, root: Path) -> dict[str, Any]:
     """What `keras.models.load_model` needs to reload a model `params` trained: the user loss by its name, and
-    every Keras layer, loss or metric class defined in the builder's and the loss's modules, by class name."""
+    every Keras layer, loss or metric class defined in the builder's, the loss's and the metrics' modules, by
+    class name."""
     import keras
 
     found: dict[str, Any] = {}
-    for key, spec in (("model.builder", params.model.builder), ("train.loss", params.train.loss)):
-        if not spec or ":" not in spec:
-            continue
+    for key, spec in team_code(params):
         function = load_callable(spec, key, root)
         module = inspect.getmodule(function)
         for name, value in vars(module).items():
@@ -224,6 +273,14 @@ def custom_objects(params: Params, root: Path) -> dict[str, Any]:
         if key == "train.loss" and hasattr(function, "__name__"):  # a Loss instance is found by its class instead
             found[function.__name__] = function
     return found
+
+
+def team_code(params: Params) -> list[tuple[str, str]]:
+    """The params.yaml keys naming the team's code as "module:name", with each spec: the builder, the loss and
+    the metrics."""
+    named = [("model.builder", params.model.builder), ("train.loss", params.train.loss)]
+    named += [("train.metrics", metric) for metric in params.train.metrics or []]
+    return [(key, spec) for key, spec in named if spec and ":" in spec]
 
 
 def _first_line(err: BaseException) -> str:

@@ -31,14 +31,14 @@ from tracking.determinism.seeding import (
 )
 from tracking.determinism.seeds import Seeds
 from tracking.provenance.redaction import redact_params
-from tracking.training.building import call_builder, check_output, compile_model, custom_objects
+from tracking.training.building import call_builder, check_output, compile_model, custom_objects, team_code
 
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
-    """The team's code `stage` trains with (model.builder, a "module:function" train.loss) is a DVC dep of it."""
-    for key, spec in (("model.builder", params.model.builder), ("train.loss", params.train.loss)):
-        if spec and ":" in spec:
-            require_stage_dep(load_callable(spec, key, root), key, stage, root, dvc_file)
+    """The team's code `stage` trains with (model.builder, a "module:name" train.loss or train.metrics entry) is a
+    DVC dep of it."""
+    for key, spec in team_code(params):
+        require_stage_dep(load_callable(spec, key, root), key, stage, root, dvc_file)
 
 
 @dataclass(frozen=True)
