@@ -225,6 +225,16 @@ class Margin(keras.losses.Loss):
         super().__init__()
 
 
+def halved(x):
+    return x / 2
+
+
+def with_lambda(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    hidden = keras.layers.Lambda(halved)(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(hidden))
+
+
 def named(input_shape, n_outputs):
     title = keras.Input(input_shape["title"], name="title")
     tags = keras.Input(input_shape["tags"], name="tags")
@@ -350,3 +360,29 @@ def test_a_team_s_loss_or_metric_that_compile_cannot_take_is_one_line(tmp_path, 
     built = build_model(params, resolve_seeds(params.seeds), BuildInputs(data, 2, None, tmp_path))
     with pytest.raises(UserCodeError, match=message):
         compile_model(built.model, params, tmp_path)
+
+
+def test_a_rank_the_builder_did_not_expect_names_the_shape_it_was_given(tmp_path):
+    """A GRU built on a 4-D image array fails in the builder: the line names the input_shape the data gave."""
+    from tracking.errors import UserCodeError
+
+    (tmp_path / "shaped.py").write_text(SHAPED)
+    params = Params.model_validate({"model": {"builder": "shaped:gru"}})
+    data = {"x": np.zeros((4, 8, 8, 1), "float32"), "y": np.arange(4) % 2}
+    with pytest.raises(UserCodeError, match=r"expected ndim=3, found ndim=4.*it was given input_shape \(8, 8, 1\)"):
+        build_model(params, resolve_seeds(params.seeds), BuildInputs(data, 2, None, tmp_path))
+
+
+def test_a_lambda_over_an_unregistered_function_is_told_to_register_it(tmp_path):
+    """keras-io's Siamese network wraps a named function in a Lambda: the saved model finds it by name only once it
+    is registered, and the line says so rather than asking for a get_config."""
+    from tracking.errors import UserCodeError
+    from tracking.training.model import prepare_model
+
+    (tmp_path / "shaped.py").write_text(SHAPED)
+    params = Params.model_validate({"model": {"builder": "shaped:with_lambda"}})
+    seeds = resolve_seeds(params.seeds)
+    seed_frameworks(params, seeds)
+    data = {"x": np.zeros((8, 3), "float32"), "y": np.arange(8) % 2}
+    with pytest.raises(UserCodeError, match=r"decorate 'halved' in its module with @keras.saving.register_keras_se"):
+        prepare_model(params, seeds, BuildInputs(data, 2, None, tmp_path))

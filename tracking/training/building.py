@@ -70,9 +70,16 @@ def call_builder(
     try:
         model = builder(input_shape, n_outputs, **accepted, **kwargs)
     except (TypeError, ValueError) as err:
+        rank = (
+            f"; it was given input_shape {dict(input_shape) if isinstance(input_shape, Mapping) else input_shape}, "
+            "the data's x.shape[1:] as the loader or file gave it (nothing is reshaped): build the layers for "
+            "that rank"
+            if "ndim" in str(err)
+            else ""
+        )
         raise UserCodeError(
             f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs {dict(kwargs)}: "
-            f"{_first_line(err)}; its parameters: {parameters}; "
+            f"{_first_line(err)}{rank}; its parameters: {parameters}; "
             "fix model.kwargs in params.yaml (or the builder)"
         ) from err
     if not isinstance(model, keras.Model):

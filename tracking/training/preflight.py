@@ -89,6 +89,14 @@ def _reload(path: Path, model: Any, params: Params, spec: str, root: Path) -> An
     except Exception as err:
         layer, why = _unrecreatable_layer(model, found)
         what = f"layer '{layer.name}' ({type(layer).__name__}) raised {why}" if layer else _summary(err, root)
+        function = getattr(layer, "function", None) if isinstance(layer, keras.layers.Lambda) else None
+        if function is not None and getattr(function, "__name__", "<lambda>") != "<lambda>":
+            raise UserCodeError(
+                f"model.builder: the model '{spec}' builds is saved but cannot be re-created: its Lambda layer "
+                f"'{layer.name}' saves its function '{function.__name__}' by name, and Keras finds a function by "
+                f"name only once it is registered; decorate '{function.__name__}' in its module with "
+                "@keras.saving.register_keras_serializable()"
+            ) from err
         raise UserCodeError(
             f"model.builder: the model '{spec}' builds is saved but cannot be re-created from its config: {what}; "
             "give each custom layer a get_config() that returns every argument of its __init__, and define the "
