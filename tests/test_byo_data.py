@@ -145,6 +145,31 @@ def test_named_inputs_are_checked(tmp_path: Path, x: str, message: str):
         )
 
 
+def test_sample_weights_are_split_stored_and_hashed_as_data(tmp_path: Path):
+    """A loader's sample_weight (here class weights 1 and 5 per sample) is split with its samples, stored beside
+    them and part of the content hash: other weights are other data."""
+    from tracking.config.params import DataParams
+    from tracking.data.dataset import load_split, write_splits
+    from tracking.data.prepare import split
+
+    def prepared(weights: str):
+        body = f"y = np.arange(n) % 2\n    return {{'x': np.ones((n, 3)), 'y': y, 'sample_weight': {weights}}}"
+        source = load_from_loader(write_loader(tmp_path, body), {}, tmp_path, "classification")
+        splits = split(source, DataParams(source="unused.npz"), 1)
+        return splits, build_manifest(splits, source)
+
+    splits, manifest = prepared("np.asarray([1.0, 5.0])[y]")
+    assert np.array_equal(splits["train"]["sample_weight"], np.where(splits["train"]["y"] == 1, 5.0, 1.0))
+    assert "train/sample_weight" in manifest.arrays
+    write_splits(tmp_path / "prepared", splits, manifest)
+    assert np.array_equal(load_split(tmp_path / "prepared", "val")["sample_weight"], splits["val"]["sample_weight"])
+    assert prepared("np.asarray([1.0, 4.0])[y]")[1].content_sha256 != manifest.content_sha256
+    with pytest.raises(DataError, match="sample_weight has a NaN, infinite or negative weight"):
+        prepared("np.asarray([1.0, -1.0])[y]")
+    with pytest.raises(DataError, match="sample_weight must be 1-D numbers"):
+        prepared("np.ones((n, 2))")
+
+
 def test_memory_mapped_array_is_hashed_in_chunks(tmp_path: Path):
     """A strided view of a memory map (every other column, 8 MB) is copied a block of rows at a time, not whole."""
     array = np.random.default_rng(0).random((4000, 1000), dtype="float32")

@@ -386,3 +386,13 @@ def test_a_lambda_over_an_unregistered_function_is_told_to_register_it(tmp_path)
     data = {"x": np.zeros((8, 3), "float32"), "y": np.arange(8) % 2}
     with pytest.raises(UserCodeError, match=r"decorate 'halved' in its module with @keras.saving.register_keras_se"):
         prepare_model(params, seeds, BuildInputs(data, 2, None, tmp_path))
+
+
+def test_sample_weights_reach_the_fit(digits):
+    """The data's sample_weight is what fit weights each sample's loss by: class weights train other weights than
+    none, and the same weights train the same weights twice."""
+    params = Params.model_validate({**TINY, "train": {"epochs": 1, "batch_size": 64}})
+    data = {"x": digits["x"][:128], "y": digits["y"][:128]}
+    weighted = {**data, "sample_weight": np.where(data["y"] == 3, 10.0, 1.0).astype("float32")}
+    once = trained_weights(params, weighted)
+    assert trained_weights(params, weighted) == once != trained_weights(params, data)

@@ -2,7 +2,8 @@
 with full-content hashes, is `tracking.data.manifest`).
 
 A source is a scikit-learn built-in (`sklearn:digits`, `sklearn:breast_cancer`, `sklearn:diabetes`: they ship
-with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups`, or a team's
+with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups` and
+`sample_weight` (one non-negative weight per sample, which training passes to `fit`), or a team's
 `data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks).
 `x` is kept as given: one array or a dict of arrays keyed by the model's input names (`x.<name>` in a `.npz`),
 any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what `y`
@@ -44,7 +45,7 @@ BUILTIN_TASKS = {
     "sklearn:breast_cancer": CLASSIFICATION,
     "sklearn:diabetes": REGRESSION,
 }
-LOADER_KEYS = ("x", "y", "groups")
+LOADER_KEYS = ("x", "y", "groups", "sample_weight")
 NPY_MAGIC = b"\x93NUMPY"  # how a single array's .npy file starts
 
 
@@ -56,6 +57,12 @@ class Source:
     y: np.ndarray
     groups: np.ndarray | None
     name: str
+    sample_weight: np.ndarray | None = None
+
+    def arrays(self) -> dict[str, Arrays]:
+        """Every array of the source by its role, as it is split, stored and hashed."""
+        optional = {"groups": self.groups, "sample_weight": self.sample_weight}
+        return {"x": self.x, "y": self.y, **{role: array for role, array in optional.items() if array is not None}}
 
 
 def load_data(data: DataParams, root: Path = Path(".")) -> Source:
@@ -172,14 +179,15 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
     if not isinstance(returned, Mapping):
         raise DataError(
             f"{where} returned a {type(returned).__name__}, not a mapping; return a dict with arrays x, y "
-            "(and optionally groups)"
+            "(and optionally groups, sample_weight)"
         )
     unknown = sorted(str(key) for key in returned if key not in LOADER_KEYS)
     missing = [key for key in ("x", "y") if key not in returned]
     if missing or unknown:
         problem = f"lacks {', '.join(missing)}" if missing else f"has unknown key(s) {', '.join(unknown)}"
         raise DataError(
-            f"{where} returned a mapping that {problem}; return exactly the keys x, y and optionally groups"
+            f"{where} returned a mapping that {problem}; return exactly the keys x, y and optionally groups, "
+            "sample_weight"
         )
     arrays = {}
     for key, value in returned.items():
@@ -241,7 +249,7 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
 def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:
     """The arrays checked for `task`: one entry per sample, features Keras's `fit` takes (numbers, booleans or
     text, any rank, finite), labels or targets that fit. Nothing is reshaped or re-typed: `x` is kept as given."""
-    x, y, groups = arrays["x"], arrays["y"], arrays.get("groups")
+    x, y, groups, weights = arrays["x"], arrays["y"], arrays.get("groups"), arrays.get("sample_weight")
     _check_keys(x, where)
     features = flat("x", x)
     for name, array in features.items():
@@ -254,6 +262,7 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
         **{name: len(array) for name, array in features.items()},
         "y": len(y) if y.ndim else 0,
         **({"groups": len(groups)} if groups is not None else {}),
+        **({"sample_weight": len(weights)} if weights is not None else {}),
     }
     if len(set(lengths.values())) != 1:
         raise DataError(f"{where} arrays differ in length ({lengths}); every array needs one entry per sample")
@@ -265,7 +274,25 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
         )
     for feature, array in features.items():
         _check_features(array, feature, where)
-    return Source(x=x, y=y, groups=groups, name=name)
+    if weights is not None:
+        _check_weights(weights, where)
+    return Source(x=x, y=y, groups=groups, name=name, sample_weight=weights)
+
+
+def _check_weights(weights: np.ndarray, where: str) -> None:
+    """One finite, non-negative float or integer weight per sample, as `fit`'s `sample_weight` takes it."""
+    if weights.ndim != 1 or weights.dtype.kind not in "fiu":
+        raise DataError(
+            f"{where} array sample_weight must be 1-D numbers, got {weights.dtype} with shape {weights.shape}; "
+            "give one weight per sample (for class weights: np.asarray(class_weight)[y])"
+        )
+    finite = np.isfinite(weights)
+    if not finite.all() or (weights < 0).any():
+        first = int(np.argmin(finite & (weights >= 0)))
+        raise DataError(
+            f"{where} array sample_weight has a NaN, infinite or negative weight (the first at index {first}); "
+            "give every sample a finite weight >= 0"
+        )
 
 
 def _check_features(x: np.ndarray, name: str, where: str) -> None:
@@ -351,8 +378,7 @@ def _absent_classes(y: np.ndarray, shown: int = 10) -> str:
 def build_manifest(splits: dict[str, dict[str, Arrays]], source: Source, task: str = CLASSIFICATION) -> Manifest:
     """The manifest of `splits`, split from `source` (whose name is redacted: a token in a file's name stays on this
     machine)."""
-    origin = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
-    return Manifest.build(splits, origin, redact_name(source.name), task)
+    return Manifest.build(splits, source.arrays(), redact_name(source.name), task)
 
 
 def check_pin(manifest: Manifest, pinned: str | None, pins_dir: Path = PINS_DIR) -> None:

@@ -33,7 +33,7 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, Ar
     """Train/val/test split, reproducible from `seed`: stratified by class for classification, plain for regression."""
     from sklearn.model_selection import train_test_split
 
-    arrays = {"x": source.x, "y": source.y, **({"groups": source.groups} if source.groups is not None else {})}
+    arrays = source.arrays()
     index = np.arange(len(source.y))
     classes = data.task == CLASSIFICATION
     stratify = source.y if classes and np.bincount(source.y).min() >= 2 else None

@@ -77,9 +77,12 @@ def train_traced(
     variables = model.trainable_variables
 
     @tf.function
-    def step(x: Any, y: Any) -> tuple[Any, list[Any]]:
+    def step(x: Any, y: Any, weights: Any = None) -> tuple[Any, list[Any]]:
         with tf.GradientTape() as tape:
-            loss = optimizer.scale_loss(model.compute_loss(x=x, y=y, y_pred=model(x, training=True), training=True))
+            y_pred = model(x, training=True)
+            loss = optimizer.scale_loss(
+                model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weights, training=True)
+            )
         gradients = tape.gradient(loss, variables)
         gradients = [tf.zeros_like(v) if g is None else g for g, v in zip(gradients, variables, strict=False)]
         optimizer.apply(gradients, variables)
@@ -92,8 +95,9 @@ def train_traced(
     hashes, seconds, kept = [], [], []
     for index, batch in enumerate(batches):
         x, y = map_arrays(tf.constant, rows(train["x"], batch)), tf.constant(train["y"][batch])
+        weights = train.get("sample_weight")
         start = time.perf_counter()
-        loss, gradients = step(x, y)
+        loss, gradients = step(x, y) if weights is None else step(x, y, tf.constant(weights[batch]))
         loss_value = loss.numpy()
         seconds.append(time.perf_counter() - start)
         gradient_values = [g.numpy() for g in gradients]

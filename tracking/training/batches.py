@@ -47,16 +47,33 @@ def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_s
 
 
 def epoch_batches(
-    x: Arrays, y: np.ndarray, batch_size: int, epochs: int, seed: int, within_batch_seed: int | None = None
+    x: Arrays,
+    y: np.ndarray,
+    batch_size: int,
+    epochs: int,
+    seed: int,
+    within_batch_seed: int | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> Any:
-    """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`; `x` one array or a dict by input name."""
+    """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`; `x` one array or a dict by input name;
+    batches are `(x, y)`, or `(x, y, sample_weight)` as `fit` takes weights, where the data has them."""
     import tensorflow as tf
 
     orders = batch_orders(len(y), batch_size, epochs, seed, within_batch_seed)
-    x_t, y_t = map_arrays(tf.constant, x), tf.constant(y)
+    tensors = (
+        map_arrays(tf.constant, x),
+        tf.constant(y),
+        *(() if sample_weight is None else (tf.constant(sample_weight),)),
+    )
     return (
         tf.data.Dataset.from_tensor_slices(orders)
         .flat_map(lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
-        .map(lambda index: (map_arrays(lambda t: tf.gather(t, index), x_t), tf.gather(y_t, index)))
+        .map(lambda index: tuple(map_arrays(lambda t: tf.gather(t, index), value) for value in tensors))
         .prefetch(2)
     )
+
+
+def fit_arrays(split: dict[str, Any]) -> tuple[Any, ...]:
+    """A split's `(x, y)`, or `(x, y, sample_weight)` where the data has weights: what `fit` is handed."""
+    weights = split.get("sample_weight")
+    return (split["x"], split["y"]) if weights is None else (split["x"], split["y"], weights)

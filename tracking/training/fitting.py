@@ -15,7 +15,7 @@ import numpy as np
 from tracking.config.params import Params
 from tracking.determinism.seeds import Seeds
 from tracking.run.lifecycle import deferred_interrupts
-from tracking.training.batches import KERAS_VALIDATION_BATCH, epoch_batches, in_batches
+from tracking.training.batches import KERAS_VALIDATION_BATCH, epoch_batches, fit_arrays, in_batches
 
 # Most training steps Keras runs per call of its compiled train function (fewer where an epoch's steps are not
 # a multiple: `steps_per_call`): the same steps in the same order, so the weights are bit-identical
@@ -47,15 +47,22 @@ def fit_model(
     callbacks: Sequence[Any] = (),
     within_batch_seed: int | None = None,
 ) -> dict[str, list[float]]:
-    """Fit a compiled model on the seeded batch order, validating after every epoch; return its per-epoch history."""
+    """Fit a compiled model on the seeded batch order, validating after every epoch, each sample weighted by the
+    data's `sample_weight` where it has one; return its per-epoch history."""
     from tracking.training.callback import FirstStep, InterruptCheck
 
     steps = math.ceil(len(train["y"]) / params.train.batch_size)
     run_steps_per_call(model, steps_per_call(steps))
     batches = epoch_batches(
-        train["x"], train["y"], params.train.batch_size, params.train.epochs, seeds.shuffle, within_batch_seed
+        train["x"],
+        train["y"],
+        params.train.batch_size,
+        params.train.epochs,
+        seeds.shuffle,
+        within_batch_seed,
+        train.get("sample_weight"),
     )
-    validation = in_batches((val["x"], val["y"]), KERAS_VALIDATION_BATCH) if val is not None and len(val["y"]) else None
+    validation = in_batches(fit_arrays(val), KERAS_VALIDATION_BATCH) if val is not None and len(val["y"]) else None
     with deferred_interrupts():
         history = model.fit(
             batches,

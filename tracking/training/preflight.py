@@ -24,7 +24,7 @@ from tracking.determinism.seeding import generators_kept, inference_streams, wal
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import is_determinism_error
 from tracking.errors import UserCodeError
-from tracking.training.batches import in_batches
+from tracking.training.batches import fit_arrays, in_batches
 from tracking.training.building import compile_model, custom_objects
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,7 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
 
     spec = params.model.builder
     x, y = rows(inputs.train["x"], slice(CHECK_BATCH)), inputs.train["y"][:CHECK_BATCH]
+    weights = inputs.train.get("sample_weight")
     with tempfile.TemporaryDirectory(prefix="tracking-preflight-") as folder:
         path = Path(folder) / "model.keras"
         _save(model, path, spec, inputs.root)
@@ -54,7 +55,12 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
         class_probabilities(outputs, inputs.n_outputs, kind)
     compile_model(copy, params, inputs.root)
     copy.run_eagerly = True  # one step: tracing the copy's train and test functions would cost ten times the step
-    _one_step(copy, x, y, spec, inputs.root)
+    _one_step(
+        copy,
+        fit_arrays({"x": x, "y": y, "sample_weight": None if weights is None else weights[:CHECK_BATCH]}),
+        spec,
+        inputs.root,
+    )
     return kind
 
 
@@ -173,12 +179,12 @@ def _inference(model: Any, x: np.ndarray, which: str, spec: str, root: Path) -> 
         ) from err
 
 
-def _one_step(copy: Any, x: np.ndarray, y: np.ndarray, spec: str, root: Path) -> None:
-    """Train one step and evaluate one step on `(x, y)` as fit and evaluate hand a batch; warn about metrics that a
-    model without its own `test_step` leaves at exactly 0.0."""
+def _one_step(copy: Any, arrays: tuple[Any, ...], spec: str, root: Path) -> None:
+    """Train one step and evaluate one step on `arrays`, `(x, y)` or `(x, y, sample_weight)`, as fit and evaluate
+    hand a batch; warn about metrics that a model without its own `test_step` leaves at exactly 0.0."""
     import keras
 
-    batch = in_batches((x, y), len(y))
+    batch = in_batches(arrays, len(arrays[1]))
     for method, run in (
         ("train_step", lambda: copy.fit(batch, epochs=1, shuffle=False, verbose=0)),
         ("test_step", lambda: copy.evaluate(batch, verbose=0, return_dict=True)),
