@@ -108,6 +108,9 @@ def test_the_script_records_every_provenance_field_the_train_stage_does(team: Pa
     assert {field for field in script_fields - stage_fields if not field.startswith("prov.script.")} == set()
     assert script_run.data.tags["prov.model.outputs"] == "probabilities"  # the example's loss is named by string
     assert script_run.data.tags["prov.model.jit_compile"] in ("true", "false")
+    # Each layer's dtype policy, counted, in both: the example's five layers and the digits CNN's compute in float32.
+    assert script_run.data.tags["prov.model.dtype_policies"] == "float32: 5"
+    assert stage_run.data.tags["prov.model.dtype_policies"].startswith("float32: ")
 
 
 def test_the_running_stage_deps_are_hashed_fresh_not_read_from_a_stale_lock(team: Path):

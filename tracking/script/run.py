@@ -312,13 +312,18 @@ class ScriptRun:
         import keras
 
         from tracking.data.hashing import weights_sha256
+        from tracking.training.model import dtype_policies
 
         tracker = self._open()
         kind = declared_outputs(model, outputs, self._classifier)
         self._models.append(model)
         digest = weights_sha256(model.get_weights())
         tracker.log_weights(trained=digest)
-        self._model.update(dtype_policy=keras.config.dtype_policy().name, jit_compile=str(model.jit_compile).lower())
+        self._model.update(
+            dtype_policy=keras.config.dtype_policy().name,
+            dtype_policies=dtype_policies(model),
+            jit_compile=str(model.jit_compile).lower(),
+        )
         self._model["outputs"] = kind
         if self._example is not None:
             tracker.log_keras_model(model, self._example)
