@@ -310,3 +310,45 @@ def test_a_gradient_tape_loop_is_recorded_calibrated_judged_and_rerun_bit_identi
     (failed,) = client.search_runs([client.get_experiment_by_name("loop-misuse").experiment_id])
     assert failed.info.status == "FAILED"
     assert failed.data.tags["prov.seeds.shuffle"].startswith("script: its own order (no Keras fit seen")
+
+
+# A script that had turned MLflow's autolog on before adopting tracking.start (Keras's and TensorFlow's parts both).
+AUTOLOGGED = """
+import keras, mlflow, numpy as np, tracking
+mlflow.autolog()  # after Keras's import, it turns on both parts at once
+from mlflow.utils.autologging_utils import get_autologging_config
+x, y = np.arange(48, dtype="float32").reshape(24, 2) / 48, np.arange(24) % 2
+with tracking.start(experiment="autologged", seeds={"base": "train.seed"}) as run:
+    run.log_data(x, y)
+    model = run.seeded(keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, activation="softmax")]))
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+    model.fit(x, y, epochs=2, batch_size=8, callbacks=[run.callback()], verbose=0)
+    run.log_model(model)
+print("autolog on again:", [get_autologging_config(flavor, "disable") for flavor in ("keras", "tensorflow")])
+"""
+
+
+def test_mlflow_autolog_beside_tracking_start_logs_one_run_once_and_fit_does_not_crash(tmp_path: Path):
+    """`mlflow.autolog()` on: its TensorFlow part ended `fit` for want of TensorBoard, and its Keras part logged every
+    param, metric, model and dataset a second time; paused while the run is open, both come back after it."""
+    team = own_project(tmp_path / "team", "own_ticket.py", "train:\n  seed: 7\n")
+    done = run([sys.executable, "-c", AUTOLOGGED], team, env=no_restart(7))
+    assert "autolog on again: [False, False]" in done.stdout
+    assert "MLflow's mlflow.keras and mlflow.tensorflow autologging is off while the run is open" in done.stderr
+    client = client_for(team)
+    experiment = client.get_experiment_by_name("autologged").experiment_id
+    (found,) = client.search_runs([experiment])
+    assert found.info.status == "FINISHED" and set(found.data.params) == {"train.seed"}
+    assert set(found.data.metrics) == {"epoch_loss", "epoch_accuracy"} and len(found.inputs.dataset_inputs) == 1
+    assert len(client.search_logged_models([experiment])) == 1
+
+
+def test_rerun_writes_back_only_the_params_the_teams_file_holds(tmp_path: Path):
+    from tracking.inspect.rerun_script import teams_params
+
+    (tmp_path / "params.yaml").write_text("train:\n  seed: 7\n  epochs: 2\n")
+    logged = {"train.seed": "7", "train.epochs": "2", "batch_size": "8", "opt_learning_rate": "0.001"}
+    assert teams_params(logged, tmp_path / "params.yaml") == (
+        {"train.seed": "7", "train.epochs": "2"},
+        ["batch_size", "opt_learning_rate"],
+    )

@@ -137,6 +137,7 @@ class ScriptRun:
         from tracking.determinism.process import apply_determinism
         from tracking.provenance.git import open_repository
         from tracking.run.tracker import Tracker
+        from tracking.script.autolog import pause_keras_autolog
 
         open_repository(self.root)
         self.effective = apply_determinism(self.determinism, self._seeds)
@@ -153,12 +154,16 @@ class ScriptRun:
             run_name=f"{repeat.variant}-{repeat.repeat}" if repeat else None,
         )
         self._tracker = tracker.__enter__()
+        self._resume_autolog = pause_keras_autolog()
         try:
             tracker.log_params(self.params.flat)
             tracker.in_background(lambda: self._log_provenance(tracker))
         except BaseException as err:
-            tracker.__exit__(type(err), err, err.__traceback__)
-            self._tracker = None
+            try:
+                tracker.__exit__(type(err), err, err.__traceback__)
+            finally:
+                self._tracker = None
+                self._resume_autolog()
             raise
         self._cancel_exit = end_at_exit(lambda error: self.__exit__(type(error), error, None))
         return self
@@ -172,7 +177,10 @@ class ScriptRun:
         try:
             tracker.in_background(lambda: self._log_seeds(tracker))
         finally:
-            tracker.__exit__(kind if error else None, error, tb)
+            try:
+                tracker.__exit__(kind if error else None, error, tb)
+            finally:
+                self._resume_autolog()
 
     def _open(self) -> Any:
         if self._tracker is None:
