@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, assert_user_error, built_once, client_for, project_env, run, runs_of
+from mlflow.models import Model
 
 from tracking.determinism.seeds import derive_seed
 
@@ -107,6 +108,9 @@ def test_the_script_records_every_provenance_field_the_train_stage_does(team: Pa
     assert {field for field in script_fields - stage_fields if not field.startswith("prov.script.")} == set()
     assert script_run.data.tags["prov.model.outputs"] == "probabilities"  # the example's loss is named by string
     assert script_run.data.tags["prov.model.jit_compile"] in ("true", "false")
+    # Each layer's dtype policy, counted, in both: the example's five layers and the digits CNN's compute in float32.
+    assert script_run.data.tags["prov.model.dtype_policies"] == "float32: 5"
+    assert stage_run.data.tags["prov.model.dtype_policies"].startswith("float32: ")
 
 
 def test_the_running_stage_deps_are_hashed_fresh_not_read_from_a_stale_lock(team: Path):
@@ -211,3 +215,140 @@ def test_run_batches_records_the_shuffle_seed_and_seeding_a_trained_model_fails_
     )
     (failed,) = client.search_runs([client.get_experiment_by_name("misuse").experiment_id])
     assert failed.info.status == "FAILED" and "already trained" in failed.data.tags["error"]
+
+
+ZOO = REPO / "tests" / "zoo"
+STAGE = "stages:\n  train:\n    cmd: python train.py\n    deps: [train.py]\n    params: [train]\n"
+
+
+def own_project(folder: Path, script: str, params: str) -> Path:
+    """A team's git and DVC project at `folder` whose train.py is the zoo's `script` and whose one stage runs it."""
+    folder.mkdir()
+    shutil.copy(ZOO / script, folder / "train.py")
+    (folder / "params.yaml").write_text(params)
+    (folder / "dvc.yaml").write_text(STAGE)
+    (folder / ".gitignore").write_text("metrics.json\nmlflow.db*\nmlartifacts/\n.tracking/\n")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"]):
+        run(cmd, folder)
+    run(["git", "add", "-A"], folder)
+    run(["git", "commit", "-qm", "team's project"], folder)
+    return folder
+
+
+def no_restart(base: int) -> dict[str, str]:
+    """The environment a script seeded from `base` needs no restart in (its hash seed and oneDNN already set)."""
+    return project_env(PYTHONHASHSEED=str(derive_seed(base, "hash")), TF_ENABLE_ONEDNN_OPTS="0")
+
+
+def test_a_model_of_named_inputs_and_outputs_logs_every_array_and_its_weights(tmp_path: Path):
+    """keras-io's ticket model (three named inputs, two named outputs) fit on dicts: every array is hashed under its
+    key, the weights hash and the MLflow model are logged, the LSTMs' recurrent kernels are drawn from seeds.init."""
+    team = own_project(tmp_path / "team", "own_ticket.py", "train:\n  seed: 7\n  epochs: 2\ndata:\n  seed: 0\n")
+    run([sys.executable, "train.py"], team, env=no_restart(7))
+    client = client_for(team)
+    (found,) = client.search_runs([client.get_experiment_by_name("team").experiment_id])
+    tags = found.data.tags
+    assert found.info.status == "FINISHED" and len(tags["prov.weights_sha256"]) == 64
+    assert tags["prov.model.outputs"] == "logits"  # declared by the script: compile's per-output losses say nothing
+    # Two embeddings, two kernels and two recurrent kernels of the LSTMs, two dense kernels; nothing unattributed.
+    assert tags["prov.model.seeded_weights"] == "8" and "prov.seeds.unattributed" not in tags
+    manifest = json.loads(Path(client.download_artifacts(found.info.run_id, "data/manifest.json")).read_text())
+    names = {"train/x/title", "train/x/body", "train/x/tags", "train/y/priority", "train/y/department"}
+    assert set(manifest["arrays"]) == names and manifest["n_samples"] == {"train": 32}
+    (dataset,) = found.inputs.dataset_inputs
+    assert dataset.dataset.digest == manifest["content_sha256"][:32]
+    (logged,) = client.search_logged_models([found.info.experiment_id])
+    signature = Model.load(logged.artifact_location.removeprefix("file://")).signature
+    assert signature.inputs.input_names() == ["title", "body", "tags"]
+    assert signature.outputs.input_names() == ["priority", "department"]
+
+
+TAPE_PARAMS = "train:\n  seed: 7\n  epochs: 3\n  batch_size: 64\n  learning_rate: 0.005\n"
+# A model trained by a GradientTape loop, its optimizer outside the model (no `model.optimizer`), then handed to
+# `run.seeded`: re-drawing it would silently throw the training away.
+TRAINED_BY_A_LOOP = (
+    "import keras, numpy as np, tensorflow as tf, tracking\n"
+    "x, y = np.arange(24, dtype='float32').reshape(12, 2), np.ones(12, dtype='float32')\n"
+    "model, optimizer = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), keras.optimizers.SGD(0.01)\n"
+    "with tf.GradientTape() as tape:\n"
+    "    loss = keras.ops.mean((model(x) - y) ** 2)\n"
+    "optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)\n"
+    "run = tracking.start(experiment='loop-misuse', seeds={'base': 'train.seed'})\n"
+    "run.seeded(model)\n"
+)
+
+
+def test_a_gradient_tape_loop_is_recorded_calibrated_judged_and_rerun_bit_identical(tmp_path: Path):
+    """keras-io's training loop from scratch (no `fit`, batches from `run.batches`, the optimizer outside the model)
+    through its own dvc.yaml: seeds, declared outputs and per-epoch metrics recorded; CONTROL repeats bit-identical,
+    the run judged within noise and re-run bit for bit; a model such a loop trained is refused by `run.seeded`."""
+    team = own_project(tmp_path / "team", "own_gradient_tape.py", TAPE_PARAMS)
+    run(["dvc", "repro", "--quiet"], team)
+    run(["git", "add", "-A"], team)
+    run(["git", "commit", "-qm", "first run"], team)
+    client = client_for(team)
+    experiment = client.get_experiment_by_name("team").experiment_id
+    (found,) = client.search_runs([experiment])
+    tags = found.data.tags
+    assert tags["prov.seeds.shuffle"] == str(derive_seed(7, "shuffle"))  # drawn by run.batches: used, not decided
+    assert tags["prov.model.outputs"] == "logits" and tags["prov.model.seeded_weights"] == "3"
+    history = client.get_metric_history(found.info.run_id, "val_accuracy")
+    assert [metric.step for metric in history] == [0, 1, 2]
+    assert tags["prov.weights_sha256"] == json.loads((team / "metrics.json").read_text())["weights_sha256"]
+
+    out = run(["tracking", "calibrate", "--repeats", "3", "--variants", "control"], team).stdout
+    assert "control: 3 runs, bit-identical" in out
+    verdict = run(["tracking", "judge", found.info.run_id], team).stdout
+    assert "CONTROL" in verdict and verdict.splitlines()[-1] == "verdict: within_noise"
+    rerun = run(["tracking", "rerun", found.info.run_id], team).stdout
+    assert "weights: bit-identical" in rerun and "verdict: weights are bit-identical" in rerun
+
+    done = subprocess.run(
+        [sys.executable, "-c", TRAINED_BY_A_LOOP], cwd=team, env=no_restart(7), capture_output=True, text=True
+    )
+    assert_user_error(done, "run.seeded(): 1 weight(s) of the model", "are not what their initializers drew")
+    (failed,) = client.search_runs([client.get_experiment_by_name("loop-misuse").experiment_id])
+    assert failed.info.status == "FAILED"
+    assert failed.data.tags["prov.seeds.shuffle"].startswith("script: its own order (no Keras fit seen")
+
+
+# A script that had turned MLflow's autolog on before adopting tracking.start (Keras's and TensorFlow's parts both).
+AUTOLOGGED = """
+import keras, mlflow, numpy as np, tracking
+mlflow.autolog()  # after Keras's import, it turns on both parts at once
+from mlflow.utils.autologging_utils import get_autologging_config
+x, y = np.arange(48, dtype="float32").reshape(24, 2) / 48, np.arange(24) % 2
+with tracking.start(experiment="autologged", seeds={"base": "train.seed"}) as run:
+    run.log_data(x, y)
+    model = run.seeded(keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, activation="softmax")]))
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+    model.fit(x, y, epochs=2, batch_size=8, callbacks=[run.callback()], verbose=0)
+    run.log_model(model)
+print("autolog on again:", [get_autologging_config(flavor, "disable") for flavor in ("keras", "tensorflow")])
+"""
+
+
+def test_mlflow_autolog_beside_tracking_start_logs_one_run_once_and_fit_does_not_crash(tmp_path: Path):
+    """`mlflow.autolog()` on: its TensorFlow part ended `fit` for want of TensorBoard, and its Keras part logged every
+    param, metric, model and dataset a second time; paused while the run is open, both come back after it."""
+    team = own_project(tmp_path / "team", "own_ticket.py", "train:\n  seed: 7\n")
+    done = run([sys.executable, "-c", AUTOLOGGED], team, env=no_restart(7))
+    assert "autolog on again: [False, False]" in done.stdout
+    assert "MLflow's mlflow.keras and mlflow.tensorflow autologging is off while the run is open" in done.stderr
+    client = client_for(team)
+    experiment = client.get_experiment_by_name("autologged").experiment_id
+    (found,) = client.search_runs([experiment])
+    assert found.info.status == "FINISHED" and set(found.data.params) == {"train.seed"}
+    assert set(found.data.metrics) == {"epoch_loss", "epoch_accuracy"} and len(found.inputs.dataset_inputs) == 1
+    assert len(client.search_logged_models([experiment])) == 1
+
+
+def test_rerun_writes_back_only_the_params_the_teams_file_holds(tmp_path: Path):
+    from tracking.inspect.rerun_script import teams_params
+
+    (tmp_path / "params.yaml").write_text("train:\n  seed: 7\n  epochs: 2\n")
+    logged = {"train.seed": "7", "train.epochs": "2", "batch_size": "8", "opt_learning_rate": "0.001"}
+    assert teams_params(logged, tmp_path / "params.yaml") == (
+        {"train.seed": "7", "train.epochs": "2"},
+        ["batch_size", "opt_learning_rate"],
+    )

@@ -62,9 +62,11 @@ _DETERMINISTIC_INITIALIZERS = frozenset({"Zeros", "Ones", "Constant", "Identity"
 
 @dataclass
 class Created:
-    """Weights created while a builder ran: (layer, variable, initializer) in creation order."""
+    """Weights created while a builder ran: (layer, variable, initializer) in creation order; `missing` says why a
+    variable of the model is not among them, as provenance names it."""
 
     weights: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    missing: str = "made outside add_weight"
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ def reseed(model: Any, created: Created, seeds: Seeds) -> tuple[int, dict[str, i
     for layer in layers:
         for variable in layer._trainable_variables + layer._non_trainable_variables:
             if id(variable) not in captured:
-                unattributed.append(f"variable {variable.path} of {_describe(layer, order)} made outside add_weight")
+                unattributed.append(f"variable {variable.path} of {_describe(layer, order)} {created.missing}")
                 captured.add(id(variable))
     return k, set_generators(layers, seeds), unattributed
 
@@ -231,8 +233,10 @@ def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str
         spec: Any = {
             name: tf.TensorSpec((None, *shape), dtypes.get(name, tf.float32)) for name, shape in input_shape.items()
         }
-    elif len(inputs) > 1:
-        return [f"not checked: the model takes {len(inputs)} inputs, the check traces one"]
+    elif len(inputs) > 1:  # a functional model of several inputs: traced with each, in the structure it was built with
+        spec = tf.nest.map_structure(
+            lambda tensor: tf.TensorSpec(tensor.shape, tensor.dtype), getattr(model, "_inputs_struct", inputs)
+        )
     else:
         spec = tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32)
     seed_generator.global_seed_generator = recording
@@ -274,10 +278,22 @@ def warn_unattributed(sources: tuple[str, ...]) -> None:
     if not _warned:
         _warned = True
         log.warning(
-            "randomness no layer's seed covers, seeded from seeds.base (recorded in prov.seeds.unattributed): %s; "
-            "give the layer its own keras.random.SeedGenerator so seeds.dropout or seeds.augment decides it",
-            "; ".join(sources),
+            "randomness no layer's seed covers, seeded from seeds.base (recorded in prov.seeds.unattributed): %s",
+            "; ".join((*sources, *_advice(sources))),
         )
+
+
+def _advice(sources: tuple[str, ...]) -> list[str]:
+    """What makes each kind of unattributed randomness among `sources` follow a layer's seed."""
+    advice = []
+    if any(source.startswith(("variable ", "initializer ")) for source in sources):
+        advice.append(
+            "create a weight with the layer's add_weight(initializer=...), a Keras initializer, kept as the layer's "
+            "`<weight>_initializer`, so seeds.init draws it"
+        )
+    if any(source.startswith(("keras.random ", "tf.random ")) for source in sources):
+        advice.append("give the layer its own keras.random.SeedGenerator so seeds.dropout or seeds.augment decides it")
+    return advice
 
 
 def _draws(initializer: Any, variable: Any) -> bool:

@@ -35,6 +35,16 @@ def script_command(original: Any) -> list[str]:
     return [sys.executable, *shlex.split(original.tags[SCRIPT_COMMAND_TAG])]
 
 
+def teams_params(logged: dict[str, str], path: Path) -> tuple[dict[str, str], list[str]]:
+    """The logged params the team's params file at the run's commit (and diff) holds, and the keys of the others:
+    what code beside `tracking.start` logged into the run (MLflow's autolog before it was paused, the script's own
+    `mlflow.log_param`) is not the team's configuration and never goes into its params file."""
+    from tracking.config.params import flatten, parse_yaml
+
+    keys = flatten(dict(parse_yaml(path.read_text(encoding="utf-8")) or {})) if path.is_file() else {}
+    return {key: value for key, value in logged.items() if key in keys}, [key for key in logged if key not in keys]
+
+
 def rerun_script(client: Any, original: Any, root: Path, commit: str, env: dict[str, str]) -> Any:
     """Re-create the script run `original` of the project at `root` at `commit`; return the new run's snapshot."""
     from tracking.inspect.diff import load_run
@@ -52,10 +62,13 @@ def rerun_script(client: Any, original: Any, root: Path, commit: str, env: dict[
             else "no uncommitted changes were logged",
         )
         params = original.tags.get(SCRIPT_PARAMS_TAG) or "params.yaml"
-        rewritten = write_logged_params(project / params, original.params)
+        team, others = teams_params(original.params, project / params)
+        rewritten = write_logged_params(project / params, team)
+        left_out = f" ({len(others)} params that other code logged left out: {', '.join(sorted(others))})"
         _step(
             "params",
-            f"{params} {'rewritten to hold' if rewritten else 'already holds'} the {len(original.params)} logged params",
+            f"{params} {'rewritten to hold' if rewritten else 'already holds'} the {len(team)} logged params"
+            + (left_out if others else ""),
         )
         _step("run", shlex.join(command[2:] if command[1:3] == ["-m", "dvc"] else ["python", *command[1:]]))
         experiment = client.get_experiment(original.experiment_id).name

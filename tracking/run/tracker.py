@@ -427,20 +427,35 @@ class Tracker:
             self._sink.write(artifact(path, folder or None))
 
     def log_keras_model(self, model: Any, example: Any) -> None:
-        """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs.
+        """The trained model as an MLflow model (Keras flavour) with its signature and the packages it needs; a model
+        of several inputs or outputs has them named in the signature.
 
         The signature's call on `example` leaves the model's random generators where they were, so that a layer
         drawing at inference (a VAE's sampling) scores afterwards as it would have without tracking."""
         import mlflow
-        import numpy as np
 
         from tracking.determinism.seeding import generators_kept
 
         with generators_kept(model):
-            outputs = np.asarray(model(example, training=False))
-        signature = mlflow.models.infer_signature(example, outputs)
+            outputs = model(example, training=False)
+        inputs = _named(example, [tensor.name for tensor in getattr(model, "inputs", None) or []])
+        outputs = _named(outputs, list(getattr(model, "output_names", None) or []))
+        signature = mlflow.models.infer_signature(inputs, outputs)
         requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
         self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
+
+
+def _named(data: Any, names: list[str]) -> Any:
+    """One array, or a model's several inputs or outputs as a dict of arrays by name (a list's by the model's
+    `names` for it, as MLflow's signature takes them)."""
+    import numpy as np
+
+    if isinstance(data, dict):
+        return {str(key): np.asarray(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        keys = names if len(names) == len(data) else [str(index) for index in range(len(data))]
+        return {key: np.asarray(value) for key, value in zip(keys, data, strict=True)}
+    return np.asarray(data)
 
 
 def run_name(stage: str) -> str:

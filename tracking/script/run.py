@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from tracking.config.params import DeterminismParams
+from tracking.determinism.seeds import Seeds
 from tracking.env import DVC_STAGE, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import ParamsError, UsageError
 from tracking.names import RERUN_OF_TAG
@@ -45,10 +46,12 @@ DECIDED_BY_SCRIPT = {
     "augment": "script: the model's own generators (not passed to run.seeded), drawn from seeds.base",
     "shuffle": "script: Keras fit's own order (run.batches not used), drawn from seeds.base",
 }
+# `prov.seeds.shuffle` of a run whose models were not trained by Keras's `fit` (a `GradientTape` loop, say).
+OWN_ORDER = "script: its own order (no Keras fit seen, run.batches not used), drawn from seeds.base"
 
-# `prov.model.outputs` of a classifier whose loss is a function of the script's own: only its outputs could tell
-# logits from probabilities, and predicting would move the generators of a model that draws at inference.
-UNDECLARED_OUTPUTS = "not declared by the loss (a loss function of the script's own)"
+# What a model's outputs are, as `run.log_model(outputs=...)` declares them; `unknown` when nothing declares them.
+OUTPUT_KINDS = ("logits", "probabilities", "values")
+UNKNOWN_OUTPUTS = "unknown"
 
 
 def start(
@@ -103,21 +106,28 @@ class ScriptRun:
         self.root = root
         self.repeat = repeat
         self.params = params
-        self.seeds = params.seeds
+        self._seeds = params.seeds
         self.determinism = determinism
         self.experiment = experiment
         self.stage = os.environ.get(DVC_STAGE) or None
         self._tracker: Any = None
         self._record: dict[str, Any] = {}
-        self._used: dict[str, Any] = {"base": self.seeds.base, "hash": self.seeds.hash}
+        self._used: dict[str, Any] = {"base": self._seeds.base, "hash": self._seeds.hash}
         self._model: dict[str, Any] = {}
         self._unattributed = ""
         self._example: Any = None
         self._classifier: bool | None = None
+        self._models: list[Any] = []  # handed to seeded or log_model: whether Keras's fit trained them
 
     @property
     def run_id(self) -> str:
         return self._open().run_id
+
+    @property
+    def seeds(self) -> ReadSeeds:
+        """The run's seeds for the script's own use (a loop's noise, an augmentation's generator): each source the
+        script reads is recorded as used (`prov.seeds.<source>`), not as decided by the script."""
+        return ReadSeeds(self._seeds, self._used)
 
     def __enter__(self) -> ScriptRun:
         return self
@@ -127,9 +137,10 @@ class ScriptRun:
         from tracking.determinism.process import apply_determinism
         from tracking.provenance.git import open_repository
         from tracking.run.tracker import Tracker
+        from tracking.script.autolog import pause_keras_autolog
 
         open_repository(self.root)
-        self.effective = apply_determinism(self.determinism, self.seeds)
+        self.effective = apply_determinism(self.determinism, self._seeds)
         rerun_of = os.environ.get(TRACKING_RERUN_OF)
         tags = {RERUN_OF_TAG: rerun_of} if rerun_of else {}
         repeat = self.repeat
@@ -143,12 +154,16 @@ class ScriptRun:
             run_name=f"{repeat.variant}-{repeat.repeat}" if repeat else None,
         )
         self._tracker = tracker.__enter__()
+        self._resume_autolog = pause_keras_autolog()
         try:
             tracker.log_params(self.params.flat)
             tracker.in_background(lambda: self._log_provenance(tracker))
         except BaseException as err:
-            tracker.__exit__(type(err), err, err.__traceback__)
-            self._tracker = None
+            try:
+                tracker.__exit__(type(err), err, err.__traceback__)
+            finally:
+                self._tracker = None
+                self._resume_autolog()
             raise
         self._cancel_exit = end_at_exit(lambda error: self.__exit__(type(error), error, None))
         return self
@@ -162,7 +177,10 @@ class ScriptRun:
         try:
             tracker.in_background(lambda: self._log_seeds(tracker))
         finally:
-            tracker.__exit__(kind if error else None, error, tb)
+            try:
+                tracker.__exit__(kind if error else None, error, tb)
+            finally:
+                self._resume_autolog()
 
     def _open(self) -> Any:
         if self._tracker is None:
@@ -182,9 +200,12 @@ class ScriptRun:
         """At the end: each seed the run used, who decided each source it did not, and the seeded model's counts."""
         from tracking.provenance import to_tags
 
-        seeds = {name: self._used.get(name, DECIDED_BY_SCRIPT.get(name)) for name in ("base", *DECIDED_BY_SCRIPT)}
+        decided = dict(DECIDED_BY_SCRIPT)
+        if not any(getattr(model, "train_function", None) is not None for model in self._models):
+            decided["shuffle"] = OWN_ORDER
+        seeds = {name: self._used.get(name, decided.get(name)) for name in ("base", *decided)}
         unattributed = {"unattributed": self._unattributed} if self._unattributed else {}
-        final: dict[str, Any] = {"seeds": {**seeds, "hash": self.seeds.hash, **unattributed}}
+        final: dict[str, Any] = {"seeds": {**seeds, "hash": self._seeds.hash, **unattributed}}
         if self._model:
             final["model"] = self._model
         tracker.set_tags(to_tags(final))
@@ -211,11 +232,22 @@ class ScriptRun:
                 "run.seeded(): the model is not built (it has no inputs yet)",
                 fix="build it first, e.g. start a Sequential with keras.Input(shape=...)",
             )
-        report = seed_model(model, created_weights(model), self.seeds, tuple(inputs[0].shape[1:]))
-        reset_global_streams(self.seeds)
+        created = created_weights(model)
+        moved = moved_weights(created)
+        if moved:
+            raise UsageError(
+                f"run.seeded(): {len(moved)} weight(s) of the model ({', '.join(moved[:3])}"
+                f"{', ...' if len(moved) > 3 else ''}) are not what their initializers drew: it trained (by fit or "
+                "a loop of its own), had weights set or loaded, or was seeded already, so re-seeding would throw "
+                "them away",
+                fix="call run.seeded(model) once, right after building the model, before any training",
+            )
+        self._models.append(model)
+        report = seed_model(model, created, self._seeds, tuple(inputs[0].shape[1:]))
+        reset_global_streams(self._seeds)
         self._model = report.as_record()
         self._unattributed = self._model.pop("unattributed", "")
-        self._used.update(init=self.seeds.init, dropout=self.seeds.dropout, augment=self.seeds.augment)
+        self._used.update(init=self._seeds.init, dropout=self._seeds.dropout, augment=self._seeds.augment)
         tracker.log_weights(initial=weights_sha256(model.get_weights()))
         return model
 
@@ -225,8 +257,8 @@ class ScriptRun:
         from tracking.training.batches import epoch_batches
 
         self._open()
-        self._used["shuffle"] = self.seeds.shuffle
-        return epoch_batches(x, y, batch_size, epochs, self.seeds.shuffle)
+        self._used["shuffle"] = self._seeds.shuffle
+        return epoch_batches(x, y, batch_size, epochs, self._seeds.shuffle)
 
     def callback(self) -> Any:
         """A Keras callback logging every epoch's metrics to the run (and acting on Ctrl-C between batches)."""
@@ -235,51 +267,72 @@ class ScriptRun:
         return MlflowMetricsCallback(self._open())
 
     def log_data(self, x: Any, y: Any, name: str = "training") -> str:
-        """The training data as the run's MLflow dataset and data manifest, its digest the full-content SHA-256 of x
-        and y (as our prepare stage hashes a split); returned."""
+        """The training data as the run's MLflow dataset and data manifest, its digest the full-content SHA-256 of
+        every array of x and y (as our prepare stage hashes a split); returned. `x` and `y` are what `fit` takes:
+        an array, or a dict (or list) of arrays for a model with named inputs or outputs, each array hashed under
+        its key (`train/x/<key>`), so a renamed key changes the digest."""
         import numpy as np
 
         from tracking.data.hashing import array_sha256, combine
         from tracking.data.manifest import Manifest
 
         tracker = self._open()
-        x, y = np.asarray(x), np.asarray(y)
-        hashes = {"train/x": array_sha256(x), "train/y": array_sha256(y)}
-        labels = y.ndim == 1 and np.issubdtype(y.dtype, np.integer) and len(y) > 0
-        classes = int(y.max()) + 1 if labels else None
+        xs, ys = named_arrays("train/x", x), named_arrays("train/y", y)
+        hashes = {key: array_sha256(array) for key, array in {**xs, **ys}.items()}
+        samples = {len(array) for array in {**xs, **ys}.values() if array.ndim}
+        if len(samples) != 1:
+            raise UsageError(
+                f"run.log_data(): the arrays of x and y hold different numbers of samples ({sorted(samples)})",
+                fix="pass x and y as fit takes them: every array's first axis is the sample",
+            )
+        target = next(iter(ys.values())) if len(ys) == 1 else None
+        labels = target is not None and target.ndim == 1 and len(target) > 0 and np.issubdtype(target.dtype, np.integer)
+        classes = int(target.max()) + 1 if labels else None
         manifest = Manifest(
             source=name,
             source_sha256=combine(hashes),
             content_sha256=combine(hashes),
             arrays=hashes,
-            target_shape=[int(size) for size in y.shape[1:]],
-            n_samples={"train": len(y)},
-            shapes={"train": [int(size) for size in x.shape[1:]]},
-            n_outputs=classes or int(np.prod(y.shape[1:], dtype=np.int64)),
+            target_shape=None if target is None else [int(size) for size in target.shape[1:]],
+            n_samples={"train": samples.pop()},
+            shapes=_shapes("train", xs),
+            n_outputs=classes or sum(int(np.prod(array.shape[1:], dtype=np.int64)) for array in ys.values()),
             n_classes=classes,
         )
-        tracker.log_dataset(manifest, x, y, location=self.root, context="training")
-        self._example = x[:2]
-        one_hot = y.ndim == 2 and len(y) > 0 and bool(np.isin(y, (0, 1)).all() and (y.sum(axis=1) == 1).all())
+        tracker.log_dataset(manifest, _for_mlflow(x, xs), _for_mlflow(y, ys), location=self.root, context="training")
+        self._example = _first_rows(x)
+        one_hot = (
+            target is not None
+            and target.ndim == 2
+            and bool(np.isin(target, (0, 1)).all() and (target.sum(axis=1) == 1).all())
+        )
         self._classifier = bool(labels) or one_hot
         return manifest.content_sha256
 
-    def log_model(self, model: Any) -> str:
+    def log_model(self, model: Any, outputs: str | Mapping[str, str] | None = None) -> str:
         """The trained weights' SHA-256 (`prov.weights_sha256`, what `tracking rerun` compares), the model's dtype
         policy, jit_compile and what its outputs are (`prov.model.*`, as our train stage records them), and the
-        model as an MLflow model (its signature from the logged data); returns the hash."""
+        model as an MLflow model (its signature from the logged data); returns the hash.
+
+        `outputs` declares what the model outputs: `logits`, `probabilities` or `values`, or a mapping from each
+        output's name to one of them; without it `prov.model.outputs` is what the compiled loss declares, else
+        `unknown` (never a guess)."""
         import keras
 
         from tracking.data.hashing import weights_sha256
-        from tracking.training.scoring import declared_output_kind
+        from tracking.training.model import dtype_policies
 
         tracker = self._open()
+        kind = declared_outputs(model, outputs, self._classifier)
+        self._models.append(model)
         digest = weights_sha256(model.get_weights())
         tracker.log_weights(trained=digest)
-        self._model.update(dtype_policy=keras.config.dtype_policy().name, jit_compile=str(model.jit_compile).lower())
-        if self._classifier is not None:  # the task is known from the logged targets: class labels or one-hot
-            kind = (declared_output_kind(model) or UNDECLARED_OUTPUTS) if self._classifier else "values"
-            self._model["outputs"] = kind
+        self._model.update(
+            dtype_policy=keras.config.dtype_policy().name,
+            dtype_policies=dtype_policies(model),
+            jit_compile=str(model.jit_compile).lower(),
+        )
+        self._model["outputs"] = kind
         if self._example is not None:
             tracker.log_keras_model(model, self._example)
         return digest
@@ -287,6 +340,100 @@ class ScriptRun:
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Metrics of the run (a test score, a final loss)."""
         self._open().log_metrics(dict(metrics), step=step)
+
+
+class ReadSeeds:
+    """A run's `Seeds` as its script reads them: reading a source (`init`, `shuffle`, `dropout`, `augment`) records
+    it as used by the run."""
+
+    def __init__(self, seeds: Seeds, used: dict[str, Any]) -> None:
+        self._seeds, self._used = seeds, used
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._seeds, name)
+        if name in DECIDED_BY_SCRIPT:
+            self._used[name] = value
+        return value
+
+    def __repr__(self) -> str:
+        return f"ReadSeeds({self._seeds!r})"
+
+
+def declared_outputs(model: Any, outputs: str | Mapping[str, str] | None, classifier: bool | None) -> str:
+    """`prov.model.outputs`: what the script declares (a kind, or `name: kind` per output), else what the compiled
+    loss declares of a classifier's outputs (a Keras loss's `from_logits`, a loss named by string) or `values` for
+    targets that are not class labels, else `unknown`: an uncompiled model, a loss per output or a loss function of
+    the script's own declare nothing, and predicting would move the generators of a model that draws at inference."""
+    from tracking.training.scoring import declared_output_kind
+
+    if outputs is not None:
+        declared = dict(outputs) if isinstance(outputs, Mapping) else {"": outputs}
+        names = list(getattr(model, "output_names", None) or [])
+        wrong = [f"{name}={kind!r}" for name, kind in declared.items() if kind not in OUTPUT_KINDS]
+        wrong += [f"{name!r} is not an output" for name in declared if name and names and name not in names]
+        if wrong:
+            raise UsageError(
+                f"run.log_model(outputs=...): {', '.join(wrong)}",
+                fix=f"name one of {', '.join(OUTPUT_KINDS)}, or map output names ({', '.join(names)}) to them",
+            )
+        return "; ".join(f"{name}: {kind}" if name else kind for name, kind in declared.items())
+    loss = getattr(model, "loss", None)
+    if loss is None or isinstance(loss, (Mapping, list, tuple)) or classifier is None:
+        return UNKNOWN_OUTPUTS
+    return (declared_output_kind(model) or UNKNOWN_OUTPUTS) if classifier else "values"
+
+
+def named_arrays(prefix: str, data: Any) -> dict[str, Any]:
+    """The arrays of `data` as `fit` takes it, by name: one array as `prefix`, a dict's under `prefix/<key>`, a
+    list's or tuple's under `prefix/<index>`."""
+    import numpy as np
+
+    if isinstance(data, Mapping):
+        return {f"{prefix}/{key}": np.asarray(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return {f"{prefix}/{index}": np.asarray(value) for index, value in enumerate(data)}
+    return {prefix: np.asarray(data)}
+
+
+def _shapes(split: str, xs: dict[str, Any]) -> dict[str, list[int]]:
+    """The manifest's feature shapes: the split's, as our prepare stage records them, or each named input's."""
+    if len(xs) == 1 and f"{split}/x" in xs:
+        return {split: [int(size) for size in xs[f"{split}/x"].shape[1:]]}
+    return {name: [int(size) for size in array.shape[1:]] for name, array in xs.items()}
+
+
+def _for_mlflow(data: Any, arrays: dict[str, Any]) -> Any:
+    """`data` as MLflow's dataset takes it: one array, or a dict of arrays by the key or index it came under."""
+    if len(arrays) == 1 and not isinstance(data, (Mapping, list, tuple)):
+        return next(iter(arrays.values()))
+    return {name.rsplit("/", 1)[1]: array for name, array in arrays.items()}
+
+
+def _first_rows(data: Any) -> Any:
+    """The first two samples of `x`, kept in its structure (a dict or list of arrays), for the model's signature."""
+    import numpy as np
+
+    if isinstance(data, Mapping):
+        return {key: np.asarray(value)[:2] for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [np.asarray(value)[:2] for value in data]
+    return np.asarray(data)[:2]
+
+
+def moved_weights(created: Any) -> list[str]:
+    """The trainable weights, among those drawn by a Keras random initializer with a fixed seed, that no longer
+    hold that initializer's draw (the draw repeats exactly): the paths of weights a training moved, whatever ran
+    it (`fit`, a `GradientTape` loop with its optimizer outside the model) or that were set or loaded."""
+    import numpy as np
+    from keras.src.initializers.random_initializers import RandomInitializer
+
+    moved = []
+    for _, variable, initializer in created.weights:
+        if variable.trainable and isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int):
+            drawn = np.asarray(initializer(variable.shape, dtype=variable.dtype))
+            if not np.array_equal(drawn, np.asarray(variable)):
+                moved.append(variable.path)
+    return moved
 
 
 def created_weights(model: Any) -> Any:
@@ -297,13 +444,22 @@ def created_weights(model: Any) -> Any:
 
     from tracking.determinism.seeding import Created, walk_layers
 
-    created = Created()
+    created = Created(missing="with no initializer the layer names after it (`<weight>_initializer`)")
     for layer in walk_layers(model):
         for variable in layer._trainable_variables + layer._non_trainable_variables:
-            initializer = getattr(layer, f"{variable.name}_initializer", None)
-            if initializer is not None:
+            names = [name for name in initializer_names(variable.name) if getattr(layer, name, None) is not None]
+            if names:
+                initializer = getattr(layer, names[0])
                 created.weights.append((layer, variable, initializers.get(initializer)))
     return created
+
+
+def initializer_names(weight: str) -> tuple[str, ...]:
+    """The layer attributes that may hold a weight's initializer, by Keras's naming: `<weight>_initializer`, and for
+    a `<kind>_kernel` also `<kind>_initializer` (an RNN cell's `recurrent_kernel` is drawn by its
+    `recurrent_initializer`, a separable convolution's `depthwise_kernel` by its `depthwise_initializer`)."""
+    kind = weight.removesuffix("_kernel")
+    return (f"{weight}_initializer",) if kind == weight else (f"{weight}_initializer", f"{kind}_initializer")
 
 
 def script_record(

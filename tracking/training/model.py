@@ -9,6 +9,7 @@ candidate started from.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tracking.determinism.seeding import (
     reseed,
     reset_global_streams,
     seed_model,
+    walk_layers,
 )
 from tracking.determinism.seeds import Seeds
 from tracking.provenance.redaction import redact_params
@@ -105,8 +107,20 @@ def build_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
         **describe_callable(params.model.builder, builder, inputs.root),
         "kwargs": json.dumps(redact_params(params.model.kwargs, "model.kwargs."), sort_keys=True),
         "dtype_policy": keras.config.dtype_policy().name,
+        "dtype_policies": dtype_policies(model),
     }
     return Built(model, weights_sha256(model.get_weights()), report, described, created)
+
+
+def dtype_policies(model: Any) -> str:
+    """The dtype policies the model's layers compute in, counted, most first (`prov.model.dtype_policies`, e.g.
+    `mixed_bfloat16: 4, float32: 1`): a layer's own policy overrides the global one `prov.model.dtype_policy`
+    records, so a model with per-layer mixed precision is not taken for a float32 one."""
+    import keras
+
+    containers = (keras.Model, keras.layers.InputLayer)
+    counts = Counter(layer.dtype_policy.name for layer in walk_layers(model) if not isinstance(layer, containers))
+    return ", ".join(f"{name}: {count}" for name, count in counts.most_common())
 
 
 def prepare_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
