@@ -29,7 +29,7 @@ from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.provenance.dvc import stage_deps
-from tracking.provenance.redaction import redact_name, redact_param
+from tracking.provenance.redaction import redact_name, redact_param, redact_text, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
             fix="free memory, or return memory-mapped arrays (np.load(path, mmap_mode='r')) from the loader",
         ) from err
     except Exception as err:  # the team's code failed: its error is the message, ours only says where
-        reason = (str(err).strip().splitlines() or [""])[0][:300]
+        reason = redact_text((str(err).strip().splitlines() or [""])[0], secret_values(kwargs))[:300]
         raise UserCodeError(
             f"{where} raised {type(err).__name__}" + (f": {reason}" if reason else ""),
             fix=f"{fix} or data.kwargs in params.yaml",

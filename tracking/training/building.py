@@ -16,6 +16,7 @@ from typing import Any
 from tracking.config.params import CLASSIFICATION, REGRESSION, Params
 from tracking.config.user_code import load_callable
 from tracking.errors import UserCodeError
+from tracking.provenance.redaction import redact_params, redact_text, secret_values
 
 # Where the valid identifiers are listed, for the error lines.
 LIST_LOSSES = 'python -c "import keras; print(sorted(n for n in dir(keras.losses) if n[0].islower()))"'
@@ -70,9 +71,10 @@ def call_builder(
         model = builder(input_shape, n_outputs, **accepted, **kwargs)
     except (TypeError, ValueError) as err:
         raise UserCodeError(
-            f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs {dict(kwargs)}: "
-            f"{_first_line(err)}; its parameters: {parameters}; "
-            "fix model.kwargs in params.yaml (or the builder)"
+            f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs "
+            f"{redact_params(dict(kwargs), 'model.kwargs.')}: "
+            f"{redact_text(_first_line(err), secret_values(dict(kwargs), 'model.kwargs.'))}; its parameters: "
+            f"{parameters}; fix model.kwargs in params.yaml (or the builder)"
         ) from err
     if not isinstance(model, keras.Model):
         raise UserCodeError(
