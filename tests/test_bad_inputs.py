@@ -40,8 +40,10 @@ def tracking(*args: str) -> list[str]:
 
 
 def params_text(text: str) -> Setup:
+    """params.yaml holding `text` (a lone surrogate `\\udcXX` writes the byte 0xXX, not UTF-8)."""
+
     def setup(root: Path) -> None:
-        (root / "params.yaml").write_text(text)
+        (root / "params.yaml").write_bytes(text.encode("utf-8", "surrogateescape"))
 
     return setup
 
@@ -890,6 +892,45 @@ CASES = [
         "data.task classification with 10 output(s) needs (10,)",
         "change the last layer",
     ),
+    case(
+        "builder-raises",
+        builder_returning("exec('raise RuntimeError(\\'no GPU for this net\\')')"),
+        stage("train"),
+        "model.builder: 'models.net:build' raised RuntimeError: no GPU for this net",
+        "fix the builder",
+    ),
+    case(
+        "builder-exits-0",
+        builder_returning("exec('import sys; sys.exit(0)')"),
+        stage("train"),
+        "model.builder: 'models.net:build' called sys.exit(0) instead of returning a model",
+        "raise an exception saying why",
+    ),
+    # the last bad inputs of issue 35
+    case(
+        "params-not-utf8",
+        params_text("train:\n  epochs: 2\n# caf\udce9\n"),
+        stage("train"),
+        "params.yaml: not UTF-8 text: byte 0xe9 at line",
+        "save the file as UTF-8",
+    ),
+    case(
+        "params-nested-5000-deep",
+        params_text("model:\n  kwargs:\n    deep: " + "[" * 5000 + "]" * 5000 + "\n"),
+        stage("train"),
+        "params.yaml: a value is nested deeper than 32 levels",
+        "flatten it",
+    ),
+    case("rerun-empty-run", unchanged, tracking("rerun", ""), "run '': not a run id", "name the run"),
+    case("rerun-blank-run", unchanged, tracking("rerun", "  "), "run '  ': not a run id", "name the run"),
+    case(
+        "diff-100000-character-id",
+        unchanged,
+        tracking("diff", "a" * 100_000, UNKNOWN_RUN_ID),
+        "(100000 characters): not a run id",
+        "more than 255 printable characters",
+    ),
+    case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
     case(
         "unknown-loss",
         params(train={"loss": "mean_squared_eror"}),
