@@ -930,6 +930,33 @@ CASES = [
         "(100000 characters): not a run id",
         "more than 255 printable characters",
     ),
+    case(
+        "data-without-features",
+        npz(x=np.zeros((60, 0), "float32"), y=np.arange(60) % 4),
+        stage("prepare"),
+        "array x must hold at least one sample of features, got shape (60, 0)",
+    ),
+    case(
+        "data-of-one-class",
+        with_y(np.zeros(60, "int64")),
+        stage("prepare"),
+        "array y holds one class only (label 0 in all 60 samples)",
+        "set data.task: regression",
+    ),
+    case(
+        "five-samples-for-four-classes",
+        npz(x=good_arrays(5)["x"], y=np.arange(5) % 4),
+        stage("prepare"),
+        "data: 5 samples are too few for 4 classes",
+        "use more samples per class",
+    ),
+    case(
+        "npz-of-pickled-objects",
+        npz(x=np.array([{"a": 1}] * 60, dtype=object), y=np.arange(60) % 4),
+        stage("prepare"),
+        "array x holds Python objects (object), which np.savez stores pickled",
+        "save numeric arrays",
+    ),
     case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
     case(
         "unknown-loss",

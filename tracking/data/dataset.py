@@ -216,7 +216,7 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
 def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:
     """The arrays checked for `task`: one row per sample, numeric finite features, labels or targets that fit."""
     x, y, groups = arrays["x"], arrays["y"], arrays.get("groups")
-    if x.ndim < 2 or len(x) == 0:
+    if x.ndim < 2 or x.size == 0:
         raise DataError(
             f"{where} array x must hold at least one sample of features, got shape {x.shape}; "
             "save x with one row per sample, shape (n_samples, features...)"
@@ -250,6 +250,11 @@ def _labels(y: np.ndarray, where: str) -> np.ndarray:
         )
     if y.min() < 0:
         raise DataError(f"{where} array y has negative label {y.min()}; labels must be 0..n_classes-1")
+    if y.max() == 0:
+        raise DataError(
+            f"{where} array y holds one class only (label 0 in all {len(y)} samples); a classifier needs at least 2 "
+            "classes: add samples of the others, or set data.task: regression for a numeric target"
+        )
     absent = _absent_classes(y)
     if absent:
         raise DataError(
