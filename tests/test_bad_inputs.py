@@ -291,6 +291,26 @@ def builder_returning(expression: str) -> Setup:
     )
 
 
+def written(relative: str, content: str) -> Setup:
+    """The file at `relative` holding `content` (its folder made), as a damaged or hand-edited output leaves it."""
+
+    def setup(root: Path) -> None:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(content)
+
+    return setup
+
+
+def trained_outputs(run_file: str) -> Setup:
+    """The train stage's outputs with `run_file` as outputs/run.json (the model a file Keras cannot load)."""
+
+    def setup(root: Path) -> None:
+        written("outputs/model.keras", "not a zip")(root)
+        written("outputs/run.json", run_file)(root)
+
+    return setup
+
+
 def case(name: str, setup: Setup, command: list[str], *expected: str):
     """One row: what breaks the project, the command run, and the texts its `error:` line must hold."""
     return pytest.param(setup, command, expected, id=name)
@@ -957,6 +977,23 @@ CASES = [
         "array x holds Python objects (object), which np.savez stores pickled",
         "save numeric arrays",
     ),
+    case(
+        "run-file-not-json",
+        trained_outputs('{"run_id": '),
+        stage("evaluate"),
+        "outputs/run.json is damaged (not JSON",
+        "write it again with `dvc repro --force --single-item train`",
+    ),
+    case(
+        "run-file-without-run-id", trained_outputs("[1]"), stage("evaluate"), "outputs/run.json is damaged (no run_id"
+    ),
+    case(
+        "manifest-not-an-object",
+        written("data/prepared/manifest.json", "[1, 2]\n"),
+        stage("train"),
+        "manifest.json is not a data manifest: a JSON list, not an object",
+        "dvc repro -f prepare",
+    ),
     case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
     case(
         "unknown-loss",
@@ -1058,6 +1095,19 @@ def test_model_mistake_is_one_line_naming_the_key(sections: dict, expected: tupl
         prepare_model(params, resolve_seeds(params.seeds), BuildInputs(train, 10, None, Path(".")))
     message = str(raised.value)
     assert "\n" not in message and all(text in message for text in expected), message
+
+
+def test_a_model_file_keras_cannot_load_is_one_line_naming_it(tmp_path: Path):
+    from tracking.config.params import Params
+    from tracking.errors import RunStateError
+    from tracking.training.model import load_trained_model
+
+    params = Params.model_validate(TINY)
+    for content in (b"", b"not a zip", b"PK\x03\x04" + bytes(64)):
+        (tmp_path / "model.keras").write_bytes(content)
+        with pytest.raises(RunStateError, match=r"model\.keras cannot be loaded as a Keras model") as raised:
+            load_trained_model(tmp_path / "model.keras", params, tmp_path)
+        assert "dvc repro --force --single-item train" in str(raised.value) and "\n" not in str(raised.value)
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
