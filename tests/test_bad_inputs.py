@@ -994,6 +994,18 @@ CASES = [
         "manifest.json is not a data manifest: a JSON list, not an object",
         "dvc repro -f prepare",
     ),
+    case(
+        "learning-rate-nan",
+        params(train={"learning_rate": float("nan")}),
+        stage("train"),
+        "params.yaml: train.learning_rate: expected a finite number, got nan",
+    ),
+    case(
+        "learning-rate-infinite",
+        params(train={"learning_rate": float("inf")}),
+        stage("train"),
+        "train.learning_rate: expected a finite number, got inf",
+    ),
     case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
     case(
         "unknown-loss",

@@ -42,7 +42,7 @@ DEFAULT_COMPARE_METRICS: dict[str, dict[str, str]] = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)  # NaN fails no bound
 
 
 # What params.yaml may expand to once YAML aliases are followed: a real one holds a few hundred values, a YAML
