@@ -40,8 +40,10 @@ def tracking(*args: str) -> list[str]:
 
 
 def params_text(text: str) -> Setup:
+    """params.yaml holding `text` (a lone surrogate `\\udcXX` writes the byte 0xXX, not UTF-8)."""
+
     def setup(root: Path) -> None:
-        (root / "params.yaml").write_text(text)
+        (root / "params.yaml").write_bytes(text.encode("utf-8", "surrogateescape"))
 
     return setup
 
@@ -287,6 +289,26 @@ def builder_returning(expression: str) -> Setup:
             f"    return {expression}",
         )
     )
+
+
+def written(relative: str, content: str) -> Setup:
+    """The file at `relative` holding `content` (its folder made), as a damaged or hand-edited output leaves it."""
+
+    def setup(root: Path) -> None:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(content)
+
+    return setup
+
+
+def trained_outputs(run_file: str) -> Setup:
+    """The train stage's outputs with `run_file` as outputs/run.json (the model a file Keras cannot load)."""
+
+    def setup(root: Path) -> None:
+        written("outputs/model.keras", "not a zip")(root)
+        written("outputs/run.json", run_file)(root)
+
+    return setup
 
 
 def case(name: str, setup: Setup, command: list[str], *expected: str):
@@ -891,6 +913,101 @@ CASES = [
         "change the last layer",
     ),
     case(
+        "builder-raises",
+        builder_returning("exec('raise RuntimeError(\\'no GPU for this net\\')')"),
+        stage("train"),
+        "model.builder: 'models.net:build' raised RuntimeError: no GPU for this net",
+        "fix the builder",
+    ),
+    case(
+        "builder-exits-0",
+        builder_returning("exec('import sys; sys.exit(0)')"),
+        stage("train"),
+        "model.builder: 'models.net:build' called sys.exit(0) instead of returning a model",
+        "raise an exception saying why",
+    ),
+    # the last bad inputs of issue 35
+    case(
+        "params-not-utf8",
+        params_text("train:\n  epochs: 2\n# caf\udce9\n"),
+        stage("train"),
+        "params.yaml: not UTF-8 text: byte 0xe9 at line",
+        "save the file as UTF-8",
+    ),
+    case(
+        "params-nested-5000-deep",
+        params_text("model:\n  kwargs:\n    deep: " + "[" * 5000 + "]" * 5000 + "\n"),
+        stage("train"),
+        "params.yaml: a value is nested deeper than 32 levels",
+        "flatten it",
+    ),
+    case("rerun-empty-run", unchanged, tracking("rerun", ""), "run '': not a run id", "name the run"),
+    case("rerun-blank-run", unchanged, tracking("rerun", "  "), "run '  ': not a run id", "name the run"),
+    case(
+        "diff-100000-character-id",
+        unchanged,
+        tracking("diff", "a" * 100_000, UNKNOWN_RUN_ID),
+        "(100000 characters): not a run id",
+        "more than 255 printable characters",
+    ),
+    case(
+        "data-without-features",
+        npz(x=np.zeros((60, 0), "float32"), y=np.arange(60) % 4),
+        stage("prepare"),
+        "array x must hold at least one sample of features, got shape (60, 0)",
+    ),
+    case(
+        "data-of-one-class",
+        with_y(np.zeros(60, "int64")),
+        stage("prepare"),
+        "array y holds one class only (label 0 in all 60 samples)",
+        "set data.task: regression",
+    ),
+    case(
+        "five-samples-for-four-classes",
+        npz(x=good_arrays(5)["x"], y=np.arange(5) % 4),
+        stage("prepare"),
+        "data: 5 samples are too few for 4 classes",
+        "use more samples per class",
+    ),
+    case(
+        "npz-of-pickled-objects",
+        npz(x=np.array([{"a": 1}] * 60, dtype=object), y=np.arange(60) % 4),
+        stage("prepare"),
+        "array x holds Python objects (object), which np.savez stores pickled",
+        "save numeric arrays",
+    ),
+    case(
+        "run-file-not-json",
+        trained_outputs('{"run_id": '),
+        stage("evaluate"),
+        "outputs/run.json is damaged (not JSON",
+        "write it again with `dvc repro --force --single-item train`",
+    ),
+    case(
+        "run-file-without-run-id", trained_outputs("[1]"), stage("evaluate"), "outputs/run.json is damaged (no run_id"
+    ),
+    case(
+        "manifest-not-an-object",
+        written("data/prepared/manifest.json", "[1, 2]\n"),
+        stage("train"),
+        "manifest.json is not a data manifest: a JSON list, not an object",
+        "dvc repro -f prepare",
+    ),
+    case(
+        "learning-rate-nan",
+        params(train={"learning_rate": float("nan")}),
+        stage("train"),
+        "params.yaml: train.learning_rate: expected a finite number, got nan",
+    ),
+    case(
+        "learning-rate-infinite",
+        params(train={"learning_rate": float("inf")}),
+        stage("train"),
+        "train.learning_rate: expected a finite number, got inf",
+    ),
+    case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
+    case(
         "unknown-loss",
         params(train={"loss": "mean_squared_eror"}),
         stage("train"),
@@ -990,6 +1107,19 @@ def test_model_mistake_is_one_line_naming_the_key(sections: dict, expected: tupl
         prepare_model(params, resolve_seeds(params.seeds), BuildInputs(train, 10, None, Path(".")))
     message = str(raised.value)
     assert "\n" not in message and all(text in message for text in expected), message
+
+
+def test_a_model_file_keras_cannot_load_is_one_line_naming_it(tmp_path: Path):
+    from tracking.config.params import Params
+    from tracking.errors import RunStateError
+    from tracking.training.model import load_trained_model
+
+    params = Params.model_validate(TINY)
+    for content in (b"", b"not a zip", b"PK\x03\x04" + bytes(64)):
+        (tmp_path / "model.keras").write_bytes(content)
+        with pytest.raises(RunStateError, match=r"model\.keras cannot be loaded as a Keras model") as raised:
+            load_trained_model(tmp_path / "model.keras", params, tmp_path)
+        assert "dvc repro --force --single-item train" in str(raised.value) and "\n" not in str(raised.value)
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:

@@ -264,7 +264,7 @@ class Echo:
 
 
 with RayPool(ComputeParams(executor="ray", workers=1), sys.argv[1], Path.cwd()) as pool:
-    pool.start(Echo, 1, {})
+    pool.start(Echo, 1, {}, {})
     assert [result for _, result in pool.run(None, [7], str, print, lambda line: None)] == [7]
     me = psutil.Process()
     family = {me.pid: "driver", **{child.pid: child.name() for child in me.children(recursive=True)}}
@@ -283,3 +283,80 @@ def test_a_private_ray_listens_on_loopback_only(tmp_path: Path) -> None:
     assert {name for name, _ in listening} >= {"gcs_server", "raylet"}, listening
     assert [(name, ip) for name, ip in listening if ip not in LOOPBACK] == [], "nothing listens beyond loopback"
     assert "listens on" not in done.stderr, done.stderr
+
+
+# Credentials planted in a driver's environment and its tracking URI; a worker returns what its environment holds
+# of them, and the driver greps a private Ray's session folder before the pool removes it.
+CREDENTIALS = {"MLFLOW_TRACKING_PASSWORD": "planted-pw-5c1e9a77", "MLFLOW_TRACKING_TOKEN": "planted-token-0b3f6d21"}
+URI = "http://alice:planted-uri-pw-8e2d@127.0.0.1:9/"
+SEEN = """
+import json, os, stat, sys
+from pathlib import Path
+
+from tracking.compute.ray_executor import RayPool
+from tracking.config.params import ComputeParams
+from tracking.noise.calibration import worker_credentials, worker_environment
+
+
+class Seen:
+    def setup(self, spec):
+        pass
+
+    def where(self):
+        return "here"
+
+    def run(self, job, attempt):
+        return {name: os.environ.get(name) for name in job}
+
+
+def grep(folder, planted):
+    found = []
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            found += [f"{path}: {secret}" for secret in planted if secret.encode() in data]
+    return found
+
+
+uri, address, planted = sys.argv[1], sys.argv[2] or None, sys.argv[3:]
+names = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+with RayPool(ComputeParams(executor="ray", workers=1, address=address), uri, Path.cwd()) as pool:
+    pool.start(Seen, 1, worker_environment(), worker_credentials(uri))
+    (seen,) = [result for _, result in pool.run(None, [names], str, print, lambda line: None)]
+    private = pool.temp
+    mode = stat.S_IMODE(private.stat().st_mode) if private else None
+    found = grep(private, planted) if private else []
+print(json.dumps({"seen": seen, "private": str(private) if private else None, "mode": mode, "found": found}))
+"""
+
+
+def credentials_on_ray(folder: Path, address: str, **env: str) -> dict:
+    """Run SEEN against `address` ('' for a private Ray) with the planted credentials; assert that the workers got
+    them and that nothing printed holds them."""
+    planted = [*CREDENTIALS.values(), "planted-uri-pw-8e2d"]
+    done = run(["python", "-c", SEEN, URI, address, *planted], folder, project_env(**env, **CREDENTIALS))
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["seen"] == {"MLFLOW_TRACKING_URI": URI, **CREDENTIALS}, "the worker has what MLflow needs"
+    printed = done.stdout.replace(done.stdout.splitlines()[-1], "") + done.stderr
+    assert [secret for secret in planted if secret in printed] == []
+    return result
+
+
+def test_credentials_reach_ray_workers_without_being_written_down(tmp_path: Path, head: RayHead) -> None:
+    """Neither in the session folder of a cluster started by `ray start` nor in a private Ray's, which only this
+    user can enter and which is gone when the pool ends."""
+    credentials_on_ray(tmp_path, head.address, **head.env)
+    planted = [*CREDENTIALS.values(), "planted-uri-pw-8e2d"]
+    written = [
+        f"{path}: {secret}"
+        for path in head.temp.rglob("*")
+        if path.is_file() and not path.is_symlink()
+        for secret in planted
+        if secret.encode() in path.read_bytes()
+    ]
+    assert written == []
+    assert list(head.temp.rglob("runtime_env_agent.log")), "the grep read Ray's logs"
+
+    private = credentials_on_ray(tmp_path, "")
+    assert private["found"] == [] and private["mode"] == 0o700
+    assert not Path(private["private"]).exists()

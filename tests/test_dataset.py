@@ -70,7 +70,7 @@ def test_builtin_digits_loads_offline():
         ({"x": np.zeros((4, 2)), "y": np.zeros(3, dtype=int)}, "differ in length"),
         ({"x": np.zeros((4, 2)), "y": np.zeros(4)}, "must be 1-D integer class labels"),
         ({"x": np.zeros((4, 2)), "y": np.array([0, 1, -1, 0])}, "negative label"),
-        ({"x": np.array([[np.nan, 1.0]] * 4), "y": np.zeros(4, dtype=int)}, "NaN or infinite"),
+        ({"x": np.array([[np.nan, 1.0]] * 4), "y": np.array([0, 1, 0, 1])}, "NaN or infinite"),
     ],
 )
 def test_bad_npz_sources(tmp_path, arrays, expected):

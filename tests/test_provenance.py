@@ -134,6 +134,9 @@ def test_no_cache_folder_is_no_caches(tmp_path):
         ("https://ghp_abcdef123456@github.com/org/repo.git?token=x", "https://github.com/org/repo.git"),
         ("ssh://git:pw@host:2222/repo.git", "ssh://host:2222/repo.git"),
         ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
+        ("https://gitlab.com/g/r.git#glpat-abcdefghij0123456789", "https://gitlab.com/g/r.git"),
+        ("https://bob:pa/ss1word@git.example.com/r.git", "https://git.example.com/r.git"),
+        ("ssh://git@host.example.com:2222/r.git", "ssh://host.example.com:2222/r.git"),
         ("/srv/git/repo.git", "/srv/git/repo.git"),
     ],
 )

@@ -96,6 +96,33 @@ WRITTEN = {
     "basic": ("Basic YWxpY2U6czNjcjN0cHc=", "YWxpY2U6czNjcjN0cHc="),
     "curl -u": ("curl -u alice:s3cr3tCurl https://api.example.com", "s3cr3tCurl"),
     "curl --user=": ("curl --user=alice:s3cr3tCurl https://api.example.com", "s3cr3tCurl"),
+    # The forms issue 35 found passing, each as people write it.
+    "azure service bus": (
+        "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=Zm9vYmFyYmF6cXV4MTIz=",
+        "Zm9vYmFyYmF6cXV4MTIz=",
+    ),
+    "azure storage account key": (
+        "DefaultEndpointsProtocol=https;AccountKey=QmFyQmF6UXV4MTIzNDU2==",
+        "QmFyQmF6UXV4MTIz",
+    ),
+    "azure blob sas": (
+        "https://a.blob.core.windows.net/c/b.csv?sv=2022-11-02&sp=r&sig=AbCdEf%2BgHiJk0123",
+        "AbCdEf%2Bg",
+    ),
+    "wandb.login": ("wandb.login(key='0123456789abcdef0123456789abcdef01234567')", "0123456789abcdef0123"),
+    "kaggle json": ('{"username":"alice","key":"4f6e2d1c9b8a7f6e5d4c3b2a19081726"}', "4f6e2d1c9b8a7f6e5d4c"),
+    "netrc": ("machine api.example.com login alice password hunter2Netrc", "hunter2Netrc"),
+    "mysql --password": ("mysql -u root --password s3cretMy db", "s3cretMy"),
+    "mysql -p": ("mysqldump -u root -ps3cretMyP db", "s3cretMyP"),
+    "sshpass": ("sshpass -p sshS3cret ssh host", "sshS3cret"),
+    "discord webhook": (
+        "https://discord.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcd",
+        "AbCdEfGhIjKlMnOpQrStUvWxYz",
+    ),
+    "db_pw": ("db_pw = plainwords", "plainwords"),
+    "DB_PW in yaml": ("DB_PW: other plain words", "other plain words"),
+    "password with an unencoded /": ("https://bob:pa/ss1word@git.example.com/r.git", "pa/ss1word"),
+    "token flag": ("huggingface-cli login --token plainTok3n", "plainTok3n"),
 }
 # Written as people write them, and that must stay as they are.
 BENIGN = [
@@ -134,12 +161,64 @@ def test_ordinary_text_passes_every_vector_unchanged(text: str):
     assert redact_param("data.kwargs.note", text) == (text, None)
 
 
-def test_a_param_named_like_a_credential_loses_its_value_unless_it_is_a_number():
-    assert redact_param("data.kwargs.headers.Authorization", "x") == (REDACTED, "its name says it holds a credential")
-    assert redact_param("data.kwargs.db_password", ["a", "b"])[0] == REDACTED
-    assert redact_param("model.kwargs.max_tokens", 512) == ("512", None)
-    assert redact_param("model.kwargs.tokenizer", "bert-base-uncased") == ("bert-base-uncased", None)
+# Params whose name says they hold a credential, in any case and position: redacted whatever the value.
+SECRET_KEYS = [
+    "data.kwargs.kaggle_key",
+    "data.kwargs.db_pw",
+    "data.kwargs.DB_PW",
+    "data.kwargs.pw",
+    "data.kwargs.passwd",
+    "data.kwargs.dbpassword",
+    "data.kwargs.key",
+    "data.kwargs.SharedAccessKey",
+    "data.kwargs.apiKey",
+    "data.kwargs.APIKEY",
+    "data.kwargs.token_value",
+    "data.kwargs.secret_name",
+    "data.kwargs.credentials.user",
+    "data.kwargs.auth.user",
+    "data.kwargs.headers.Authorization",
+    "data.kwargs.client_secret",
+]
+# Names that merely look like one.
+PLAIN_KEYS = ["model.kwargs.max_tokens", "model.kwargs.tokenizer", "data.kwargs.author", "data.kwargs.bypass"]
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+@pytest.mark.parametrize("value", ["plain words", 4711, ["a", "b"]], ids=["text", "number", "list"])
+def test_a_param_named_like_a_credential_loses_its_value_whatever_it_is(key: str, value: object):
+    assert redact_param(key, value) == (REDACTED, "its name says it holds a credential")
+    name = "KERAS_" + key.replace(".", "_")
+    assert gather_environment({name: str(value)}) == {name: REDACTED}
+
+
+def test_a_netrc_password_on_a_line_of_its_own_leaves_the_diff():
+    diff = "--- a/.netrc\n+++ b/.netrc\n+machine api.example.com\n+  login alice\n+  password hunter3Netrc\n"
+    assert redact_diff(diff).splitlines()[-1] == f"+  password {REDACTED}"
+
+
+@pytest.mark.parametrize("key", PLAIN_KEYS)
+def test_a_param_whose_name_merely_looks_like_a_credential_keeps_its_value(key: str):
+    assert redact_param(key, "bert-base-uncased") == ("bert-base-uncased", None)
+    assert redact_param(key, 512) == ("512", None)
+
+
+def test_null_true_and_false_say_nothing_secret_and_stay():
     assert redact_param("data.kwargs.api_token", None) == ("null", None)
+    assert redact_param("data.kwargs.use_auth", True) == ("true", None)
+
+
+def test_a_private_key_on_one_line_takes_neither_the_next_file_nor_its_headers():
+    """A service-account key file (its PEM key on one line, or cut short) in the diff: the key goes, every later
+    line of the diff stays as git wrote it."""
+    key = "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n"
+    later = ["diff --git a/a.py b/a.py", "--- a/a.py", "+++ b/a.py", "@@ -1 +1 @@", "-x = 1", "+x = 2"]
+    for first in (f'+{{"type": "service_account", "private_key": "{key}"}}', f"+{key}", "+-----BEGIN PRIVATE KEY-----"):
+        lines = ["diff --git a/k.json b/k.json", "--- a/k.json", "+++ b/k.json", "@@ -0,0 +1 @@", first, *later]
+        redacted = redact_diff("\n".join(lines))
+        assert "MIIEvQ" not in redacted and redacted.splitlines()[5:] == later, redacted
+    cut = ["+-----BEGIN RSA PRIVATE KEY-----", "+MIIEpAIBAAKCAQEA0Z3VS5JJcds3", "@@ -9 +9 @@", " y = 1"]
+    assert list(redact_lines(cut))[1:] == [f"+{REDACTED}", "@@ -9 +9 @@", " y = 1"], "a hunk header ends the block"
 
 
 def test_a_private_key_block_is_redacted_line_by_line_keeping_the_diff_markers():
@@ -240,3 +319,36 @@ def test_a_token_in_the_data_sources_file_name_leaves_the_manifest_and_the_param
         f"data/raw/{REDACTED}.npz",
         "its value holds a token or a URL's password",
     )
+
+
+def test_a_loaders_error_and_a_builders_do_not_print_the_credential_they_were_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+):
+    """Each error names the code and its error, shown as `say_error` shows every user error: the credential
+    values its params gave it (named as credentials, whatever they look like) and any token are taken out."""
+    from tracking.data.dataset import load_from_loader
+    from tracking.errors import UserCodeError
+    from tracking.stage import say_error
+    from tracking.training.building import call_builder
+
+    (tmp_path / "team_code.py").write_text(
+        "def load(kaggle_key, db_pw):\n    raise ValueError(f'refused: key {kaggle_key}, password {db_pw}')\n\n\n"
+        "def build(input_shape, n_outputs, api_token, units=4):\n    raise TypeError(f'{api_token} is no int')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    given = {"kaggle_key": "plainKaggle123", "db_pw": "plainDbPw456"}
+    with pytest.raises(UserCodeError) as loader:
+        load_from_loader("team_code:load", given, tmp_path, "classification")
+    import team_code
+
+    with pytest.raises(UserCodeError) as builder:
+        call_builder(team_code.build, "team_code:build", (4,), 2, {"api_token": "plainTok789"}, {})
+    say_error(loader.value)
+    say_error(builder.value)
+    say_error(UserCodeError(f"loader raised: remote {TOKENS['gitlab']} refused"))
+    shown = capsys.readouterr().err
+    assert "raised ValueError: refused" in shown and "raised TypeError" in shown, shown
+    assert [
+        secret for secret in ("plainKaggle123", "plainDbPw456", "plainTok789", TOKENS["gitlab"]) if secret in shown
+    ] == []
+    assert shown.count(REDACTED) >= 5

@@ -21,12 +21,13 @@ DEFAULT_LEVEL = "INFO"
 
 
 class _Line(logging.Formatter):
-    """One line per message; a URL's user:password@ never reaches the terminal (a store's URI, a remote)."""
+    """One line per message, redacted: a URL's user:password@ (a store's URI, a remote), a token or a credential
+    never reaches the terminal."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from tracking.provenance.redaction import strip_url_userinfo
+        from tracking.provenance.redaction import redact_text, strip_url_userinfo
 
-        message = strip_url_userinfo(record.getMessage())
+        message = redact_text(strip_url_userinfo(record.getMessage()))
         return message if record.levelno == logging.INFO else f"{record.levelname.lower()}: {message}"
 
 

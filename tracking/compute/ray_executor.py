@@ -7,14 +7,18 @@ the jobs share and then given job after job: TensorFlow's start-up is paid once 
 dies mid-job (SIGKILL, out of memory, a lost node) is replaced and its job tried again, up to
 `compute.max_retries` times. With `compute.address: null` a private Ray starts on this machine and stops with
 the pool, its servers (GCS, raylets, workers, the runtime-env agent) listening on 127.0.0.1 only; otherwise the
-pool joins the cluster there, and its actors end when the pool does.
+pool joins the cluster there, and its actors end when the pool does. A private Ray keeps its session (logs, sockets)
+in a folder only this user can enter, removed when the pool ends. Credentials (the MLflow settings) reach each
+worker as an argument of its first call, never through Ray's `runtime_env`, whose variables Ray writes to its logs.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import tempfile
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
@@ -31,6 +35,8 @@ log = logging.getLogger(__name__)
 PRIVATE = "local"  # Ray's address for a new cluster of this process's own
 AUTO = "auto"  # Ray's address for the cluster this machine is a node of
 START_ONE = "start one with `ray start --head` (docs/cluster.md) or set compute.address: null for a private one"
+# Where a private Ray's session folder goes: Ray's own default parent (its socket paths must stay short).
+PRIVATE_TEMP_PARENT = "/tmp"
 CONNECT_TIMEOUT_S = 5.0  # Ray itself retries an address that does not answer for many minutes
 # What a worker uploads with its job's code where the cluster has other nodes (Ray also honours .gitignore).
 UPLOAD_EXCLUDES = [".git", ".venv", ".dvc/cache", ".dvc/tmp", "mlruns", "mlartifacts", "mlflow.db*", "data", "outputs"]
@@ -43,6 +49,7 @@ class RayPool:
         self.compute = compute
         self.uri = uri
         self.root = root
+        self.temp: Path | None = None
 
     def __enter__(self) -> RayPool:
         os.environ.setdefault(RAY_USAGE_STATS_ENABLED, "0")  # nothing leaves the machine unasked
@@ -60,6 +67,10 @@ class RayPool:
         address = self.compute.address
         if address and address != AUTO:
             _require_answer(address)
+        options: dict[str, Any] = {}
+        if address is None:  # Ray makes its folders 0777: they sit in one of ours (0700) that nobody else enters
+            self.temp = Path(tempfile.mkdtemp(prefix="tracking-ray-", dir=PRIVATE_TEMP_PARENT))
+            options["_temp_dir"] = str(self.temp / "ray")
         try:
             # "local": a Ray of our own even where another runs here (None would join RAY_ADDRESS or the last
             # `ray start`).
@@ -68,8 +79,10 @@ class RayPool:
                 include_dashboard=False,
                 logging_level=logging.WARNING,
                 log_to_driver=True,
+                **options,
             )
         except (ConnectionError, RuntimeError, ValueError) as err:
+            self._remove_temp()
             why = str(err).splitlines()[0] if str(err) else type(err).__name__
             if address is None:
                 raise ComputeError(
@@ -84,6 +97,7 @@ class RayPool:
             self._check()
         except BaseException:
             ray.shutdown()
+            self._remove_temp()
             raise
         if address is None:
             self._say_where_private_ray_listens()
@@ -103,6 +117,13 @@ class RayPool:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self.ray.shutdown()
+        self._remove_temp()
+
+    def _remove_temp(self) -> None:
+        """Remove a private Ray's session folder (its logs and sockets): nothing of it outlives the pool."""
+        if self.temp is not None:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            self.temp = None
 
     def _check(self) -> None:
         """Refuse a store the other nodes cannot reach, and an accelerator type no node has."""
@@ -147,9 +168,11 @@ class RayPool:
             )
         return max(1, min(*fits, jobs))
 
-    def start(self, worker_class: type, jobs: int, env: dict[str, str]) -> None:
+    def start(self, worker_class: type, jobs: int, env: dict[str, str], private: dict[str, str]) -> None:
         """Start the workers for `jobs` jobs now, each a process with `env` that starts its `worker_class()` (the
-        imports: TensorFlow's start-up), so that this overlaps whatever the caller does before `run`."""
+        imports: TensorFlow's start-up), so that this overlaps whatever the caller does before `run`. `private`
+        (credentials) is set in each worker's environment by its first call, before its set-up."""
+        self.private = private
         options: dict[str, Any] = {
             "num_cpus": self.compute.cpus_per_run,
             "num_gpus": self.gpus_per_run,
@@ -170,7 +193,7 @@ class RayPool:
         show: Callable[[str], None],
         affinity: Callable[[Hashable], Hashable] = lambda job: None,
     ) -> Iterator[tuple[Hashable, Any]]:
-        """Set every started worker up with `spec` (`setup(spec)`, once), run each job as `run(job, attempt)` on
+        """Set every started worker up with `spec` (its `private` variables, then `setup(spec)`, once), run each job as `run(job, attempt)` on
         them, and yield (job, result) as each finishes. A dead worker's job is reported to `on_lost(job,
         attempt, why)` and tried again on a fresh worker; `show` gets a line of what runs where. A worker is
         given jobs of one `affinity` (what it has set up for them) while there are any, then those of an
@@ -226,10 +249,11 @@ class RayPool:
         actor = self.remote.remote()
         return actor, actor.where.remote()
 
-    @staticmethod
-    def _set_up(worker: tuple[Any, Any], spec_ref: Any) -> tuple[Any, Any, Any]:
-        """Queue the worker's `setup(spec)`, whose reference joins it; its jobs queue behind it (an actor runs its
-        calls in order)."""
+    def _set_up(self, worker: tuple[Any, Any], spec_ref: Any) -> tuple[Any, Any, Any]:
+        """Queue the worker's private variables and its `setup(spec)`, whose reference joins it; its jobs queue
+        behind it (an actor runs its calls in order). The variables go as a call's argument: Ray logs a
+        `runtime_env`, not the arguments of a call."""
+        worker[0].__ray_call__.remote(_set_environment, self.private)
         return (*worker, worker[0].setup.remote(spec_ref))
 
     def _error(self, worker: tuple[Any, Any, Any], err: Any) -> BaseException:
@@ -259,6 +283,11 @@ class RayPool:
     def _why(err: Exception) -> str:
         """The first line of a Ray actor error: what killed the worker."""
         return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+
+
+def _set_environment(worker: object, variables: dict[str, str]) -> None:
+    """Run in a worker (Ray's `__ray_call__`): put `variables` into its process's environment."""
+    os.environ.update(variables)
 
 
 def _require_answer(address: str) -> None:

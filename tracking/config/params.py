@@ -42,7 +42,7 @@ DEFAULT_COMPARE_METRICS: dict[str, dict[str, str]] = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)  # NaN fails no bound
 
 
 # What params.yaml may expand to once YAML aliases are followed: a real one holds a few hundred values, a YAML
@@ -245,10 +245,18 @@ def load_params(path: str | Path = "params.yaml") -> Params:
             f"{path}: file not found",
             fix="run from the project root or create it (every key: docs/configuration.md)",
         ) from err
+    except UnicodeDecodeError as err:
+        line = err.object[: err.start].count(b"\n") + 1
+        raise ParamsError(
+            f"{path}: not UTF-8 text: byte 0x{err.object[err.start]:02x} at line {line} cannot be decoded",
+            fix="save the file as UTF-8 (YAML's encoding)",
+        ) from err
     from ruamel.yaml.error import YAMLError
 
     try:
         raw = parse_yaml(text)
+    except RecursionError as err:
+        raise ParamsError(f"{path}: a value is nested deeper than {MAX_YAML_DEPTH} levels", fix="flatten it") from err
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -32,7 +32,7 @@ from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.provenance.dvc import stage_deps
-from tracking.provenance.redaction import redact_name, redact_param
+from tracking.provenance.redaction import redact_name, redact_param, redact_text, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
             fix="free memory, or return memory-mapped arrays (np.load(path, mmap_mode='r')) from the loader",
         ) from err
     except Exception as err:  # the team's code failed: its error is the message, ours only says where
-        reason = (str(err).strip().splitlines() or [""])[0][:300]
+        reason = redact_text((str(err).strip().splitlines() or [""])[0], secret_values(kwargs))[:300]
         raise UserCodeError(
             f"{where} raised {type(err).__name__}" + (f": {reason}" if reason else ""),
             fix=f"{fix} or data.kwargs in params.yaml",
@@ -257,6 +257,11 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
             raise DataError(
                 f"{where} array {name} must hold at least one sample, got shape {array.shape}; "
                 f"save {name} with one entry per sample, shape (n_samples, ...)"
+            )
+        if array.size == 0:
+            raise DataError(
+                f"{where} array {name} must hold at least one sample of features, got shape {array.shape}; "
+                f"save {name} with one entry per sample, shape (n_samples, features...)"
             )
     lengths = {
         **{name: len(array) for name, array in features.items()},
@@ -322,6 +327,11 @@ def _labels(y: np.ndarray, where: str) -> np.ndarray:
         )
     if y.min() < 0:
         raise DataError(f"{where} array y has negative label {y.min()}; labels must be 0..n_classes-1")
+    if y.max() == 0:
+        raise DataError(
+            f"{where} array y holds one class only (label 0 in all {len(y)} samples); a classifier needs at least 2 "
+            "classes: add samples of the others, or set data.task: regression for a numeric target"
+        )
     absent = _absent_classes(y)
     if absent:
         raise DataError(

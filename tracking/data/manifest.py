@@ -94,6 +94,10 @@ class Manifest:
     def from_dict(cls, record: dict[str, Any], source: str = MANIFEST) -> Manifest:
         """The manifest from its JSON object (an older one without `n_outputs` has `n_classes`); another shape
         names `source` and the fix."""
+        if not isinstance(record, dict):
+            raise DataError(
+                f"{source} is not a data manifest: a JSON {type(record).__name__}, not an object", fix=REFRESH
+            )
         known = {spec.name for spec in fields(cls)}
         values = {key: value for key, value in record.items() if key in known}
         values.setdefault("n_outputs", record.get("n_classes"))
@@ -112,6 +116,8 @@ class Manifest:
             return cls.from_dict(json.loads(path.read_text()), str(path))
         except json.JSONDecodeError as error:
             raise DataError(f"{path} is not valid JSON ({error.msg}, line {error.lineno})", fix=REFRESH) from None
+        except UnicodeDecodeError:
+            raise DataError(f"{path} is not UTF-8 text", fix=REFRESH) from None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object; a regression manifest has no class keys."""

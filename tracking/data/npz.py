@@ -3,7 +3,8 @@
 An `.npz` is a zip of `.npy` files, each with a header stating its shape and dtype; NumPy allocates what the
 header claims before reading a byte, so a damaged or crafted header claiming 10^12 elements ends in a
 MemoryError (7.28 TiB), and a zip bomb (1.2 GB from 1.2 MB) fills memory. What is read here:
-- refused: an array whose header claims more bytes than its member holds (the file is damaged or crafted), and
+- refused: an array of Python objects (stored pickled: loading a pickle runs code), an array whose header
+  claims more bytes than its member holds (the file is damaged or crafted), and
   an archive whose arrays, decompressed, exceed the memory available (loading would fail or swap; a loader
   returning memory-mapped `.npy` arrays reads a larger set in chunks);
 - warned: an archive that expands more than `BOMB_RATIO` times, to more than `BOMB_MIN_BYTES`: real features
@@ -53,8 +54,8 @@ def read_npz(path: Path, where: str) -> dict[str, np.ndarray]:
 
 
 def check_sizes(path: Path, where: str) -> int:
-    """The bytes the archive's arrays take decompressed; a `DataError` for a header claiming more than its member
-    holds, or for more than the memory available."""
+    """The bytes the archive's arrays take decompressed; a `DataError` for an array of objects, a header claiming
+    more than its member holds, or for more than the memory available."""
     import psutil
 
     total = 0
@@ -71,8 +72,15 @@ def check_sizes(path: Path, where: str) -> int:
                 shape, _, dtype = reader(member)
                 claimed = math.prod(shape) * dtype.itemsize
                 held = info.file_size - member.tell()
+            name = info.filename.removesuffix(".npy")
+            if dtype.hasobject:
+                raise DataError(
+                    f"{where} array {name} holds Python objects ({dtype}), which np.savez stores pickled: a pickle is "
+                    "never loaded here, since loading one runs code",
+                    fix="save numeric arrays (e.g. np.savez(path, x=x.astype('float32'), y=y)), or read such a file "
+                    "in a data.loader of your own",
+                )
             if claimed > held:
-                name = info.filename.removesuffix(".npy")
                 raise DataError(
                     f"{where} array {name}'s header claims shape {shape} of {dtype} ({human_size(claimed)}) but "
                     f"the file holds {human_size(held)} of it: it is damaged or was not written by np.savez",

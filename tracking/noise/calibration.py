@@ -220,12 +220,20 @@ def checked_model(
     return models
 
 
-def worker_environment(uri: str) -> dict[str, str]:
-    """What a Ray worker starts with: this process's determinism settings, its MLflow settings (the store and
-    any credentials for it) and the DVC experiment it belongs to."""
+def worker_environment() -> dict[str, str]:
+    """What a Ray worker starts with: this process's determinism settings and the DVC experiment it belongs to.
+    Ray writes these to its logs: nothing secret."""
     passed = (DVC_EXP_NAME, DVC_EXP_BASELINE_REV, TRACKING_LOGLEVEL)
-    env = {name: value for name, value in os.environ.items() if name.startswith("MLFLOW_") or name in passed}
-    return {**env, **process_environment(), MLFLOW_TRACKING_URI: uri}
+    return {**{name: value for name, value in os.environ.items() if name in passed}, **process_environment()}
+
+
+def worker_credentials(uri: str) -> dict[str, str]:
+    """What a Ray worker is handed before its set-up, never written down: this process's MLflow settings, the
+    store (whose URI may hold a password) and any credentials for it."""
+    return {
+        **{name: value for name, value in os.environ.items() if name.startswith("MLFLOW_")},
+        MLFLOW_TRACKING_URI: uri,
+    }
 
 
 def local_gpu() -> bool:
@@ -277,7 +285,7 @@ def calibrate(params: Params) -> None:
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
         if pool and pending:
-            pool.start(RepeatWorker, len(pending), worker_environment(uri))
+            pool.start(RepeatWorker, len(pending), worker_environment(), worker_credentials(uri))
         spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
         with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
             if reused:

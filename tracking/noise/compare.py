@@ -48,7 +48,7 @@ from tracking.noise.verdict import (
 )
 from tracking.run.tracker import Tracker
 from tracking.store.location import open_client, project_root, tracking_uri
-from tracking.store.recorded import require_recorded_runs
+from tracking.store.recorded import read_run_file, require_recorded_runs
 from tracking.training.scoring import flat_metrics
 
 
@@ -65,7 +65,7 @@ def compare_candidate(params: Params) -> bool:
     evaluation = json.loads((root / EVAL_METRICS).read_text())
     check_compare_metrics(params, flat_metrics(evaluation), noise)
     require_recorded_runs(open_client(root), root, tracking_uri(root))  # DVC does not see a deleted mlflow.db
-    candidate_run = json.loads((root / RUN_FILE).read_text())
+    candidate_run = read_run_file(root)
     predictions = np.load(root / PREDICTIONS)
     manifest = Manifest.read(root / PREPARED)
     variant, _ = choose_variant(params, baseline, manifest.content_sha256 != noise.data_sha256, list(noise.variants))

@@ -28,6 +28,7 @@ from tracking.noise.calibration import (
     repeat_identity,
     repeat_spec,
     train_and_keep,
+    worker_credentials,
     worker_environment,
 )
 from tracking.noise.policy import CONTROL
@@ -74,7 +75,7 @@ def train_candidate_repeats(
             require_code_deps(params, COMPARE, root)
             models = checked_model(params, seeds, data, root) if executor == LOCAL else None
             if pool:
-                pool.start(RepeatWorker, len(pending), worker_environment(uri))
+                pool.start(RepeatWorker, len(pending), worker_environment(), worker_credentials(uri))
             spec = repeat_spec(params, params, seeds, root, data, candidate.run_id, executor, CANDIDATE)
             with tqdm(total=len(plan), initial=reused, desc="candidate", unit="run", file=sys.stderr) as bar:
                 train_and_keep(spec, pending, (pool, models), candidate, store, finished, bar)

@@ -3,40 +3,67 @@
 Four kinds of secret are recognised, wherever the product captures or prints text (the uncommitted diff and
 its file names, untracked file names, environment variables, params, URLs, the data source's name):
 - a credential by its name: an assignment or variable named like a password, passphrase, token, API key, ...;
-  the name stays, the value goes;
+  the name stays, the value goes. A param's or an environment variable's name is judged by its words
+  (`names_secret`: `kaggle_key`, `db_pw`, `SharedAccessKey`, in any case and position), whatever its value;
 - the user:password@ part of a URL;
-- a credential by its context: the value after `Bearer`/`Basic`, the `user:password` of `curl -u`/`--user`;
+- a credential by its context: the value after `Bearer`/`Basic`, the `user:password` of `curl -u`/`--user`,
+  the value of a `--password`-like flag and of `sshpass -p`, a `.netrc` password, a SAS URL's `sig=`, a
+  quoted string given to a `key` (`wandb.login(key="...")`, a Kaggle JSON `"key"`);
 - a token by its format: the detectors of detect-secrets (GitHub, GitLab, AWS, Slack, Stripe, SendGrid,
   Twilio, PyPI, npm, JWTs, private keys, ...), maintained upstream, plus the formats it lacks (`TOKEN_FORMATS`:
   Google, npm, Databricks, Vault, DigitalOcean, Shopify, Atlassian, Postman, Mailgun, Azure client secrets,
   a bare 40-character AWS secret key, ...). detect-secrets' entropy detectors are not used: they flag ordinary
   identifiers, and a redacted diff line makes a run impossible to re-create exactly.
+Text is judged line by line: a private key's block ends at its END line, on the same line or a later one, and at
+a diff's next file or hunk header, which is never redacted.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
 
-from tracking.config.params import param_text
+from tracking.config.params import flatten, param_text
 
 REDACTED = "<redacted>"
-# "auth" alone or as "authorization", not "author" or "authoritative"; "pass" and "pwd" as words of a name
-# (`db_pass`, `MYSQL_PWD`), not inside one (`bypass`, `compass`).
+MIN_KNOWN_CHARS = 4  # a credential's value shorter than this is not searched for in text: it would match anywhere
+# "auth" alone or as "authorization", not "author" or "authoritative"; "pass", "pwd" and "pw" as words of a name
+# (`db_pass`, `MYSQL_PWD`, `db_pw`), not inside one (`bypass`, `compass`).
 SECRET_NAME = re.compile(
-    r"passw(?:or)?d|passphrase|(?<![a-z])(?:pass|pwd)(?![a-z])|secret|token|api[_-]?key|private[_-]?key|credential"
+    r"passw(?:or)?d|passphrase|(?<![a-z])(?:pass|pwd|pw)(?![a-z])|secret|token|(?:api|private|access|account)[_-]?key"
+    r"|credential"
     r"|auth(?:ori[sz]ation)?(?![a-z])",
     re.IGNORECASE,
 )
-# A param is a credential by its name when the last part of its key ends in one of these words (`db_password`,
-# `api_token`, `headers.Authorization`), so that `max_tokens` or `tokenizer` keep their values.
-PARAM_SECRET_NAME = re.compile(
-    r"(?:^|[_\-])(?:passw(?:or)?d|passphrase|pass|pwd|secret|client[_-]?secret|tokens?|api[_-]?key|apikey"
-    r"|access[_-]?key|private[_-]?key|credentials?|auth|authorization|dsn|cookie)$",
-    re.IGNORECASE,
+# A param, tag or environment variable is a credential by its name when one of its words (split at `.`, `_`,
+# `-` and lower-to-upper case: `data.kwargs.kaggle_key`, `DB_PW`, `SharedAccessKey`) is one of SECRET_WORDS, or
+# its name holds one of SECRET_PARTS written together (`dbpassword`, `APIKEY`). `max_tokens`, `tokenizer`,
+# `author` and `bypass` name no credential.
+SECRET_WORDS = frozenset(
+    {
+        "key",
+        "token",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "passphrase",
+        "pass",
+        "pw",
+        "pwd",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "apikey",
+        "dsn",
+        "cookie",
+    }
 )
+SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "apikey", "accesskey", "privatekey")
+_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # Prefixes of tokens, for an environment value's word that may be cut short or not match a full format.
 TOKEN_PREFIXES = (
     "ghp_",
@@ -109,6 +136,7 @@ TOKEN_FORMATS = {
     "Notion": r"ntn_[A-Za-z0-9]{40,}",
     "Contentful": r"CFPAT-[A-Za-z0-9_\-]{43}",
     "Alibaba Cloud": r"LTAI[A-Za-z0-9]{12,20}",
+    "Discord webhook": r"discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]{20,}",
     # A secret access key alone: 40 characters of base64 mixing upper case, lower case and digits (a git
     # commit id is lower-case hex), also as a path's part (`data/raw/<key>.csv`).
     "AWS secret access key": r"(?<![A-Za-z0-9+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
@@ -123,12 +151,38 @@ _CONTEXT = re.compile(
     r"\b(?:Bearer|Basic)\s+(?P<scheme>(?=[A-Za-z0-9_\-.=+/~]*[0-9])[A-Za-z0-9_\-.=+/~]{8,})"
     r"|(?:^|\s)(?:-u|--user)(?:\s+|=)['\"]?(?P<user>[^\s:'\"]+:[^\s'\"]+?)['\"]?(?=\s|$)"
 )
-_ASSIGNMENT = re.compile(
-    r"(?P<key>[\w.\-]*(?:" + SECRET_NAME.pattern + r")s?[\w.\-]*[\"'\]]*\s*[:=]\s*)(?P<value>.+)$", re.IGNORECASE
+# Credentials in a command line or a file format, by what precedes them (the value is the group `value`): a
+# `--password`-like flag's value, `sshpass -p`'s, a `mysql -p<password>`, a `.netrc` password, a SAS URL's
+# signature, and a quoted string given to a key named `key` (`wandb.login(key="...")`, Kaggle's `"key": "..."`).
+_FLAGGED = re.compile(
+    r"(?:^|\s)--?[\w-]*(?:passw(?:or)?d|passphrase|token|secret|api-?key)\s+['\"]?(?P<flag>[^\s'\"=:-][^\s'\"]*)"
+    r"|\bsshpass\s+-p\s*['\"]?(?P<sshpass>[^\s'\"]+)"
+    r"|\bmysql(?:dump|admin)?\b.*?\s-p(?P<mysql>[^\s'\"]+)"
+    r"|(?:\blogin\s+\S+\s+|^[\s+\-]*)password\s+(?P<netrc>[^\s=:]\S*)"
+    r"|[?&;]sig=(?P<sig>[^&\s'\"#]+)"
+    r"|(?<![\w.])['\"]?key['\"]?\s*[:=]\s*(?P<quote>['\"])(?P<keyed>[^'\"]{8,})(?P=quote)",
+    re.IGNORECASE,
 )
-URL_USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)[^\s/@'\"]+@", re.IGNORECASE)
+# A credential's assignment: its value is a quoted string that a delimiter closes (`{"api_key": "x"}, ...`), or
+# else the rest of the line (`password = "a" + b`).
+_ASSIGNMENT = re.compile(
+    r"(?P<key>[\w.\-]*(?:" + SECRET_NAME.pattern + r")s?[\w.\-]*[\"'\]]*\s*[:=]\s*)"
+    r"(?P<value>(?P<q>[\"'])(?:\\.|(?!(?P=q)).)*(?P=q)(?=\s*[,;)}\]]|\s*$)|.+$)",
+    re.IGNORECASE,
+)
+# A URL's user:password@, the password possibly holding an unencoded `/` (`https://bob:pa/ss@host`).
+URL_USERINFO = re.compile(
+    r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)(?:[^\s/@:'\"]*:[^\s@'\"]*|[^\s/@:'\"]+)@", re.IGNORECASE
+)
 _OPAQUE = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-+/=]{32,}$")
 _PRIVATE_KEY = re.compile(r"-----(?P<edge>BEGIN|END) [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+# A private key's body on the line of its BEGIN marker, up to its END marker or the line's end.
+_PRIVATE_KEY_ON_A_LINE = re.compile(
+    r"(?P<begin>-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)(?P<body>.+?)"
+    r"(?P<end>-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)"
+)
+# Lines that end a private key's block whatever it held: a multi-line secret cannot cross a diff's file or hunk header.
+_BOUNDARIES = ("diff --git ", "@@ ")
 # detect-secrets detectors that judge a line by something other than a token's format.
 _NOT_FORMATS = {"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"}
 _DELIMITERS = " \t=:\"'"
@@ -159,11 +213,48 @@ def known_tokens(text: str) -> set[str]:
     return found
 
 
+def names_secret(name: str) -> bool:
+    """Whether a param's, tag's or variable's name says it holds a credential (SECRET_WORDS, SECRET_PARTS)."""
+    words = {word.lower() for word in _NAME_WORDS.findall(name)}
+    return not words.isdisjoint(SECRET_WORDS) or any(part in name.lower() for part in SECRET_PARTS)
+
+
 def redact_line(line: str) -> str:
-    """`line` with credential values, URL user:password and tokens replaced by '<redacted>'; unchanged otherwise."""
+    """`line` with credential values, URL user:password and tokens replaced by '<redacted>'; unchanged otherwise.
+
+    A private key's body on its BEGIN marker's line goes, up to its END marker or the line's end."""
+    line = _PRIVATE_KEY_ON_A_LINE.sub(lambda m: f"{m['begin']}{REDACTED}{m['end']}", line)
     if SECRET_NAME.search(line):  # a cheap test first: the assignment pattern is the slowest one
         line = _ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}", line)
+    line = _FLAGGED.sub(_redact_flagged, line)
     return redact_name(line)
+
+
+def _redact_flagged(match: re.Match[str]) -> str:
+    """The match of `_FLAGGED` with its one value group replaced by '<redacted>'."""
+    group = next(name for name in ("flag", "sshpass", "mysql", "netrc", "sig", "keyed") if match[name] is not None)
+    start, end = match.start(group) - match.start(), match.end(group) - match.start()
+    return match[0][:start] + REDACTED + match[0][end:]
+
+
+def redact_text(text: str, known: Iterable[str] = ()) -> str:
+    """Any text leaving the process (an error line, a log message, a worker's message): each line redacted
+    (`redact_lines`), and each of `known` (a credential's value given to the code that wrote the text) taken
+    out wherever it appears."""
+    for value in sorted(known, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return "\n".join(redact_lines(text.split("\n")))
+
+
+def secret_values(tree: dict[str, Any], prefix: str = "") -> set[str]:
+    """The values, as text, of the params in `tree` (nested, under the dotted `prefix`) whose names say they hold
+    a credential: what an error from the code they were given to must not print."""
+    found: set[str] = set()
+    for key, value in flatten(tree, prefix).items():
+        if names_secret(key) and value is not None and not isinstance(value, bool):
+            items = value if isinstance(value, list) else [value]
+            found.update(text for item in items if len(text := str(item)) >= MIN_KNOWN_CHARS)
+    return found
 
 
 def redact_name(name: str) -> str:
@@ -195,13 +286,12 @@ def redact_param(key: str, value: Any) -> tuple[str, str | None]:
     """A param's value as text spelled the way YAML and `dvc exp show` spell it (null, true, lists as JSON), with
     secrets taken out, and why it was redacted (None when it was not).
 
-    A param whose key ends in a credential's name (`data.kwargs.api_token`, `...headers.Authorization`) loses
-    its whole value unless it is a number, true/false or null (`max_tokens: 512` stays); any other loses its
-    tokens and URL passwords (`postgresql://<redacted>@host/ml`).
+    A param whose key names a credential (`names_secret`: `data.kwargs.kaggle_key`, `data.kwargs.db_pw`,
+    `...headers.Authorization`) loses its whole value, a number's included, unless it is true/false, null or
+    empty; any other loses its tokens and URL passwords (`postgresql://<redacted>@host/ml`).
     """
     text = param_text(value)
-    textual = isinstance(value, (str, list, dict)) and value not in ("", [], {})
-    if textual and PARAM_SECRET_NAME.search(key.rpartition(".")[2]):
+    if value is not None and not isinstance(value, bool) and value not in ("", [], {}) and names_secret(key):
         return REDACTED, "its name says it holds a credential"
     redacted = redact_line(text)
     return (redacted, "its value holds a token or a URL's password") if redacted != text else (text, None)
@@ -211,19 +301,22 @@ def redact_lines(lines: list[str], names: tuple[str, ...] = ()) -> Iterator[str]
     """Each line redacted; the body of a private key block (between its BEGIN and END lines) replaced whole.
 
     Lines starting with one of `names` (a diff's file headers) are judged as names (`redact_name`): a token in
-    a file's name goes, `password_reset.py` stays. A line's trailing "\\r" is kept.
+    a file's name goes, `password_reset.py` stays. A block also ends at a diff's next file or hunk header
+    (`_BOUNDARIES`), so a key cut short cannot take the rest of a diff. A line's trailing "\\r" is kept.
     """
     in_key = False
     for line in lines:
+        if line.startswith(_BOUNDARIES):
+            in_key = False
         if line.startswith(names):
             yield redact_name(line)
             continue
         body, end = (line[:-1], "\r") if line.endswith("\r") else (line, "")
-        edge = _PRIVATE_KEY.search(body)
-        if in_key and not edge:
+        edges = [edge["edge"] for edge in _PRIVATE_KEY.finditer(body)]
+        if in_key and not edges:
             yield _keep_diff_marker(body) + REDACTED + end
             continue
-        in_key = bool(edge and edge["edge"] == "BEGIN")
+        in_key = (edges[-1] == "BEGIN") if edges else False
         yield redact_line(body) + end
 
 
@@ -237,7 +330,7 @@ def looks_secret(name: str, value: str) -> bool:
 
     A command-line flag (`--xla_..._count=8`) is judged by its value only, so long flag names stay readable.
     """
-    if SECRET_NAME.search(name) or redact_line(value) != value:
+    if SECRET_NAME.search(name) or names_secret(name) or redact_line(value) != value:
         return True
     for word in re.split(r"[\s,;]+", value):
         key, assigns, assigned = word.partition("=")
@@ -260,17 +353,14 @@ def strip_url_userinfo(text: str) -> str:
 
 
 def strip_credentials(url: str) -> str:
-    """The URL without user, password or query: `https://user:tok@host/r.git?t=x` -> `https://host/r.git`."""
+    """The URL's scheme, host (and port) and path only; a scp-like `git@host:r.git` as it is; either with its
+    tokens redacted (`redact_name`). User, password, query, fragment go: `https://u:p@h/r.git?t=x#f` -> `https://h/r.git`."""
     from urllib.parse import urlsplit, urlunsplit
 
     if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.username is None and not parts.query:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        return redact_name(url)
+    parts = urlsplit(strip_url_userinfo(url))
+    return redact_name(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")))
 
 
 def was_redacted(line: str) -> bool:

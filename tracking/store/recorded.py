@@ -34,6 +34,23 @@ class RecordedRun:
         return f"{self.file} names MLflow run {self.run_id}, which {uri} does not hold"
 
 
+def read_run_file(root: Path) -> dict[str, Any]:
+    """`outputs/run.json` as the train stage wrote it (an object naming its run's id); a file that is not is one
+    line naming it and the `dvc repro` that writes it again."""
+    path = root / RUN_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        record, why = None, f"not JSON ({err})"
+    else:
+        why = "no run_id in it"
+    if not isinstance(record, dict) or not isinstance(record.get("run_id"), str) or not record["run_id"]:
+        raise RunStateError(
+            f"{RUN_FILE} is damaged ({why})", fix=f"write it again with `dvc repro --force --single-item {TRAIN}`"
+        )
+    return record
+
+
 def recorded_runs(root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)) -> list[RecordedRun]:
     """The runs that `files` (those present and readable) name."""
     found = []

@@ -17,6 +17,7 @@ from typing import Any
 from tracking.config.params import CLASSIFICATION, REGRESSION, Params
 from tracking.config.user_code import load_callable
 from tracking.errors import UserCodeError
+from tracking.provenance.redaction import redact_params, redact_text, secret_values
 
 # Where the valid identifiers are listed, for the error lines.
 LIST_LOSSES = 'python -c "import keras; print(sorted(n for n in dir(keras.losses) if n[0].islower()))"'
@@ -52,8 +53,8 @@ def call_builder(
     extra: Mapping[str, Any],
 ) -> Any:
     """`builder(input_shape, n_outputs, **extra, **kwargs)`, where `extra` holds what the builder declares of
-    `seeds` and `task`; a kwarg it does not take, a TypeError or ValueError from it, or anything but a
-    `keras.Model` returned is a `UserCodeError`."""
+    `seeds` and `task`; a kwarg it does not take, any exception from it or its `sys.exit`, or anything but a
+    `keras.Model` returned is a `UserCodeError`, without the credentials model.kwargs gave it."""
     import keras
 
     signature = inspect.signature(builder)
@@ -67,6 +68,7 @@ def call_builder(
         raise UserCodeError(
             f"model.kwargs: builder '{spec}' {what}; its parameters: {parameters}; fix model.kwargs in params.yaml"
         ) from err
+    secrets = secret_values(dict(kwargs), "model.kwargs.")
     try:
         model = builder(input_shape, n_outputs, **accepted, **kwargs)
     except (TypeError, ValueError) as err:
@@ -78,9 +80,19 @@ def call_builder(
             else ""
         )
         raise UserCodeError(
-            f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs {dict(kwargs)}: "
-            f"{_first_line(err)}{rank}; its parameters: {parameters}; "
-            "fix model.kwargs in params.yaml (or the builder)"
+            f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs "
+            f"{redact_params(dict(kwargs), 'model.kwargs.')}: {redact_text(_first_line(err), secrets)}{rank}; its "
+            f"parameters: {parameters}; fix model.kwargs in params.yaml (or the builder)"
+        ) from err
+    except SystemExit as err:
+        raise UserCodeError(
+            f"model.builder: '{spec}' called sys.exit({err.code!r}) instead of returning a model",
+            fix="return keras.Model(inputs, outputs) from it, or raise an exception saying why it cannot",
+        ) from err
+    except Exception as err:  # the team's code failed: its error is the message, ours only says where
+        raise UserCodeError(
+            f"model.builder: '{spec}' raised {type(err).__name__}: {redact_text(_first_line(err), secrets)}",
+            fix="fix the builder (or model.kwargs in params.yaml)",
         ) from err
     if not isinstance(model, keras.Model):
         raise UserCodeError(

@@ -36,6 +36,7 @@ from tracking.provenance import to_tags
 from tracking.provenance.dvc import gather_dvc
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root
+from tracking.store.recorded import read_run_file
 from tracking.training.model import load_trained_model
 from tracking.training.scoring import flat_metrics, score_model, summary_metrics
 
@@ -48,7 +49,7 @@ def evaluate_model(params: Params) -> None:
     for path in (RUN_FILE, MODEL):
         if not (root / path).is_file():
             raise RunStateError(f"{path} not found; run the train stage first (`dvc repro train`)")
-    run = json.loads((root / RUN_FILE).read_text())
+    run = read_run_file(root)
     manifest = Manifest.read(root / PREPARED)
     test = load_split(root / PREPARED, "test")
     task, n_outputs = manifest.task, manifest.n_outputs

@@ -9,6 +9,7 @@ candidate started from.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params
-from tracking.config.project import DVC_FILE
+from tracking.config.project import DVC_FILE, TRAIN
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.arrays import Arrays, Shapes, map_arrays, shapes
 from tracking.data.hashing import weights_sha256
@@ -32,6 +33,7 @@ from tracking.determinism.seeding import (
     walk_layers,
 )
 from tracking.determinism.seeds import Seeds
+from tracking.errors import RunStateError
 from tracking.provenance.redaction import redact_params
 from tracking.training.building import call_builder, check_output, compile_model, custom_objects, team_code
 
@@ -191,9 +193,18 @@ def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
 
 
 def load_trained_model(path: Path, params: Params, root: Path) -> Any:
-    """A saved model, compiled as it was trained, with the custom layers and loss of the team's modules."""
+    """A saved model, compiled as it was trained, with the custom layers and loss of the team's modules; a file
+    Keras cannot load (damaged, or not a model) is one line naming it and the fix."""
     import keras
 
-    model = keras.models.load_model(path, custom_objects=custom_objects(params, root), compile=False)
+    objects = custom_objects(params, root)
+    try:
+        model = keras.models.load_model(path, custom_objects=objects, compile=False)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        why = (str(err).strip().splitlines() or [""])[0][:200]
+        raise RunStateError(
+            f"{path} cannot be loaded as a Keras model ({type(err).__name__}: {why})",
+            fix=f"train it again with `dvc repro --force --single-item {TRAIN}`",
+        ) from err
     compile_model(model, params, root)
     return model

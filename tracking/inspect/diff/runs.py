@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _EXP_NAME = re.compile(r"^[\w.-]+$")
+# A reference longer than this is no run id, DVC experiment name or git revision anyone typed (git's own refs stop
+# at the file system's 255-byte names).
+MAX_REF_CHARS = 255
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,13 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
     """
     from mlflow.exceptions import MlflowException
 
+    if not ref.strip() or len(ref) > MAX_REF_CHARS or not ref.isprintable():
+        shown = repr(ref) if len(ref) <= 40 else f"{ref[:40]!r}... ({len(ref)} characters)"
+        raise RunNotFound(
+            f"run {shown}: not a run id, a DVC experiment name or a git revision (an empty one would name the "
+            f"workspace's run; more than {MAX_REF_CHARS} printable characters none of them); name the run, e.g. "
+            "the run id that `mlflow ui` or outputs/run.json shows"
+        )
     run = None
     if _RUN_ID.match(ref):
         try:
