@@ -27,27 +27,31 @@ def _judged(candidates: list[dict[str, float]], band: dict[str, list[float]] = B
 
 def test_the_description_leads_with_the_verdict_its_band_and_what_it_could_detect():
     result = _judged([{"test_accuracy": 0.80, "test_loss": 0.30}])
-    text = describe_verdict(result, "7", "abc123")
-    first, _, *rest = text.splitlines()
-    assert first == "### Noise verdict: **exceeds_noise** (worse: test_accuracy)"
-    assert rest[0].startswith("Judged against the **algo** band (5 calibration runs): train.learning_rate changed.")
-    assert "[compare/compare.md](#/experiments/7/runs/abc123/artifacts/compare/compare.md)" in rest[0]
-    assert (
-        "| metric | candidate | band mean (std) | gap [95% interval] | t | p | shift detected 80% of the time" in text
+    first, _, accuracy, loss, _, why = describe_verdict(result, "7", "abc123").splitlines()
+    assert first == (
+        "**Noise verdict: exceeds_noise** (worse: test_accuracy), against the **algo** band of 5 calibration runs"
     )
-    (accuracy,) = [line for line in rest if line.startswith("| test_accuracy |")]
     row = next(row for row in result["checks"] if row["metric"] == "test_accuracy")
-    assert f"| 0.8000 | 0.9080 ({row['band']['std']:.4g}, 5 runs) | {row['delta']:+.4g} [" in accuracy
-    assert f"| {row['z']:+.2f} |" in accuracy and f"| {row['detectable']:.4g} | exceeds_noise |" in accuracy
-    assert "test_accuracy_class" not in text and "churn" not in text  # the checks that decide the verdict only
+    low, high = row["interval"]
+    assert accuracy == (
+        f"- test_accuracy 0.8000, band mean 0.9080 (std {row['band']['std']:.2g}): gap {row['delta']:+.4g} (95% "
+        f"interval {low:+.4g} to {high:+.4g}), t {row['z']:+.2f}, p {row['p_value']:.3g}; detects a shift of "
+        f"{row['detectable']:.3g} 80% of the time: **exceeds_noise**"
+    )
+    assert loss.startswith("- test_loss 0.3000") and loss.endswith("**within_noise**")
+    assert why == (
+        "Why this band: train.learning_rate changed. Full report: "
+        "[compare/compare.md](#/experiments/7/runs/abc123/artifacts/compare/compare.md)."
+    )
 
 
 def test_several_candidates_are_named_as_their_mean_and_a_band_without_spread_says_why():
     tied = {"test_accuracy": [0.9] * 3, "test_loss": [0.30, 0.31, 0.29]}
     result = _judged([{"test_accuracy": 0.9, "test_loss": 0.30}, {"test_accuracy": 0.9, "test_loss": 0.31}], tied)
     text = describe_verdict(result, "1", "r")
-    assert "| metric | mean of 2 candidate runs |" in text
+    assert text.startswith("**Noise verdict: cannot_judge**, against the **algo** band of 3 calibration runs, for ")
+    assert "for the mean of 2 candidate runs\n" in text
+    assert "- test_accuracy 0.9000, band mean 0.9000 (std 0): gap +0, t n/a, p n/a: **cannot_judge**" in text
     assert "- Cannot judge test_accuracy: no spread in the 3 band runs nor the 2 candidate runs" in text
-    assert "| n/a | n/a | n/a | cannot_judge: no spread" in text
     wide = describe_verdict({**result, "reason": "x" * 2 * MAX_TAG_CHARS}, "1", "r")
-    assert len(wide) == MAX_TAG_CHARS and wide.startswith("### Noise verdict: **cannot_judge**")
+    assert len(wide) == MAX_TAG_CHARS and wide.startswith("**Noise verdict: cannot_judge**")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracking.names import MAX_TAG_CHARS
-from tracking.noise.policy import CANNOT_JUDGE
+from tracking.noise.policy import CONTROL
 from tracking.noise.statistics import format_p
 from tracking.noise.verdict import headline
 
@@ -20,51 +20,45 @@ REPORT_ARTIFACT = "compare/compare.md"
 
 
 def describe_verdict(result: dict[str, Any], experiment_id: str, run_id: str) -> str:
-    """The candidate run's description: the verdict, its band and why, then one row per metric that decides it (the
-    compare stage's `result`). The link opens the report among the run's artifacts in the MLflow UI. Cut to the
-    longest tag MLflow keeps, the table last so that a long one loses rows, not the verdict."""
+    """The candidate run's description (the compare stage's `result`): the verdict and its band, one line per metric
+    that decides it, then why that band and a link that opens the report among the run's artifacts. The UI shows the
+    first lines until *Show more*: they hold the answer. Cut to the longest tag MLflow keeps."""
     runs = result["candidate_runs"]
-    candidate = "candidate" if runs == 1 else f"mean of {runs} candidate runs"
-    report = f"#/experiments/{experiment_id}/runs/{run_id}/artifacts/{REPORT_ARTIFACT}"
     which = headline(result).removesuffix("; ")
+    report = f"#/experiments/{experiment_id}/runs/{run_id}/artifacts/{REPORT_ARTIFACT}"
     lines = [
-        f"### Noise verdict: **{result['verdict']}**" + (f" ({which})" if which else ""),
+        f"**Noise verdict: {result['verdict']}**"
+        + (f" ({which})" if which else "")
+        + f", against the **{result['band_variant']}** band of {result['calibration_runs']} calibration runs"
+        + (f", for the mean of {runs} candidate runs" if runs > 1 else ""),
         "",
-        f"Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs): "
-        f"{result['reason']}. Full report: [{REPORT_ARTIFACT}]({report}).",
-        "",
+        *(
+            f"- {_line(row, result['band_variant'] == CONTROL)}"
+            for row in result["checks"]
+            if row["family"] == "primary"
+        ),
         *(f"- Cannot judge {line}." for line in result["cannot_judge"]),
-        *([""] if result["cannot_judge"] else []),
-        f"| metric | {candidate} | band mean (std) | gap [{_level(result)} interval] | t | p | "
-        "shift detected 80% of the time | verdict |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+        "",
+        f"Why this band: {result['reason']}. Full report: [{REPORT_ARTIFACT}]({report}).",
     ]
-    lines += [_row(row) for row in result["checks"] if row["family"] == "primary"]
     return "\n".join(lines)[:MAX_TAG_CHARS]
 
 
-def _level(result: dict[str, Any]) -> str:
-    """The confidence level of the intervals, from the first check's band (`1 - compare.alpha`)."""
-    return f"{1 - result['checks'][0]['band']['alpha']:.0%}"
-
-
-def _row(row: dict[str, Any]) -> str:
-    """One metric's row: its value, the band's mean and std, the gap with its interval, the test, what it can see."""
+def _line(row: dict[str, Any], control: bool) -> str:
+    """One metric's line: its value against the band's mean and std, the gap with its interval and the test's t and
+    p, what the comparison detects, and the metric's own verdict."""
     band = row["band"]
-    gap = _number(row["delta"], "+.4g")
+    alpha = band["alpha"]
+    text = f"{row['metric']} {_number(row['value'], '.4f')}, band mean {band['mean']:.4f} (std {band['std']:.2g}): gap "
+    text += _number(row["delta"], "+.4g")
     if row.get("interval") is not None:
-        gap += f" [{row['interval'][0]:+.4g}, {row['interval'][1]:+.4g}]"
-    cells = (
-        row["metric"],
-        _number(row["value"], ".4f"),
-        f"{band['mean']:.4f} ({band['std']:.4g}, {band['n']} runs)",
-        gap,
-        _number(row["z"], "+.2f"),
-        format_p(row["p_value"]),
-        _number(row.get("detectable"), ".4g"),
-        row["verdict"] + (f": {row['note']}" if row["verdict"] == CANNOT_JUDGE and row["note"] else ""),
-    )
-    return "| " + " | ".join(cells) + " |"
+        text += f" ({1 - alpha:.0%} interval {row['interval'][0]:+.4g} to {row['interval'][1]:+.4g})"
+    text += f", t {_number(row['z'], '+.2f')}, p {format_p(row['p_value'])}"
+    if row.get("detectable") is not None:
+        text += f"; detects a shift of {row['detectable']:.3g} 80% of the time"
+    elif control:
+        text += "; any change is drift"
+    return f"{text}: **{row['verdict']}**"
 
 
 def _number(value: float | None, spec: str) -> str:
