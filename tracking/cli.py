@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
 RUN_REF_HELP = (
-    "MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag), or inside the project any DVC "
-    "experiment or git revision (the run its outputs/run.json names)"
+    "MLflow run id or its first 8 characters, the run's name (train-29bdb4), a DVC experiment name (the run's "
+    "dvc.exp_name tag), or inside the project any DVC experiment or git revision (the run its outputs/run.json names)"
 )
 
 
@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         "plots-page", help="write the page `dvc plots show` fills, with Vega inside it, so charts draw offline"
     )
     page.set_defaults(handler=_plots_page)
+    for listed in commands._choices_actions:  # each command's own --help opens with the line the list shows
+        command = commands.choices[listed.dest]
+        command.description = command.description or listed.help
     return parser
 
 
