@@ -318,6 +318,8 @@ def _ratio(row: dict, alpha: float) -> str:
     """The std ratio with its intervals, as compare-groups prints it."""
     if row["std_ratio_a_over_b"] is None:
         return "undefined (B has no spread)"
+    if row["std_ratio_a_over_b"] == 0:
+        return "0 (A has no spread: its runs are identical)"
     text = f"{row['std_ratio_a_over_b']:.3g}"
     intervals = [
         f"{name} [{found[0]:.3g}, {found[1]:.3g}]"
