@@ -2,11 +2,12 @@
 
     .venv/bin/python bench/ui_screenshots.py --project . --out docs/images
 
-Needs a project where `dvc repro evaluate calibrate` has run (a candidate run and calibration repeats) and a
-`chromium` on PATH (Debian: `apt-get install chromium`); the suite does not use this script. It starts
-`mlflow ui` on 127.0.0.1 on a free port, with telemetry off, and Chromium with its network features off, so
-nothing leaves the machine. Three pictures, each in a fresh browser profile: the experiment as a fresh browser
-opens it (MLflow 3.17: its GenAI overview), the experiment in the *Model training* view (its runs), and the
+Needs a project where `dvc repro` has run (a candidate run, judged, and calibration repeats) and a `chromium` on
+PATH (Debian: `apt-get install chromium`); tests/test_ui_browser.py opens the candidate's run page the same way. It
+starts `mlflow ui` on 127.0.0.1 on a free port as the README does (telemetry off through MLFLOW_DISABLE_TELEMETRY
+alone), and Chromium with its network features off, so nothing leaves the machine. Four pictures, each in a fresh
+browser profile: the experiment as a fresh browser opens it (MLflow 3.17: its GenAI overview), the experiment in
+the *Model training* view (its runs), the candidate's run page (its description, the verdict, first), and the
 compare view of a calibration repeat and the candidate run (params and `prov.*` tags must show values on both
 sides, not blanks).
 """
@@ -43,6 +44,10 @@ CHROMIUM_FLAGS = (
 RENDER_BUDGET_MS = 20000
 START_TIMEOUT_S = 240  # `mlflow ui` takes over a minute to start on 2 busy cores
 MODEL_TRAINING = "workflowType=machine_learning"  # the UI's GenAI / Model training switch, as a URL query
+RUN_PAGE_WIDTH = 2400  # narrower, MLflow's Assistant panel pushes the run's description below its tags
+# What also turns MLflow's telemetry off (mlflow/telemetry/utils.py): left out of the UI's environment, so that
+# the README's MLFLOW_DISABLE_TELEMETRY=true is what turns it off here, as on a user's machine.
+TELEMETRY_OFF_OTHERWISE = ("DO_NOT_TRACK", "PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS")
 COMPARE_HEIGHT = 2400  # the compare view's sections scroll inside; the DOM check below reads every row
 
 
@@ -79,7 +84,8 @@ def free_port() -> int:
 def start_ui(database: Path, port: int) -> subprocess.Popen:
     """`mlflow ui` on the SQLite store, answering on /health before this returns."""
     mlflow = Path(sys.executable).parent / "mlflow"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+    env = {key: value for key, value in os.environ.items() if key not in TELEMETRY_OFF_OTHERWISE}
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
     server = subprocess.Popen(
         [
             str(mlflow),
@@ -108,7 +114,12 @@ def start_ui(database: Path, port: int) -> subprocess.Popen:
     raise SystemExit(f"error: mlflow ui on port {port} did not answer within {START_TIMEOUT_S} s")
 
 
-def screenshot(chromium: str, url: str, path: Path, height: int) -> None:
+def run_page(base: str, experiment_id: str, run_id: str) -> str:
+    """The URL of a run's page in the *Model training* view."""
+    return f"{base}/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING}"
+
+
+def screenshot(chromium: str, url: str, path: Path, height: int, width: int = 1600) -> None:
     """One headless Chromium screenshot of `url`, in a fresh profile, after the React UI has rendered."""
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run(
@@ -117,7 +128,7 @@ def screenshot(chromium: str, url: str, path: Path, height: int) -> None:
                 *CHROMIUM_FLAGS,
                 f"--user-data-dir={profile}",
                 f"--screenshot={path}",
-                f"--window-size=1600,{height}",
+                f"--window-size={width},{height}",
                 f"--virtual-time-budget={RENDER_BUDGET_MS}",
                 url,
             ],
@@ -128,12 +139,14 @@ def screenshot(chromium: str, url: str, path: Path, height: int) -> None:
     print(f"{path}: {url}")
 
 
-def rendered_dom(chromium: str, url: str) -> str:
+def rendered_dom(chromium: str, url: str, *flags: str) -> str:
+    """The DOM of `url` after the React UI has rendered, in a fresh profile; `flags` go to Chromium as well."""
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
             [
                 chromium,
                 *CHROMIUM_FLAGS,
+                *flags,
                 f"--user-data-dir={profile}",
                 "--dump-dom",
                 f"--virtual-time-budget={RENDER_BUDGET_MS}",
@@ -201,6 +214,13 @@ def main() -> None:
             f"{base}/experiments/{experiment_id}?{MODEL_TRAINING}",
             args.out / "mlflow_experiment_runs.png",
             1000,
+        )
+        screenshot(
+            chromium,
+            run_page(base, experiment_id, candidate),
+            args.out / "mlflow_run_verdict.png",
+            1000,
+            RUN_PAGE_WIDTH,
         )
         runs, experiments = quote(json.dumps([repeat, candidate])), quote(json.dumps([experiment_id]))
         compare = f"{base}/compare-runs?runs={runs}&experiments={experiments}&{MODEL_TRAINING}"

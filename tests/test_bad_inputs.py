@@ -697,7 +697,7 @@ CASES = [
         unchanged,
         tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
         f"run '{UNKNOWN_RUN_ID}' not found",
-        "list runs with",
+        "`mlflow ui` lists runs with their names and ids",
     ),
     case(
         "diff-outside-a-project-without-uri",
@@ -718,7 +718,7 @@ CASES = [
         unchanged,
         tracking("rerun", UNKNOWN_RUN_ID),
         f"run '{UNKNOWN_RUN_ID}' not found",
-        "list runs with",
+        "`mlflow ui` lists runs with their names and ids",
     ),
     case(
         "pin-data-before-prepare",

@@ -68,3 +68,13 @@ def test_every_command_ends_quietly_when_its_reader_stops_early(tmp_path):
         text=True,
     )
     assert done.stdout == "{" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_each_commands_help_opens_with_its_description():
+    """Issue 36: `tracking diff --help` had a usage and arguments but no line saying what the command does."""
+    from tracking.cli import build_parser
+
+    commands = next(action for action in build_parser()._actions if action.dest == "command")
+    for listed in commands._choices_actions:
+        _usage, description, *_ = commands.choices[listed.dest].format_help().split("\n\n")
+        assert " ".join(description.split()) == " ".join(listed.help.split()), listed.dest

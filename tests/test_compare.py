@@ -58,7 +58,10 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
     assert sorted(r.data.tags["noise.variant"] for r in children) == sorted(ALL * 3)
     assert all(r.info.status == "FINISHED" for r in runs)
     candidate = next(r for r in runs if r.data.tags.get("pipeline.stage") == "compare")
-    assert candidate.data.tags["noise.verdict"] == "within_noise" and "z_test_accuracy" in candidate.data.metrics
+    assert (
+        candidate.data.tags["noise.verdict"] == "within_noise"
+        and "candidates_t_test_accuracy" in candidate.data.metrics
+    )
     assert {a.path for a in client.list_artifacts(candidate.info.run_id, "compare")} >= {
         "compare/compare.md",
         "compare/accuracy_spread.png",
@@ -160,7 +163,8 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
     from tracking.noise.verdict import verdict_metrics
 
     summary = verdict_metrics({**result, "band_variant": "algo+impl"})
-    assert "z_test_accuracy" not in summary and summary["delta_test_accuracy"] == pytest.approx(-4 / 360)
+    assert "candidates_t_test_accuracy" not in summary
+    assert summary["candidates_mean_gap_test_accuracy"] == pytest.approx(-4 / 360)
     report = render_report({**result, "band_variant": "algo+impl", "reason": "r", "calibration_runs": 3})
     assert "Cannot judge test_accuracy" in report and "| n/a | n/a | cannot_judge |" in report
 
@@ -207,7 +211,7 @@ def test_fail_on_drift_fails_only_on_the_worse_direction_and_control_json_is_str
     )
     summary = verdict_metrics({**control, "band_variant": "control"})
     assert control["verdict"] == "exceeds_noise" and summary["bit_identical_to_control"] is True
-    assert json.dumps(summary, allow_nan=False) and "z_test_accuracy" not in summary
+    assert json.dumps(summary, allow_nan=False) and "candidates_t_test_accuracy" not in summary
     assert headline(control).startswith("bit-identical")
     row = next(row for row in control["checks"] if row["metric"] == "test_accuracy")
     assert row["p_value"] is None and "CONTROL" in row["note"]

@@ -116,9 +116,17 @@ def test_a_revision_whose_run_file_a_clone_lacks_names_the_file_and_how_to_fetch
     env = project_env(MLFLOW_TRACKING_URI=f"sqlite:///{calibrated / 'mlflow.db'}")
 
     done = run([sys.executable, "-m", "tracking", "diff", "HEAD", candidate], clone, env=env, check=False)
-    assert_user_error(done, "the outputs/run.json that dvc.lock names at 'HEAD' (md5 ", "dvc pull outputs/run.json")
+    assert_user_error(
+        done,
+        "the outputs/run.json that dvc.lock names at 'HEAD' (md5 ",
+        "this project has no DVC remote to pull it from",
+    )
+    assert "dvc pull" not in done.stderr  # issue 36: no remote, nothing to pull from
+    run(["dvc", "remote", "add", "-d", "team", str(tmp_path / "remote")], clone)
+    done = run([sys.executable, "-m", "tracking", "diff", "HEAD", candidate], clone, env=env, check=False)
+    assert_user_error(done, "`git checkout HEAD && dvc pull outputs/run.json` from the DVC remote")
     done = run([sys.executable, "-m", "tracking", "diff", "HEAD~1", candidate], clone, env=env, check=False)
-    assert_user_error(done, "run 'HEAD~1' not found", "no run with that id and no run tagged dvc.exp_name")
+    assert_user_error(done, "run 'HEAD~1' not found", "no run with that id, name or id prefix")
 
 
 def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):
@@ -133,9 +141,28 @@ def test_unknown_run_or_no_store_is_one_line_and_exit_2(project: Path):
     done = run(command, project, env=project_env(), check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"error: run '{'0' * 32}' not found in sqlite:///{project / 'mlflow.db'}: no run with that id and no run tagged "
-        "dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`"
+        f"error: run '{'0' * 32}' not found in sqlite:///{project / 'mlflow.db'}: no run with that id, name or id "
+        "prefix and no run tagged dvc.exp_name with that name; give a run's id or its first 8 characters, its name "
+        "(train-29bdb4), a DVC experiment's name or a git revision; `mlflow ui` lists runs with their names and ids"
     ]
+
+
+def test_a_run_is_found_by_the_name_and_id_prefix_that_diff_and_the_ui_print(tmp_path: Path):
+    """Issue 36: `train-29bdb4` and an 8-character id prefix, as printed, were refused."""
+    from tracking.errors import RunNotFound, RunSelectionError
+    from tracking.inspect.diff import load_run
+
+    client = client_for(tmp_path)
+    experiment = client.create_experiment("team")
+    first, second, twin = (client.create_run(experiment, run_name=name) for name in ("train-aaaaaa", "x", "x"))
+    assert load_run(client, "train-aaaaaa").run_id == first.info.run_id
+    assert load_run(client, second.info.run_id[:8]).run_id == second.info.run_id
+    with pytest.raises(RunSelectionError, match=rf"2 runs are named 'x': .*{twin.info.run_id}"):
+        load_run(client, "x")
+    ids = [found.info.run_id for found in (first, second, twin)]
+    absent = next(digit * 8 for digit in "0123" if not any(run_id.startswith(digit * 8) for run_id in ids))
+    with pytest.raises(RunNotFound, match="no run with that id, name or id prefix"):
+        load_run(client, absent)
 
 
 def snapshot(metrics: dict[str, float] | None = None, **tags: str) -> RunSnapshot:

@@ -139,7 +139,7 @@ def regression_outputs_and_noise(root: Path) -> None:
     assert "mean absolute difference of two runs' test predictions / std of the test targets" in report
     assert "| churn | churn |" in report and "| primary | test_mae |" in report and "(min)" in report
     compare = json.loads((root / "metrics/compare.json").read_text())
-    assert {"delta_test_loss", "delta_test_mae"} <= set(compare)
+    assert {"candidates_mean_gap_test_loss", "candidates_mean_gap_test_mae"} <= set(compare)
 
     runs = runs_of(root, parse_yaml((root / "params.yaml").read_text())["mlflow"]["experiment"])
     candidate = [r for r in runs if r.data.tags.get("noise.verdict")]

@@ -120,6 +120,12 @@ def test_bands_refuse_a_mix_of_calibrations_and_variants_and_clip_to_the_range(s
         bands("groups", "", ["test_accuracy"], alpha=0.05)
     for part in ("3 repeats of variant control", "4 repeats of variant algo", "11 other runs", f"= '{parent}'"):
         assert part in str(found.value)
+    # Issue 36: the suggested filter pastes into bash as printed (backquotes inside double quotes ran as commands).
+    suggested = str(found.value).split("e.g. --filter ", 1)[1]
+    pasted = subprocess.run(["bash", "-c", f"printf %s {suggested}"], capture_output=True, text=True, check=True)
+    assert (
+        pasted.stderr == "" and bands("groups", pasted.stdout, ["test_accuracy"], alpha=0.05)["test_accuracy"]["n"] == 4
+    )
     with pytest.raises(RunSelectionError, match="variant control"):
         bands("groups", f"tags.`mlflow.parentRunId` = '{parent}'", ["test_accuracy"], alpha=0.05)
     one = bands("groups", "tags.`noise.variant` = 'algo'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
@@ -153,12 +159,15 @@ def test_compare_groups_intervals_holm_and_power():
 def test_compare_groups_on_a_group_without_spread_warns_nothing():
     import warnings
 
+    from tracking.cli import _ratio
     from tracking.noise.groups import compare_metric_groups
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         row = compare_metric_groups({"acc": [358 / 360] * 5}, {"acc": [0.9889, 0.9861, 0.9889, 0.9861, 0.9889]}, 0.05)
         assert row["acc"]["std_ratio_a_over_b"] == 0 and row["acc"]["welch_p"] is not None
+        # Issue 36: compare-groups printed "std ratio 0 [0, 0]" without saying why.
+        assert _ratio(row["acc"], 0.05) == "0 (A has no spread: its runs are identical)"
         none = compare_metric_groups({"acc": [0.99] * 3}, {"acc": [0.99] * 3}, 0.05)["acc"]
     assert none["std_ratio_a_over_b"] is None and none["welch_p"] is None and none["means_differ"] is False
     assert json.dumps(none, allow_nan=False)

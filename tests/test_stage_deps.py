@@ -54,6 +54,7 @@ PLUMBING = {
     "tracking/compute/__init__.py": "empty package marker",
     "tracking/compute/placement.py": "compute.* tags: where a run ran",
     "tracking/compute/ray_executor.py": "where repeats train, not what (test_cluster: the local executor's weights)",
+    "tracking/noise/run_page.py": "the verdict as the run's description in the MLflow UI",
 }
 
 

@@ -148,6 +148,16 @@ def test_what_the_band_can_see():
     assert power(0.01 / 0.0058, 5, found.candidates_at_n - 1, 0.025) < 0.8
     assert found.sentence().startswith("to detect a 1-point shift in test_accuracy with 80% power")
     assert "more than 100 repeats" in plan("test_accuracy", 0.001, 0.0058, 5, 0.025).sentence()
+    # Issue 36: "5 calibration repeats, 78 candidate repeats" did not say whether both were needed.
+    assert found.sentence().endswith("): set calibration.repeats 5 (as now) and compare.candidate_repeats 15")
+    assert (
+        plan("test_accuracy", 0.02, 0.0058, 5, 0.025)
+        .sentence()
+        .endswith(
+            "): set calibration.repeats 5 (as now) and compare.candidate_repeats 3, or calibration.repeats 18 and "
+            "compare.candidate_repeats 1"
+        )
+    )
 
 
 def _churn_matrix(base: float, candidate: float, runs: int, seed: int = 0) -> np.ndarray:
@@ -187,7 +197,10 @@ def test_tracking_plan_from_the_calibration(tmp_path):
     record.write(tmp_path / "calibration" / "noise.json")
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
     expected = plan("test_accuracy", 0.01, 0.0058, 5, 0.025).sentence()  # alpha 0.05 over the two default metrics
-    assert done.stdout == expected + "\n" and "5 calibration repeats, " in expected
+    assert (
+        done.stdout == expected + "\n"
+        and ": set calibration.repeats 5 (as now) and compare.candidate_repeats " in expected
+    )
     (tmp_path / "docs").mkdir()  # the README's commands work from any folder of the project
     below = subprocess.run(command, cwd=tmp_path / "docs", capture_output=True, text=True, check=True)
     assert below.stdout == done.stdout

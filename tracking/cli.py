@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
 RUN_REF_HELP = (
-    "MLflow run id, or a DVC experiment name (the run's dvc.exp_name tag), or inside the project any DVC "
-    "experiment or git revision (the run its outputs/run.json names)"
+    "MLflow run id or its first 8 characters, the run's name (train-29bdb4), a DVC experiment name (the run's "
+    "dvc.exp_name tag), or inside the project any DVC experiment or git revision (the run its outputs/run.json names)"
 )
 
 
@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         "plots-page", help="write the page `dvc plots show` fills, with Vega inside it, so charts draw offline"
     )
     page.set_defaults(handler=_plots_page)
+    for listed in commands._choices_actions:  # each command's own --help opens with the line the list shows
+        command = commands.choices[listed.dest]
+        command.description = command.description or listed.help
     return parser
 
 
@@ -315,6 +318,8 @@ def _ratio(row: dict, alpha: float) -> str:
     """The std ratio with its intervals, as compare-groups prints it."""
     if row["std_ratio_a_over_b"] is None:
         return "undefined (B has no spread)"
+    if row["std_ratio_a_over_b"] == 0:
+        return "0 (A has no spread: its runs are identical)"
     text = f"{row['std_ratio_a_over_b']:.3g}"
     intervals = [
         f"{name} [{found[0]:.3g}, {found[1]:.3g}]"

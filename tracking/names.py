@@ -55,6 +55,7 @@ DATASET_CONTEXT_TAG = "mlflow.data.context"
 DATASET_CONTENT_TAG = "content_sha256"  # on a run's dataset input: the data's full-content hash
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MLFLOW_PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's link from a nested run to its parent
+MLFLOW_NOTE_TAG = "mlflow.note.content"  # the run's description: markdown the UI shows first on the run page
 
 # Noise: the calibration's runs and the compare stage's verdict.
 NOISE_ROLE_TAG = "noise.role"  # "calibration" on the calibration's parent run
@@ -71,6 +72,11 @@ REUSED_REPEATS_TAG = "noise.reused_repeats"  # on the parent: how many repeats a
 # A candidate's extra runs (`compare.candidate_repeats`), children of its run: their index (1 to N-1), and under
 # BAND_VARIANT_TAG the variant whose seeds and kernel noise they vary (never NOISE_VARIANT_TAG: no band holds them).
 CANDIDATE_REPEAT_TAG = "noise.candidate_repeat"
+# The verdict's metrics on the candidate's run, + a judged metric's name: the candidate runs' mean minus the band's
+# mean, and the test's t statistic. They describe the candidates the verdict judged, not this run alone (before,
+# `delta_` and `z_`, which read as this run's own).
+CANDIDATES_GAP_PREFIX = "candidates_mean_gap_"
+CANDIDATES_T_PREFIX = "candidates_t_"
 
 # Where a training run ran (tracking/compute): the executor, the node, the process and the GPUs it could use.
 COMPUTE_EXECUTOR_TAG = "compute.executor"

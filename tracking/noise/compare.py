@@ -34,10 +34,11 @@ from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process
 from tracking.errors import RunStateError
-from tracking.names import BAND_VARIANT_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
+from tracking.names import BAND_VARIANT_TAG, MLFLOW_NOTE_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
 from tracking.noise.record import NoiseRecord
 from tracking.noise.repeats import KeptRepeat
 from tracking.noise.replicated import extra_runs, train_candidate_repeats
+from tracking.noise.run_page import describe_verdict
 from tracking.noise.verdict import (
     check_compare_metrics,
     choose_variant,
@@ -97,6 +98,7 @@ def compare_candidate(params: Params) -> bool:
                 BAND_VARIANT_TAG: name,
                 REASON_TAG: reason,
                 SECONDARY_EXCEEDING_TAG: result["secondary_exceeding"],
+                MLFLOW_NOTE_TAG: describe_verdict(result, tracker.experiment_id, tracker.run_id),
             }
         )
         tracker.log_json(result, "compare/compare.json")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
-from tracking.names import NOISE_VARIANT_TAG
+from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
 from tracking.noise.power import std_interval
 from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
 
@@ -99,9 +99,16 @@ def _refuse_a_mix(runs: list[Any], filter_string: str) -> None:
     raise RunSelectionError(
         f"the runs {'matching ' + repr(filter_string) if filter_string else 'of the experiment'} mix {found}; "
         "a band over them pools different spreads",
-        fix=f"select one calibration's variant, e.g. --filter \"tags.`mlflow.parentRunId` = '{parent}' and "
-        f"tags.`{NOISE_VARIANT_TAG}` = '{variant}'\"",
+        fix="select one calibration's variant, e.g. --filter "
+        + _double_quoted(f"{tag_is(MLFLOW_PARENT_RUN_TAG, parent)} and {tag_is(NOISE_VARIANT_TAG, variant)}"),
     )
+
+
+def _double_quoted(text: str) -> str:
+    """`text` as a shell reads it back from double quotes, so a suggested filter pastes as printed: bash runs a
+    backquoted name inside double quotes as a command unless its backquotes are escaped."""
+    escaped = "".join(f"\\{char}" if char in '"$`\\' else char for char in text)
+    return f'"{escaped}"'
 
 
 # What a metric can be, by its name: outside it an interval says nothing (accuracy above 1).

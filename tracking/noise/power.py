@@ -85,14 +85,19 @@ class Plan:
     def sentence(self) -> str:
         """The planning line, e.g. "to detect a 0.5-point drop in test_accuracy with 80% power: ..."."""
         size = f"{self.shift * 100:.2g}-point" if "accuracy" in self.metric else f"{self.shift:.4g}"
+        # Each option is a pair of settings, both needed; the options are alternatives.
         options = []
         if self.candidates_at_n is not None:
-            options.append(f"{self.n} calibration repeats, {self.candidates_at_n} candidate repeats")
+            options.append((f"{self.n} (as now)", self.candidates_at_n))
         if self.calibration_at_one is not None and self.candidates_at_n != 1:
-            options.append(f"{self.calibration_at_one} calibration repeats, 1 candidate repeat")
+            options.append((str(self.calibration_at_one), 1))
         if self.balanced is not None and not options:
-            options.append(f"{self.balanced} calibration repeats, {self.balanced} candidate repeats")
-        found = " or ".join(options) or f"more than {MOST_REPEATS} repeats of either"
+            options.append((str(self.balanced), self.balanced))
+        found = (
+            "set " + ", or ".join(f"calibration.repeats {n} and compare.candidate_repeats {m}" for n, m in options)
+            if options
+            else f"more than {MOST_REPEATS} repeats of either"
+        )
         return (
             f"to detect a {size} shift in {self.metric} with {self.target:.0%} power "
             f"(band std {self.std:.4g}, {self.shift / self.std:.2f} stds; alpha {self.alpha:.3g}): {found}"

@@ -20,6 +20,7 @@ from tracking.config.params import Params
 from tracking.config.project import NOISE_FILE
 from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import ParamsError, RunStateError
+from tracking.names import CANDIDATES_GAP_PREFIX, CANDIDATES_T_PREFIX
 from tracking.noise.candidates import judge_churn, judge_values
 from tracking.noise.policy import (
     CANNOT_JUDGE,
@@ -223,7 +224,8 @@ def check_compare_metrics(params: Params, logged: dict[str, float], noise: Noise
 
 
 def verdict_metrics(result: dict[str, Any]) -> dict[str, Any]:
-    """The DVC metrics: the verdict, and z-score and delta of each main check, so `dvc exp show` lists them."""
+    """The DVC metrics: the verdict, and of each main check the candidate runs' mean gap to the band's mean and the
+    test's t statistic (CANDIDATES_GAP_PREFIX, CANDIDATES_T_PREFIX), so `dvc exp show` lists them."""
     summary: dict[str, Any] = {
         "verdict": result["verdict"],
         "band_variant": result["band_variant"],
@@ -234,8 +236,8 @@ def verdict_metrics(result: dict[str, Any]) -> dict[str, Any]:
     for row in result["checks"]:
         if row["family"] == "primary":
             if row["z"] is not None:
-                summary[f"z_{row['metric']}"] = row["z"]
-            summary[f"delta_{row['metric']}"] = row["delta"]
+                summary[f"{CANDIDATES_T_PREFIX}{row['metric']}"] = row["z"]
+            summary[f"{CANDIDATES_GAP_PREFIX}{row['metric']}"] = row["delta"]
             if row["delta"] is None:
-                summary[f"delta_{row['metric']}_note"] = row["note"]
+                summary[f"{CANDIDATES_GAP_PREFIX}{row['metric']}_note"] = row["note"]
     return summary

@@ -94,6 +94,7 @@ class Tracker:
         self.experiment = experiment
         self.root = root
         self.run_id = run_id
+        self.experiment_id = ""  # the experiment's id in the store, once open
         self.stage = stage
         self.run_name = run_name
         self.nested = nested
@@ -113,7 +114,7 @@ class Tracker:
 
         configure_unless_configured()
         self.root = self.root or project_root()
-        experiment_id = connect(self.root, self.experiment)
+        self.experiment_id = experiment_id = connect(self.root, self.experiment)
         self.client = MlflowClient()
         if self.run_id is not None:  # first, so the run a lost server left RUNNING is not taken for a stale one
             self.run_id = self._sync_kept_offline(self.run_id)

@@ -138,8 +138,9 @@ class ScriptRun:
         from tracking.provenance.git import open_repository
         from tracking.run.tracker import Tracker
         from tracking.script.autolog import pause_keras_autolog
+        from tracking.store.excluded import exclude_store_files
 
-        open_repository(self.root)
+        exclude_store_files(open_repository(self.root), self.root)
         self.effective = apply_determinism(self.determinism, self._seeds)
         rerun_of = os.environ.get(TRACKING_RERUN_OF)
         tags = {RERUN_OF_TAG: rerun_of} if rerun_of else {}

@@ -14,7 +14,7 @@ from typing import Any
 
 from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
-from tracking.errors import RunNotFound, TrackingServerError
+from tracking.errors import RunNotFound, RunSelectionError, TrackingServerError
 from tracking.inspect.diff.legacy import upgrade_logged
 from tracking.names import MLFLOW_PARENT_RUN_TAG, OP_DETERMINISM_TAG, PROV_PREFIX
 from tracking.provenance.dvc import locked_out_md5
@@ -23,6 +23,12 @@ from tracking.provenance.git import decode_diff
 log = logging.getLogger(__name__)
 
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+_ID_PREFIX = re.compile(r"^[0-9a-f]{8,31}$")  # the 8 characters `tracking diff` and the UI print, or more
+# What a run may be given as, for the line that says none was found.
+RUN_REFERENCES = (
+    "a run's id or its first 8 characters, its name (train-29bdb4), a DVC experiment's name or a git revision; "
+    "`mlflow ui` lists runs with their names and ids"
+)
 _EXP_NAME = re.compile(r"^[\w.-]+$")
 # A reference longer than this is no run id, DVC experiment name or git revision anyone typed (git's own refs stop
 # at the file system's 255-byte names).
@@ -54,8 +60,10 @@ class RunSnapshot:
 
 
 def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
-    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or else the
-    run that `outputs/run.json` names at `ref` in `project` (an experiment or git revision DVC resolves).
+    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
+    named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it), or the run whose id starts with `ref` (8 or
+    more hex characters), or else the run that `outputs/run.json` names at `ref` in `project` (an experiment or git
+    revision DVC resolves). A name or prefix that several runs share is an error that lists them.
 
     By name, the experiment's candidate run: its calibration runs and the candidate's extra runs (children of it,
     `compare.candidate_repeats`) carry the name too, and start later. An
@@ -89,6 +97,10 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
             else []
         )
         run = matches[0] if matches else None
+    if run is None and _EXP_NAME.match(ref):
+        run = _only_run(client, ref, f"attributes.run_name = '{ref}'", "are named")
+    if run is None and _ID_PREFIX.match(ref):
+        run = _only_run(client, ref, f"attributes.run_id LIKE '{ref}%'", "have ids that start with")
     if run is None and project is not None:
         run = _run_at_revision(client, project, ref)
     if run is None:
@@ -98,8 +110,9 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
             else ""
         )
         raise RunNotFound(
-            f"run '{ref}' not found in {client.tracking_uri}: no run with that id and no run tagged "
-            f"dvc.exp_name with that name; list runs with `mlflow ui` or `dvc exp show`{outside}"
+            f"run '{ref}' not found in {client.tracking_uri}: no run with that id, name or id prefix and no run "
+            f"tagged dvc.exp_name with that name{outside}",
+            fix=f"give {RUN_REFERENCES}",
         )
     return RunSnapshot(
         run_id=run.info.run_id,
@@ -114,6 +127,25 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
         ),
         diff=read_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "",
     )
+
+
+def _only_run(client: Any, ref: str, clause: str, sharing: str) -> Any | None:
+    """The one run of any experiment that `clause` (an MLflow filter string) selects; None when none does, a
+    RunSelectionError listing them when several do."""
+    experiments = [found.experiment_id for found in client.search_experiments()]
+    found = client.search_runs(experiments, filter_string=clause, max_results=10) if experiments else []
+    if len(found) > 1:
+        ids = ", ".join(run.info.run_id for run in found)
+        raise RunSelectionError(f"{len(found)} runs {sharing} '{ref}': {ids}", fix="give the one you mean by its id")
+    return found[0] if found else None
+
+
+def _has_remote(project: Path) -> bool:
+    """Whether the DVC project has a remote configured (`dvc remote list` names one)."""
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo:
+        return bool(repo.config.get("remote"))
 
 
 def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
@@ -132,7 +164,11 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
         raise RunNotFound(
             f"run '{ref}' not found in {client.tracking_uri}: no run is tagged dvc.exp_name with that name, and the "
             f"{RUN_FILE} that dvc.lock names at '{ref}' (md5 {locked[:8]}) is not in this project's DVC cache",
-            fix=f"`git checkout {ref} && dvc pull {RUN_FILE}` from the DVC remote that holds it, or give the run's id",
+            fix=(
+                f"`git checkout {ref} && dvc pull {RUN_FILE}` from the DVC remote that holds it, or give the run's id"
+                if _has_remote(project)
+                else f"this project has no DVC remote to pull it from: give {RUN_REFERENCES}"
+            ),
         ) from err
     except (DvcException, OSError):
         return None
