@@ -30,9 +30,9 @@ r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of
 statistic, not a count of band stds: reports call it t. Several candidate runs are judged by the two-sample
 test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
 Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise but below the
-metric's `compare.min_effect` (or its default, `min_effect`) is `within_tolerance`; a gap within noise is
-`within_noise` only where the test detects a shift of that size with 80% power, else `inconclusive`, saying
-which runs would decide it: the verdict has three outcomes, beyond noise, within it, or not yet known. A value
+metric's named `compare.min_effect` is `within_tolerance`; a gap within noise is `within_noise` only where the
+test detects the smallest shift that matters (named, or its default: `min_effect`) with 80% power, else
+`inconclusive`, saying which runs would decide it: the verdict has three outcomes, beyond noise, within it, or not yet known. A value
 that is not a number is `inconclusive`, with its reason, and stays out of Holm's ordering (it never hides
 behind, or is hidden by, another metric).
 
