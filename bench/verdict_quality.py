@@ -9,7 +9,7 @@ independent calibrations, each judging many null candidates (no effect): the rat
 per-calibration rate. Then the power: a true shift of 1, 2 and 3 band stds in the worse direction of
 test_accuracy, for N = 1 and N = 5 candidate runs. A second null row rounds each test_accuracy to a test example
 (k/360 around 0.987 with a std of 0.0058, the default model's band), where ties leave some bands without
-spread (`cannot_judge`, counted apart).
+spread (`inconclusive`, counted apart).
 
 `--real` adds the real path: a tiny model trained `--real-repeats` times as a band and `--real-candidates` more
 times as seed-only candidates, judged by the compare stage's `judge_candidate` (slow: each is a training).
@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracking.noise.candidates import judge_values
-from tracking.noise.policy import CANNOT_JUDGE, EXCEEDS, family_verdict, judge_family
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, family_verdict, judge_family
 from tracking.noise.power import detectable_shift, power
 
 METRICS = {"test_accuracy": "max", "test_loss": "min"}
@@ -94,12 +94,12 @@ def main() -> None:
             rate, low, high, per = rates(found)
             p10, p50, p90 = np.quantile(per, [0.1, 0.5, 0.9])
             kind = f"test_accuracy in steps of 1/{TEST_EXAMPLES}" if discrete else "normal values"
-            unjudged = float((found == CANNOT_JUDGE).mean())
+            unjudged = float((found == INCONCLUSIVE).mean())
             print(
                 f"null, N={runs}, {kind}: {found.size} candidates over {args.calibrations} calibrations: false alarms "
                 f"{rate:.4f} (95% interval {low:.4f} to {high:.4f}); per calibration: median {p50:.3f}, 10th "
                 f"percentile {p10:.3f}, 90th {p90:.3f}, max {per.max():.3f}"
-                + (f"; cannot_judge {unjudged:.3f}" if discrete else "")
+                + (f"; inconclusive {unjudged:.3f}" if discrete else "")
             )
     print(f"power (a true drop of test_accuracy, in band stds; {args.power_calibrations} calibrations x "
           f"{args.power_candidates} candidates a cell), measured vs the noncentral t at alpha/2 for one metric:")  # fmt: skip

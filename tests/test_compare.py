@@ -9,7 +9,7 @@ from conftest import client_for, run, runs_of, write_params
 
 from tracking.config.params import Params
 from tracking.errors import RunStateError
-from tracking.noise.verdict import choose_variant
+from tracking.noise.verdict import choose_variant, verdict_metrics
 
 ALL = ["algo+impl", "algo", "impl", "control"]
 
@@ -127,12 +127,18 @@ def test_judge_candidate_families():
     variant = _variant(values)
     inside = {"test_accuracy": 0.91, "test_loss": 0.30, "test_group_a_accuracy": 0.81}
     churn = _churn(4)
-    result = judge_candidate(Params(), variant, values, [inside], churn, ["other"], control=False)
+    blind = judge_candidate(Params(), variant, values, [inside], churn, ["other"], control=False)
+    assert blind["verdict"] == "inconclusive"  # 4 runs of std 0.008 do not see the default 2-point shift
+    assert blind["inconclusive"][0].startswith("test_accuracy: within noise, but blind to a shift of 0.02")
+    summary = verdict_metrics({**blind, "band_variant": "algo"})
+    assert summary["verdict"] == "inconclusive" and "more candidate runs" in summary["inconclusive_test_accuracy"]
+    wide = Params.model_validate({"compare": {"min_effect": {"test_accuracy": 0.1, "test_loss": 0.1}}})
+    result = judge_candidate(wide, variant, values, [inside], churn, ["other"], control=False)
     assert result["verdict"] == "within_noise"
     assert [row["family"] for row in result["checks"]] == ["primary", "primary", "churn", "group"]
     assert "primary (2 checks, decides the verdict)" in result["correction"]
     group_drop = judge_candidate(
-        Params(), variant, values, [{**inside, "test_group_a_accuracy": 0.50}], churn, ["x"], control=False
+        wide, variant, values, [{**inside, "test_group_a_accuracy": 0.50}], churn, ["x"], control=False
     )
     assert group_drop["verdict"] == "within_noise" and group_drop["secondary_exceeding"] == 1
     assert group_drop["checks"][-1]["verdict"] == "exceeds_noise"
@@ -154,19 +160,18 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
         Params(), {**variant, "name": "algo+impl"}, values, [{"test_accuracy": 352 / 360, "test_loss": 0.30}],
         _churn(3), ["x"], control=False,
     )  # fmt: skip
-    assert result["verdict"] == "cannot_judge" and result["checks"][0]["z"] is None
-    assert result["cannot_judge"] == [
+    assert result["verdict"] == "inconclusive" and result["checks"][0]["z"] is None
+    assert result["inconclusive"][0] == (
         "test_accuracy: 3 identical values (0.988889) in calibration:algo+impl: no measured spread; "
         "raise calibration.repeats"
-    ]
+    )
     from tracking.noise.report import render_report
-    from tracking.noise.verdict import verdict_metrics
 
     summary = verdict_metrics({**result, "band_variant": "algo+impl"})
     assert "candidates_t_test_accuracy" not in summary
     assert summary["candidates_mean_gap_test_accuracy"] == pytest.approx(-4 / 360)
     report = render_report({**result, "band_variant": "algo+impl", "reason": "r", "calibration_runs": 3})
-    assert "Cannot judge test_accuracy" in report and "| n/a | n/a | cannot_judge |" in report
+    assert "Inconclusive: test_accuracy" in report and "| n/a | n/a | inconclusive |" in report
 
 
 def test_report_says_how_many_of_the_band_runs_were_reused():

@@ -1,6 +1,7 @@
 """Bands and group comparisons over real MLflow runs in a SQLite store, checked against scipy."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -159,15 +160,13 @@ def test_compare_groups_intervals_holm_and_power():
 def test_compare_groups_on_a_group_without_spread_warns_nothing():
     import warnings
 
-    from tracking.cli import _ratio
     from tracking.noise.groups import compare_metric_groups
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         row = compare_metric_groups({"acc": [358 / 360] * 5}, {"acc": [0.9889, 0.9861, 0.9889, 0.9861, 0.9889]}, 0.05)
-        assert row["acc"]["std_ratio_a_over_b"] == 0 and row["acc"]["welch_p"] is not None
-        # Issue 36: compare-groups printed "std ratio 0 [0, 0]" without saying why.
-        assert _ratio(row["acc"], 0.05) == "0 (A has no spread: its runs are identical)"
+        assert row["acc"]["std_ratio_a_over_b"] is None and row["acc"]["welch_p"] is not None
+        assert row["acc"]["std_ratio_interval_f"] is None and "A tied (no spread)" in row["acc"]["verdict"]
         none = compare_metric_groups({"acc": [0.99] * 3}, {"acc": [0.99] * 3}, 0.05)["acc"]
     assert none["std_ratio_a_over_b"] is None and none["welch_p"] is None and none["means_differ"] is False
     assert json.dumps(none, allow_nan=False)
@@ -178,3 +177,31 @@ def test_a_reader_that_stops_early_gets_no_traceback(store):
     command = f"{sys.executable} -m tracking bands --experiment groups --metric test_accuracy | true"
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("runs", [2, 3, 4, 5, 10, 20])
+def test_compare_groups_at_the_edges(runs):
+    """Issue 34: NaN and inf runs, 2 vs 2 runs, tied and nearly tied groups, and JSON that never fails."""
+    from tracking.noise.groups import MIN_SPREAD_RUNS, compare_metric_groups
+    from tracking.noise.statistics import strict
+
+    rng = np.random.default_rng(runs)
+    a, b = list(0.9 + 0.01 * rng.standard_normal(runs)), list(0.9 + 0.01 * rng.standard_normal(runs))
+    row = compare_metric_groups({"acc": [*a, math.nan]}, {"acc": [*b, math.inf, -math.inf]}, 0.05)["acc"]
+    assert (row["n_a"], row["n_b"]) == (runs, runs) and math.isfinite(row["mean_a"]) and math.isfinite(row["mean_b"])
+    assert f"A: 1 of {runs + 1} runs left out (1 nan); B: 2 of {runs + 2} runs left out (1 -inf, 1 inf)" in row["note"]
+    assert "nan" not in row["verdict"].split("(")[0] and json.dumps(strict(row), allow_nan=False)
+    if runs < MIN_SPREAD_RUNS:  # 2 vs 2 used to say "spreads differ (p < 1e-16)" whatever the spreads
+        assert row["brown_forsythe_p"] is None and not row["spreads_differ"] and "no spread verdict" in row["verdict"]
+        assert f"at least {MIN_SPREAD_RUNS} runs per group" in row["note"]
+    else:
+        assert row["brown_forsythe_p"] is not None and row["std_ratio_interval_f"] is not None
+    tied = compare_metric_groups({"acc": [0.9] * runs}, {"acc": b}, 0.05)["acc"]
+    assert tied["std_ratio_interval_f"] is None and tied["std_ratio_interval_bootstrap"] is None  # not "F [0, 0]"
+    nearly = compare_metric_groups({"acc": [0.9] * (runs - 1) + [0.9 + 2e-16]}, {"acc": b}, 0.05)["acc"]
+    assert nearly["std_a"] == 0 and nearly["std_ratio_a_over_b"] is None  # float residue: no ratio of 1e13
+
+
+def test_a_group_left_with_one_finite_run_is_one_error():
+    with pytest.raises(NoiseError, match=r"got 1 and 3 \(A: 2 of 3 runs left out \(2 nan\)\)"):
+        compare_groups([math.nan, 0.9, math.nan], [0.9, 0.91, 0.92], 0.05)

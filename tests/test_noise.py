@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tracking.noise.policy import CANNOT_JUDGE, EXCEEDS, WITHIN, family_verdict, judge, judge_family
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, family_verdict, judge, judge_family
 from tracking.noise.statistics import (
     NoiseError,
     band_from_summary,
@@ -62,12 +62,12 @@ def test_tied_band_cannot_judge_and_says_why():
     # issue 9 item 11: three repeats that all scored 356/360 gave "-inf sigma, p=0, exceeds band" for a 1-point gap
     tied = band_from_values("test_accuracy", [356 / 360] * 3, alpha=0.05, source="calibration:algo+impl")
     found = judge(352 / 360, tied)
-    assert found.verdict == CANNOT_JUDGE and found.within_noise is None and found.z is None and found.p_value is None
+    assert found.verdict == INCONCLUSIVE and found.within_noise is None and found.z is None and found.p_value is None
     assert "3 identical values" in found.note and "raise calibration.repeats" in found.note
-    assert judge(352 / 360, tied, reference=356 / 360).verdict == CANNOT_JUDGE
+    assert judge(352 / 360, tied, reference=356 / 360).verdict == INCONCLUSIVE
     loss = band_from_values("test_loss", [0.30, 0.32, 0.31], alpha=0.05, source="calibration:algo+impl")
     family = judge_family([found, judge(0.31, loss)], alpha=0.05)
-    assert [row.verdict for row in family] == [CANNOT_JUDGE, WITHIN] and family_verdict(family) == CANNOT_JUDGE
+    assert [row.verdict for row in family] == [INCONCLUSIVE, WITHIN] and family_verdict(family) == INCONCLUSIVE
     family = judge_family([found, judge(0.90, loss)], alpha=0.05)
     assert family_verdict(family) == EXCEEDS  # a metric that can be judged and exceeds still decides
     # one step of spread is enough to judge: 356, 356, 355 of 360
@@ -81,7 +81,7 @@ def test_control_band_zero_spread_is_a_measurement():
     band = band_from_values("acc", [0.9, 0.9, 0.9], alpha=0.05, source="calibration:control")
     assert judge(0.9, band, exact=True).verdict == WITHIN
     assert judge(0.9000001, band, exact=True).verdict == EXCEEDS
-    assert judge(0.9000001, band).verdict == CANNOT_JUDGE
+    assert judge(0.9000001, band).verdict == INCONCLUSIVE
 
 
 def test_too_few_runs_is_an_error():

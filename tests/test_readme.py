@@ -169,13 +169,13 @@ def test_the_readme_commands_then_diff_as_shown(readme_typed: Path):
     project = readme_typed / "project"
     typed = (readme_typed / README_TYPED).read_text()
     verdict = (
-        r"^(within_noise|exceeds_noise|cannot_judge): .*; judged against \w+ \(\d+ runs\)\. Report: reports/compare.md$"
+        r"^(within_noise|exceeds_noise|inconclusive): .*; judged against \w+ \(\d+ runs\)\. Report: reports/compare.md$"
     )
     assert len(re.findall(verdict, typed, re.M)) == 2, typed
     # `dvc exp show` as the README has it: each experiment's verdict and test_accuracy, not a row of `…`
     (header,) = [line.split() for line in typed.splitlines() if line.split()[:2] == ["Experiment", "Created"]]
     assert sorted(header) == ["Created", "Experiment", "test_accuracy", "test_loss", "verdict"], typed
-    assert len(re.findall(r" (within_noise|exceeds_noise|cannot_judge) +$", typed, re.M)) >= 2, typed
+    assert len(re.findall(r" (within_noise|exceeds_noise|inconclusive) +$", typed, re.M)) >= 2, typed
     first, experiment = readme_runs(readme_typed)
     diff = run(["tracking", "diff", first, experiment], project).stdout
     shown = block_starting(README.read_text(), "$ tracking diff").splitlines()[1:]

@@ -11,8 +11,8 @@ from scipy import stats
 
 from tracking.noise.candidates import judge_churn, judge_values
 from tracking.noise.policy import (
-    CANNOT_JUDGE,
     EXCEEDS,
+    INCONCLUSIVE,
     POOLED,
     WITHIN,
     WITHIN_TOLERANCE,
@@ -21,7 +21,7 @@ from tracking.noise.policy import (
     judge_family,
 )
 from tracking.noise.power import detectable_shift, plan, power, std_interval
-from tracking.noise.statistics import band_from_values, format_p
+from tracking.noise.statistics import band_from_summary, band_from_values, format_p
 from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
 
 REPEATS = (3, 5, 10, 20)
@@ -35,19 +35,24 @@ def test_tied_values_have_no_spread_at_every_level(repeats: int, steps: int):
         band = band_from_values("acc", [k / steps] * repeats, 0.05, "tied")
         assert band.std == 0.0 and band.mean == k / steps and band.low == band.high == k / steps, (k, repeats)
         found = judge((k + (1 if k < steps else -1)) / steps, band)
-        assert found.verdict == CANNOT_JUDGE and found.z is None and found.p_value is None, (k, repeats)
+        assert found.verdict == INCONCLUSIVE and found.z is None and found.p_value is None, (k, repeats)
 
 
 def test_a_nan_value_cannot_be_judged_alone_or_beside_another_metric():
     band = band_from_values("test_loss", [0.30, 0.31, 0.29, 0.30, 0.32], 0.05, "calibration:algo")
     alone = judge_family([judge(math.nan, band)], 0.05)
-    assert alone[0].verdict == CANNOT_JUDGE and "nan" in alone[0].note and family_verdict(alone) == CANNOT_JUDGE
+    assert alone[0].verdict == INCONCLUSIVE and "nan" in alone[0].note and family_verdict(alone) == INCONCLUSIVE
     accuracy = band_from_values("test_accuracy", [0.98, 0.985, 0.99, 0.975, 0.98], 0.05, "calibration:algo")
     family = judge_family([judge(math.nan, band), judge(0.982, accuracy)], 0.05)
-    assert [found.verdict for found in family] == [CANNOT_JUDGE, WITHIN] and family_verdict(family) == CANNOT_JUDGE
+    assert [found.verdict for found in family] == [INCONCLUSIVE, WITHIN] and family_verdict(family) == INCONCLUSIVE
     assert json.dumps(family[0].as_dict(), allow_nan=False)  # no NaN in what the JSON files hold
     several = judge_values("test_loss", [0.30, 0.31, 0.29, 0.30, 0.32], [0.3, math.nan, 0.31], 0.05, "c")
-    assert several.verdict == CANNOT_JUDGE and "1 of 3 candidate runs" in several.note
+    assert several.verdict == INCONCLUSIVE and "test_loss is nan in 1 of 3 candidate runs" in several.note
+    infinite = judge_values("test_loss", [0.30, 0.31, 0.29], [math.inf, math.nan, 0.3, -math.inf], 0.05, "c")
+    assert "test_loss is -inf or inf or nan in 3 of 4 candidate runs" in infinite.note
+    # band runs that are not numbers are left out, named
+    band_nan = judge_values("test_loss", [0.30, math.nan, 0.31, math.inf, 0.29, 0.30], [0.3], 0.05, "c")
+    assert band_nan.band.n == 4 and "band: 2 of 6 runs left out (1 inf, 1 nan)" in band_nan.note
 
 
 def test_control_difference_has_no_infinite_statistic():
@@ -114,14 +119,16 @@ def test_probability_of_beating_by_hand():
 
 def test_groups_without_spread():
     tied = [355 / 360] * 5
-    assert judge_values("acc", tied, [355 / 360] * 3, 0.05, "c").verdict == CANNOT_JUDGE
+    assert judge_values("acc", tied, [355 / 360] * 3, 0.05, "c").verdict == INCONCLUSIVE
     control = judge_values("acc", tied, [355 / 360] * 3, 0.05, "c", exact=True)
     assert control.verdict == WITHIN and control.p_value == 1.0
     drift = judge_values("acc", tied, [354 / 360] * 3, 0.05, "c", exact=True)
     assert drift.verdict == EXCEEDS and drift.z is None and json.dumps(drift.as_dict(), allow_nan=False)
-    # the candidates' own spread is enough for the pooled t when the band ties
-    spread = judge_values("acc", tied, [354 / 360, 355 / 360, 356 / 360], 0.05, "c")
-    assert spread.verdict == WITHIN and spread.z == 0
+    # issue 34: the candidates' own spread does not stand in for the band's, either way
+    for runs in ([354 / 360, 355 / 360, 356 / 360], [340 / 360, 341 / 360, 342 / 360]):
+        spread = judge_values("acc", tied, runs, 0.05, "c")
+        assert spread.verdict == INCONCLUSIVE and spread.z is None and spread.candidates == 3
+        assert "5 identical values" in spread.note and "raise calibration.repeats" in spread.note
 
 
 def test_min_effect_makes_a_small_significant_gap_within_tolerance():
@@ -132,6 +139,38 @@ def test_min_effect_makes_a_small_significant_gap_within_tolerance():
     assert tolerated[0].verdict == WITHIN_TOLERANCE and "min_effect" in tolerated[0].note
     assert family_verdict(tolerated) == WITHIN_TOLERANCE and tolerated[0].within_noise
     assert judge_family([found], 0.05, {"acc": 0.001})[0].verdict == EXCEEDS
+
+
+def test_within_noise_only_where_the_test_sees_the_shift_that_matters():
+    # issue 34: 3 runs of std 0.24 (keras-io's Siamese network) called a 46-point drop within noise
+    wide = band_from_values("test_accuracy", [0.55, 0.80, 0.93], 0.05, "c")
+    blind = judge_family([judge(0.297, wide)], 0.05, {})
+    assert blind[0].verdict == INCONCLUSIVE and family_verdict(blind) == INCONCLUSIVE and blind[0].within_noise is None
+    assert "blind to a shift of 0.02 (the default for an accuracy" in blind[0].note
+    assert "not even 100 runs of either" in blind[0].note
+    # it sees a shift of 1.5 (more than 7 of its stds at 3 runs): a gap inside it is within noise
+    assert judge_family([judge(0.70, wide)], 0.05, {"test_accuracy": 1.5})[0].verdict == WITHIN
+    several = judge_values("test_accuracy", [0.980, 0.985, 0.990, 0.985, 0.982], [0.984, 0.986, 0.983], 0.05, "c")
+    assert judge_family([several], 0.05, {})[0].verdict == WITHIN  # detects 0.011 < 0.02
+    decided = judge_family([several], 0.05, {"test_accuracy": 0.008})[0]
+    assert decided.verdict == INCONCLUSIVE and "more candidate runs (" in decided.note
+    # a metric that is not an accuracy: a tenth of the band mean by default; a band centred on 0 sees no shift
+    loss = band_from_values("test_loss", [0.300, 0.302, 0.298, 0.301, 0.299], 0.05, "c")
+    assert judge_family([judge(0.30, loss)], 0.05, {})[0].verdict == WITHIN  # detects 0.0065, default 0.03
+    assert judge_family([judge(0.30, loss)], 0.05, {"test_loss": 0.005})[0].verdict == INCONCLUSIVE
+    centred = band_from_values("bias", [-0.01, 0.01, 0.0, 0.005, -0.005], 0.05, "c")
+    zero = judge_family([judge(0.0, centred)], 0.05, {})[0]
+    assert zero.verdict == INCONCLUSIVE and "compare.min_effect" in zero.note
+    # secondary families (min_effects None) are judged on noise alone
+    assert judge_family([judge(0.297, wide)], 0.05)[0].verdict == WITHIN
+
+
+def test_control_sees_any_shift_and_a_spreadless_band_never_says_within_noise():
+    tied = band_from_values("test_accuracy", [356 / 360] * 5, 0.05, "calibration:control")
+    equal = judge_family([judge(356 / 360, tied, exact=True)], 0.05, {"test_accuracy": 1e-9})
+    assert equal[0].verdict == WITHIN
+    declared = judge_family([judge(0.982, band_from_summary("test_accuracy", 0.982, 0.0, 5, 0.05, "paper"))], 0.05, {})
+    assert declared[0].verdict == INCONCLUSIVE and "no measured spread" in declared[0].note
 
 
 def test_what_the_band_can_see():
@@ -172,7 +211,7 @@ def test_churn_is_one_sided_and_judged_by_the_distribution_of_its_statistic():
     assert judge_churn(_churn_matrix(0.02, 0.06, 24), 1, 0.05).verdict == EXCEEDS  # more churn: drift
     assert judge_churn(_churn_matrix(0.02, 0.0, 24), 1, 0.05).verdict == WITHIN  # less churn is no drift
     few = judge_churn(_churn_matrix(0.02, 0.06, 5), 1, 0.05)  # 6 runs: the smallest p is 1/6
-    assert few.verdict == CANNOT_JUDGE and "smallest p" in few.note
+    assert few.verdict == INCONCLUSIVE and "smallest p" in few.note
     assert judge_churn(_churn_matrix(0.02, 0.06, 5), 1, 0.05, exact=True).verdict == EXCEEDS
 
 
@@ -218,3 +257,34 @@ def test_strict_json_names_what_it_nulls():
         "non_finite": {"runs.0.metrics.test_loss": "nan", "std": "inf"},
     }
     assert strict({"n": 3}) == {"n": 3}
+
+
+def test_the_public_judge_on_plain_numbers():
+    import tracking
+    from tracking.noise.statistics import band_from_summary
+
+    band = {"test_accuracy": [0.980, 0.985, 0.990, 0.985, 0.982], "test_loss": [0.30, 0.302, 0.298, 0.301, 0.299]}
+    modes = {"test_accuracy": "max", "test_loss": "min"}
+    drop = tracking.judge(band, {"test_accuracy": [0.62], "test_loss": [0.30]}, modes=modes)
+    assert drop.verdict == EXCEEDS and drop.worse == ("test_accuracy",) and drop.better == ()
+    assert json.dumps(drop.as_dict(), allow_nan=False) and [found.metric for found in drop.checks] == list(modes)
+    same = tracking.judge(band, {"test_accuracy": [0.984, 0.985, 0.986], "test_loss": [0.3, 0.3, 0.3]}, modes=modes)
+    assert same.verdict == WITHIN and same.inconclusive == ()
+    blind = tracking.judge(band, {"test_accuracy": [0.984], "test_loss": [0.3]}, min_effect={"test_accuracy": 0.002})
+    assert blind.verdict == INCONCLUSIVE and blind.inconclusive[0].startswith("test_accuracy: within noise, but blind")
+    declared = tracking.judge({"test_accuracy": band_from_summary("test_accuracy", 0.98, 0.004, 10, 0.05, "paper")},
+                              {"test_accuracy": [0.99]}, modes=modes)  # fmt: skip
+    assert declared.verdict == EXCEEDS and declared.better == ("test_accuracy",)
+    tied = {"test_accuracy": [0.98] * 5}
+    assert tracking.judge(tied, {"test_accuracy": [0.98]}, control=True, weights_identical=True).verdict == WITHIN
+    assert tracking.judge(tied, {"test_accuracy": [0.98]}, control=True, weights_identical=False).verdict == EXCEEDS
+
+
+def test_plan_refuses_a_shift_that_is_not_a_finite_number():
+    from tracking.errors import NoiseError
+
+    for shift in (math.nan, math.inf, 0.0, -0.01):
+        with pytest.raises(NoiseError, match="needs a finite shift > 0"):
+            plan("test_accuracy", shift, 0.01, 5, 0.025)
+    with pytest.raises(NoiseError, match="a band with spread"):
+        plan("test_accuracy", 0.01, math.nan, 5, 0.025)

@@ -24,6 +24,8 @@ _PUBLIC = {
     "evaluate_model": ".training.evaluation",
     "calibrate": ".noise.calibration",
     "compare_candidate": ".noise.compare",
+    "judge": ".noise.judging",
+    "Verdict": ".noise.judging",
     "run_audit": ".inspect.audit_run",
     "run_main": ".stage",
     "at_least": ".stage",

@@ -280,6 +280,7 @@ def _bands(args: argparse.Namespace) -> None:
 
 def _compare_groups(args: argparse.Namespace) -> None:
     from tracking.noise.groups import compare_metric_groups, fetch_metric_values
+    from tracking.noise.statistics import strict
     from tracking.store.location import find_project, open_client
 
     open_client(find_project())
@@ -296,7 +297,7 @@ def _compare_groups(args: argparse.Namespace) -> None:
         for metric, row in compared.items()
     }
     if args.json:
-        sys.stdout.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(strict(result), indent=2, allow_nan=False) + "\n")
         return
     lines = []
     for metric, row in result.items():
@@ -317,9 +318,7 @@ def _compare_groups(args: argparse.Namespace) -> None:
 def _ratio(row: dict, alpha: float) -> str:
     """The std ratio with its intervals, as compare-groups prints it."""
     if row["std_ratio_a_over_b"] is None:
-        return "undefined (B has no spread)"
-    if row["std_ratio_a_over_b"] == 0:
-        return "0 (A has no spread: its runs are identical)"
+        return "undefined"
     text = f"{row['std_ratio_a_over_b']:.3g}"
     intervals = [
         f"{name} [{found[0]:.3g}, {found[1]:.3g}]"

@@ -23,6 +23,7 @@ from tracking.data.manifest import LOGGED_MANIFEST
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RerunError
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
+from tracking.noise.policy import INCONCLUSIVE
 
 STAGES = (TRAIN, EVALUATE)
 STEPS = ("worktree", "code", "params", "data", *STAGES)
@@ -197,6 +198,6 @@ def _band_verdict(delta: Any) -> str:
     found = delta.judgement
     if found is None:
         return "(no band)"
-    if found.z is None:
-        return f"cannot judge: {found.note}"
+    if found.z is None or found.verdict == INCONCLUSIVE:
+        return f"inconclusive: {found.note}"
     return f"{'within' if found.within_noise else 'OUTSIDE'} the band (z {found.z:+.2f})"

@@ -16,9 +16,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from tracking.noise.policy import CANNOT_JUDGE, EXCEEDS, PERMUTATION, POOLED, WITHIN, Judgement, judge
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
 from tracking.noise.power import std_interval
-from tracking.noise.statistics import band_from_values
+from tracking.noise.statistics import band_from_values, left_out
 from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
 
 
@@ -32,21 +32,42 @@ def judge_values(
     exact: bool = False,
 ) -> Judgement:
     """Candidate runs' values of `metric` against the band runs' values, at `alpha` for this one test (correct the
-    family with `judge_family`). `exact` marks a CONTROL band: only values equal to its runs are noise."""
+    family with `judge_family`). `exact` marks a CONTROL band: only values equal to its runs are noise. Band runs
+    whose value is not a finite number are left out, and the note names them."""
+    found = _judge_values(metric, band_values, candidate_values, alpha, source, mode, exact)
+    dropped = left_out([math.nan if value is None else value for value in band_values], "band")
+    return replace(found, note="; ".join(filter(None, [found.note, dropped]))) if dropped else found
+
+
+def _judge_values(
+    metric: str,
+    band_values: Sequence[float],
+    candidate_values: Sequence[float],
+    alpha: float,
+    source: str,
+    mode: str | None,
+    exact: bool,
+) -> Judgement:
+    """`judge_values` before the note on band runs left out."""
     band = band_from_values(metric, band_values, alpha, source)
     baseline = np.asarray([value for value in band_values if value is not None and math.isfinite(value)], dtype=float)
     candidates = np.asarray(candidate_values, dtype=float)
     if len(candidates) == 0:
         raise ValueError(f"judge_values({metric!r}) needs at least one candidate value")
-    missing = int((~np.isfinite(candidates)).sum())
-    if missing:
+    bad = candidates[~np.isfinite(candidates)]
+    if len(bad):
+        named = " or ".join(sorted({str(float(value)) for value in bad}))
         return replace(
             judge(math.nan, band),
             candidates=len(candidates),
-            note=f"{missing} of {len(candidates)} candidate runs logged no number for {metric}: nothing to judge",
+            note=f"{metric} is {named} in {len(bad)} of {len(candidates)} candidate runs: nothing to judge "
+            "(look at those runs' training)",
         )
-    if len(candidates) == 1:
-        return _with_beats(judge(float(candidates[0]), band, exact=exact), baseline, candidates, mode, alpha)
+    if len(candidates) == 1 or (band.std == 0 and not exact):
+        # A band without spread judges nothing but CONTROL: the candidates' own spread alone would say what
+        # reseeding the baseline does without having measured it.
+        found = judge(float(candidates.mean()), band, exact=exact)
+        return _with_beats(replace(found, candidates=len(candidates)), baseline, candidates, mode, alpha)
     test = pooled_t(baseline, candidates, alpha)
     common = {
         "metric": metric,
@@ -67,7 +88,7 @@ def judge_values(
                 f"CONTROL: {'equal to' if equal else 'differs from, which any drift does,'} the {band.n} identical runs"
             )
         else:
-            verdict = CANNOT_JUDGE
+            verdict = INCONCLUSIVE
             note = f"no spread in the {band.n} band runs nor the {len(candidates)} candidate runs: raise calibration.repeats"
         scale = 0.0 if exact else None
         found = Judgement(
@@ -129,7 +150,7 @@ def judge_churn(matrix: np.ndarray, candidates: int, alpha: float, exact: bool =
     if 1 / len(splits) > alpha:
         return Judgement(
             p_value=None,
-            verdict=CANNOT_JUDGE,
+            verdict=INCONCLUSIVE,
             note=f"{total} runs split {len(splits)} ways: the smallest p, {1 / len(splits):.3g}, is above alpha {alpha}",
             test=PERMUTATION,
             **common,

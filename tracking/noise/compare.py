@@ -104,7 +104,7 @@ def compare_candidate(params: Params) -> bool:
         tracker.log_json(result, "compare/compare.json")
         for path in (COMPARE_REPORT, *COMPARE_PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
-    unjudged = "".join(f"; {line}" for line in result["cannot_judge"])
+    unjudged = "".join(f"; {line}" for line in result["inconclusive"])
     runs = result["candidate_runs"]
     trained = f"{runs} candidate runs ({len(extras) - reused} trained here); " if runs > 1 else ""
     print(

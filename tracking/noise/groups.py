@@ -17,9 +17,15 @@ from typing import Any
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
 from tracking.noise.power import std_interval
-from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
+from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm, left_out
 
 _PAGE = 1000
+# The fewest runs per group for a spread verdict: with 2 runs each run's deviation from the group's median is the
+# same, so Brown-Forsythe compares two constants and calls any two spreads different (p < 1e-16); 3 is hardly
+# better (one deviation is 0).
+MIN_SPREAD_RUNS = 4
+# A group's std below this share of its values' magnitude is float residue (a tied group's 1e-17), not spread.
+RESIDUE = 1e-12
 # Simulated trials behind the power of Brown-Forsythe at the ratio shown (about ±0.02), and their seed.
 SPREAD_TRIALS, SPREAD_SEED = 2000, 1
 
@@ -140,7 +146,17 @@ def bands(experiment: str, filter_string: str, metrics: list[str], alpha: float)
         band = in_range(band_from_values(metric, found.values, alpha, source).as_dict())
         low, high = std_interval(band["std"], band["n"], alpha)
         out[metric] = {**band, "std_interval": [low, high], "skipped_runs": found.skipped}
+        if left_out(found.values):
+            out[metric]["left_out"] = left_out(found.values)
     return out
+
+
+def _spread(values: list[float]) -> float:
+    """The sample std of finite values, 0 exactly for a tied group or float residue (`RESIDUE`)."""
+    import numpy as np
+
+    std = float(np.std(values, ddof=DDOF))
+    return 0.0 if std <= RESIDUE * max(abs(value) for value in values) else std
 
 
 def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, Any]:
@@ -153,15 +169,27 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
 
     from tracking.noise.twosample import welch
 
+    dropped = "; ".join(filter(None, (left_out(a, "A"), left_out(b, "B"))))
+    a, b = [value for value in a if math.isfinite(value)], [value for value in b if math.isfinite(value)]
     if len(a) < 2 or len(b) < 2:
         raise NoiseError(
-            f"each group needs at least 2 runs with the metric; got {len(a)} and {len(b)}: "
-            "widen the filters or run more repeats"
+            f"each group needs at least 2 runs with a finite value of the metric; got {len(a)} and {len(b)}"
+            f"{' (' + dropped + ')' if dropped else ''}: widen the filters or run more repeats"
         )
-    std_a, std_b = (0.0 if len(set(x)) == 1 else float(np.std(x, ddof=DDOF)) for x in (a, b))
+    std_a, std_b = _spread(a), _spread(b)
     means = welch(b, a, alpha)  # candidate minus baseline: A - B, as scipy's ttest_ind(a, b)
-    spread = stats.levene(a, b, center="median") if std_a or std_b else None
-    ratio = std_a / std_b if std_b else (math.inf if std_a else None)
+    tied = [name for name, std in (("A", std_a), ("B", std_b)) if std == 0]
+    notes = [dropped] if dropped else []
+    if len(a) < MIN_SPREAD_RUNS or len(b) < MIN_SPREAD_RUNS:
+        notes.append(
+            f"no spread verdict: it needs at least {MIN_SPREAD_RUNS} runs per group, got {len(a)} and {len(b)}"
+        )
+    elif len(tied) == 2:
+        notes.append("neither group has spread: no test of means or spreads")
+    spread = stats.levene(a, b, center="median") if len(a) >= MIN_SPREAD_RUNS <= len(b) and len(tied) < 2 else None
+    if tied:
+        notes.append(f"{' and '.join(tied)} tied (no spread): no std ratio or interval")
+    ratio = None if tied else std_a / std_b
     return {
         "n_a": len(a),
         "n_b": len(b),
@@ -172,13 +200,13 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
         "ddof": DDOF,
         "std_ratio_a_over_b": finite(ratio),
         "std_ratio_interval_f": _ratio_interval_f(ratio, len(a), len(b), alpha),
-        "std_ratio_interval_bootstrap": _ratio_interval_bootstrap(a, b, alpha) if std_b else None,
-        "brown_forsythe_power_at_ratio": _spread_power(ratio, len(a), len(b), alpha),
+        "std_ratio_interval_bootstrap": _ratio_interval_bootstrap(a, b, alpha) if ratio else None,
+        "brown_forsythe_power_at_ratio": _spread_power(ratio, len(a), len(b), alpha) if spread else None,
         "welch_t": means.t,
         "welch_p": means.p_value,
         "brown_forsythe_w": None if spread is None else finite(spread.statistic),
         "brown_forsythe_p": None if spread is None else finite(spread.pvalue),
-        "note": "" if spread is not None else "neither group has spread: no test of means or spreads",
+        "note": "; ".join(notes),
     }
 
 
@@ -194,10 +222,19 @@ def compare_metric_groups(
     for metric, row in results.items():
         row["means_differ"] = rejected.get((metric, "welch_p"), False)
         row["spreads_differ"] = rejected.get((metric, "brown_forsythe_p"), False)
-        row["verdict"] = (
-            f"means {'differ' if row['means_differ'] else 'do not differ'} (Welch p={format_p(row['welch_p'])}); "
+        means = (
+            f"means {'differ' if row['means_differ'] else 'do not differ'} (Welch p={format_p(row['welch_p'])})"
+            if row["welch_p"] is not None
+            else "no test of means"
+        )
+        spreads = (
             f"spreads {'differ' if row['spreads_differ'] else 'do not differ'} "
-            f"(Brown-Forsythe p={format_p(row['brown_forsythe_p'])}); Holm over {len(tested)} tests at alpha={alpha}"
+            f"(Brown-Forsythe p={format_p(row['brown_forsythe_p'])})"
+            if row["brown_forsythe_p"] is not None
+            else "no spread verdict"
+        )
+        row["verdict"] = f"{means}; {spreads}; Holm over {len(tested)} tests at alpha={alpha}" + (
+            f" ({row['note']})" if row["note"] else ""
         )
     return results
 

@@ -30,14 +30,17 @@ r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of
 statistic, not a count of band stds: reports call it t. Several candidate runs are judged by the two-sample
 test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
 Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise but below the
-metric's `compare.min_effect` is `within_tolerance`. A value that is not a number is `cannot_judge`, with its
-reason, and stays out of Holm's ordering (it never hides behind, or is hidden by, another metric).
+metric's named `compare.min_effect` is `within_tolerance`; a gap within noise is `within_noise` only where the
+test detects the smallest shift that matters (named, or its default: `min_effect`) with 80% power, else
+`inconclusive`, saying which runs would decide it: the verdict has three outcomes, beyond noise, within it, or not yet known. A value
+that is not a number is `inconclusive`, with its reason, and stays out of Holm's ordering (it never hides
+behind, or is hidden by, another metric).
 
 No spread. Test accuracy moves in steps of one test example (1/360 on the default split), and a few repeats
 often tie: a band of n identical values has s = 0 exactly (not the 1e-16 a float std leaves) and no measured
 spread, so its z would be infinite for any
-gap. Such a band does not give a verdict: the metric is `cannot_judge` ("n identical values; raise
-calibration.repeats"), and a family with no exceeding metric but one that cannot be judged is `cannot_judge`.
+gap. Such a band does not give a verdict: the metric is `inconclusive` ("n identical values; raise
+calibration.repeats"), and a family with no exceeding metric but one that cannot be judged is `inconclusive`.
 Only CONTROL gives a verdict from zero spread, because there zero spread is the measured outcome (its repeats
 are bit-identical by design): a value equal to its reference is within noise, any other exceeds it, with no
 finite statistic (z and p None, never infinity or 0). A floor at
@@ -64,9 +67,13 @@ SOURCES: dict[str, frozenset[str]] = {
     ALGO: frozenset({ALGO}),
     "algo+impl": frozenset({ALGO, IMPL}),
 }
-WITHIN, EXCEEDS, CANNOT_JUDGE = "within_noise", "exceeds_noise", "cannot_judge"
+WITHIN, EXCEEDS, INCONCLUSIVE = "within_noise", "exceeds_noise", "inconclusive"
 # Beyond noise but smaller than the metric's `compare.min_effect`: a real difference too small to matter.
 WITHIN_TOLERANCE = "within_tolerance"
+# The smallest shift that matters where `compare.min_effect` names none: two points of an accuracy (a metric whose
+# name holds "accuracy"), else a tenth of the band's mean. `within_noise` needs a test that detects it 80% of the time.
+ACCURACY_MIN_EFFECT = 0.02
+RELATIVE_MIN_EFFECT = 0.1
 # The tests behind a verdict: one candidate run against the band (prediction), several (the pooled two-sample t).
 # Churn: the exact one-sided permutation test of the mean churn between candidate and band runs.
 PREDICTION, POOLED, PERMUTATION = "prediction", "pooled_t", "permutation"
@@ -173,7 +180,7 @@ class Judgement:
 
     @property
     def within_noise(self) -> bool | None:
-        return None if self.verdict == CANNOT_JUDGE else self.verdict in (WITHIN, WITHIN_TOLERANCE)
+        return None if self.verdict == INCONCLUSIVE else self.verdict in (WITHIN, WITHIN_TOLERANCE)
 
     def as_dict(self) -> dict[str, Any]:
         """The judgement as JSON holds it: no NaN or infinity (None, the note says why)."""
@@ -202,7 +209,7 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
     p_value: float | None = None
     interval: tuple[float, float] | None = None
     if not math.isfinite(value):
-        scale, verdict = None, CANNOT_JUDGE
+        scale, verdict = None, INCONCLUSIVE
         note = f"the candidate's value is {value}: nothing to judge (look at the run's training)"
     elif scale > 0:
         z = delta / scale
@@ -219,7 +226,7 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
             verdict = EXCEEDS
             note = f"CONTROL: differs from the {band.n} identical runs, which any drift does; no finite statistic"
     else:
-        scale, verdict = None, CANNOT_JUDGE
+        scale, verdict = None, INCONCLUSIVE
         note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
     spread = std_interval(band.std, band.n, band.alpha) if band.std > 0 else None
     return Judgement(
@@ -238,12 +245,32 @@ def direction(delta: float, mode: str | None) -> str:
     return "better" if (delta > 0) == (mode == "max") else "worse"
 
 
+def min_effect(metric: str, band_mean: float, declared: Mapping[str, float]) -> tuple[float, str]:
+    """The smallest shift of `metric` that matters, and where it comes from: its `compare.min_effect` entry in
+    `declared`, else the default (`ACCURACY_MIN_EFFECT` for an accuracy, else `RELATIVE_MIN_EFFECT` of the band's
+    mean; 0 for a band centred on 0, which no test can be said to see)."""
+    if metric in declared:
+        return float(declared[metric]), f"compare.min_effect.{metric}"
+    if "accuracy" in metric:
+        return ACCURACY_MIN_EFFECT, f"the default for an accuracy; name compare.min_effect.{metric} to change it"
+    return (
+        RELATIVE_MIN_EFFECT * abs(band_mean),
+        f"the default, {RELATIVE_MIN_EFFECT:.0%} of the band mean; name compare.min_effect.{metric} to change it",
+    )
+
+
 def judge_family(
     judgements: Sequence[Judgement], alpha: float, min_effects: Mapping[str, float] | None = None
 ) -> list[Judgement]:
     """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged (the others keep
-    their `cannot_judge` and its reason), each with the shift it detects with 80% power at alpha/k (k tested), and
-    a significant gap smaller than its metric's `min_effects` entry marked `within_tolerance`."""
+    their `inconclusive` and its reason), each with the shift it detects with 80% power at alpha/k (k tested).
+
+    `min_effects` None: a family reported beside the verdict, judged on noise alone. A mapping (empty or not): the
+    family that decides the verdict, each metric held to its smallest shift that matters (`min_effect`): a gap
+    within noise is `within_noise` only where the test detects that shift with 80% power (or the band is
+    CONTROL's, which sees any shift), otherwise `inconclusive`, saying what would decide it; a significant gap
+    below the metric's entry in `min_effects` is `within_tolerance`.
+    """
     from tracking.noise.power import detectable_shift
 
     tested = [index for index, found in enumerate(judgements) if found.p_value is not None]
@@ -256,16 +283,47 @@ def judge_family(
             found = replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN)
         if found.band.std > 0:
             found = replace(found, detectable=detectable_shift(found.band.n, found.candidates, level) * found.band.std)
-        tolerance = (min_effects or {}).get(found.metric)
-        if found.verdict == EXCEEDS and tolerance is not None and abs(found.delta) < tolerance:
-            note = f"beyond noise, but the gap {abs(found.delta):.4g} is below compare.min_effect {tolerance:.4g}"
-            found = replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
+        if min_effects is not None:
+            found = _held_to(
+                found, min_effects.get(found.metric), *min_effect(found.metric, found.band.mean, min_effects), level
+            )
         out.append(found)
     return out
 
 
+def _held_to(found: Judgement, named: float | None, tolerance: float, origin: str, level: float) -> Judgement:
+    """`found` held to the smallest shift that matters (`tolerance`, from `origin`), its test at `level`: a gap
+    within noise whose test could not see that shift is inconclusive, with the runs that would decide it; a gap
+    beyond noise but below the shift the team `named` in compare.min_effect is within tolerance (a default never
+    turns a gap beyond noise into tolerance). CONTROL's zero spread (scale 0) is a measurement: any gap there is
+    drift, however small, and an equal value is seen to be equal."""
+    from tracking.noise.power import deciding_runs
+
+    if found.scale == 0:
+        return found
+    if found.verdict == EXCEEDS and named is not None and abs(found.delta) < named:
+        note = f"beyond noise, but the gap {abs(found.delta):.4g} is below compare.min_effect {named:.4g}"
+        return replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
+    if found.verdict != WITHIN or found.detectable is None or found.detectable <= tolerance:
+        return found
+    note = (
+        f"within noise, but blind to a shift of {tolerance:.4g} ({origin}): the test detects "
+        f"{found.detectable:.4g} 80% of the time; "
+        f"{deciding_runs(tolerance, found.band.std, found.band.n, found.candidates, level)}"
+    )
+    return replace(found, verdict=INCONCLUSIVE, note="; ".join(filter(None, [found.note, note])))
+
+
 def family_verdict(judgements: Sequence[Judgement]) -> str:
-    """`exceeds_noise` if any exceeds; else `cannot_judge` if any could not be judged; else `within_tolerance` if a
-    gap was beyond noise but below its minimum effect; else `within_noise`."""
+    """`exceeds_noise` if any exceeds; else `inconclusive` if any could not be judged or could not see the shift
+    that matters; else `within_tolerance` if a gap was beyond noise but below its minimum effect; else
+    `within_noise`."""
     verdicts = {found.verdict for found in judgements}
-    return next((verdict for verdict in (EXCEEDS, CANNOT_JUDGE, WITHIN_TOLERANCE) if verdict in verdicts), WITHIN)
+    return next((verdict for verdict in (EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE) if verdict in verdicts), WITHIN)
+
+
+def overall_verdict(judgements: Sequence[Judgement], control: bool, weights_identical: bool | None) -> str:
+    """The verdict of the family that decides it (`family_verdict`); against CONTROL, weights that are not
+    bit-identical are drift whatever the metrics say. The compare stage, `tracking diff` and `tracking judge` all
+    give this one."""
+    return EXCEEDS if control and weights_identical is False else family_verdict(judgements)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -64,6 +65,36 @@ def detectable_shift(n: int, candidates: int, alpha: float, target: float = POWE
     return float(brentq(lambda shift: power(shift, n, candidates, alpha) - target, 0.0, high, xtol=1e-6))
 
 
+def deciding_runs(shift: float, std: float, n: int, candidates: int, alpha: float, target: float = POWER) -> str:
+    """What would let a test at `alpha` (n calibration runs, `candidates` candidate runs, band std `std`) detect a
+    true shift of `shift` with probability `target`: more candidate runs, or more calibration runs, in words."""
+    if shift <= 0 or std <= 0:
+        return "no number of runs sees a shift of 0: name the smallest shift that matters in compare.min_effect"
+    size = shift / std
+    more = _smallest(lambda m: power(size, n, m, alpha) >= target, candidates + 1)
+    calibration = _smallest(lambda k: power(size, k, candidates, alpha) >= target, n + 1)
+    options = [f"{more - candidates} more candidate runs ({more} in all)"] if more else []
+    options += [f"{calibration - n} more calibration repeats ({calibration} in all)"] if calibration else []
+    if not options:
+        return (
+            f"not even {MOST_REPEATS} runs of either detect a shift of {shift:.4g} ({size:.2f} band stds) "
+            f"{target:.0%} of the time at this band's std: name a larger compare.min_effect if it does not matter"
+        )
+    return f"{' or '.join(options)} detect a shift of {shift:.4g} {target:.0%} of the time at this band's std"
+
+
+def _smallest(enough: Callable[[int], bool], low: int) -> int | None:
+    """The smallest count from `low` to MOST_REPEATS that is `enough` (power grows with either count, so a
+    bisection finds it), or None."""
+    if low > MOST_REPEATS or not enough(MOST_REPEATS):
+        return None
+    high = MOST_REPEATS
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle + 1, high)
+    return low
+
+
 @dataclass(frozen=True)
 class Plan:
     """Repeats that detect `shift` with `target` power: more candidate runs at this calibration's size, more
@@ -107,9 +138,9 @@ class Plan:
 def plan(metric: str, shift: float, std: float, n: int, alpha: float, target: float = POWER) -> Plan:
     """The repeats that detect a true shift of `shift` (in the metric's units) given a band std measured over n
     runs, at a per-test `alpha` (α/k for a family of k metrics)."""
-    if shift <= 0 or std <= 0:
+    if not math.isfinite(shift) or shift <= 0 or not std > 0:
         raise NoiseError(
-            f"planning for {metric} needs a shift > 0 and a band with spread; got shift {shift} and std {std}"
+            f"planning for {metric} needs a finite shift > 0 and a band with spread; got shift {shift} and std {std}"
         )
     size = shift / std
     at_n = next((m for m in range(1, MOST_REPEATS + 1) if power(size, n, m, alpha) >= target), None)

@@ -52,7 +52,7 @@ def render_report(result: dict[str, Any]) -> str:
     lines.append(
         f"- Churn, per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}."
     )
-    lines += [f"- Cannot judge {line}." for line in result["cannot_judge"]]
+    lines += [f"- Inconclusive: {line}." for line in result["inconclusive"]]
     lines += ["", "What this comparison can see:", ""]
     lines += [f"- {_sees(row, runs)}" for row in result["checks"] if row["family"] == "primary"]
     lines += [

@@ -22,18 +22,17 @@ from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import ParamsError, RunStateError
 from tracking.names import CANDIDATES_GAP_PREFIX, CANDIDATES_T_PREFIX
 from tracking.noise.candidates import judge_churn, judge_values
+from tracking.noise.judging import judge
 from tracking.noise.policy import (
-    CANNOT_JUDGE,
     CONFIG_SECTIONS,
     CONTROL,
     DETERMINISM,
     EXCEEDS,
+    INCONCLUSIVE,
     Differences,
     changed_keys,
     choose_band,
     direction,
-    family_verdict,
-    judge,
     judge_family,
 )
 from tracking.noise.record import NoiseRecord
@@ -114,26 +113,30 @@ def judge_candidate(
     `band_values` holds each banded metric's values over the band's runs, `churn_matrix` the pairwise churn of
     the candidate runs (first) and the band's runs. The primary family (the metrics of `compare.metrics`) decides
     the verdict; churn, per-class and per-group checks are families of their own, reported beside it. A CONTROL
-    band's zero spread is a measurement (`exact`); any other band without spread cannot judge, nor can a metric
+    band's zero spread is a measurement (`exact`); any other band without spread is inconclusive, as is a metric
     that is not a number. A gap beyond noise but below `compare.min_effect` is within tolerance.
     """
     alpha = params.compare.alpha
     modes = {**params.compare_metrics(), "churn": "min"}
     source = f"calibration:{variant.get('name', 'band')}"
-    families: dict[str, list] = {"primary": [], "churn": [], "class": [], "group": []}
-    for metric in params.compare_metrics():
-        values = [run[metric] for run in candidates]
-        declared = params.compare.known_bands.get(metric)
-        if declared:
-            band = band_from_summary(
-                metric, declared.mean, declared.std, declared.n, alpha, "declared in compare.known_bands"
-            )
-            families["primary"].append(judge(values[0], band))
-        else:
-            families["primary"].append(
-                judge_values(metric, band_values[metric], values, alpha, source, modes[metric], control)
-            )
-    families["churn"].append(judge_churn(churn_matrix, len(candidates), alpha, exact=control))
+    bit_identical = all(found in variant["weights_sha256"] for found in weights_sha256)
+    declared = {
+        metric: band_from_summary(metric, known.mean, known.std, known.n, alpha, "declared in compare.known_bands")
+        for metric, known in params.compare.known_bands.items()
+        if metric in params.compare_metrics()
+    }
+    primary = judge(
+        {metric: declared.get(metric, band_values.get(metric, [])) for metric in params.compare_metrics()},
+        {metric: [run[metric] for run in candidates] for metric in params.compare_metrics()},
+        modes=params.compare_metrics(),
+        alpha=alpha,
+        min_effect=params.compare.min_effect,
+        control=control,
+        weights_identical=bit_identical,
+        source=source,
+    )
+    families: dict[str, list] = {"churn": [judge_churn(churn_matrix, len(candidates), alpha, exact=control)]}
+    families |= {"class": [], "group": []}
     for name in candidates[0]:
         family = (
             "class" if name.startswith("test_accuracy_class_") else "group" if name.startswith("test_group_") else None
@@ -141,9 +144,8 @@ def judge_candidate(
         if family and name in band_values:
             values = [run.get(name, float("nan")) for run in candidates]
             families[family].append(judge_values(name, band_values[name], values, alpha, source, exact=control))
-    judged = {
-        family: judge_family(found, alpha, params.compare.min_effect if family == "primary" else None)
-        for family, found in families.items()
+    judged = {"primary": list(primary.checks)} | {
+        family: judge_family(found, alpha) for family, found in families.items()
     }
     rows = [
         {
@@ -155,23 +157,17 @@ def judge_candidate(
         for family, found_all in judged.items()
         for found in found_all
     ]
-    bit_identical = all(found in variant["weights_sha256"] for found in weights_sha256)
-    verdict = EXCEEDS if control and not bit_identical else family_verdict(judged["primary"])
-    primary = [row for row in rows if row["family"] == "primary"]
-    worse = [row["metric"] for row in primary if row["verdict"] == EXCEEDS and row["direction"] == "worse"]
-    better = [row["metric"] for row in primary if row["verdict"] == EXCEEDS and row["direction"] == "better"]
-    unjudged = [found for found in judged["primary"] if found.verdict == CANNOT_JUDGE]
     return {
-        "verdict": verdict,
+        "verdict": primary.verdict,
         "checks": rows,
         "candidate_runs": len(candidates),
         "bit_identical_to_control": bit_identical if control else None,
-        "worse": worse,
-        "better": better,
+        "worse": list(primary.worse),
+        "better": list(primary.better),
         "secondary_exceeding": sum(row["verdict"] == EXCEEDS for row in rows if row["family"] != "primary"),
-        "cannot_judge": [f"{found.metric}: {found.note}" for found in unjudged],
+        "inconclusive": list(primary.inconclusive),
         "correction": (
-            f"Holm-Bonferroni at alpha={alpha} within each family: primary ({len(families['primary'])} checks,"
+            f"Holm-Bonferroni at alpha={alpha} within each family: primary ({len(primary.checks)} checks,"
             f" decides the verdict), churn ({len(families['churn'])}), per-class ({len(families['class'])}), "
             f"per-group ({len(families['group'])})"
         ),
@@ -240,4 +236,6 @@ def verdict_metrics(result: dict[str, Any]) -> dict[str, Any]:
             summary[f"{CANDIDATES_GAP_PREFIX}{row['metric']}"] = row["delta"]
             if row["delta"] is None:
                 summary[f"{CANDIDATES_GAP_PREFIX}{row['metric']}_note"] = row["note"]
+            elif row["verdict"] == INCONCLUSIVE:
+                summary[f"inconclusive_{row['metric']}"] = row["note"]
     return summary

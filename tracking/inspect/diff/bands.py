@@ -13,7 +13,8 @@ from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
-from tracking.noise.policy import CONFIG_SECTIONS, Differences, changed_keys, choose_band
+from tracking.names import WEIGHTS_TAG
+from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, BandChoice, Differences, changed_keys, choose_band
 from tracking.noise.record import NoiseRecord
 
 
@@ -56,6 +57,14 @@ def differences(groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> Diff
     return Differences(causes, "seeds" in changed, tuple(kernels))
 
 
+def band_for(noise: NoiseRecord, groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot) -> BandChoice:
+    """The calibration variant that judges run B against run A: the band policy's choice from what differs, but
+    CONTROL when B's weights are bit-identical to the CONTROL runs', whatever else differs (a file DVC wrote)."""
+    if CONTROL in noise.variants and b.tags.get(WEIGHTS_TAG) in noise.variant(CONTROL).weights_sha256:
+        return BandChoice(CONTROL, "run B's weights are bit-identical to the CONTROL runs': the same model")
+    return choose_band(differences(groups, a, b), list(noise.variants))
+
+
 @dataclass(frozen=True)
 class ChosenBand:
     """The band that judges the metrics (None: no calibration, or no variant covers what differs), whether it is
@@ -69,7 +78,7 @@ class ChosenBand:
 def choose_calibrated_band(
     client: Any, groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot, calibration: str | None = None
 ) -> ChosenBand:
-    """The band of the calibration (`calibration`, else the latest) that fits what differs between the runs."""
+    """The band of the calibration (`calibration`, else the latest) that fits the runs (`band_for`)."""
     found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)
     described: dict[str, Any] = {
         "variant": None,
@@ -78,7 +87,7 @@ def choose_calibrated_band(
     bands, baseline_reference = None, False
     if found:
         run_id, noise = found
-        choice = choose_band(differences(groups, a, b), list(noise.variants))
+        choice = band_for(noise, groups, a, b)
         baseline_reference = trained_baseline(noise, a.params, a.manifest.content_sha256 if a.manifest else None)
         described = {
             "variant": choice.variant,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 from pathlib import Path
 
 from tracking.config.project import OUTPUT_FOLDERS
@@ -12,8 +13,12 @@ from tracking.inspect.diff.changes import Change, GroupDiff, compare_fields
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG
 
-# Files whose changes other groups already report (params, data pins) or that are outputs, not code.
-_NOT_CODE = re.compile(rf"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|[^/]*\.dvc)$|^({'|'.join(OUTPUT_FOLDERS)})/")
+# Files whose changes other groups already report (params, data pins), that DVC writes (dvc.lock, the .gitignore
+# files listing its outputs) or that are outputs, not code. Outputs the repository's dvc.yaml declares elsewhere
+# (a team's metrics.json) are left out too (`declared_outputs`).
+_NOT_CODE = re.compile(
+    rf"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|\.gitignore|[^/]*\.dvc)$|^({'|'.join(OUTPUT_FOLDERS)})/"
+)
 
 
 def shared_stages(a: RunSnapshot, b: RunSnapshot) -> set[str]:
@@ -70,7 +75,8 @@ def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[st
         if found is None:
             changes.append(Change("git.commit", commit_a, commit_b))
         between = found or set()
-    for path in sorted((dirty | between) - {p for p in dirty | between if _NOT_CODE.search(p)}):
+    outputs = _declared_outputs(repo)
+    for path in sorted((dirty | between) - {p for p in dirty | between if _NOT_CODE.search(p) or p in outputs}):
         if path in dirty:
             changes.append(Change(f"file {path}", _digest(per_file_a.get(path)), _digest(per_file_b.get(path))))
         else:
@@ -85,6 +91,23 @@ def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[st
     if not changes and (dirty or between):
         note += "; only params, data pins or outputs changed there"
     return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note)
+
+
+def _declared_outputs(repo: Path | None) -> set[str]:
+    """The outputs the dvc.yaml files of the repository at `repo` declare, relative to its git top folder (none
+    outside a git repository, or where a dvc.yaml cannot be read: the files then count as code, as before)."""
+    if repo is None:
+        return set()
+    from git import InvalidGitRepositoryError, NoSuchPathError, Repo
+
+    from tracking.errors import RepoError
+    from tracking.provenance.dvc import declared_outputs
+
+    try:
+        top = Path(Repo(repo, search_parent_directories=True).working_tree_dir or repo)
+        return set(declared_outputs(repo, top))
+    except (InvalidGitRepositoryError, NoSuchPathError, RepoError, subprocess.CalledProcessError, OSError):
+        return set()
 
 
 def split_diff(text: str) -> dict[str, str]:

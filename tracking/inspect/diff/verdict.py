@@ -12,7 +12,7 @@ from tracking.inspect.diff.groups import CAUSES, GROUP_ORDER, group_diffs, name_
 from tracking.inspect.diff.metrics import MetricDelta, logged_compare_metrics, metric_deltas
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.names import DVC_EXP_NAME_TAG, WEIGHTS_TAG
-from tracking.noise.policy import CANNOT_JUDGE, CONTROL, EXCEEDS, WITHIN_TOLERANCE, family_verdict
+from tracking.noise.policy import CONTROL, EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE, overall_verdict
 from tracking.noise.statistics import format_p
 
 
@@ -31,9 +31,10 @@ class RunDiff:
     def verdict(self) -> str | None:
         """The band policy's verdict over the metrics judged (None without a band), as the compare stage gives it."""
         judged = [delta.judgement for delta in self.deltas if delta.judgement is not None]
-        if self.band.get("variant") == CONTROL and self.weights_identical is False:
-            return EXCEEDS
-        return family_verdict(judged) if judged else None
+        control = self.band.get("variant") == CONTROL
+        if not judged and not (control and self.weights_identical is False):
+            return None
+        return overall_verdict(judged, control, self.weights_identical)
 
     def changed(self, names: tuple[str, ...] = GROUP_ORDER) -> list[GroupDiff]:
         return [group for group in self.groups if group.changes and group.name in names]
@@ -98,7 +99,7 @@ def conclude(diff: RunDiff) -> str:
     if not judged:
         return f"{subject}; no noise band to judge the gap ({diff.band['reason']})"
     exceeded = [delta for delta in judged if delta.verdict == EXCEEDS]
-    unjudged = [delta for delta in judged if delta.verdict == CANNOT_JUDGE]
+    unjudged = [delta for delta in judged if delta.verdict == INCONCLUSIVE]
     tolerated = [delta for delta in judged if delta.verdict == WITHIN_TOLERANCE]
     if exceeded:
         beyond = f"the {_gap(exceeded[0])} is beyond the {variant} band ({_test(exceeded[0])})"
@@ -109,7 +110,7 @@ def conclude(diff: RunDiff) -> str:
             "or re-run with `tracking rerun`"
         )
     if unjudged:
-        return f"{subject}; the {variant} band cannot judge {unjudged[0].metric}: {unjudged[0].judgement.note}"
+        return f"{subject}; the {variant} band leaves {unjudged[0].metric} inconclusive: {unjudged[0].judgement.note}"
     if tolerated:
         return (
             f"{subject}; the {_gap(tolerated[0])} is beyond the {variant} band ({_test(tolerated[0])}) but below "

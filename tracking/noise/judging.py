@@ -1,0 +1,92 @@
+"""`tracking.judge`: the verdict on candidate runs against a band of runs, from plain numbers, so a team can judge
+runs logged anywhere. The compare stage's primary family goes through it too (`tracking.noise.verdict`).
+
+Each metric's candidate values are tested against its band's values (`tracking.noise.candidates.judge_values`:
+the prediction test for one candidate run, the pooled two-sample t for several), the metrics are one family,
+Holm-corrected at `alpha` and held to their smallest shift that matters (`tracking.noise.policy.judge_family`),
+and the family gives one of three outcomes: `exceeds_noise`, `within_noise` (only where every test could see
+the shift that matters) or `inconclusive` (with what would decide it); `within_tolerance` for a gap beyond noise
+below a named `min_effect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracking.noise.candidates import judge_values
+from tracking.noise.policy import (
+    EXCEEDS,
+    INCONCLUSIVE,
+    Judgement,
+    direction,
+    judge_family,
+    overall_verdict,
+)
+from tracking.noise.policy import judge as judge_value
+from tracking.noise.statistics import Band
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict on a family of metrics: the word, each metric's judgement (in the order given), the metrics
+    beyond noise in the worse and the better direction of their mode, and for each inconclusive metric what
+    would decide it (`metric: note`)."""
+
+    verdict: str
+    checks: tuple[Judgement, ...]
+    worse: tuple[str, ...]
+    better: tuple[str, ...]
+    inconclusive: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as strict JSON holds it (no NaN or infinity)."""
+        return {
+            "verdict": self.verdict,
+            "checks": [found.as_dict() for found in self.checks],
+            "worse": list(self.worse),
+            "better": list(self.better),
+            "inconclusive": list(self.inconclusive),
+        }
+
+
+def judge(
+    band: Mapping[str, Sequence[float] | Band],
+    candidates: Mapping[str, Sequence[float]],
+    *,
+    modes: Mapping[str, str] | None = None,
+    alpha: float = 0.05,
+    min_effect: Mapping[str, float] | None = None,
+    control: bool = False,
+    weights_identical: bool | None = None,
+    source: str = "band",
+) -> Verdict:
+    """The verdict on candidate runs: `candidates` maps each metric to its values in the candidate runs, `band` to
+    its values in the band's runs (or a declared `Band`, e.g. a published mean, std and n, which judges the first
+    candidate value). `modes` says which way is better (`max` or `min`, Keras's word), `min_effect` the smallest
+    shift that matters per metric (default: `tracking.noise.policy.min_effect`). `control` marks a CONTROL band
+    (same seeds, configuration and environment: only equal values are noise) and `weights_identical` whether the
+    candidate's weights are bit-identical to its runs'.
+
+    >>> judge({"test_accuracy": [0.98, 0.985, 0.99, 0.985, 0.982]}, {"test_accuracy": [0.62]}).verdict
+    'exceeds_noise'
+    """
+    modes = modes or {}
+    checks = []
+    for metric, values in candidates.items():
+        found = band[metric]
+        if isinstance(found, Band):
+            checks.append(judge_value(float(values[0]), found))
+        else:
+            checks.append(judge_values(metric, found, values, alpha, source, modes.get(metric), control))
+    judged = judge_family(checks, alpha, min_effect or {})
+    ways = {found.metric: direction(found.delta, modes.get(found.metric)) for found in judged}
+    beyond = [found.metric for found in judged if found.verdict == EXCEEDS]
+    return Verdict(
+        overall_verdict(judged, control, weights_identical),
+        tuple(judged),
+        tuple(metric for metric in beyond if ways[metric] == "worse"),
+        tuple(metric for metric in beyond if ways[metric] == "better"),
+        tuple(f"{found.metric}: {found.note}" for found in judged if found.verdict == INCONCLUSIVE),
+    )
