@@ -252,16 +252,16 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
     x, y, groups, weights = arrays["x"], arrays["y"], arrays.get("groups"), arrays.get("sample_weight")
     _check_keys(x, where)
     features = flat("x", x)
-    for name, array in features.items():
+    for feature, array in features.items():
         if array.ndim < 1 or len(array) == 0:
             raise DataError(
-                f"{where} array {name} must hold at least one sample, got shape {array.shape}; "
-                f"save {name} with one entry per sample, shape (n_samples, ...)"
+                f"{where} array {feature} must hold at least one sample, got shape {array.shape}; "
+                f"save {feature} with one entry per sample, shape (n_samples, ...)"
             )
         if array.size == 0:
             raise DataError(
-                f"{where} array {name} must hold at least one sample of features, got shape {array.shape}; "
-                f"save {name} with one entry per sample, shape (n_samples, features...)"
+                f"{where} array {feature} must hold at least one sample of features, got shape {array.shape}; "
+                f"save {feature} with one entry per sample, shape (n_samples, features...)"
             )
     lengths = {
         **{name: len(array) for name, array in features.items()},
