@@ -27,7 +27,8 @@ def _judged(candidates: list[dict[str, float]], band: dict[str, list[float]] = B
 
 def test_the_description_leads_with_the_verdict_its_band_and_what_it_could_detect():
     result = _judged([{"test_accuracy": 0.80, "test_loss": 0.30}])
-    first, _, accuracy, loss, _, why = describe_verdict(result, "7", "abc123").splitlines()
+    lines = describe_verdict(result, "7", "abc123").splitlines()
+    first, accuracy, loss, why = lines[0], lines[2], lines[3], lines[-1]
     assert first == (
         "**Noise verdict: exceeds_noise** (worse: test_accuracy), against the **algo** band of 5 calibration runs"
     )
@@ -38,7 +39,7 @@ def test_the_description_leads_with_the_verdict_its_band_and_what_it_could_detec
         f"interval {low:+.4g} to {high:+.4g}), t {row['z']:+.2f}, p {row['p_value']:.3g}; detects a shift of "
         f"{row['detectable']:.3g} 80% of the time: **exceeds_noise**"
     )
-    assert loss.startswith("- test_loss 0.3000") and loss.endswith("**within_noise**")
+    assert loss.startswith("- test_loss 0.3000") and loss.endswith("**inconclusive**")
     assert why == (
         "Why this band: train.learning_rate changed. Full report: "
         "[compare/compare.md](#/experiments/7/runs/abc123/artifacts/compare/compare.md)."
@@ -49,9 +50,9 @@ def test_several_candidates_are_named_as_their_mean_and_a_band_without_spread_sa
     tied = {"test_accuracy": [0.9] * 3, "test_loss": [0.30, 0.31, 0.29]}
     result = _judged([{"test_accuracy": 0.9, "test_loss": 0.30}, {"test_accuracy": 0.9, "test_loss": 0.31}], tied)
     text = describe_verdict(result, "1", "r")
-    assert text.startswith("**Noise verdict: cannot_judge**, against the **algo** band of 3 calibration runs, for ")
+    assert text.startswith("**Noise verdict: inconclusive**, against the **algo** band of 3 calibration runs, for ")
     assert "for the mean of 2 candidate runs\n" in text
-    assert "- test_accuracy 0.9000, band mean 0.9000 (std 0): gap +0, t n/a, p n/a: **cannot_judge**" in text
-    assert "- Cannot judge test_accuracy: no spread in the 3 band runs nor the 2 candidate runs" in text
+    assert "- test_accuracy 0.9000, band mean 0.9000 (std 0): gap +0, t n/a, p n/a: **inconclusive**" in text
+    assert "- Inconclusive: test_accuracy: 3 identical values (0.9) in calibration:algo: no measured spread" in text
     wide = describe_verdict({**result, "reason": "x" * 2 * MAX_TAG_CHARS}, "1", "r")
-    assert len(wide) == MAX_TAG_CHARS and wide.startswith("**Noise verdict: cannot_judge**")
+    assert len(wide) == MAX_TAG_CHARS and wide.startswith("**Noise verdict: inconclusive**")

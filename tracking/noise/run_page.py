@@ -37,7 +37,7 @@ def describe_verdict(result: dict[str, Any], experiment_id: str, run_id: str) ->
             for row in result["checks"]
             if row["family"] == "primary"
         ),
-        *(f"- Cannot judge {line}." for line in result["cannot_judge"]),
+        *(f"- Inconclusive: {line}." for line in result["inconclusive"]),
         "",
         f"Why this band: {result['reason']}. Full report: [{REPORT_ARTIFACT}]({report}).",
     ]
