@@ -136,8 +136,9 @@ def is_augmentation(layer: Any) -> bool:
     return type(layer).__module__.startswith("keras.src.layers.preprocessing")
 
 
-def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[int, ...]) -> SeedReport:
-    """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them."""
+def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: tuple[int, ...] | None) -> SeedReport:
+    """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them.
+    `input_shape` None: a model of models with no inputs of its own (a GAN), whose call is not traced."""
     init, counts, unattributed = reseed(model, created, seeds)
     unattributed += unattributed_randomness(model, input_shape, seeds.base)
     report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed))
@@ -212,7 +213,7 @@ def inference_streams(model: Any, seeds: Seeds) -> None:
     set_generators(walk_layers(model), seeds, INFERENCE_COUNTER)
 
 
-def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int) -> list[str]:
+def unattributed_randomness(model: Any, input_shape: tuple[int, ...] | None, base: int) -> list[str]:
     """Random draws in a training-mode call of `model` that no layer's generator makes, after seeding Keras's
     global generator from `base`: found by tracing the call (nothing runs, so no state moves)."""
     import tensorflow as tf
@@ -227,6 +228,8 @@ def unattributed_randomness(model: Any, input_shape: tuple[int, ...], base: int)
         return original()
 
     inputs = getattr(model, "inputs", None) or []
+    if input_shape is None and not inputs:
+        return ["not checked: the model has no inputs of its own (a model of models), so its call is not traced"]
     if len(inputs) > 1:  # a functional model of several inputs: traced with each, in the structure it was built with
         spec: Any = tf.nest.map_structure(
             lambda tensor: tf.TensorSpec(tensor.shape, tensor.dtype), getattr(model, "_inputs_struct", inputs)
