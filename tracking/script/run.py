@@ -430,15 +430,18 @@ def _first_rows(data: Any) -> Any:
 
 
 def moved_weights(created: Any) -> list[str]:
-    """The trainable weights, among those drawn by a Keras random initializer with a fixed seed, that no longer
-    hold that initializer's draw (the draw repeats exactly): the paths of weights a training moved, whatever ran
+    """The trainable weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that
+    no longer hold that initializer's draw (the draw repeats exactly): the paths of weights a training moved, whatever ran
     it (`fit`, a `GradientTape` loop with its optimizer outside the model) or that were set or loaded."""
     import numpy as np
     from keras.src.initializers.random_initializers import RandomInitializer
 
     moved = []
-    for _, variable, initializer in created.weights:
-        if variable.trainable and isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int):
+    for layer, variable, initializer in created.weights:
+        # Only the layer's own initializer object drew the weight; one named by a string is drawn afresh each time.
+        own = any(getattr(layer, name, None) is initializer for name in initializer_names(variable.name))
+        seeded = isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int)
+        if own and seeded and variable.trainable:
             drawn = np.asarray(initializer(variable.shape, dtype=variable.dtype))
             if not np.array_equal(drawn, np.asarray(variable)):
                 moved.append(variable.path)
