@@ -354,3 +354,23 @@ def test_rerun_writes_back_only_the_params_the_teams_file_holds(tmp_path: Path):
         {"train.seed": "7", "train.epochs": "2"},
         ["batch_size", "opt_learning_rate"],
     )
+
+
+def test_a_gan_of_two_optimizers_overriding_train_step_repeats_bit_identical_and_is_judged(tmp_path: Path):
+    """keras-io's DCGAN (`train_step` overridden, two models, two optimizers, `tf.random` in the step) on 8x8 digits:
+    seeded as one model of models, its CONTROL repeats bit-identical, judged on the losses it logs."""
+    team = own_project(tmp_path / "team", "own_dcgan.py", "train:\n  seed: 7\n  epochs: 2\n")
+    run(["dvc", "repro", "--quiet"], team)
+    run(["git", "add", "-A"], team)
+    run(["git", "commit", "-qm", "first run"], team)
+    client = client_for(team)
+    (found,) = client.search_runs([client.get_experiment_by_name("team").experiment_id])
+    tags = found.data.tags
+    # Both models' kernels (the discriminator's 3, the generator's 4) from seeds.init, in one walk of the GAN.
+    assert tags["prov.model.seeded_weights"] == "7" and tags["prov.model.outputs"] == "unknown"
+    assert tags["prov.weights_sha256"] == json.loads((team / "metrics.json").read_text())["weights_sha256"]
+    assert {"d_loss", "g_loss", "epoch_d_loss", "epoch_g_loss"} <= set(found.data.metrics)
+    out = run(["tracking", "calibrate", "--repeats", "3", "--variants", "control"], team).stdout
+    assert "control: 3 runs, bit-identical" in out
+    verdict = run(["tracking", "judge", found.info.run_id, "--metric", "d_loss", "--metric", "g_loss"], team).stdout
+    assert "g_loss" in verdict and verdict.splitlines()[-1] == "verdict: within_noise"

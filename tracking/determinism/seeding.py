@@ -137,7 +137,9 @@ def is_augmentation(layer: Any) -> bool:
 
 
 def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any) -> SeedReport:
-    """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them."""
+    """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them.
+    `input_shape` None: a model of models with no inputs of its own (a GAN), whose call is not traced;
+    a dict of shapes by input name for a model fed a dict."""
     init, counts, unattributed = reseed(model, created, seeds)
     unattributed += unattributed_randomness(model, input_shape, seeds.base)
     report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed))
@@ -228,6 +230,8 @@ def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str
         return original()
 
     inputs = getattr(model, "inputs", None) or []
+    if input_shape is None and not inputs:
+        return ["not checked: the model has no inputs of its own (a model of models), so its call is not traced"]
     if isinstance(input_shape, dict):
         dtypes = {tensor.name: tensor.dtype for tensor in inputs}
         spec: Any = {

@@ -18,6 +18,7 @@ decided by it, never as a seed that went unused.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
@@ -36,6 +37,8 @@ from tracking.script.ending import end_at_exit, user_errors_in_one_line
 from tracking.script.params import ScriptParams, read_params
 from tracking.script.process import reproducible_script
 from tracking.script.repeat import ScriptRepeat, repeat_from_env
+
+log = logging.getLogger(__name__)
 
 # The stage tag of a run whose script DVC did not start.
 SCRIPT_STAGE = "script"
@@ -228,9 +231,9 @@ class ScriptRun:
                 fix="call run.seeded(model) right after building the model, before fit",
             )
         inputs = getattr(model, "inputs", None) or []
-        if not inputs:
+        if not inputs and not model.weights:  # a model of built models (a GAN's) has weights but no inputs
             raise UsageError(
-                "run.seeded(): the model is not built (it has no inputs yet)",
+                "run.seeded(): the model is not built (it has no inputs or weights yet)",
                 fix="build it first, e.g. start a Sequential with keras.Input(shape=...)",
             )
         created = created_weights(model)
@@ -244,7 +247,7 @@ class ScriptRun:
                 fix="call run.seeded(model) once, right after building the model, before any training",
             )
         self._models.append(model)
-        report = seed_model(model, created, self._seeds, tuple(inputs[0].shape[1:]))
+        report = seed_model(model, created, self._seeds, tuple(inputs[0].shape[1:]) if inputs else None)
         reset_global_streams(self._seeds)
         self._model = report.as_record()
         self._unattributed = self._model.pop("unattributed", "")
@@ -267,18 +270,18 @@ class ScriptRun:
 
         return MlflowMetricsCallback(self._open())
 
-    def log_data(self, x: Any, y: Any, name: str = "training") -> str:
+    def log_data(self, x: Any, y: Any = None, name: str = "training") -> str:
         """The training data as the run's MLflow dataset and data manifest, its digest the full-content SHA-256 of
         every array of x and y (as our prepare stage hashes a split); returned. `x` and `y` are what `fit` takes:
         an array, or a dict (or list) of arrays for a model with named inputs or outputs, each array hashed under
-        its key (`train/x/<key>`), so a renamed key changes the digest."""
+        its key (`train/x/<key>`), so a renamed key changes the digest; `y` None for a model trained on `x` alone."""
         import numpy as np
 
         from tracking.data.hashing import array_sha256, combine
         from tracking.data.manifest import Manifest
 
         tracker = self._open()
-        xs, ys = named_arrays("train/x", x), named_arrays("train/y", y)
+        xs, ys = named_arrays("train/x", x), {} if y is None else named_arrays("train/y", y)
         hashes = {key: array_sha256(array) for key, array in {**xs, **ys}.items()}
         samples = {len(array) for array in {**xs, **ys}.values() if array.ndim}
         if len(samples) != 1:
@@ -300,14 +303,15 @@ class ScriptRun:
             n_outputs=classes or sum(int(np.prod(array.shape[1:], dtype=np.int64)) for array in ys.values()),
             n_classes=classes,
         )
-        tracker.log_dataset(manifest, _for_mlflow(x, xs), _for_mlflow(y, ys), location=self.root, context="training")
+        targets = None if y is None else _for_mlflow(y, ys)
+        tracker.log_dataset(manifest, _for_mlflow(x, xs), targets, location=self.root, context="training")
         self._example = _first_rows(x)
         one_hot = (
             target is not None
             and target.ndim == 2
             and bool(np.isin(target, (0, 1)).all() and (target.sum(axis=1) == 1).all())
         )
-        self._classifier = bool(labels) or one_hot
+        self._classifier = (bool(labels) or one_hot) if ys else None  # no targets: nothing says what the task is
         return manifest.content_sha256
 
     def log_model(self, model: Any, outputs: str | Mapping[str, str] | None = None) -> str:
@@ -334,7 +338,12 @@ class ScriptRun:
             jit_compile=str(model.jit_compile).lower(),
         )
         self._model["outputs"] = kind
-        if self._example is not None:
+        if not getattr(model, "inputs", None):
+            log.warning(
+                "run.log_model(): the model has no inputs of its own (a model of models, as a GAN's), so its weights "
+                "are hashed but no MLflow model is logged; log a part that predicts with mlflow.keras.log_model"
+            )
+        elif self._example is not None:
             tracker.log_keras_model(model, self._example)
         return digest
 
@@ -422,15 +431,18 @@ def _first_rows(data: Any) -> Any:
 
 
 def moved_weights(created: Any) -> list[str]:
-    """The trainable weights, among those drawn by a Keras random initializer with a fixed seed, that no longer
-    hold that initializer's draw (the draw repeats exactly): the paths of weights a training moved, whatever ran
+    """The trainable weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that
+    no longer hold that initializer's draw (the draw repeats exactly): the paths of weights a training moved, whatever ran
     it (`fit`, a `GradientTape` loop with its optimizer outside the model) or that were set or loaded."""
     import numpy as np
     from keras.src.initializers.random_initializers import RandomInitializer
 
     moved = []
-    for _, variable, initializer in created.weights:
-        if variable.trainable and isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int):
+    for layer, variable, initializer in created.weights:
+        # Only the layer's own initializer object drew the weight; one named by a string is drawn afresh each time.
+        own = any(getattr(layer, name, None) is initializer for name in initializer_names(variable.name))
+        seeded = isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int)
+        if own and seeded and variable.trainable:
             drawn = np.asarray(initializer(variable.shape, dtype=variable.dtype))
             if not np.array_equal(drawn, np.asarray(variable)):
                 moved.append(variable.path)
