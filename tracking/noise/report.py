@@ -10,6 +10,7 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import NOISE_FILE
+from tracking.noise.groups import in_range
 from tracking.noise.record import NoiseRecord
 from tracking.noise.statistics import format_p, pairwise_disagreement
 
@@ -61,7 +62,7 @@ def render_report(result: dict[str, Any]) -> str:
         "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |",
     ]
     for row in result["checks"]:
-        band = row["band"]
+        band = in_range(row["band"])  # an accuracy's interval never reaches above 1
         goal = f"{row['direction']} ({row['mode']})" if row.get("direction") else "n/a"
         lines.append(
             f"| {row['family']} | {row['metric']} | {_number(row['value'], '.4f')} | {band['mean']:.4f} | {band['std']:.4f} | "
