@@ -16,9 +16,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from tracking.noise.groups import left_out
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
 from tracking.noise.power import std_interval
-from tracking.noise.statistics import band_from_values, left_out
+from tracking.noise.statistics import band_from_values
 from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
 
 

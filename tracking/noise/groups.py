@@ -11,13 +11,14 @@ metric's tests together (Holm).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import NOISE_VARIANT_TAG
 from tracking.noise.power import std_interval
-from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm, left_out
+from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
 
 _PAGE = 1000
 # The fewest runs per group for a spread verdict: with 2 runs each run's deviation from the group's median is the
@@ -142,6 +143,15 @@ def bands(experiment: str, filter_string: str, metrics: list[str], alpha: float)
         if left_out(found.values):
             out[metric]["left_out"] = left_out(found.values)
     return out
+
+
+def left_out(values: Sequence[float], group: str = "") -> str:
+    """The runs whose value is not a finite number, named in one line ('' when none): they are left out."""
+    bad = [str(float(value)) for value in values if not math.isfinite(value)]
+    if not bad:
+        return ""
+    named = ", ".join(f"{bad.count(kind)} {kind}" for kind in sorted(set(bad)))
+    return f"{group + ': ' if group else ''}{len(bad)} of {len(values)} runs left out ({named})"
 
 
 def _spread(values: list[float]) -> float:
