@@ -1,19 +1,23 @@
-"""Statistical quality of the compare verdict: false alarms and power, measured through the verdict's own functions.
+"""Statistical quality of the compare verdict, measured through the public `tracking.judge` (issue 34).
 
-The compare stage judges a family of metrics (the default two: test_accuracy to max, test_loss to min) with
-`judge_values`, `judge_family` and `family_verdict`; this script calls exactly those on simulated statistics:
-each calibration draws n band runs per metric, each candidate N runs, from normal noise (the two metrics
-independent, a band std of 1). A team lives with one calibration, so the false-alarm rate is measured over many
-independent calibrations, each judging many null candidates (no effect): the rate with its 95% interval
-(calibrations resampled, since candidates of one calibration share its band), and the spread of the
-per-calibration rate. Then the power: a true shift of 1, 2 and 3 band stds in the worse direction of
-test_accuracy, for N = 1 and N = 5 candidate runs. A second null row rounds each test_accuracy to a test example
-(k/360 around 0.987 with a std of 0.0058, the default model's band), where ties leave some bands without
-spread (`inconclusive`, counted apart).
+Every trial is an independent calibration of n band runs and N candidate runs of the default family
+(test_accuracy and test_loss; without `modes`, which only add the bootstrap of P(beat) that no figure here uses), judged by `tracking.judge` with `compare.min_effect` at 3 band stds of
+each metric (so that `within_noise` is reachable: the default design, n = 5 and N = 3, detects 2.88). Each rate
+comes with its 95% Wilson interval over the trials of its cell (2,000 by default):
+
+- false alarms (with no true shift, a metric beyond noise after Holm: `exceeds_noise`, or `within_tolerance`
+  where its gap is below `min_effect`), the verdict `exceeds_noise`, and how often the verdict is `within_noise` or `inconclusive`, under six noise models of test_accuracy: normal; t with 3 degrees of freedom (heavy tails,
+  scaled to unit variance); normal with 10% bad seeds (a run 4 stds worse); accuracies in steps of 1/360 and of
+  1/180 test examples (0.987, std 0.0058 and 0.0082); a 36-example class near its ceiling (0.97, each run's rate
+  drawn around it, then 36 Bernoulli trials). test_loss is normal throughout;
+- blind `within_noise`: a true drop of test_accuracy exactly at its `min_effect` (3 band stds), how often the
+  verdict still says `within_noise` (at most 20% if "detected 80% of the time" holds);
+- the statement each report prints, "a true shift of X is detected 80% of the time": X from the trial's own band
+  std (as the report computes it), then a true drop of X, and how often `exceeds_noise` follows.
 
 `--real` adds the real path: a tiny model trained `--real-repeats` times as a band and `--real-candidates` more
 times as seed-only candidates, judged by the compare stage's `judge_candidate` (slow: each is a training).
-Run from the project root: `.venv/bin/python bench/verdict_quality.py [--calibrations 100 --candidates 40]`.
+Run from the project root: `nice -n 10 .venv/bin/python bench/verdict_quality.py [--trials 2000]`.
 """
 
 from __future__ import annotations
@@ -22,100 +26,140 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracking.noise.candidates import judge_values
-from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, family_verdict, judge_family
-from tracking.noise.power import detectable_shift, power
+import tracking
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, WITHIN_TOLERANCE
+from tracking.noise.power import detectable_shift
 
 METRICS = {"test_accuracy": "max", "test_loss": "min"}
 ALPHA = 0.05
-TEST_EXAMPLES, ACCURACY, ACCURACY_STD = 360, 0.987, 0.0058
+MIN_EFFECT_STDS = 3.0
+LOSS, LOSS_STD = 0.3, 0.02
 
 
-def verdicts(
-    rng: np.random.Generator, calibrations: int, candidates: int, n: int, runs: int, shift: float, discrete: bool
-) -> np.ndarray:
-    """(calibrations, candidates) verdicts of the default family, the accuracy shifted by `shift` band stds worse."""
-    out = np.empty((calibrations, candidates), dtype=object)
-
-    def draw(metric: str, size: int, moved: float = 0.0) -> np.ndarray:
-        noise = rng.standard_normal(size) - moved
-        if discrete and metric == "test_accuracy":
-            return np.round((ACCURACY + ACCURACY_STD * noise) * TEST_EXAMPLES) / TEST_EXAMPLES
-        return noise
-
-    for c in range(calibrations):
-        bands = {metric: draw(metric, n) for metric in METRICS}
-        for k in range(candidates):
-            judged = [
-                judge_values(
-                    metric, bands[metric], draw(metric, runs, shift if metric == "test_accuracy" else 0.0), ALPHA, "sim"
-                )
-                for metric in METRICS
-            ]
-            out[c, k] = family_verdict(judge_family(judged, ALPHA))
-    return out
+def _unit(rng: np.random.Generator, size: int) -> np.ndarray:
+    return rng.standard_normal(size)
 
 
-def rates(found: np.ndarray) -> tuple[float, float, float, np.ndarray]:
-    """The share flagged, its 95% interval with calibrations resampled (percentile bootstrap, 2000), and each
-    calibration's own rate."""
-    per = (found == EXCEEDS).mean(axis=1)
-    rng = np.random.default_rng(1)
-    means = per[rng.integers(0, len(per), (2000, len(per)))].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(per.mean()), float(low), float(high), per
+def _t3(rng: np.random.Generator, size: int) -> np.ndarray:
+    return rng.standard_t(3, size) / math.sqrt(3.0)  # t(3) has variance 3
+
+
+def _bad_seeds(rng: np.random.Generator, size: int) -> np.ndarray:
+    return rng.standard_normal(size) - 4.0 * (rng.random(size) < 0.1)
+
+
+def _steps(examples: int, mean: float, std: float) -> Callable[[np.random.Generator, int], np.ndarray]:
+    def draw(rng: np.random.Generator, size: int) -> np.ndarray:
+        return (np.round((mean + std * rng.standard_normal(size)) * examples) / examples - mean) / std
+
+    return draw
+
+
+def _ceiling(rng: np.random.Generator, size: int) -> np.ndarray:
+    rates = np.clip(0.97 + 0.01 * rng.standard_normal(size), 0.0, 1.0)
+    return (rng.binomial(36, rates) / 36 - 0.97) / math.sqrt(0.97 * 0.03 / 36 + 0.01**2)
+
+
+# Each model draws test_accuracy in units of its true band std (mean 0, std 1); `scale` turns it back into accuracy.
+NOISE: dict[str, tuple[Callable[[np.random.Generator, int], np.ndarray], float, float]] = {
+    "normal": (_unit, 0.9, 0.01),
+    "t(3)": (_t3, 0.9, 0.01),
+    "10% bad seeds": (_bad_seeds, 0.9, 0.01),
+    "steps of 1/360": (_steps(360, 0.987, 0.0058), 0.987, 0.0058),
+    "steps of 1/180": (_steps(180, 0.987, 0.0082), 0.987, 0.0082),
+    "36-example class at 0.97": (_ceiling, 0.97, math.sqrt(0.97 * 0.03 / 36 + 0.01**2)),
+}
+
+
+def trial(rng: np.random.Generator, noise: str, n: int, runs: int, drop: float = 0.0) -> tracking.Verdict:
+    """One calibration of n runs and `runs` candidate runs, test_accuracy `drop` band stds worse, judged."""
+    draw, centre, scale = NOISE[noise]
+    band = {"test_accuracy": centre + scale * draw(rng, n), "test_loss": LOSS + LOSS_STD * rng.standard_normal(n)}
+    candidates = {
+        "test_accuracy": centre + scale * (draw(rng, runs) - drop),
+        "test_loss": LOSS + LOSS_STD * rng.standard_normal(runs),
+    }
+    effects = {"test_accuracy": MIN_EFFECT_STDS * scale, "test_loss": MIN_EFFECT_STDS * LOSS_STD}
+    return tracking.judge(
+        {k: list(v) for k, v in band.items()},
+        {k: list(v) for k, v in candidates.items()},
+        alpha=ALPHA,
+        min_effect=effects,
+    )
+
+
+def wilson(hits: int, trials: int) -> str:
+    """hits/trials with its 95% Wilson interval, as text."""
+    z, p = 1.96, hits / trials
+    centre, half = (p + z * z / (2 * trials)), z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    scale = 1 + z * z / trials
+    return f"{p:.3f} ({max(0.0, (centre - half) / scale):.3f} to {min(1.0, (centre + half) / scale):.3f})"
+
+
+def statement(rng: np.random.Generator, n: int, runs: int) -> bool:
+    """Whether a true drop of the shift the report says is detected 80% of the time (from this band's own std,
+    at Holm's first level) is flagged `exceeds_noise`."""
+    band = rng.standard_normal(n)
+    said = detectable_shift(n, runs, ALPHA / len(METRICS)) * float(np.std(band, ddof=1))
+    candidates = rng.standard_normal(runs) - said
+    found = tracking.judge(
+        {"test_accuracy": list(0.9 + 0.01 * band), "test_loss": list(LOSS + LOSS_STD * rng.standard_normal(n))},
+        {
+            "test_accuracy": list(0.9 + 0.01 * candidates),
+            "test_loss": list(LOSS + LOSS_STD * rng.standard_normal(runs)),
+        },
+        modes=METRICS,
+        alpha=ALPHA,
+    )
+    return found.verdict == EXCEEDS and "test_accuracy" in found.worse
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calibrations", type=int, default=100, help="independent calibrations (default 100)")
-    parser.add_argument("--candidates", type=int, default=40, help="null candidates per calibration (default 40)")
-    parser.add_argument("--power-calibrations", type=int, default=100, help="calibrations per power cell (default 100)")
-    parser.add_argument("--power-candidates", type=int, default=40, help="candidates per calibration (default 40)")
-    parser.add_argument("--repeats", type=int, default=5, help="calibration runs n (default 5)")
+    parser.add_argument("--trials", type=int, default=2000, help="independent trials per cell (default 2000)")
     parser.add_argument("--real", action="store_true", help="also train a tiny model (slow)")
     parser.add_argument("--real-repeats", type=int, default=5, help="real band runs (default 5)")
     parser.add_argument("--real-candidates", type=int, default=10, help="real seed-only candidates (default 10)")
     parser.add_argument("--epochs", type=int, default=3, help="real path: epochs per training (default 3)")
     args = parser.parse_args()
-    rng = np.random.default_rng(26)
+    rng = np.random.default_rng(34)
     started = time.perf_counter()
-    n, family = args.repeats, f"{len(METRICS)} metrics ({', '.join(METRICS)}), Holm at alpha {ALPHA}"
-    print(f"simulated statistics through judge_values/judge_family/family_verdict; n = {n} calibration runs; {family}")
-    for runs in (1, 5):
-        for discrete in (False, True):
-            found = verdicts(rng, args.calibrations, args.candidates, n, runs, 0.0, discrete)
-            rate, low, high, per = rates(found)
-            p10, p50, p90 = np.quantile(per, [0.1, 0.5, 0.9])
-            kind = f"test_accuracy in steps of 1/{TEST_EXAMPLES}" if discrete else "normal values"
-            unjudged = float((found == INCONCLUSIVE).mean())
-            print(
-                f"null, N={runs}, {kind}: {found.size} candidates over {args.calibrations} calibrations: false alarms "
-                f"{rate:.4f} (95% interval {low:.4f} to {high:.4f}); per calibration: median {p50:.3f}, 10th "
-                f"percentile {p10:.3f}, 90th {p90:.3f}, max {per.max():.3f}"
-                + (f"; inconclusive {unjudged:.3f}" if discrete else "")
-            )
-    print(f"power (a true drop of test_accuracy, in band stds; {args.power_calibrations} calibrations x "
-          f"{args.power_candidates} candidates a cell), measured vs the noncentral t at alpha/2 for one metric:")  # fmt: skip
-    for runs in (1, 5):
-        cells = []
-        for shift in (1.0, 2.0, 3.0):
-            found = verdicts(rng, args.power_calibrations, args.power_candidates, n, runs, shift, False)
-            rate, low, high, _ = rates(found)
-            cells.append(
-                f"{shift:.0f} std: {rate:.3f} ({low:.3f} to {high:.3f}; model {power(shift, n, runs, ALPHA / 2):.3f})"
-            )
-        print(f"  N={runs}: " + "; ".join(cells))
-    print("smallest true shift (band stds) detected with 80% power by the noncentral t, at alpha/2 (two metrics):")
-    for size in (3, 5, 10, 20):
-        row = ", ".join(f"N={runs}: {detectable_shift(size, runs, ALPHA / 2):.2f}" for runs in (1, 2, 3, 5, 10))
-        print(f"  n={size} calibration runs: {row}")
+    trials = args.trials
+    print(
+        f"through tracking.judge; {len(METRICS)} metrics ({', '.join(METRICS)}), Holm at alpha {ALPHA}, "
+        f"compare.min_effect {MIN_EFFECT_STDS:g} band stds; {trials} independent trials a cell, 95% Wilson intervals"
+    )
+    print(
+        "null (no true shift): false alarms (a metric beyond noise after Holm: exceeds_noise, or within_tolerance "
+        "below min_effect) | verdict exceeds_noise | within_noise | inconclusive"
+    )
+    cells = [(noise, 5, runs) for noise in NOISE for runs in (1, 3)]
+    cells += [("normal", n, runs) for n in (3, 20) for runs in (1, 3)] + [("t(3)", 20, 3), ("10% bad seeds", 20, 3)]
+    for noise, n, runs in cells:
+        verdicts = [trial(rng, noise, n, runs) for _ in range(trials)]
+        found = [verdict.verdict for verdict in verdicts]
+        counts = {word: found.count(word) for word in (EXCEEDS, WITHIN, INCONCLUSIVE)}
+        beyond = sum(any(check.verdict in (EXCEEDS, WITHIN_TOLERANCE) for check in v.checks) for v in verdicts)
+        print(
+            f"  {noise}, n={n}, N={runs}: {wilson(beyond, trials)} | "
+            f"{wilson(counts[EXCEEDS], trials)} | {wilson(counts[WITHIN], trials)} | "
+            f"{wilson(counts[INCONCLUSIVE], trials)}"
+        )
+    print(f"blind within_noise: a true drop of test_accuracy of {MIN_EFFECT_STDS:g} band stds (its min_effect):")
+    for n, runs in ((5, 3), (10, 3), (5, 5)):
+        found = [trial(rng, "normal", n, runs, MIN_EFFECT_STDS).verdict for _ in range(trials)]
+        print(f"  n={n}, N={runs}: within_noise {wilson(found.count(WITHIN), trials)} (at most 0.2 if 80% holds)")
+    print('"a true shift of X is detected 80% of the time", X from the band\'s own std (normal noise):')
+    for n, runs in ((5, 1), (5, 3), (10, 3), (20, 1)):
+        hits = sum(statement(rng, n, runs) for _ in range(trials))
+        print(f"  n={n}, N={runs}: detected {wilson(hits, trials)}")
     print(f"simulation: {time.perf_counter() - started:.0f} s")
     if args.real:
         real(args)
@@ -161,16 +205,8 @@ def real(args: argparse.Namespace) -> None:
     print(
         f"real: {params.model.builder}, {args.epochs} epochs, {args.real_repeats} band runs (test accuracy "
         f"{np.mean(accuracy):.4f} +- {np.std(accuracy, ddof=1):.4f}), {args.real_candidates} seed-only candidates: "
-        f"{flagged} flagged ({_wilson(flagged, args.real_candidates)}); {time.perf_counter() - started:.0f} s"
+        f"{flagged} flagged: {wilson(flagged, args.real_candidates)}; {time.perf_counter() - started:.0f} s"
     )
-
-
-def _wilson(hits: int, trials: int) -> str:
-    """The 95% Wilson interval of hits/trials, as text."""
-    z, p = 1.96, hits / trials
-    centre, half = (p + z * z / (2 * trials)), z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    scale = 1 + z * z / trials
-    return f"95% interval {max(0.0, (centre - half) / scale):.3f} to {min(1.0, (centre + half) / scale):.3f}"
 
 
 if __name__ == "__main__":

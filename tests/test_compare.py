@@ -188,6 +188,11 @@ def test_report_says_how_many_of_the_band_runs_were_reused():
         "calibration_runs": 3,
     }
     assert "(3 calibration runs): r." in render_report(result)  # a team's own result, without the count
+    near = {"test_accuracy": [0.99, 1.0, 0.995], "test_loss": [0.90, 0.91, 0.92]}
+    ceiling = judge_candidate(Params(), _variant(near), near, [candidate], _churn(3), ["x"], False)
+    report = render_report({**ceiling, "band_variant": "algo", "reason": "r", "calibration_runs": 3})
+    assert "| primary | test_accuracy |" in report and ", 1.0000] |" in report and "1.01" not in report
+    assert "beats a band run with probability" in report and "(bootstrap 95% interval" not in report  # issue 34
     assert "(3 calibration runs): r." in render_report({**result, "reused_runs": 0})
     assert (
         "(3 calibration runs, 2 of them trained by an earlier calibration and reused: calibration/noise.json lists "

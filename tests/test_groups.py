@@ -150,6 +150,8 @@ def test_compare_groups_intervals_holm_and_power():
     assert _spread_power(0.74, 50, 50, 0.05) == pytest.approx(0.46, abs=0.04)
     both = compare_metric_groups({"x": a, "y": a}, {"x": b, "y": b}, alpha=0.05)
     assert "Holm over 4 tests" in both["x"]["verdict"]
+    # the power printed is that of the Holm verdict's first step, alpha / 4 (issue 34: 46% printed, 25% delivered)
+    assert both["x"]["brown_forsythe_power_at_ratio"] == _spread_power(ratio, 50, 50, 0.05 / 4) < 0.4
     p_values = sorted(both[m][k] for m in both for k in ("welch_p", "brown_forsythe_p"))
     expected = [p <= 0.05 / (4 - rank) for rank, p in enumerate(p_values)]
     assert sorted([both[m][k] for m in both for k in ("means_differ", "spreads_differ")]) == sorted(

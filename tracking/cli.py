@@ -310,7 +310,7 @@ def _compare_groups(args: argparse.Namespace) -> None:
             lines.append(
                 f"  at n={row['n_a']} vs {row['n_b']}, Brown-Forsythe detects a true ratio of "
                 f"{row['std_ratio_a_over_b']:.3g} {row['brown_forsythe_power_at_ratio']:.0%} of the time "
-                "(simulated, normal runs)"
+                "at the level Holm's first step tests (simulated, normal runs)"
             )
     sys.stdout.write("\n".join(lines) + "\n")
 

@@ -160,8 +160,7 @@ class CompareParams(_Section):
     where they would be copies). With 5 calibration repeats the smallest shift the two default metrics detect
     with 80% power is 5.02 band stds for one run, 2.88 for three and 2.33 for five; three buy most of that for
     two more trainings of an experiment (docs/noise-statistics.md). `min_effect`: per metric, the smallest gap
-    that matters (default: `tracking.noise.policy.min_effect`); `within_noise` needs a test that detects it
-    80% of the time, else `inconclusive`; a gap beyond noise but smaller than a named one is `within_tolerance`.
+    that matters; a gap beyond noise but smaller is `within_tolerance`.
     """
 
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05

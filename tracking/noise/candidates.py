@@ -16,9 +16,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from tracking.noise.groups import left_out
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
 from tracking.noise.power import std_interval
-from tracking.noise.statistics import band_from_values, left_out
+from tracking.noise.statistics import band_from_values
 from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
 
 
@@ -80,19 +81,16 @@ def _judge_values(
         "test": POOLED,
         "std_interval": std_interval(band.std, band.n, alpha) if band.std > 0 else None,
     }
-    if test.t is None:
+    if test.t is None:  # no spread in the band (CONTROL: any other band returned above) nor the candidates
         equal = test.difference == 0
-        if exact:
-            verdict = WITHIN if equal else EXCEEDS
-            note = (
-                f"CONTROL: {'equal to' if equal else 'differs from, which any drift does,'} the {band.n} identical runs"
-            )
-        else:
-            verdict = INCONCLUSIVE
-            note = f"no spread in the {band.n} band runs nor the {len(candidates)} candidate runs: raise calibration.repeats"
-        scale = 0.0 if exact else None
+        verdict, divergence = (WITHIN, "equal to") if equal else (EXCEEDS, "differs from, which any drift does,")
         found = Judgement(
-            scale=scale, z=None, p_value=1.0 if exact and equal else None, verdict=verdict, note=note, **common
+            scale=0.0,
+            z=None,
+            p_value=1.0 if equal else None,
+            verdict=verdict,
+            note=f"CONTROL: {divergence} the {band.n} identical runs",
+            **common,
         )
         return _with_beats(found, baseline, candidates, mode, alpha)
     found = Judgement(

@@ -11,13 +11,14 @@ metric's tests together (Holm).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
 from tracking.noise.power import std_interval
-from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm, left_out
+from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
 
 _PAGE = 1000
 # The fewest runs per group for a spread verdict: with 2 runs each run's deviation from the group's median is the
@@ -151,6 +152,15 @@ def bands(experiment: str, filter_string: str, metrics: list[str], alpha: float)
     return out
 
 
+def left_out(values: Sequence[float], group: str = "") -> str:
+    """The runs whose value is not a finite number, named in one line ('' when none): they are left out."""
+    bad = [str(float(value)) for value in values if not math.isfinite(value)]
+    if not bad:
+        return ""
+    named = ", ".join(f"{bad.count(kind)} {kind}" for kind in sorted(set(bad)))
+    return f"{group + ': ' if group else ''}{len(bad)} of {len(values)} runs left out ({named})"
+
+
 def _spread(values: list[float]) -> float:
     """The sample std of finite values, 0 exactly for a tied group or float residue (`RESIDUE`)."""
     import numpy as np
@@ -161,8 +171,8 @@ def _spread(values: list[float]) -> float:
 
 def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, Any]:
     """Two groups of one metric: stds and their ratio with its 1-α intervals (F-based, and a stratified percentile
-    bootstrap), Welch's t-test on the means, Brown-Forsythe (Levene's test centred on the median) on the spreads,
-    and the power those group sizes give the Brown-Forsythe test at the ratio shown (simulated, normal runs).
+    bootstrap), Welch's t-test on the means and Brown-Forsythe (Levene's test centred on the median) on the spreads
+    (`compare_metric_groups` adds the power of its verdict at the ratio shown).
     The p-values are uncorrected here; `compare_metric_groups` applies Holm over every metric and test."""
     import numpy as np
     from scipy import stats
@@ -201,7 +211,7 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
         "std_ratio_a_over_b": finite(ratio),
         "std_ratio_interval_f": _ratio_interval_f(ratio, len(a), len(b), alpha),
         "std_ratio_interval_bootstrap": _ratio_interval_bootstrap(a, b, alpha) if ratio else None,
-        "brown_forsythe_power_at_ratio": _spread_power(ratio, len(a), len(b), alpha) if spread else None,
+        "brown_forsythe_power_at_ratio": None,  # set by compare_metric_groups, at the level its verdict tests
         "welch_t": means.t,
         "welch_p": means.p_value,
         "brown_forsythe_w": None if spread is None else finite(spread.statistic),
@@ -219,7 +229,11 @@ def compare_metric_groups(
     tests = [(metric, key) for metric in results for key in ("welch_p", "brown_forsythe_p")]
     tested = [(metric, key) for metric, key in tests if results[metric][key] is not None]
     rejected = dict(zip(tested, holm([results[m][k] for m, k in tested], alpha), strict=True))
+    level = alpha / max(len(tested), 1)  # Holm's first step: the power of the verdict printed, a floor for later steps
     for metric, row in results.items():
+        if row["brown_forsythe_p"] is not None:
+            ratio, runs = row["std_ratio_a_over_b"], (row["n_a"], row["n_b"])
+            row["brown_forsythe_power_at_ratio"] = _spread_power(ratio, *runs, level)
         row["means_differ"] = rejected.get((metric, "welch_p"), False)
         row["spreads_differ"] = rejected.get((metric, "brown_forsythe_p"), False)
         means = (

@@ -1,5 +1,6 @@
 """`tracking.judge`: the verdict on candidate runs against a band of runs, from plain numbers, so a team can judge
-runs logged anywhere. The compare stage's primary family goes through it too (`tracking.noise.verdict`).
+runs logged anywhere. The compare stage's primary family (`tracking.noise.verdict`), `tracking diff` and
+`tracking judge` (`tracking.inspect.diff.metrics`) go through it too: one verdict, one path.
 
 Each metric's candidate values are tested against its band's values (`tracking.noise.candidates.judge_values`:
 the prediction test for one candidate run, the pooled two-sample t for several), the metrics are one family,
@@ -61,13 +62,15 @@ def judge(
     control: bool = False,
     weights_identical: bool | None = None,
     source: str = "band",
+    reference: Mapping[str, float] | None = None,
 ) -> Verdict:
     """The verdict on candidate runs: `candidates` maps each metric to its values in the candidate runs, `band` to
     its values in the band's runs (or a declared `Band`, e.g. a published mean, std and n, which judges the first
     candidate value). `modes` says which way is better (`max` or `min`, Keras's word), `min_effect` the smallest
     shift that matters per metric (default: `tracking.noise.policy.min_effect`). `control` marks a CONTROL band
     (same seeds, configuration and environment: only equal values are noise) and `weights_identical` whether the
-    candidate's weights are bit-identical to its runs'.
+    candidate's weights are bit-identical to its runs'. `reference` holds, for a metric with a declared `Band`, one
+    run's value to judge the candidate around instead of the band's mean (`tracking diff` of two other runs).
 
     >>> judge({"test_accuracy": [0.98, 0.985, 0.99, 0.985, 0.982]}, {"test_accuracy": [0.62]}).verdict
     'exceeds_noise'
@@ -77,7 +80,7 @@ def judge(
     for metric, values in candidates.items():
         found = band[metric]
         if isinstance(found, Band):
-            checks.append(judge_value(float(values[0]), found))
+            checks.append(judge_value(float(values[0]), found, (reference or {}).get(metric), control))
         else:
             checks.append(judge_values(metric, found, values, alpha, source, modes.get(metric), control))
     judged = judge_family(checks, alpha, min_effect or {})

@@ -62,15 +62,6 @@ def band_from_values(metric: str, values: Sequence[float], alpha: float, source:
     return band_from_summary(metric, float(array.mean()), float(array.std(ddof=DDOF)), len(array), alpha, source)
 
 
-def left_out(values: Sequence[float], group: str = "") -> str:
-    """The runs whose value is not a finite number, named in one line ('' when none): they are left out."""
-    bad = [str(float(value)) for value in values if not math.isfinite(value)]
-    if not bad:
-        return ""
-    named = ", ".join(f"{bad.count(kind)} {kind}" for kind in sorted(set(bad)))
-    return f"{group + ': ' if group else ''}{len(bad)} of {len(values)} runs left out ({named})"
-
-
 def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float, source: str) -> Band:
     """A band from declared statistics (e.g. a published mean, std and n)."""
     from scipy import stats

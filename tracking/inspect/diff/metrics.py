@@ -7,7 +7,8 @@ from typing import Any
 
 from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
 from tracking.inspect.diff.runs import RunSnapshot
-from tracking.noise.policy import Judgement, direction, judge, judge_family
+from tracking.noise.judging import judge
+from tracking.noise.policy import Judgement, direction
 from tracking.noise.statistics import band_from_summary, finite
 
 
@@ -82,22 +83,27 @@ def metric_deltas(
     baseline_reference: bool = False,
     exact: bool = False,
 ) -> list[MetricDelta]:
-    """B - A per metric; with bands, B judged by the band policy (around the baseline's mean when
+    """B - A per metric; with bands, B judged by `tracking.judge` (around the baseline's mean when
     `baseline_reference`, else around A), Holm-corrected over the metrics, with run B's `compare.min_effect`."""
-    rows: list[tuple[str, float, float]] = []
-    judgements: dict[str, Judgement] = {}
-    for metric in metrics:
-        if metric not in a.metrics or metric not in b.metrics:
-            continue
-        value_a, value_b = a.metrics[metric], b.metrics[metric]
-        rows.append((metric, value_a, value_b))
-        band = (bands or {}).get(metric)
-        if band is not None:
-            checked = band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
-            judgements[metric] = judge(value_b, checked, None if baseline_reference else value_a, exact)
-    corrected = dict(
-        zip(judgements, judge_family(list(judgements.values()), alpha, logged_min_effects(b.params)), strict=False)
+    rows = [
+        (metric, a.metrics[metric], b.metrics[metric])
+        for metric in metrics
+        if metric in a.metrics and metric in b.metrics
+    ]
+    banded = {metric: (bands or {}).get(metric) for metric, _, _ in rows if (bands or {}).get(metric) is not None}
+    checked = {
+        metric: band_from_summary(metric, band["mean"], band["std"], band["n"], alpha, band.get("source", ""))
+        for metric, band in banded.items()
+    }
+    verdict = judge(
+        checked,
+        {metric: [b.metrics[metric]] for metric in checked},
+        alpha=alpha,
+        min_effect=logged_min_effects(b.params),
+        control=exact,
+        reference=None if baseline_reference else {metric: a.metrics[metric] for metric in checked},
     )
+    corrected = dict(zip(checked, verdict.checks, strict=True))
     modes = logged_compare_metrics(b.params)
     return [
         MetricDelta(
