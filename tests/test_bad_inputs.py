@@ -1006,6 +1006,13 @@ CASES = [
         stage("train"),
         "train.learning_rate: expected a finite number, got inf",
     ),
+    case(
+        "store-of-0-bytes",
+        written("mlflow.db", ""),
+        tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
+        "the MLflow store {root}/mlflow.db is empty (0 bytes): it holds no runs",
+        "restore it from a backup, or remove it",
+    ),
     case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
     case(
         "unknown-loss",
