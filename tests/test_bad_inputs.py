@@ -1299,3 +1299,20 @@ def test_a_request_the_store_refuses_is_not_a_store_that_cannot_be_reached(root:
         connect(root, "e" * 501)
     message = str(raised.value)
     assert "refused the request (INVALID_PARAMETER_VALUE:" in message and "cannot be reached" not in message, message
+
+
+def test_a_model_failing_on_its_first_batch_is_named_without_the_batchs_values_or_colour_codes():
+    """Keras's message for an error in a layer's call is bold (ANSI codes) and ends with the arguments it got: the
+    batch, whose raw training values must not reach the error line."""
+    import keras
+
+    from tracking.training.preflight import _text
+
+    class Refusing(keras.layers.Layer):
+        def call(self, x):
+            raise ValueError("cannot use these")
+
+    with pytest.raises(ValueError) as raised:
+        Refusing()(np.array([[0.123456, 7.654321]] * 2, dtype="float32"))
+    assert "\x1b[" in str(raised.value) and "Arguments received by" in str(raised.value), "what Keras says"
+    assert _text(raised.value) == "Exception encountered when calling Refusing.call(). cannot use these"
