@@ -1006,6 +1006,13 @@ CASES = [
         stage("train"),
         "train.learning_rate: expected a finite number, got inf",
     ),
+    case(
+        "store-of-0-bytes",
+        written("mlflow.db", ""),
+        tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
+        "the MLflow store {root}/mlflow.db is empty (0 bytes): it holds no runs",
+        "restore it from a backup, or remove it",
+    ),
     case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
     case(
         "unknown-loss",
@@ -1292,3 +1299,86 @@ def test_a_request_the_store_refuses_is_not_a_store_that_cannot_be_reached(root:
         connect(root, "e" * 501)
     message = str(raised.value)
     assert "refused the request (INVALID_PARAMETER_VALUE:" in message and "cannot be reached" not in message, message
+
+
+def test_a_model_failing_on_its_first_batch_is_named_without_the_batchs_values_or_colour_codes():
+    """Keras's message for an error in a layer's call is bold (ANSI codes) and ends with the arguments it got: the
+    batch, whose raw training values must not reach the error line."""
+    import keras
+
+    from tracking.training.preflight import _text
+
+    class Refusing(keras.layers.Layer):
+        def call(self, x):
+            raise ValueError("cannot use these")
+
+    with pytest.raises(ValueError) as raised:
+        Refusing()(np.array([[0.123456, 7.654321]] * 2, dtype="float32"))
+    assert "\x1b[" in str(raised.value) and "Arguments received by" in str(raised.value), "what Keras says"
+    assert _text(raised.value) == "Exception encountered when calling Refusing.call(). cannot use these"
+
+
+# Each bounded value of params.yaml with its bounds, as docs/configuration.md gives them: (key, type, low, high),
+# None where a side is open; ">" and "<" mark a bound the value must not equal.
+BOUNDED = [
+    ("train.epochs", int, 1, 10_000),
+    ("train.batch_size", int, 1, 1_000_000),
+    ("train.learning_rate", float, ">0", 10),
+    ("data.test_fraction", float, ">0", "<1"),
+    ("data.val_fraction", float, 0, "<1"),
+    ("determinism.intra_op_threads", int, 0, 1024),
+    ("determinism.inter_op_threads", int, 0, 1024),
+    ("calibration.repeats", int, 3, 1000),
+    ("compare.alpha", float, ">0", "<1"),
+    ("compare.candidate_repeats", int, 1, 100),
+    ("audit.repeats", int, 2, 100),
+    ("audit.steps", int, 1, 100_000),
+    ("compute.workers", int, 1, 10_000),
+    ("compute.cpus_per_run", float, ">0", 1024),
+    ("compute.gpus_per_run", float, 0, 64),
+    ("compute.max_retries", int, 0, 100),
+]
+SWITCHES = ["determinism.op_determinism", "determinism.onednn", "calibration.simulate_impl_noise",
+            "compare.fail_on_drift", "compute.system_metrics"]  # fmt: skip
+
+
+def bad_values() -> list:
+    """Each bounded value just past each bound, of the wrong type, NaN and infinite; each switch not a boolean."""
+    rows = []
+    for key, kind, low, high in BOUNDED:
+        number = "a valid integer" if kind is int else "a finite number"
+        if isinstance(low, str):
+            rows.append((key, 0, "expected greater than 0, got 0"))
+        else:
+            rows.append((key, low - 1, f"expected greater than or equal to {low}, got {low - 1}"))
+        if isinstance(high, str):
+            rows.append((key, 1, "expected less than 1, got 1"))
+        else:
+            rows.append((key, high + 1, f"expected less than or equal to {high}, got {high + 1}"))
+        rows.append((key, "two", f"expected {'a valid integer' if kind is int else 'a valid number'}, got 'two'"))
+        rows.append((key, [1], f"expected {'a valid integer' if kind is int else 'a valid number'}, got [1]"))
+        rows.append((key, float("nan"), f"expected {number}, got nan"))
+        rows.append((key, float("inf"), f"expected {number}, got inf"))
+        if kind is int:
+            rows.append((key, 2.5, "expected a valid integer, got 2.5"))
+    rows += [(key, "yes", "expected a valid boolean, got 'yes'") for key in SWITCHES]
+    rows += [(key, 1, "expected a valid boolean, got 1") for key in SWITCHES]
+    return [pytest.param(key, value, expected, id=f"{key}={value!r}") for key, value, expected in rows]
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), bad_values())
+def test_a_value_out_of_bounds_or_of_the_wrong_type_is_one_line_naming_the_key(
+    tmp_path: Path, key: str, value: object, expected: str
+):
+    """In-process, as every stage loads params.yaml first: nothing else runs before this line."""
+    from tracking.config.params import load_params
+    from tracking.errors import ParamsError
+
+    section, name = key.split(".")
+    with open(tmp_path / "params.yaml", "w", encoding="utf-8") as handle:
+        yaml_editor().dump({section: {name: value}}, handle)
+    with pytest.raises(ParamsError) as raised:
+        load_params(tmp_path / "params.yaml")
+    message = str(raised.value)
+    assert message.startswith(f"{tmp_path / 'params.yaml'}: {key}: {expected}"), message
+    assert "\n" not in message and message.endswith(f"fix it in {tmp_path / 'params.yaml'}")

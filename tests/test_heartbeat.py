@@ -94,3 +94,21 @@ def test_a_pipeline_start_ends_a_silent_run_of_another_host(root: Path, caplog: 
     assert client.get_run(runs["silent"]).info.status == "FAILED"
     assert {client.get_run(runs[name]).info.status for name in runs if name != "silent"} == {"RUNNING"}
     assert any(runs["silent"] in record.getMessage() for record in caplog.records)
+
+
+def test_a_run_resumed_after_its_stage_was_killed_finishes_without_the_old_error(root: Path):
+    """A train run that a SIGKILLed compare left RUNNING is marked FAILED (`error` = ProcessGone); the stage
+    that resumes it and finishes leaves it FINISHED with no `error` tag, its repair note kept as history."""
+    from tracking.names import ERROR_TAG
+    from tracking.store.stale import end_failed
+
+    with Tracker("t", root) as tracker:
+        run_id = tracker.run_id
+    client = client_for(root)
+    end_failed(client, run_id, "the compare stage", "its process 1 is gone without ending the run")
+    assert client.get_run(run_id).data.tags[ERROR_TAG].startswith("ProcessGone")
+    with Tracker("t", root, run_id=run_id):
+        pass
+    resumed = client_for(root).get_run(run_id)
+    assert resumed.info.status == "FINISHED" and ERROR_TAG not in resumed.data.tags
+    assert "marked FAILED by the compare stage" in resumed.data.tags[REPAIRED_TAG]

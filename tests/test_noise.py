@@ -177,3 +177,13 @@ def test_the_calibration_record_round_trips_strictly_and_refuses_what_it_cannot_
     path.write_text("{")
     with pytest.raises(RunStateError, match=r"is not valid JSON"):
         NoiseRecord.read(path)
+    for std in (float("nan"), None, "0.1", -0.1):  # as a hand edit leaves it: a band that would judge nothing
+        broken = {
+            **stored["variants"]["algo"],
+            "bands": {"test_loss": {**stored["variants"]["algo"]["bands"]["test_loss"], "std": std}},
+        }
+        path.write_text(json.dumps({**stored, "variants": {"algo": broken}}))
+        with pytest.raises(
+            RunStateError, match=r"the algo variant's band of test_loss has std .*dvc repro --force calibrate"
+        ):
+            NoiseRecord.read(path)

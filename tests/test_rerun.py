@@ -2,7 +2,10 @@
 
 import hashlib
 import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,6 +104,24 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert not Path(new.data.tags["prov.environment.DVC_ROOT"]).exists()
     diff = client_for(clone).download_artifacts(new.info.run_id, "provenance/uncommitted.diff", str(tmp_path))
     assert "trained (uncommitted edit)" in Path(diff).read_text()
+
+    # SIGTERM mid-rerun (as a scheduler stops it): the worktree and its folder are removed, the stage it ran too.
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    rerunning = subprocess.Popen(
+        [sys.executable, "-m", "tracking", "rerun", original.info.run_id], cwd=clone,
+        env=project_env(TMPDIR=str(temp)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(temp.glob("tracking-rerun-*/*/dvc.yaml")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(temp.glob("tracking-rerun-*/*/dvc.yaml")), "the worktree was made"
+    rerunning.send_signal(signal.SIGTERM)
+    output = rerunning.communicate(timeout=120)[0]
+    assert rerunning.returncode == 143 and "Traceback" not in output, output
+    assert list(temp.glob("tracking-rerun-*")) == []
+    assert len(run(["git", "worktree", "list"], clone).stdout.splitlines()) == 1
+    assert_untouched(clone, files, status)
 
 
 def test_unknown_run_is_one_line_and_exit_2(project: Path):

@@ -374,9 +374,11 @@ def _diff(args: argparse.Namespace) -> None:
 
 def _rerun(args: argparse.Namespace) -> None:
     from tracking.inspect.rerun import report, rerun
+    from tracking.run.lifecycle import interrupts_raise
     from tracking.store.location import project_root
 
-    result = rerun(args.run, project_root(), args.metric, args.alpha)
+    with interrupts_raise():  # SIGTERM too leaves through the worktree's clean-up, and stops the stage it runs
+        result = rerun(args.run, project_root(), args.metric, args.alpha)
     sys.stdout.write(report(result))
 
 

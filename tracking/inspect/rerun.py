@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ STAGES = (TRAIN, EVALUATE)
 STEPS = ("worktree", "code", "params", "data", *STAGES)
 DATA_HASH_TAG = f"{DVC_DEPS_PREFIX}{TRAIN}.{PREPARED.as_posix()}"
 ENVIRONMENT_GROUPS = ("software", "hardware")
+STAGE_STOP_S = 60  # a stopped rerun's stage ends its MLflow run in this time, or is killed
 
 
 @dataclass(frozen=True)
@@ -155,13 +157,23 @@ def _record_prepare(project: Path, env: dict[str, str]) -> None:
 
 
 def _run_stage(project: Path, stage: str, env: dict[str, str]) -> None:
-    """Run one stage with DVC in the worktree, its output streaming through; a failure stops the rerun."""
-    done = subprocess.run(
-        [sys.executable, "-m", "dvc", "repro", "--quiet", "--single-item", "--force", stage], cwd=project, env=env
-    )
-    if done.returncode != 0:
+    """Run one stage with DVC in the worktree, its output streaming through; a failure stops the rerun. Stopped
+    itself (Ctrl-C, SIGTERM), the rerun stops the stage's process group with SIGTERM first, so that the stage ends
+    its run KILLED before the worktree it runs in is removed."""
+    command = [sys.executable, "-m", "dvc", "repro", "--quiet", "--single-item", "--force", stage]
+    with subprocess.Popen(command, cwd=project, env=env, start_new_session=True) as process:
+        try:
+            status = process.wait()
+        except BaseException:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=STAGE_STOP_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+            raise
+    if status != 0:
         raise RerunError(
-            f"the {stage} stage of the re-created run failed (exit status {done.returncode}; its output is above); "
+            f"the {stage} stage of the re-created run failed (exit status {status}; its output is above); "
             "the temporary worktree was removed"
         )
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from tracking.errors import RerunError
 from tracking.provenance.git import encode_diff, open_repository
 from tracking.provenance.redaction import was_redacted
+from tracking.run.lifecycle import deferred_interrupts
 
 _FILE_HEADER = re.compile(r"^\+\+\+ (?:b/)?(?P<path>.+)$")
 _BINARY = re.compile(r"^Binary files (?:a/)?(?P<old>.+) and (?:b/)?(?P<new>.+) differ$")
@@ -28,7 +29,8 @@ def temporary_worktree(root: Path, commit: str) -> Iterator[Path]:
     """Yield the DVC project folder inside a detached worktree of `root`'s repository at `commit`.
 
     The worktree lives in a fresh temporary folder; on exit it is removed (`git worktree remove --force`,
-    then `git worktree prune`) and the folder deleted, on success, on error and on Ctrl-C alike.
+    then `git worktree prune`) and the folder deleted, on success, on error, on Ctrl-C and on SIGTERM alike (with
+    `interrupts_raise` in force, as `tracking rerun` has it).
     """
     import git
 
@@ -43,14 +45,18 @@ def temporary_worktree(root: Path, commit: str) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="tracking-rerun-"))
     tree = folder / top.name
     try:
-        repo.git.worktree("add", "--detach", str(tree), commit)
+        # git, stopped mid-checkout, would go on writing into the folder being removed: a Ctrl-C or SIGTERM
+        # waits until the worktree is made, then leaves through the clean-up below.
+        with deferred_interrupts():
+            repo.git.worktree("add", "--detach", str(tree), commit)
         yield tree / root.resolve().relative_to(top)
     finally:
         # Not created, or half-created: deleting the folder and pruning below clean up either way.
-        with contextlib.suppress(git.GitCommandError):
-            repo.git.worktree("remove", "--force", str(tree))
-        shutil.rmtree(folder, ignore_errors=True)
-        repo.git.worktree("prune")
+        with deferred_interrupts():
+            with contextlib.suppress(git.GitCommandError):
+                repo.git.worktree("remove", "--force", str(tree))
+            shutil.rmtree(folder, ignore_errors=True)
+            repo.git.worktree("prune")
 
 
 def apply_diff(tree: Path, diff: str, run_id: str) -> list[str]:

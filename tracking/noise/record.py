@@ -74,18 +74,30 @@ class NoiseRecord:
 
     @classmethod
     def from_dict(cls, record: dict[str, Any], source: str = NOISE_FILE.as_posix()) -> NoiseRecord:
-        """The record from its JSON object; a missing key or a wrong shape names `source` and the fix."""
+        """The record from its JSON object; a missing key, a wrong shape or a band without a finite mean and std
+        names `source` and the fix."""
         try:
             variants = {name: Variant(**summary) for name, summary in record["variants"].items()}
             known = {spec.name for spec in fields(cls)} - {"variants"}
             # A NaN metric (a diverged repeat) is stored as null (strict JSON); it reads back as NaN.
             runs = [{**run, "metrics": _nan_for_null(run["metrics"])} for run in record["runs"]]
             values = {key: value for key, value in record.items() if key in known}
-            return cls(**{**values, "runs": runs, "variants": variants})
+            found = cls(**{**values, "runs": runs, "variants": variants})
         except (KeyError, TypeError, AttributeError) as error:
             raise RunStateError(
                 f"{source} is not a calibration record this version reads ({error})", fix=REFRESH
             ) from None
+        for name, variant in variants.items():
+            for metric, band in variant.bands.items():
+                bad = next((key for key in ("mean", "std") if not _finite(band.get(key))), None)
+                if bad or band["std"] < 0:
+                    bad = bad or "std"
+                    raise RunStateError(
+                        f"{source}: the {name} variant's band of {metric} has {bad} {band.get(bad)!r}: a band needs "
+                        "a finite mean and a std >= 0, as a calibration writes them (was the file edited?)",
+                        fix=REFRESH,
+                    )
+        return found
 
     @classmethod
     def read(cls, path: Path) -> NoiseRecord:
@@ -151,3 +163,8 @@ class NoiseRecord:
 
 def _nan_for_null(metrics: dict[str, Any]) -> dict[str, float]:
     return {name: math.nan if value is None else value for name, value in metrics.items()}
+
+
+def _finite(value: Any) -> bool:
+    """Whether `value` is a finite real number (a JSON NaN, null or text is not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

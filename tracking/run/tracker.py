@@ -149,7 +149,8 @@ class Tracker:
             self._sink.write(batch(tags=heartbeat()))
 
     def _start_run(self, experiment_id: str) -> Any:
-        """Open or resume the run, recorded as owned by this process (see `tracking.store.stale`). MLflow's own
+        """Open or resume the run, recorded as owned by this process (see `tracking.store.stale`); a resumed run
+        loses the `error` tag of the process that ended it before (a SIGKILLed stage's `ProcessGone`). MLflow's own
         system metrics thread stays off whatever `MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING` says: `system_metrics`
         starts the sampler that writes through the journal (tracking/run/system_metrics.py)."""
         import mlflow
@@ -159,6 +160,8 @@ class Tracker:
             if self.run_id is not None:
                 # Before it is RUNNING again, so it never looks owned by the stage that opened it.
                 apply(self.client, self.run_id, batch(tags={key: str(value) for key, value in owner.items()}))
+                if ERROR_TAG in self.client.get_run(self.run_id).data.tags:  # an earlier process's end, now over
+                    self.client.delete_tag(self.run_id, ERROR_TAG)
                 run = mlflow.start_run(run_id=self.run_id, log_system_metrics=False)
             else:
                 run = mlflow.start_run(

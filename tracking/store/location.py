@@ -6,11 +6,14 @@ outside one, one error line naming `MLFLOW_TRACKING_URI` (`find_project` gives N
 
 `connect` checks the store answers before any training time is spent. Experiments that DVC's queue runs in
 a temporary copy of the project (`.dvc/tmp/exps/...`) log to the store of the project that owns the copy, so
-their runs outlive the copy and show in `mlflow ui` at the project root.
+their runs outlive the copy and show in `mlflow ui` at the project root. A project copied or moved with its
+store (`cp -r`, as the examples' READMEs copy one) has its store re-pointed at its own `mlartifacts/` by
+`connect`: SQLite stores keep artifact locations as absolute paths, which still named the original's folder.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,16 @@ from tracking.errors import RepoError, RunSelectionError, StoreFault, TrackingSe
 from tracking.names import EXPERIMENT_KIND_TAG
 from tracking.store.faults import quiet_mlflow_database_errors, store_fault
 from tracking.store.recorded import require_recorded_runs
-from tracking.store.sqlite import create_private, creation_lock, database_path, private_folder, use_wal
+from tracking.store.sqlite import (
+    create_private,
+    creation_lock,
+    database_path,
+    private_folder,
+    rehome_artifacts,
+    use_wal,
+)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
@@ -120,11 +132,28 @@ def open_client(root: Path | None) -> Any:
     mlflow.set_tracking_uri(uri)
     try:
         with creation_lock(uri):
+            if _empty(database):  # MLflow would make it a new store: a side effect, and the lost runs unsaid
+                raise TrackingServerError(
+                    f"the MLflow store {database} is empty (0 bytes): it holds no runs (a copy or a full disk cut it "
+                    "short?)",
+                    fix="restore it from a backup, or remove it and run the pipeline to start a new store",
+                )
             client = MlflowClient(tracking_uri=uri)  # opens a SQLite store: a damaged file fails here
             client.search_experiments(max_results=1)
     except (MlflowException, OSError, SQLAlchemyError) as err:
         raise _store_error(uri, err) from err
     return client
+
+
+def _moved(location: str | None, here: str | None) -> bool:
+    """Whether an experiment's artifact folder is another project's `mlartifacts/` (the store was copied with its
+    project) rather than the one beside this store."""
+    return bool(location and here and location != here and location.rstrip("/").endswith(f"/{DEFAULT_ARTIFACTS}"))
+
+
+def _empty(database: Path | None) -> bool:
+    """Whether the SQLite store is a file of 0 bytes (read under `creation_lock`, when no process is creating it)."""
+    return database is not None and database.is_file() and database.stat().st_size == 0
 
 
 def http_limits(uri: str) -> None:
@@ -194,8 +223,21 @@ def connect(root: Path, experiment: str) -> str:
     mlflow.set_tracking_uri(uri)
     try:
         with creation_lock(uri):
+            if _empty(database_path(uri)):  # no process is creating it: we hold the creation lock
+                log.warning(
+                    "the MLflow store %s was empty (0 bytes) and is made a new store: if it held runs, they are "
+                    "lost; restore it from a backup instead (`tracking doctor` lists the runs outputs name)",
+                    database_path(uri),
+                )
             create_private(uri)
             found = mlflow.get_experiment_by_name(experiment)
+            if found is not None and _moved(found.artifact_location, default_artifact_location(uri)):
+                rehome_artifacts(uri, found.artifact_location, default_artifact_location(uri))
+                log.info(
+                    "the project was copied or moved: its MLflow store now keeps artifacts in %s, not %s",
+                    default_artifact_location(uri),
+                    found.artifact_location,
+                )
             use_wal(uri)
             if found is None:
                 experiment_id = mlflow.create_experiment(

@@ -93,3 +93,33 @@ def use_wal(uri: str) -> None:
             connection.execute("PRAGMA journal_mode=WAL")
     finally:
         connection.close()
+
+
+# The columns of MLflow's SQLite schema that hold where artifacts live.
+ARTIFACT_COLUMNS = (
+    ("experiments", "artifact_location"),
+    ("runs", "artifact_uri"),
+    ("logged_models", "artifact_location"),
+)
+
+
+def rehome_artifacts(uri: str, old: str, new: str) -> int:
+    """Point every artifact location under `old` (an artifacts folder URI) at `new` instead, in place; the rows
+    changed. A copied or moved project's store named the original's folder: its new runs would log there."""
+    database = database_path(uri)
+    if database is None:
+        return 0
+    pattern = old.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+    connection = sqlite3.connect(database, timeout=30)
+    try:
+        with connection:
+            return sum(
+                connection.execute(
+                    f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE {column} = ? OR {column} LIKE ? "
+                    "ESCAPE '\\'",
+                    (new, len(old) + 1, old, pattern),
+                ).rowcount
+                for table, column in ARTIFACT_COLUMNS
+            )
+    finally:
+        connection.close()

@@ -11,6 +11,7 @@ it was. Metrics that read exactly 0.0 because a model with its own `train_step` 
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 import traceback
 from pathlib import Path
@@ -213,6 +214,10 @@ def _one_step(copy: Any, arrays: tuple[Any, ...], spec: str, root: Path) -> None
             )
 
 
+_COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # ANSI escape sequences (Keras makes its messages bold)
+_KERAS_ARGUMENTS = re.compile(r"Arguments received by .*", re.DOTALL)
+
+
 def _user_frame(err: BaseException, root: Path) -> traceback.FrameSummary | None:
     """The innermost frame of the team's own code (a file under the project root, outside `tracking/`) in `err`."""
     own, library = root.resolve(), (root / "tracking").resolve()
@@ -246,6 +251,8 @@ def _summary(err: BaseException, root: Path) -> str:
 
 
 def _text(err: BaseException, limit: int = 240) -> str:
-    """`err`'s message on one line, cut at `limit` characters."""
-    text = " ".join(str(err).split()) or type(err).__name__
+    """`err`'s message on one line, cut at `limit` characters, without terminal colour codes or the arguments
+    Keras appends (`Arguments received by ...`: the batch's raw training values)."""
+    message = _KERAS_ARGUMENTS.sub("", _COLOUR.sub("", str(err)))
+    text = " ".join(message.split()) or type(err).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
