@@ -1277,8 +1277,10 @@ def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_a
     for store in root.glob("mlflow.db*"):
         store.unlink()
     assert {"train", "calibrate"}.isdisjoint(json.loads(run(["dvc", "status", "--json"], root).stdout))
-    doctor = run([sys.executable, "-m", "tracking", "doctor"], root).stdout
+    doctor = run([sys.executable, "-m", "tracking", "doctor", "--dry-run"], root).stdout
     assert "2 run(s) named by the project's outputs are gone from the store" in doctor, doctor
+    assert "nothing to check" not in doctor  # issue 36: it said so, then listed the 2 missing runs
+    assert doctor.startswith(f"sqlite:///{root / 'mlflow.db'}: no store yet, so no run left RUNNING to repair\n")
     fix = "re-create them with `dvc repro --force --single-item train calibrate` then `dvc repro`"
     assert fix in doctor, doctor
     expected = (f"outputs/run.json names MLflow run {train_run}", f"calibration/noise.json names MLflow run {parent}")

@@ -146,6 +146,7 @@ def test_rerun_of_a_script_run_runs_its_stage_again_bit_identical(team: Path):
     out = run(["tracking", "rerun", second.info.run_id], team).stdout
     assert "rerun [4/4] run: dvc repro --quiet --single-item --force train" in out
     assert "weights: bit-identical" in out and "verdict: weights are bit-identical" in out
+    assert "dvc repro calibrate" not in out  # issue 36: the script's project has no such stage
     client = client_for(team)
     (new,) = client.search_runs([second.info.experiment_id], f"tags.rerun_of = '{second.info.run_id}'")
     assert new.info.status == "FINISHED" and new.data.tags["prov.git.commit"] == second.data.tags["prov.git.commit"]
@@ -175,7 +176,10 @@ def test_calibrate_the_script_resume_it_and_judge_a_run(team: Path):
         [second.info.experiment_id], "tags.`noise.role` = 'calibration'", order_by=["attributes.start_time DESC"]
     )
     assert latest.data.tags["noise.reused_repeats"] == "3"
-    verdict = run(["tracking", "judge", second.info.run_id], team).stdout
+    judged = run(["tracking", "judge", "HEAD"], team)  # issue 36: a git revision was refused in a script project
+    verdict = judged.stdout
+    assert f"using run {second.info.run_id}, the latest logged at commit" in judged.stderr
+    assert verdict.startswith("tracking judge\n")  # not "tracking diff"
     # 3 calibration runs and one candidate run do not see the smallest shifts that matter: not decided
     assert "ALGO band of calibration run" in verdict and verdict.splitlines()[-1] == "verdict: inconclusive"
     assert "within noise, but blind to a shift of" in verdict

@@ -157,7 +157,7 @@ def test_dvc_in_a_clone_of_this_repository_sees_only_its_own_pipelines(tmp_path:
 def test_tracking_doctor_in_a_fresh_project(project: Path):
     """`tracking doctor` where no pipeline has run yet: one line, exit status 0, no store created."""
     done = run(["tracking", "doctor"], project)
-    assert done.stdout == f"sqlite:///{project / 'mlflow.db'}: no store yet, nothing to check\n"
+    assert done.stdout == f"sqlite:///{project / 'mlflow.db'}: no store yet, so no run left RUNNING to repair\n"
     assert not (project / "mlflow.db").exists()
 
 

@@ -22,7 +22,8 @@ DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
 RUN_REF_HELP = (
     "MLflow run id or its first 8 characters, the run's name (train-29bdb4), a DVC experiment name (the run's "
-    "dvc.exp_name tag), or inside the project any DVC experiment or git revision (the run its outputs/run.json names)"
+    "dvc.exp_name tag), or inside the project any DVC experiment or git revision (the run its outputs/run.json names; "
+    "in a team's script project, the latest run logged at that commit)"
 )
 
 
@@ -402,7 +403,7 @@ def _judge(args: argparse.Namespace) -> None:
 
     root = project_root()
     result = judge_script(open_client(root), root, args.run, args.metric, args.alpha, args.calibration)
-    sys.stdout.write(render(result))
+    sys.stdout.write(render(result, title="tracking judge"))
     print(f"verdict: {result.verdict or 'none (no band covers what differs)'}")
 
 
@@ -430,7 +431,7 @@ def _doctor(args: argparse.Namespace) -> None:
     database = database_path(uri)
     uri = shown(uri)  # printed from here on: without a user:password@
     if database is not None and not database.is_file():
-        print(f"{uri}: no store yet, nothing to check")
+        print(f"{uri}: no store yet, so no run left RUNNING to repair")
         _print_missing_runs(None, root, uri)
         return
     client = open_client(root)

@@ -13,7 +13,7 @@ from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
-from tracking.names import WEIGHTS_TAG
+from tracking.names import SCRIPT_COMMAND_TAG, WEIGHTS_TAG
 from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, BandChoice, Differences, changed_keys, choose_band
 from tracking.noise.record import NoiseRecord
 
@@ -82,7 +82,10 @@ def choose_calibrated_band(
     found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)
     described: dict[str, Any] = {
         "variant": None,
-        "reason": f"no calibration found: run `dvc repro {CALIBRATE}` for noise bands",
+        # A team's script calibrates with its own command: its project has no calibrate stage.
+        "reason": "no calibration found: run "
+        + ("`tracking calibrate`" if SCRIPT_COMMAND_TAG in b.tags else f"`dvc repro {CALIBRATE}`")
+        + " for noise bands",
     }
     bands, baseline_reference = None, False
     if found:

@@ -16,12 +16,13 @@ _SHOWN = 8
 _WIDTH = 40
 
 
-def render(diff: RunDiff, fmt: str = "text") -> str:
+def render(diff: RunDiff, fmt: str = "text", title: str = "tracking diff") -> str:
+    """The diff as `fmt` (text, md or json), headed by the command that shows it (`title`)."""
     if fmt == "json":
         return json.dumps(diff.as_dict(), indent=2, default=str, allow_nan=False) + "\n"
     markdown = fmt == "md"
     summary = diff.as_dict()
-    lines = ["# tracking diff" if markdown else "tracking diff", ""]
+    lines = [f"# {title}" if markdown else title, ""]
     lines += [_run_line("A", summary["a"], markdown), _run_line("B", summary["b"], markdown), ""]
     lines.append(
         "## Differences, most likely to move results first"

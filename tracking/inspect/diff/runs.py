@@ -16,7 +16,16 @@ from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.errors import RunNotFound, RunSelectionError, TrackingServerError
 from tracking.inspect.diff.legacy import upgrade_logged
-from tracking.names import MLFLOW_PARENT_RUN_TAG, OP_DETERMINISM_TAG, PROV_PREFIX
+from tracking.names import (
+    GIT_COMMIT_TAG,
+    MLFLOW_PARENT_RUN_TAG,
+    NEWEST_FIRST,
+    NOISE_ROLE_TAG,
+    OP_DETERMINISM_TAG,
+    PROV_PREFIX,
+    RERUN_OF_TAG,
+    tag_is,
+)
 from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
 
@@ -63,7 +72,8 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
     """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
     named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it), or the run whose id starts with `ref` (8 or
     more hex characters), or else the run that `outputs/run.json` names at `ref` in `project` (an experiment or git
-    revision DVC resolves). A name or prefix that several runs share is an error that lists them.
+    revision DVC resolves), or in a team's script project (no `outputs/run.json`) the latest run logged at the commit
+    git revision `ref` names. A name or prefix that several runs share is an error that lists them.
 
     By name, the experiment's candidate run: its calibration runs and the candidate's extra runs (children of it,
     `compare.candidate_repeats`) carry the name too, and start later. An
@@ -103,6 +113,8 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
         run = _only_run(client, ref, f"attributes.run_id LIKE '{ref}%'", "have ids that start with")
     if run is None and project is not None:
         run = _run_at_revision(client, project, ref)
+    if run is None and project is not None and not (project / RUN_FILE).exists():
+        run = _script_run_at_commit(client, project, ref)
     if run is None:
         outside = (
             "; an experiment that trained no run of its own is found from inside its project"
@@ -137,6 +149,26 @@ def _only_run(client: Any, ref: str, clause: str, sharing: str) -> Any | None:
     if len(found) > 1:
         ids = ", ".join(run.info.run_id for run in found)
         raise RunSelectionError(f"{len(found)} runs {sharing} '{ref}': {ids}", fix="give the one you mean by its id")
+    return found[0] if found else None
+
+
+def _script_run_at_commit(client: Any, project: Path, ref: str) -> Any | None:
+    """The latest run (not a calibration's, nor a rerun) that a team's script logged at the commit git revision `ref`
+    names; None where git resolves no such revision or nothing was logged there."""
+    import git
+
+    try:
+        commit = git.Repo(project, search_parent_directories=True).commit(ref).hexsha
+    except (git.BadName, ValueError):
+        return None
+    experiments = [found.experiment_id for found in client.search_experiments()]
+    at_commit = (
+        f"{tag_is(GIT_COMMIT_TAG, commit)} and tags.`{MLFLOW_PARENT_RUN_TAG}` IS NULL and "
+        f"tags.`{NOISE_ROLE_TAG}` IS NULL and tags.`{RERUN_OF_TAG}` IS NULL"
+    )
+    found = client.search_runs(experiments, at_commit, order_by=[NEWEST_FIRST], max_results=1) if experiments else []
+    if found:
+        log.info("'%s': using run %s, the latest logged at commit %s", ref, found[0].info.run_id, commit[:8])
     return found[0] if found else None
 
 
