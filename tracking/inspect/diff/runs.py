@@ -26,7 +26,7 @@ from tracking.names import (
     RERUN_OF_TAG,
     tag_is,
 )
-from tracking.provenance.dvc import locked_out_md5
+from tracking.provenance.dvc import declared_outputs, locked_out_md5
 from tracking.provenance.git import decode_diff
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
     """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
     named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it), or the run whose id starts with `ref` (8 or
     more hex characters), or else the run that `outputs/run.json` names at `ref` in `project` (an experiment or git
-    revision DVC resolves), or in a team's script project (no `outputs/run.json`) the latest run logged at the commit
-    git revision `ref` names. A name or prefix that several runs share is an error that lists them.
+    revision DVC resolves), or in a team's script project (no stage declares `outputs/run.json`) the latest run
+    logged at the commit git revision `ref` names. A name or prefix that several runs share is an error that lists them.
 
     By name, the experiment's candidate run: its calibration runs and the candidate's extra runs (children of it,
     `compare.candidate_repeats`) carry the name too, and start later. An
@@ -113,7 +113,7 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
         run = _only_run(client, ref, f"attributes.run_id LIKE '{ref}%'", "have ids that start with")
     if run is None and project is not None:
         run = _run_at_revision(client, project, ref)
-    if run is None and project is not None and not (project / RUN_FILE).exists():
+    if run is None and project is not None and RUN_FILE.as_posix() not in declared_outputs(project, project):
         run = _script_run_at_commit(client, project, ref)
     if run is None:
         outside = (
