@@ -238,8 +238,8 @@ def test_a_layer_that_draws_at_inference_scores_from_its_seeded_stream(team, spl
 @pytest.mark.parametrize("loss", ["logits_loss", "smoothed_logits"])
 def test_logits_are_scored_as_probabilities_and_recorded(team, splits, loss):
     """A logits head with a loss of logits (a Loss object that says so, or a team's function that calls one): the
-    test loss is the cross-entropy of the softmax, the probabilities are probabilities, and provenance says the
-    outputs were logits."""
+    task's cross-entropy is that of the softmax, the test loss is the compiled loss of the outputs, the
+    probabilities are probabilities, and provenance says the outputs were logits."""
     params = params_for("logits", f"team_one_path:{loss}")
     built, seeds = prepared(params, team, splits)
     assert built.builder["outputs"] == "logits"
@@ -249,7 +249,9 @@ def test_logits_are_scored_as_probabilities_and_recorded(team, splits, loss):
     softmax /= softmax.sum(axis=1, keepdims=True)
     y = splits["test"]["y"]
     expected = -np.log(np.clip(softmax[np.arange(len(y)), y], 1e-7, 1)).mean()
-    assert result["test_loss"] == pytest.approx(expected, rel=1e-6)
+    assert result["test_crossentropy"] == pytest.approx(expected, rel=1e-6)
+    compiled = built.model.loss(y, result["outputs"])  # the compiled loss, recomputed on the scored outputs
+    assert result["test_loss"] == pytest.approx(float(np.mean(np.asarray(compiled))), rel=1e-5)
     assert (result["probabilities"] >= 0).all() and np.allclose(result["probabilities"].sum(axis=1), 1, atol=1e-5)
     assert (raw < 0).any()  # the raw outputs were not probabilities
 

@@ -87,6 +87,7 @@ def score_model(model: Any, seeds: Seeds, test: dict[str, np.ndarray], task: str
     class probabilities scored (classification)."""
     inference_streams(model, seeds)
     outputs = model.predict(in_batches(test["x"], SCORING_BATCH), verbose=0)
+    inference_streams(model, seeds)  # the compiled loss and metrics of the same draws as `outputs`
     compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
     kind = output_kind(model, test["y"], outputs) if task == CLASSIFICATION else PROBABILITIES
     own = getattr(model, "loss", None) == task_loss(model, task)
