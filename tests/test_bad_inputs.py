@@ -912,20 +912,6 @@ CASES = [
         "data.task classification with 10 output(s) needs (10,)",
         "change the last layer",
     ),
-    case(
-        "builder-raises",
-        builder_returning("exec('raise RuntimeError(\\'no GPU for this net\\')')"),
-        stage("train"),
-        "model.builder: 'models.net:build' raised RuntimeError: no GPU for this net",
-        "fix the builder",
-    ),
-    case(
-        "builder-exits-0",
-        builder_returning("exec('import sys; sys.exit(0)')"),
-        stage("train"),
-        "model.builder: 'models.net:build' called sys.exit(0) instead of returning a model",
-        "raise an exception saying why",
-    ),
     # the last bad inputs of issue 35
     case(
         "params-not-utf8",
@@ -942,14 +928,6 @@ CASES = [
         "flatten it",
     ),
     case("rerun-empty-run", unchanged, tracking("rerun", ""), "run '': not a run id", "name the run"),
-    case("rerun-blank-run", unchanged, tracking("rerun", "  "), "run '  ': not a run id", "name the run"),
-    case(
-        "diff-100000-character-id",
-        unchanged,
-        tracking("diff", "a" * 100_000, UNKNOWN_RUN_ID),
-        "(100000 characters): not a run id",
-        "more than 255 printable characters",
-    ),
     case(
         "data-without-features",
         npz(x=np.zeros((60, 0), "float32"), y=np.arange(60) % 4),
@@ -1006,14 +984,6 @@ CASES = [
         stage("train"),
         "train.learning_rate: expected a finite number, got inf",
     ),
-    case(
-        "store-of-0-bytes",
-        written("mlflow.db", ""),
-        tracking("diff", UNKNOWN_RUN_ID, "lr-up"),
-        "the MLflow store {root}/mlflow.db is empty (0 bytes): it holds no runs",
-        "restore it from a backup, or remove it",
-    ),
-    case("diff-id-with-a-newline", unchanged, tracking("diff", "HEAD\nx", UNKNOWN_RUN_ID), "not a run id"),
     case(
         "unknown-loss",
         params(train={"loss": "mean_squared_eror"}),
@@ -1114,6 +1084,65 @@ def test_model_mistake_is_one_line_naming_the_key(sections: dict, expected: tupl
         prepare_model(params, resolve_seeds(params.seeds), BuildInputs(train, 10, None, Path(".")))
     message = str(raised.value)
     assert "\n" not in message and all(text in message for text in expected), message
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("", "run '': not a run id"),
+        ("  ", "run '  ': not a run id"),
+        ("HEAD\nx", "run 'HEAD\\nx': not a run id"),
+        ("a" * 100_000, f"run '{'a' * 40}'... (100000 characters): not a run id"),
+        ("a" * 256, f"run '{'a' * 40}'... (256 characters): not a run id"),
+    ],
+    ids=["empty", "blank", "newline", "100000-characters", "256-characters"],
+)
+def test_a_run_reference_nobody_could_mean_is_refused_before_any_lookup(ref: str, expected: str):
+    """In-process (`tracking rerun ''` runs the command once, above): refused before the store or git is asked."""
+    from tracking.errors import RunNotFound
+    from tracking.inspect.diff.runs import load_run
+
+    with pytest.raises(RunNotFound) as raised:
+        load_run(None, ref, Path("/nonexistent"))
+    assert str(raised.value).startswith(expected) and "name the run" in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected", "fix"),
+    [
+        ("raise RuntimeError('no GPU for this net')", "raised RuntimeError: no GPU for this net", "fix the builder"),
+        ("import sys; sys.exit(0)", "called sys.exit(0) instead of returning a model", "raise an exception saying why"),
+        ("raise KeyError('width')", "raised KeyError: 'width'", "fix the builder"),
+    ],
+    ids=["raises", "exits-0", "key-error"],
+)
+def test_a_builder_that_raises_or_exits_is_one_line_naming_it(body: str, expected: str, fix: str):
+    """In-process, as the train stage, every calibration repeat and the audit call it (`call_builder`)."""
+    from tracking.errors import UserCodeError
+    from tracking.training.building import call_builder
+
+    namespace: dict = {}
+    exec(f"def build(input_shape, n_outputs):\n    {body}\n", namespace)
+    with pytest.raises(UserCodeError) as raised:
+        call_builder(namespace["build"], "models.net:build", (8, 8, 1), 10, {}, {})
+    message = str(raised.value)
+    assert message.startswith(f"model.builder: 'models.net:build' {expected}") and fix in message, message
+
+
+def test_a_store_of_0_bytes_is_refused_by_commands_that_read_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from tracking.errors import TrackingServerError
+    from tracking.store.location import open_client
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    with pytest.raises(TrackingServerError) as raised:
+        open_client(tmp_path)
+    assert str(raised.value) == (
+        f"the MLflow store {tmp_path / 'mlflow.db'} is empty (0 bytes): it holds no runs (a copy or a full disk cut "
+        "it short?); restore it from a backup, or remove it and run the pipeline to start a new store"
+    )
+    assert (tmp_path / "mlflow.db").stat().st_size == 0, "not made a new store as a side effect"
 
 
 def test_a_model_file_keras_cannot_load_is_one_line_naming_it(tmp_path: Path):

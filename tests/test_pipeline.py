@@ -58,16 +58,27 @@ DIFF_SECRETS = [
     "newPlantedKey",
     "diffUrlPlanted4242",
     "ghp_diffPlantedToken0123456789",
+    "MIIEplantedPemBody0123",
+    "kagglePlantedJsonKey0123456789ab",
+    "netrcPlantedPassword55",
 ]
 # A team's loader given its connection settings in params.yaml (data.kwargs), committed: DVC keeps them in
 # dvc.lock, which the product cannot change; MLflow must not get them.
-PARAM_SECRETS = ["paramPlantedDbPw", "xoxp-123456789012-paramPlantedSlack", "paramPlantedBearer0123456789"]
+PARAM_SECRETS = [
+    "paramPlantedDbPw",
+    "xoxp-123456789012-paramPlantedSlack",
+    "paramPlantedBearer0123456789",
+    "plainPlantedKaggleKey",
+    "plainPlantedDbPw",
+]
 LOADER_KWARGS = {
     "dsn": "postgresql://loader:paramPlantedDbPw@db.internal/ml",
     "api_token": "xoxp-123456789012-paramPlantedSlack",
     "headers": {"Authorization": "Bearer paramPlantedBearer0123456789", "Accept": "text/csv"},
+    "kaggle_key": "plainPlantedKaggleKey",  # named as credentials, valued as plain words
+    "db_pw": "plainPlantedDbPw",
 }
-LOADER = """def load(dsn, api_token, headers):
+LOADER = """def load(dsn, api_token, headers, kaggle_key, db_pw):
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -118,7 +129,13 @@ def plant_repository_secrets(project: Path) -> None:
         "header: Bearer ghp_diffPlantedToken0123456789\n"
     )
     (project / "notes.py").write_text('password = "diffPlantedPassword31337"\n')
-    run(["git", "add", "notes.py"], project)
+    # A service-account key file (its PEM key on one line) sorted before every other file of the diff, which it
+    # must not take with it; a Kaggle API file and a .netrc.
+    pem = "-----BEGIN PRIVATE KEY-----\\nMIIEplantedPemBody0123\\n-----END PRIVATE KEY-----\\n"
+    (project / "a_service.json").write_text(f'{{"type": "service_account", "private_key": "{pem}"}}\n')
+    (project / "kaggle.json").write_text('{"username":"team","key":"kagglePlantedJsonKey0123456789ab"}\n')
+    (project / ".netrc").write_text("machine api.example.com login team password netrcPlantedPassword55\n")
+    run(["git", "add", "notes.py", "a_service.json", "kaggle.json", ".netrc"], project)
 
 
 def leaks(project: Path, planted: set[Path]) -> list[tuple[str, str]]:
@@ -169,9 +186,10 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert found.info.status == "FINISHED"
     params = found.data.params
     redacted = ("data.kwargs.dsn", "data.kwargs.api_token", "data.kwargs.headers.Authorization")
-    assert [params[key] for key in redacted] == ["<redacted>"] * 3, "keys kept, values taken out"
+    redacted += ("data.kwargs.kaggle_key", "data.kwargs.db_pw")
+    assert [params[key] for key in redacted] == ["<redacted>"] * 5, "keys kept, values taken out"
     assert params["data.kwargs.headers.Accept"] == "text/csv" and params["data.loader"] == "team_data:load"
-    assert found.data.tags["tracking.redacted_params"].count("data.kwargs.") == 3
+    assert found.data.tags["tracking.redacted_params"].count("data.kwargs.") == 5
     assert first.stderr.count("warning: param(s) data.kwargs.dsn, data.kwargs.api_token") == 1, first.stderr
     assert "dvc.lock and DVC's run cache hold them" in first.stderr
     # The store, its artifacts and the lock beside it: owner-only whatever the umask.
@@ -212,7 +230,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert {name: tags[f"prov.git.remotes.{name}"] for name in REMOTES} == {
         name: clean for name, (_, clean) in REMOTES.items()
     }
-    assert tags["prov.git.diff_redacted_lines"] == warned[1] == "8", "6 lines and 2 headers naming the staged file"
+    assert tags["prov.git.diff_redacted_lines"] == warned[1] == "11", "9 lines and 2 headers naming the staged file"
     assert tags["prov.dvc.deps.train.data/prepared"]
     assert tags["prov.environment.PYTHONHASHSEED"] == tags["prov.seeds.hash"]
 
@@ -225,6 +243,21 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert record["seeds"]["init"] == int(tags["prov.seeds.init"])
     assert "redacted" in record["git"]["diff"] and "retries: 3" in record["git"]["diff"]
     assert "config/deploy/settings.yaml" in record["git"]["diff"] and "notes.py" in record["git"]["diff"]
+    headers = [line for line in record["git"]["diff"].splitlines() if line.startswith(("diff --git", "@@"))]
+    after_the_key = headers[headers.index("diff --git a/a_service.json b/a_service.json") + 1 :]
+    assert (
+        after_the_key[1:]
+        == [
+            "diff --git a/config/deploy/settings.yaml b/config/deploy/settings.yaml",
+            after_the_key[2],
+            "diff --git a/kaggle.json b/kaggle.json",
+            "@@ -0,0 +1 @@",
+            "diff --git a/notes.py b/notes.py",
+            "@@ -0,0 +1 @@",
+        ]
+        and after_the_key[0] == "@@ -0,0 +1 @@"
+        and after_the_key[2].startswith("@@ -1,3 +1,5 @@")
+    ), headers
     assert "<redacted>.csv" in record["git"]["untracked_files"] and "+++ b/<redacted>.py" in record["git"]["diff"]
     assert "TF_ENCRYPTION" not in record["environment"] and "TF_XLA_PLANTED_OPAQUE" in record["environment"]
     top = {a.path for a in client.list_artifacts(found.info.run_id)}
@@ -238,6 +271,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     dvc_names = {NAME_SECRETS["dvc add"]}  # DVC's own output names the file it tracks ("... didn't change")
     assert [s for s in set(ALL_SECRETS) - dvc_names if s in first.stdout] == []
     planted = {project / SETTINGS, project / "notes.py", project / "params.yaml", project / "data/raw/.gitignore"}
+    planted |= {project / "a_service.json", project / "kaggle.json", project / ".netrc"}
     planted.add(project / "data/raw" / f"{NAME_SECRETS['dvc add']}.csv.dvc")
     # DVC writes every param a stage declares to dvc.lock and to its run cache: the warning above says so.
     found = leaks(project, planted)

@@ -193,12 +193,12 @@ class RayPool:
         show: Callable[[str], None],
         affinity: Callable[[Hashable], Hashable] = lambda job: None,
     ) -> Iterator[tuple[Hashable, Any]]:
-        """Set every started worker up with `spec` (its `private` variables, then `setup(spec)`, once), run each job as `run(job, attempt)` on
-        them, and yield (job, result) as each finishes. A dead worker's job is reported to `on_lost(job,
-        attempt, why)` and tried again on a fresh worker; `show` gets a line of what runs where. A worker is
-        given jobs of one `affinity` (what it has set up for them) while there are any, then those of an
-        affinity no other worker holds. A job out of tries stops the rest from starting; the running ones finish
-        and are yielded before its `ComputeError` is raised."""
+        """Set every started worker up with `spec` (its `private` variables, then `setup(spec)`, once), run
+        each job as `run(job, attempt)` on them, and yield (job, result) as each finishes. A dead worker's job is
+        reported to `on_lost(job, attempt, why)` and tried again on a fresh worker; `show` gets a line of what
+        runs where. A worker is given jobs of one `affinity` (what it has set up for them) while there are any,
+        then those of an affinity no other worker holds. A job out of tries stops the rest from starting; the
+        running ones finish and are yielded before its `ComputeError` is raised."""
         ray = self.ray
         spec_ref = ray.put(spec)
         idle = [self._set_up(worker, spec_ref) for worker in self.idle]

@@ -55,6 +55,7 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, Ar
         raise DataError(
             f"data: {len(index)} samples are too few for {int(source.y.max()) + 1} classes: the training split of "
             f"{len(rest)} has no sample of class(es) {', '.join(map(str, absent[:10]))}; use more samples per class "
-            "(at least 2 each, so that the split can keep every class in training) or change the fractions in params.yaml"
+            "(at least 2 each, so that the split can keep every class in training) or change the fractions in "
+            "params.yaml"
         )
     return {name: {key: rows(array, np.sort(idx)) for key, array in arrays.items()} for name, idx in parts.items()}

@@ -37,7 +37,7 @@ SECRET_NAME = re.compile(
     r"|auth(?:ori[sz]ation)?(?![a-z])",
     re.IGNORECASE,
 )
-# A param, tag or environment variable is a credential by its name when one of its words (split at `.`, `_`,
+# A param or an environment variable is a credential by its name when one of its words (split at `.`, `_`,
 # `-` and lower-to-upper case: `data.kwargs.kaggle_key`, `DB_PW`, `SharedAccessKey`) is one of SECRET_WORDS, or
 # its name holds one of SECRET_PARTS written together (`dbpassword`, `APIKEY`). `max_tokens`, `tokenizer`,
 # `author` and `bypass` name no credential.
@@ -151,7 +151,7 @@ _CONTEXT = re.compile(
     r"\b(?:Bearer|Basic)\s+(?P<scheme>(?=[A-Za-z0-9_\-.=+/~]*[0-9])[A-Za-z0-9_\-.=+/~]{8,})"
     r"|(?:^|\s)(?:-u|--user)(?:\s+|=)['\"]?(?P<user>[^\s:'\"]+:[^\s'\"]+?)['\"]?(?=\s|$)"
 )
-# Credentials in a command line or a file format, by what precedes them (the value is the group `value`): a
+# Credentials in a command line or a file format, by what precedes them (each form's value is its named group): a
 # `--password`-like flag's value, `sshpass -p`'s, a `mysql -p<password>`, a `.netrc` password, a SAS URL's
 # signature, and a quoted string given to a key named `key` (`wandb.login(key="...")`, Kaggle's `"key": "..."`).
 _FLAGGED = re.compile(
@@ -214,7 +214,7 @@ def known_tokens(text: str) -> set[str]:
 
 
 def names_secret(name: str) -> bool:
-    """Whether a param's, tag's or variable's name says it holds a credential (SECRET_WORDS, SECRET_PARTS)."""
+    """Whether a param's or an environment variable's name says it holds a credential (SECRET_WORDS, SECRET_PARTS)."""
     words = {word.lower() for word in _NAME_WORDS.findall(name)}
     return not words.isdisjoint(SECRET_WORDS) or any(part in name.lower() for part in SECRET_PARTS)
 
@@ -354,7 +354,7 @@ def strip_url_userinfo(text: str) -> str:
 
 def strip_credentials(url: str) -> str:
     """The URL's scheme, host (and port) and path only; a scp-like `git@host:r.git` as it is; either with its
-    tokens redacted (`redact_name`). User, password, query, fragment go: `https://u:p@h/r.git?t=x#f` -> `https://h/r.git`."""
+    tokens redacted (`redact_name`). User, password, query, fragment go: `https://u:p@h/r?t=x#f` -> `https://h/r`."""
     from urllib.parse import urlsplit, urlunsplit
 
     if "://" not in url:
