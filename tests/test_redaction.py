@@ -179,9 +179,18 @@ SECRET_KEYS = [
     "data.kwargs.auth.user",
     "data.kwargs.headers.Authorization",
     "data.kwargs.client_secret",
+    "data.kwargs.key_id",
+    "data.kwargs.dim_pw",
 ]
 # Names that merely look like one.
-PLAIN_KEYS = ["model.kwargs.max_tokens", "model.kwargs.tokenizer", "data.kwargs.author", "data.kwargs.bypass"]
+PLAIN_KEYS = [
+    "model.kwargs.max_tokens",
+    "model.kwargs.tokenizer",
+    "data.kwargs.author",
+    "data.kwargs.bypass",
+    "model.kwargs.key_dim",  # MultiHeadAttention's width: redacted, no transformer run could be re-created
+    "model.kwargs.key_size",
+]
 
 
 @pytest.mark.parametrize("key", SECRET_KEYS)

@@ -63,6 +63,10 @@ SECRET_WORDS = frozenset(
     }
 )
 SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "apikey", "accesskey", "privatekey")
+# A `key` beside one of these words names a tensor's width, not a credential: Keras's MultiHeadAttention takes
+# `key_dim`, and a transformer's builder passes it on (`model.kwargs.key_dim`); redacting it would make every such
+# run impossible to re-create with `tracking rerun`.
+SHAPE_WORDS = frozenset({"dim", "dims", "size", "shape", "axis", "axes"})
 _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # Prefixes of tokens, for an environment value's word that may be cut short or not match a full format.
 TOKEN_PREFIXES = (
@@ -216,7 +220,10 @@ def known_tokens(text: str) -> set[str]:
 def names_secret(name: str) -> bool:
     """Whether a param's or an environment variable's name says it holds a credential (SECRET_WORDS, SECRET_PARTS)."""
     words = {word.lower() for word in _NAME_WORDS.findall(name)}
-    return not words.isdisjoint(SECRET_WORDS) or any(part in name.lower() for part in SECRET_PARTS)
+    named = words & SECRET_WORDS
+    if named == {"key"} and not words.isdisjoint(SHAPE_WORDS):
+        named = set()
+    return bool(named) or any(part in name.lower() for part in SECRET_PARTS)
 
 
 def redact_line(line: str) -> str:
