@@ -43,9 +43,13 @@ def test_the_first_training_on_another_machine_names_what_differs_from_the_commi
 
 @pytest.mark.slow
 def test_the_train_stage_says_its_start_up_when_training_starts_then_each_epoch(retrained: dict):
-    """The `stage start:` line was said after the stage's work, and nothing showed while it trained."""
+    """The start-up line was said after the stage's work, and nothing showed while it trained."""
     lines = retrained["done"].stderr.splitlines()
     epochs = [index for index, line in enumerate(lines) if re.match(r"epoch 1/1: accuracy [-0-9.e]+, loss ", line)]
-    (start,) = [index for index, line in enumerate(lines) if line.startswith("stage start: first step reached ")]
+    (start,) = [
+        index
+        for index, line in enumerate(lines)
+        if re.match(r"train: started in [0-9.]+ s \(.*, first step [0-9.]+ s\)$", line)
+    ]
     assert len(epochs) == 1 and start < epochs[0], lines  # the calibrated baseline trains one epoch
     assert re.fullmatch(r"epoch 1/1: accuracy .*, val_loss [-0-9.e]+ \(\d+\.\d s\)", lines[epochs[0]]), lines
