@@ -47,8 +47,8 @@ def stage_times(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, 
         found = re.match(r"Running stage '([^']+)'", line)
         if found:
             marks.append((found.group(1), time.perf_counter()))
-        if line.startswith("stage start:") and marks:
-            startup.append(f"{marks[-1][0]}: {line.strip()}")
+        if re.match(r"\w+: started in ", line):
+            startup.append(line.strip())
     if process.wait() != 0:
         sys.exit("dvc repro failed:\n" + "".join(output))
     total = time.perf_counter() - started

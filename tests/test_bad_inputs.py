@@ -989,7 +989,7 @@ CASES = [
         params(train={"loss": "mean_squared_eror"}),
         stage("train"),
         "train.loss: unknown Keras loss 'mean_squared_eror'",
-        "list them with",
+        "did you mean 'mean_squared_error'? list them with",
         "or name your own as 'module:function'",
     ),
 ]
@@ -1021,7 +1021,7 @@ MODEL_CASES = [
         "unknown-metric",
         {"train": {"metrics": ["accuracy", "aucc"]}},
         "train.metrics: unknown Keras metric 'aucc'",
-        "list them with",
+        "did you mean 'AUC'? list them with",
     ),
     model_case(
         "threshold-metric-on-softmax",
@@ -1033,7 +1033,7 @@ MODEL_CASES = [
         "unknown-optimizer",
         {"train": {"optimizer": "adamm"}},
         "train.optimizer: unknown Keras optimizer 'adamm'",
-        "list them with",
+        "did you mean 'adam'? list them with",
     ),
     model_case(
         "optimizer-kwargs-rejected",

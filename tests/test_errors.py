@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 from tracking import errors
-from tracking.errors import BadValue, ParamsError, TrackingError, UnknownKey
+from tracking.errors import BadValue, ParamsError, TrackingError, UnknownKey, did_you_mean
 
 
 def project_modules() -> list[str]:
@@ -74,14 +74,24 @@ def test_parts_left_out_leave_no_empty_brackets():
 
 
 def test_params_errors_build_their_line_from_the_key():
-    unknown = UnknownKey("params.yaml", "train.lerning_rate", ["epochs", "learning_rate"], "train.learning_rate")
+    unknown = UnknownKey("params.yaml", "train.lerning_rate", ["epochs", "learning_rate"])
     assert str(unknown) == (
         "params.yaml: unknown key 'train.lerning_rate'; did you mean 'train.learning_rate'? "
         "valid keys in 'train': epochs, learning_rate"
     )
-    assert str(UnknownKey("params.yaml", "trian", ["train"])) == (
-        "params.yaml: unknown key 'trian'; valid keys in the top level: train"
+    assert str(UnknownKey("params.yaml", "trian", ["train", "seeds"])) == (
+        "params.yaml: unknown key 'trian'; did you mean 'train'? valid keys in the top level: train, seeds"
     )
+    assert str(UnknownKey("params.yaml", "xyz", ["train"])) == (
+        "params.yaml: unknown key 'xyz'; valid keys in the top level: train"
+    )
+
+
+def test_did_you_mean_ignores_case_and_shows_the_first_spelling_of_a_name():
+    """Keras takes `adam` and `Adam`: an unknown optimizer is answered with the params file's lower-case form."""
+    assert did_you_mean("adamm", ["adam", "Adam", "sgd"]) == "did you mean 'adam'? "
+    assert did_you_mean("RMSProp2", ["rmsprop", "RMSprop"]) == "did you mean 'rmsprop'? "
+    assert did_you_mean("xyzzy", ["adam"]) == ""
     bad = BadValue("params.yaml", "train.epochs", "expected an integer >= 1", 0, " (and 1 more problem(s))")
     assert (
         str(bad)

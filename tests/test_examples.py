@@ -210,6 +210,34 @@ def test_every_seed_is_listed_so_dvc_exp_run_can_set_one_alone(example: str, tmp
     run(["dvc", "queue", "remove", "--all"], root)
 
 
+def cached_outputs(dvc_yaml: Path) -> list[Path]:
+    """The outputs DVC caches (and so would list in a `.gitignore`) of every stage `dvc_yaml` declares."""
+    paths = []
+    for stage in parse_yaml(dvc_yaml.read_text())["stages"].values():
+        for entry in [*stage.get("outs", []), *stage.get("metrics", []), *stage.get("plots", [])]:
+            path, options = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
+            if (options or {}).get("cache", True):
+                paths.append(dvc_yaml.parent / path)
+    return paths
+
+
+@pytest.mark.parametrize(
+    "dvc_yaml",
+    ["dvc.yaml", "audit/dvc.yaml", *(f"examples/{name}/dvc.yaml" for name in (REGRESSION, BINARY, "own-train-script"))],
+)
+def test_every_cached_output_is_ignored_by_a_committed_gitignore_of_the_project(dvc_yaml: str):
+    """DVC writes a stage output's `.gitignore` entry only when the whole `dvc repro` succeeds: a copied example
+    whose first repro failed at train left data/prepared untracked, and `git add -A` committed the data. Each
+    entry is committed inside the project's own folder, which is what a copy takes with it."""
+    project = (REPO / dvc_yaml).parent
+    for output in cached_outputs(REPO / dvc_yaml):
+        relative = output.relative_to(REPO).as_posix()
+        found = run(["git", "check-ignore", "--verbose", "--no-index", relative], REPO, check=False).stdout
+        source = found.split(":", 1)[0]
+        assert source and (REPO / source).is_relative_to(project), f"{relative} is not ignored inside {project}"
+        run(["git", "ls-files", "--error-unmatch", source], REPO)
+
+
 @pytest.mark.slow
 def test_regression_example_end_to_end(tmp_path: Path):
     """The diabetes project with its own model module: repro, a verdict on test_loss/test_mae, rerun, diff."""

@@ -43,9 +43,37 @@ def test_the_first_training_on_another_machine_names_what_differs_from_the_commi
 
 @pytest.mark.slow
 def test_the_train_stage_says_its_start_up_when_training_starts_then_each_epoch(retrained: dict):
-    """The `stage start:` line was said after the stage's work, and nothing showed while it trained."""
+    """The start-up line was said after the stage's work, and nothing showed while it trained."""
     lines = retrained["done"].stderr.splitlines()
     epochs = [index for index, line in enumerate(lines) if re.match(r"epoch 1/1: accuracy [-0-9.e]+, loss ", line)]
-    (start,) = [index for index, line in enumerate(lines) if line.startswith("stage start: first step reached ")]
+    (start,) = [
+        index
+        for index, line in enumerate(lines)
+        if re.match(r"train: started in [0-9.]+ s \(.*, first step [0-9.]+ s\)$", line)
+    ]
     assert len(epochs) == 1 and start < epochs[0], lines  # the calibrated baseline trains one epoch
     assert re.fullmatch(r"epoch 1/1: accuracy .*, val_loss [-0-9.e]+ \(\d+\.\d s\)", lines[epochs[0]]), lines
+
+
+@pytest.mark.parametrize("rerun_of", ["", "0123abcd"])
+def test_a_rerun_leaves_the_weights_to_its_own_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, rerun_of: str
+):
+    """`tracking rerun` trains the original run's commit, whose committed weights were this one's: the warning
+    showed in the middle of its steps, though the rerun's report ends with the weights against the original's."""
+    import git
+
+    from tracking.env import TRACKING_RERUN_OF
+    from tracking.provenance.reference import say_why_weights_differ
+
+    repo = git.Repo.init(tmp_path)
+    trained = {"inputs_sha256": "1" * 64, "cpu": {"id": "here"}, "software": {}}
+    for path, found in (("metrics/train.json", {"weights_sha256": "0" * 64}), ("reports/trained_on.json", trained)):
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(json.dumps(found))
+    repo.index.add(["metrics/train.json", "reports/trained_on.json"])
+    repo.index.commit("results")
+    monkeypatch.setenv(TRACKING_RERUN_OF, rerun_of)
+    say_why_weights_differ(repo, tmp_path, trained, "f" * 64)
+    warned = [record.getMessage() for record in caplog.records if "differ from the committed" in record.getMessage()]
+    assert len(warned) == (0 if rerun_of else 1), warned

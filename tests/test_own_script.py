@@ -378,3 +378,17 @@ def test_a_gan_of_two_optimizers_overriding_train_step_repeats_bit_identical_and
     assert "control: 3 runs, bit-identical" in out
     verdict = run(["tracking", "judge", found.info.run_id, "--metric", "d_loss", "--metric", "g_loss"], team).stdout
     assert "g_loss" in verdict and verdict.splitlines()[-1] == "verdict: within_noise"
+
+
+def test_the_variables_library_md_gives_silence_tensorflows_start_up_lines():
+    """A script importing Keras before `tracking.start` printed TensorFlow's oneDNN and CPU lines before the
+    restart could set anything; started as docs/library.md says, its import prints nothing."""
+    (line,) = [
+        line for line in (REPO / "docs/library.md").read_text().splitlines() if line.endswith(" python train.py")
+    ]
+    variables = dict(word.split("=", 1) for word in line.split()[:-2])
+    assert set(variables) == {"TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL"}, line
+    done = subprocess.run(
+        [sys.executable, "-c", "import keras, tracking"], capture_output=True, text=True, env=project_env(**variables)
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -1,4 +1,4 @@
-"""The `stage start:` line: time from the process's start (not from an import) to each milestone, in order."""
+"""The start-up line: time from the process's start (not from an import) to each milestone, in order."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ def test_the_line_counts_from_the_process_start_and_names_each_milestone():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=project_env(), check=True)
     found = re.fullmatch(
-        r"stage start: TensorFlow reached ([0-9.]+) s after the process started "
-        r"\(opening the MLflow store ([0-9.]+) s, importing TensorFlow and Keras ([0-9.]+) s\)\n",
+        r"stage: started in ([0-9.]+) s \(MLflow store ([0-9.]+) s, TensorFlow ([0-9.]+) s\)\n",
         done.stdout,
     )
     assert found, done.stdout
@@ -39,3 +38,23 @@ def test_importing_a_stage_imports_neither_tensorflow_nor_keras():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=project_env(), check=True)
     assert done.stdout == "[]\n", done.stdout
+
+
+def test_the_line_is_a_line_of_its_own_after_stdout_and_outside_an_open_progress_bar():
+    """Said at the first step while the calibrate stage's bar is drawn, it landed after the bar on the same line,
+    and ahead of what the stage had printed to stdout before it."""
+    code = (
+        "import sys\nfrom tqdm import tqdm\nfrom tracking import startup\nfrom tracking.stage import run_main\n"
+        "def main():\n"
+        "    print('stdout before')\n"
+        "    with tqdm(total=3, desc='calibrate', file=sys.stderr) as bar:\n"
+        "        bar.update(1); startup.mark(startup.FIRST_STEP); bar.update(2)\n"
+        "run_main(main)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=project_env()
+    )
+    shown = done.stdout.decode()  # as bytes: text mode would turn the bar's carriage returns into newlines
+    assert done.returncode == 0, shown
+    said = re.search(r"\r *\rstage: started in [0-9.]+ s \(imports [0-9.]+ s, first step [0-9.]+ s\)\n", shown)
+    assert said and shown.startswith("stdout before\n"), repr(shown)

@@ -33,7 +33,8 @@ TRACKING_LOGLEVEL = "TRACKING_LOGLEVEL"
 TRACKING_PROJECT_ROOT = "TRACKING_PROJECT_ROOT"
 # Set by `tracking rerun` and `tracking calibrate` for the team's script they run: the experiment its run goes to
 # (tracking.start's default is the project folder's name, which a temporary worktree does not have) and the run
-# it re-creates (tagged `rerun_of`).
+# it re-creates (tagged `rerun_of`); `tracking rerun` sets the latter for the pipeline's stages too, whose train
+# stage then leaves the weights' comparison to the rerun's own report.
 TRACKING_EXPERIMENT = "TRACKING_EXPERIMENT"
 TRACKING_RERUN_OF = "TRACKING_RERUN_OF"
 # Set by `tracking calibrate` for each repeat of a team's script: JSON of the parent run, variant, repeat and key.

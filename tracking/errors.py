@@ -7,7 +7,21 @@ keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 USER_ERROR_EXIT = 2
+
+
+def did_you_mean(name: str, choices: Iterable[str], within: str = "") -> str:
+    """`did you mean 'adam'? ` for the choice most like the unknown `name` (difflib's match, ignoring case), or ""
+    where none is close: the one way a mistyped key or name is answered. `within` leads the choice shown (a
+    key's section: `train.epochs`)."""
+    lowered: dict[str, str] = {}
+    for choice in choices:
+        lowered.setdefault(choice.lower(), choice)  # the first of `adam` and `Adam`
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1)
+    return f"did you mean '{within}{lowered[close[0]]}'? " if close else ""
 
 
 class TrackingError(Exception):
@@ -38,10 +52,10 @@ class ParamsError(TrackingError):
 class UnknownKey(ParamsError):
     """A key params.yaml's schema does not have: names the closest valid key and every valid one there."""
 
-    def __init__(self, path: str, key: str, valid: list[str], suggestion: str | None = None, more: str = "") -> None:
-        section = key.rpartition(".")[0]
+    def __init__(self, path: str, key: str, valid: list[str], more: str = "") -> None:
+        section, _, name = key.rpartition(".")
         where = f"'{section}'" if section else "the top level"
-        hint = f"did you mean '{suggestion}'? " if suggestion else ""
+        hint = did_you_mean(name, valid, f"{section}." if section else "")
         super().__init__(f"{path}: unknown key '{key}'", fix=f"{hint}valid keys in {where}: {', '.join(valid)}{more}")
 
 

@@ -26,7 +26,7 @@ def say_error(err: TrackingError) -> None:
 
 def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
     """Call `main`, mapping user errors and interrupts to a single line and an exit status; a stage says its
-    `stage start:` line (`tracking.startup`) at its first training step, or when it succeeds having trained
+    start-up line (`train: started in ...`, `tracking.startup`) at its first training step, or when it succeeds having trained
     nothing, unless `startup_line` is false.
 
     An interrupt's line says a run was ended as KILLED only when this process owned one and ended it so

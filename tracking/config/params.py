@@ -10,7 +10,6 @@ and `yes` a string, where a YAML 1.1 reader (PyYAML) would say string and true.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from pathlib import Path
@@ -353,10 +352,7 @@ def _describe(path: Path, err: ValidationError) -> ParamsError:
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     if first["type"] == "extra_forbidden":
         section = _section_model(loc[:-1])
-        valid = list(section.model_fields)
-        close = difflib.get_close_matches(loc[-1], valid, n=1)
-        suggestion = ".".join([*loc[:-1], close[0]]) if close else None
-        return UnknownKey(str(path), key, valid, suggestion, more)
+        return UnknownKey(str(path), key, list(section.model_fields), more)
     if first["type"] == "value_error":
         reason = first["msg"].removeprefix("Value error, ")
         return ParamsError(f"{path}: {key}: {reason}", fix=f"fix it in {path}{more}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from tracking.config.project import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
 from tracking.data.manifest import LOGGED_MANIFEST
-from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
+from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
 from tracking.noise.policy import INCONCLUSIVE
@@ -104,7 +104,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
                 f"holds its data (content sha256 {content[:12]}…); re-create it with `dvc repro {PREPARE}` at its commit"
             )
         restore_prepared(cache, project, data_hash, content, original.run_id)
-        env = _stage_environment(uri)
+        env = {**_stage_environment(uri), TRACKING_RERUN_OF: original.run_id}
         inputs = checkout_stage_inputs(project, PREPARE, cache_dir(root), env)
         _record_prepare(project, env)
         also = f"; {', '.join(inputs)} (what {PREPARE} read) checked out at the logged commit" if inputs else ""

@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
 from tracking.config.params import flatten, parse_yaml
 from tracking.config.project import PARAMS_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
+from tracking.env import TRACKING_RERUN_OF
 from tracking.provenance.dvc import declared_stages, stage_deps
 from tracking.provenance.hardware import gather_cpu
 from tracking.provenance.software import installed_version
@@ -102,7 +104,10 @@ def explain_weights(repo: Any, root: Path, trained: dict[str, Any], digest: str)
 
 
 def say_why_weights_differ(repo: Any, root: Path, trained: dict[str, Any], digest: str) -> None:
-    """A `warning:` line when `explain_weights` finds the committed inputs trained to other weights."""
+    """A `warning:` line when `explain_weights` finds the committed inputs trained to other weights; none in a
+    `tracking rerun`, whose report ends with the weights against the original run's and the machines' differences."""
+    if os.environ.get(TRACKING_RERUN_OF):
+        return
     why = explain_weights(repo, root, trained, digest)
     if why:
         log.warning(why)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, Params
 from tracking.config.user_code import load_callable
-from tracking.errors import UserCodeError
+from tracking.errors import UserCodeError, did_you_mean
 from tracking.provenance.redaction import redact_params, redact_text, secret_values
 
 # Where the valid identifiers are listed, for the error lines.
@@ -142,8 +142,9 @@ def resolve_loss(loss: str, root: Path) -> Any:
     try:
         keras.losses.get(loss)
     except ValueError as err:
+        hint = did_you_mean(loss, _known(keras.losses.get, _public(keras.losses, str.islower)))
         raise UserCodeError(
-            f"train.loss: unknown Keras loss '{loss}'; list them with {LIST_LOSSES}, "
+            f"train.loss: unknown Keras loss '{loss}'; {hint}list them with {LIST_LOSSES}, "
             "or name your own as 'module:function' or 'module:Class'"
         ) from err
     return loss
@@ -213,8 +214,9 @@ def check_metrics(metrics: Sequence[str], task: str = CLASSIFICATION, outputs: i
         try:
             keras.metrics.get(metric)
         except ValueError as err:
+            hint = did_you_mean(metric, _known(keras.metrics.get, _public(keras.metrics, str.isalpha)))
             raise UserCodeError(
-                f"train.metrics: unknown Keras metric '{metric}'; list them with {LIST_METRICS}, or name your "
+                f"train.metrics: unknown Keras metric '{metric}'; {hint}list them with {LIST_METRICS}, or name your "
                 "own as 'module:function' or 'module:Class'"
             ) from err
 
@@ -226,8 +228,10 @@ def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
     try:
         keras.optimizers.get({"class_name": name, "config": {}})
     except ValueError as err:
+        named = [form for found in _public(keras.optimizers, str.isupper) for form in (found.lower(), found)]
+        hint = did_you_mean(name, _known(lambda form: keras.optimizers.get({"class_name": form, "config": {}}), named))
         raise UserCodeError(
-            f"train.optimizer: unknown Keras optimizer '{name}'; list them with {LIST_OPTIMIZERS}"
+            f"train.optimizer: unknown Keras optimizer '{name}'; {hint}list them with {LIST_OPTIMIZERS}"
         ) from err
     try:
         return keras.optimizers.get({"class_name": name, "config": dict(config)})
@@ -236,6 +240,23 @@ def make_optimizer(name: str, config: Mapping[str, Any]) -> Any:
             f"train.optimizer_kwargs: optimizer '{name}' rejects them: {_first_line(err)}; "
             "fix train.optimizer_kwargs in params.yaml"
         ) from err
+
+
+def _public(module: Any, first: Callable[[str], bool]) -> list[str]:
+    """The names `module` exports whose first letter passes `first` (as the LIST_* commands list them)."""
+    return [name for name in dir(module) if name[0].isalpha() and first(name[0])]
+
+
+def _known(get: Callable[[str], Any], names: Sequence[str]) -> list[str]:
+    """The `names` that `get` (Keras's lookup) accepts: what a did-you-mean may suggest, on the error path only."""
+    known = []
+    for name in names:
+        try:
+            get(name)
+        except (ValueError, TypeError, KeyError):  # KeyError: a wrapper needing its inner optimizer
+            continue
+        known.append(name)
+    return known
 
 
 def default_loss(task: str, n_outputs: int) -> str:
