@@ -282,7 +282,8 @@ def judge_family(
         if index in verdicts:
             found = replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN)
         if found.band.std > 0:
-            found = replace(found, detectable=detectable_shift(found.band.n, found.candidates, level) * found.band.std)
+            seen = detectable_shift(found.band.n, found.candidates, level, found.reference_runs)
+            found = replace(found, detectable=seen * found.band.std)
         if min_effects is not None:
             found = _held_to(
                 found, min_effects.get(found.metric), *min_effect(found.metric, found.band.mean, min_effects), level
