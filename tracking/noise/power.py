@@ -151,20 +151,28 @@ class Plan:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def options(self) -> list[tuple[int, int]]:
+        """The options the planning line offers, each a pair of settings both needed: (calibration.repeats,
+        compare.candidate_repeats); the pairs are alternatives."""
+        options = []
+        if self.candidates_at_n is not None:
+            options.append((self.n, self.candidates_at_n))
+        if self.calibration_at_one is not None and self.candidates_at_n != 1:
+            options.append((self.calibration_at_one, 1))
+        if self.balanced is not None and not options:
+            options.append((self.balanced, self.balanced))
+        return options
+
     def sentence(self) -> str:
         """The planning line, e.g. "to detect a 0.5-point drop in test_accuracy with 80% power: ..."."""
         size = f"{self.shift * 100:.2g}-point" if "accuracy" in self.metric else f"{self.shift:.4g}"
-        # Each option is a pair of settings, both needed; the options are alternatives.
-        options = []
-        if self.candidates_at_n is not None:
-            options.append((f"{self.n} (as now)", self.candidates_at_n))
-        if self.calibration_at_one is not None and self.candidates_at_n != 1:
-            options.append((str(self.calibration_at_one), 1))
-        if self.balanced is not None and not options:
-            options.append((str(self.balanced), self.balanced))
         found = (
-            "set " + ", or ".join(f"calibration.repeats {n} and compare.candidate_repeats {m}" for n, m in options)
-            if options
+            "set "
+            + ", or ".join(
+                f"calibration.repeats {n}{' (as now)' if n == self.n else ''} and compare.candidate_repeats {m}"
+                for n, m in self.options()
+            )
+            if self.options()
             else f"more than {MOST_REPEATS} repeats of either"
         )
         return (
