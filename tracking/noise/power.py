@@ -6,7 +6,7 @@ s·sqrt((n-1)/χ²(1-α/2, n-1)) to s·sqrt((n-1)/χ²(α/2, n-1)): at n = 5 and
 Power is stated for a true shift of X = d·s, d times the band's *measured* std s (the only std a user sees), so
 that the std's own error is counted. The verdict's test is T = gap / (s_test·κ) on `df` degrees of freedom:
 - one candidate run (N = 1), the prediction test: s_test the band's std over its k runs, df = k - 1,
-  κ = sqrt(1 + 1/k);
+  κ = sqrt(1 + 1/k) (sqrt(1 + 1/r) around a reference of r runs: 1 for `tracking diff` around one run);
 - N > 1 candidate runs, the pooled two-sample t: s_test pooled over the band and the candidates, df = k + N - 2,
   κ = sqrt(1/k + 1/N).
 The band's n measured runs are among the test's k >= n (a calibration given more repeats keeps its runs, and a
@@ -14,8 +14,9 @@ repeat trained again is bit-identical), so s²·(n-1) is part of s_test²·df: w
 Beta((n-1)/2, (df-n+1)/2) and independent of s_test for normal noise, T = t_df - (d/κ)·sqrt(B·df/(n-1)) exactly
 (t_df central). The power is the mean over B of P(|T| > t(1-α/2, df)), by Gauss-Jacobi quadrature. It is at once
 the frequentist power over calibrations (the shift a report prints, d·s, followed by a true shift of it) and the
-predictive power given this s (sigma's posterior under the prior 1/sigma); at a known std it would be the noncentral
-t's, which overstates it (at 5 calibration and 3 candidate runs "2.88 band stds" delivered 73.5%, issue 34).
+predictive power given this s (sigma's posterior under the prior 1/sigma). The noncentral t at the measured std, as
+if it were sigma, overstates it where candidates' spread is pooled in (at 5 calibration and 3 candidate runs its
+"2.88 band stds" delivered 73.5%, issue 34).
 Both tests are two-sided at the level of one test: for a family of k metrics, α/k, Holm's first step, so the
 figures are a floor for the family (Holm's later steps test at more than α/k).
 """
