@@ -2,7 +2,8 @@
 
 Every trial is an independent calibration of n band runs and N candidate runs of the default family
 (test_accuracy and test_loss; without `modes`, which only add the bootstrap of P(beat) that no figure here uses), judged by `tracking.judge` with `compare.min_effect` at 3 band stds of
-each metric (so that `within_noise` is reachable: the default design, n = 5 and N = 3, detects 2.88). Each rate
+each metric (so that `within_noise` is reachable: the default design, n = 5 and N = 3, detects 3.08 measured band
+stds, below 3 true ones wherever the band's std comes out below 0.97 of the true std). Each rate
 comes with its 95% Wilson interval over the trials of its cell (2,000 by default):
 
 - false alarms (with no true shift, a metric beyond noise after Holm: `exceeds_noise`, or `within_tolerance`
@@ -13,7 +14,10 @@ comes with its 95% Wilson interval over the trials of its cell (2,000 by default
 - blind `within_noise`: a true drop of test_accuracy exactly at its `min_effect` (3 band stds), how often the
   verdict still says `within_noise` (at most 20% if "detected 80% of the time" holds);
 - the statement each report prints, "a true shift of X is detected 80% of the time": X from the trial's own band
-  std (as the report computes it), then a true drop of X, and how often `exceeds_noise` follows.
+  std (as the report computes it), then a true drop of X, and how often `exceeds_noise` follows;
+- `tracking plan` followed: for a shift named in the std the calibration measured, each option it prints (the
+  measured runs kept among the calibration's, as a calibration given more repeats keeps them) and a true drop of
+  that shift; and for a fixed true shift, each option wherever the plan offers it.
 
 `--real` adds the real path: a tiny model trained `--real-repeats` times as a band and `--real-candidates` more
 times as seed-only candidates, judged by the compare stage's `judge_candidate` (slow: each is a training).
@@ -35,12 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tracking
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, WITHIN_TOLERANCE
-from tracking.noise.power import detectable_shift
+from tracking.noise.power import detectable_shift, plan
 
 METRICS = {"test_accuracy": "max", "test_loss": "min"}
 ALPHA = 0.05
 MIN_EFFECT_STDS = 3.0
 LOSS, LOSS_STD = 0.3, 0.02
+# Shifts, in measured band stds, that `tracking plan` at 5 calibration runs meets with each kind of option: more
+# candidate runs or more calibration runs with one (4.3), more candidate runs (2.8), as many of each (1.7).
+PLANNED = (4.3, 2.8, 1.7)
 
 
 def _unit(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -103,22 +110,64 @@ def wilson(hits: int, trials: int) -> str:
     return f"{p:.3f} ({max(0.0, (centre - half) / scale):.3f} to {min(1.0, (centre + half) / scale):.3f})"
 
 
-def statement(rng: np.random.Generator, n: int, runs: int) -> bool:
-    """Whether a true drop of the shift the report says is detected 80% of the time (from this band's own std,
-    at Holm's first level) is flagged `exceeds_noise`."""
-    band = rng.standard_normal(n)
-    said = detectable_shift(n, runs, ALPHA / len(METRICS)) * float(np.std(band, ddof=1))
-    candidates = rng.standard_normal(runs) - said
+def follow(rng: np.random.Generator, measured: np.ndarray, calibration: int, runs: int, drop: float) -> bool:
+    """Whether a design followed flags a true drop of test_accuracy by `drop` true band stds: the `measured` band
+    runs kept among `calibration` runs (a calibration given more repeats keeps its runs), `runs` candidate runs."""
+    band = np.concatenate([measured, rng.standard_normal(calibration - len(measured))])
+    candidates = rng.standard_normal(runs) - drop
     found = tracking.judge(
-        {"test_accuracy": list(0.9 + 0.01 * band), "test_loss": list(LOSS + LOSS_STD * rng.standard_normal(n))},
+        {
+            "test_accuracy": list(0.9 + 0.01 * band),
+            "test_loss": list(LOSS + LOSS_STD * rng.standard_normal(calibration)),
+        },
         {
             "test_accuracy": list(0.9 + 0.01 * candidates),
             "test_loss": list(LOSS + LOSS_STD * rng.standard_normal(runs)),
         },
-        modes=METRICS,
         alpha=ALPHA,
     )
-    return found.verdict == EXCEEDS and "test_accuracy" in found.worse
+    accuracy = found.checks[0]
+    return found.verdict == EXCEEDS and accuracy.verdict == EXCEEDS and accuracy.delta < 0
+
+
+def statement(rng: np.random.Generator, n: int, runs: int) -> bool:
+    """Whether a true drop of the shift the report says is detected 80% of the time (from this band's own std,
+    at Holm's first level) is flagged `exceeds_noise`."""
+    band = rng.standard_normal(n)
+    return follow(rng, band, n, runs, detectable_shift(n, runs, ALPHA / len(METRICS)) * float(np.std(band, ddof=1)))
+
+
+def planned(rng: np.random.Generator, n: int, size: float, trials: int) -> None:
+    """`tracking plan` for a shift of `size` times the std a calibration of n runs measured, each option it prints
+    followed with a true drop of that shift: detected at least 80% of the time if the plan holds."""
+    offered = plan("test_accuracy", size, 1.0, n, ALPHA / len(METRICS)).options()
+    for calibration, runs in offered:
+        hits = 0
+        for _ in range(trials):
+            band = rng.standard_normal(n)
+            hits += follow(rng, band, calibration, runs, size * float(np.std(band, ddof=1)))
+        print(
+            f"  {size:g} measured stds: calibration.repeats {calibration}, candidate_repeats {runs}: "
+            f"detected {wilson(hits, trials)}"
+        )
+
+
+def planned_at_true(rng: np.random.Generator, n: int, shift: float, trials: int) -> None:
+    """`tracking plan` for a fixed true shift (`shift` true stds) from `trials` calibrations of n runs, each option
+    followed wherever it is offered: the plan's power is over calibrations at the shift it was asked, and an option
+    offered only to calibrations that measured a small std inherits their bias."""
+    hits: dict[str, list[bool]] = {}
+    for _ in range(trials):
+        band = rng.standard_normal(n)
+        found = plan("test_accuracy", shift, float(np.std(band, ddof=1)), n, ALPHA / len(METRICS))
+        for calibration, runs in found.options():
+            kind = "as now" if calibration == n else ("one candidate run" if runs == 1 else "as many of each")
+            hits.setdefault(kind, []).append(follow(rng, band, calibration, runs, shift))
+    for kind, found in hits.items():
+        print(
+            f"  {shift:g} true stds, {kind}: offered in {len(found)} of {trials} plans, detected "
+            f"{wilson(sum(found), len(found))}"
+        )
 
 
 def main() -> None:
@@ -160,6 +209,11 @@ def main() -> None:
     for n, runs in ((5, 1), (5, 3), (10, 3), (20, 1)):
         hits = sum(statement(rng, n, runs) for _ in range(trials))
         print(f"  n={n}, N={runs}: detected {wilson(hits, trials)}")
+    print("tracking plan from 5 calibration runs, each option followed (the 5 runs kept), normal noise:")
+    for size in PLANNED:
+        planned(rng, 5, size, trials)
+    for shift in (2.0, 3.0):
+        planned_at_true(rng, 5, shift, trials)
     print(f"simulation: {time.perf_counter() - started:.0f} s")
     if args.real:
         real(args)

@@ -154,7 +154,8 @@ class Judgement:
     `test` names it: `prediction` (one candidate run) or `pooled_t` (several, with Welch's and the
     exact permutation p beside it). `interval` is the 1-α interval of the
     gap, `std_interval` that of the band's true std (chi-square), `detectable` the smallest true shift the test
-    detects with 80% power at the level Holm's first step uses (set by `judge_family`), `beats` the probability
+    detects with 80% power at the level Holm's first step uses, the measured std's own error counted (set by
+    `judge_family`), `beats` the probability
     that a candidate run beats a baseline run with its bootstrap interval (metrics with a mode).
     """
 
@@ -282,7 +283,8 @@ def judge_family(
         if index in verdicts:
             found = replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN)
         if found.band.std > 0:
-            found = replace(found, detectable=detectable_shift(found.band.n, found.candidates, level) * found.band.std)
+            seen = detectable_shift(found.band.n, found.candidates, level, found.reference_runs)
+            found = replace(found, detectable=seen * found.band.std)
         if min_effects is not None:
             found = _held_to(
                 found, min_effects.get(found.metric), *min_effect(found.metric, found.band.mean, min_effects), level
