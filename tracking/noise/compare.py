@@ -104,13 +104,14 @@ def compare_candidate(params: Params) -> bool:
         tracker.log_json(result, "compare/compare.json")
         for path in (COMPARE_REPORT, *COMPARE_PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
-    unjudged = "".join(f"; {line}" for line in result["inconclusive"])
     runs = result["candidate_runs"]
     trained = f"{runs} candidate runs ({len(extras) - reused} trained here); " if runs > 1 else ""
     print(
         f"{result['verdict']}: {headline(result)}{reason}; {trained}judged against {name} "
-        f"({result['calibration_runs']} runs){unjudged}. Report: {COMPARE_REPORT}"
+        f"({result['calibration_runs']} runs). Report: {COMPARE_REPORT}"
     )
+    for line in result["inconclusive"]:  # what would decide each undecided metric, a line of its own
+        print(f"  inconclusive {line}")
     if fails(result, params):
         print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
         return True
