@@ -340,18 +340,18 @@ def test_a_loaders_error_and_a_builders_do_not_print_the_credential_they_were_gi
     from tracking.stage import say_error
     from tracking.training.building import call_builder
 
-    (tmp_path / "team_credentials.py").write_text(
+    (tmp_path / "team_failing_code.py").write_text(
         "def load(kaggle_key, db_pw):\n    raise ValueError(f'refused: key {kaggle_key}, password {db_pw}')\n\n\n"
         "def build(input_shape, n_outputs, api_token, units=4):\n    raise TypeError(f'{api_token} is no int')\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     given = {"kaggle_key": "plainKaggle123", "db_pw": "plainDbPw456"}
     with pytest.raises(UserCodeError) as loader:
-        load_from_loader("team_credentials:load", given, tmp_path, "classification")
-    import team_credentials
+        load_from_loader("team_failing_code:load", given, tmp_path, "classification")
+    import team_failing_code
 
     with pytest.raises(UserCodeError) as builder:
-        call_builder(team_credentials.build, "team_credentials:build", (4,), 2, {"api_token": "plainTok789"}, {})
+        call_builder(team_failing_code.build, "team_failing_code:build", (4,), 2, {"api_token": "plainTok789"}, {})
     say_error(loader.value)
     say_error(builder.value)
     say_error(UserCodeError(f"loader raised: remote {TOKENS['gitlab']} refused"))
