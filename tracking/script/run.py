@@ -322,21 +322,16 @@ class ScriptRun:
         `outputs` declares what the model outputs: `logits`, `probabilities` or `values`, or a mapping from each
         output's name to one of them; without it `prov.model.outputs` is what the compiled loss declares, else
         `unknown` (never a guess)."""
-        import keras
 
         from tracking.data.hashing import weights_sha256
-        from tracking.training.model import dtype_policies
+        from tracking.training.model import dtype_fields
 
         tracker = self._open()
         kind = declared_outputs(model, outputs, self._classifier)
         self._models.append(model)
         digest = weights_sha256(model.get_weights())
         tracker.log_weights(trained=digest)
-        self._model.update(
-            dtype_policy=keras.config.dtype_policy().name,
-            dtype_policies=dtype_policies(model),
-            jit_compile=str(model.jit_compile).lower(),
-        )
+        self._model.update(**dtype_fields(model), jit_compile=str(model.jit_compile).lower())
         self._model["outputs"] = kind
         if not getattr(model, "inputs", None):
             log.warning(

@@ -91,7 +91,6 @@ class Built:
 
 def build_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
     """The model `model.builder` returns for `model.kwargs`, checked against the task and seeded by position."""
-    import keras
 
     builder = load_callable(params.model.builder, "model.builder", inputs.root)
     with capturing_weights() as created:
@@ -108,21 +107,23 @@ def build_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
     described = {
         **describe_callable(params.model.builder, builder, inputs.root),
         "kwargs": json.dumps(redact_params(params.model.kwargs, "model.kwargs."), sort_keys=True),
-        "dtype_policy": keras.config.dtype_policy().name,
-        "dtype_policies": dtype_policies(model),
+        **dtype_fields(model),
     }
     return Built(model, weights_sha256(model.get_weights()), report, described, created)
 
 
-def dtype_policies(model: Any) -> str:
-    """The dtype policies the model's layers compute in, counted, most first (`prov.model.dtype_policies`, e.g.
-    `mixed_bfloat16: 4, float32: 1`): a layer's own policy overrides the global one `prov.model.dtype_policy`
-    records, so a model with per-layer mixed precision is not taken for a float32 one."""
+def dtype_fields(model: Any) -> dict[str, str]:
+    """The model's precision as both routes record it (`prov.model.*`): the global `dtype_policy`, and the
+    `dtype_policies` its layers compute in, counted, most first (e.g. `mixed_bfloat16: 4, float32: 1`): a layer's
+    own policy overrides the global one, so a model with per-layer mixed precision is not taken for a float32 one."""
     import keras
 
     containers = (keras.Model, keras.layers.InputLayer)
     counts = Counter(layer.dtype_policy.name for layer in walk_layers(model) if not isinstance(layer, containers))
-    return ", ".join(f"{name}: {count}" for name, count in counts.most_common())
+    return {
+        "dtype_policy": keras.config.dtype_policy().name,
+        "dtype_policies": ", ".join(f"{name}: {count}" for name, count in counts.most_common()),
+    }
 
 
 def prepare_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
