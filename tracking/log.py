@@ -25,9 +25,9 @@ class _Line(logging.Formatter):
     never reaches the terminal."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from tracking.provenance.redaction import redact_text, strip_url_userinfo
+        from tracking.provenance.redaction import redact_printed
 
-        message = redact_text(strip_url_userinfo(record.getMessage()))
+        message = redact_printed(record.getMessage())
         return message if record.levelno == logging.INFO else f"{record.levelname.lower()}: {message}"
 
 

@@ -19,9 +19,9 @@ from tracking.run.lifecycle import Terminated, ended_killed
 def say_error(err: TrackingError) -> None:
     """A user error as every command, stage and team script shows it: one `error:` line on stderr, redacted (a
     store's URI without its password, no token or credential's value: tracking/provenance/redaction.py)."""
-    from tracking.provenance.redaction import redact_text, strip_url_userinfo
+    from tracking.provenance.redaction import redact_printed
 
-    print(f"error: {redact_text(strip_url_userinfo(str(err)))}", file=sys.stderr)
+    print(f"error: {redact_printed(str(err))}", file=sys.stderr)
 
 
 def run_main(main: Callable[[], None], startup_line: bool = True) -> None:

@@ -253,6 +253,12 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
     return "\n".join(redact_lines(text.split("\n")))
 
 
+def redact_printed(text: str) -> str:
+    """A line for the terminal (a log message, an `error:` line): a URL's user:password@ removed, then redacted as
+    any text leaving the process (`redact_text`)."""
+    return redact_text(strip_url_userinfo(text))
+
+
 def secret_values(tree: dict[str, Any], prefix: str = "") -> set[str]:
     """The values, as text, of the params in `tree` (nested, under the dotted `prefix`) whose names say they hold
     a credential: what an error from the code they were given to must not print."""
