@@ -32,7 +32,7 @@ $(VENV)/.synced: uv.lock pyproject.toml $(VENV)/.build-$(TF_BUILD)
 	@test -x $(UV) || $(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
 	@echo "Setting up $(VENV) from uv.lock: installing the packages, then compiling their bytecode (about 1.5 minutes"
 	@echo "on 2 cores the first time; uv prints nothing while it compiles)."
-	$(UV) sync --frozen --compile-bytecode --extra $(TF_BUILD) --extra cluster --python $(BIN)/python
+	$(UV) sync --frozen --compile-bytecode --extra $(TF_BUILD) --extra cluster --extra jax --python $(BIN)/python
 	@touch $@
 
 # Switching TF_BUILD forces a re-sync, which swaps the TensorFlow wheels.

@@ -221,7 +221,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert tags["prov.determinism.effective.intra_op_threads"] == "1"
     assert int(tags["prov.seeds.dropout"]) >= 0 and tags["prov.seeds.base"] == "42"
     assert tags["prov.software.versions.tensorflow-cpu"] and tags["prov.software.versions.keras"].startswith("3.")
-    assert "prov.software.tensorflow_build.cuda_version" in tags
+    assert "prov.software.backend.cuda_version" in tags
     assert tags["prov.cpu.numeric_flags.avx2"] in ("true", "false") and tags["prov.cpu.logical_cores"]
     assert tags["prov.cpu.id"].startswith(("GenuineIntel family", "AuthenticAMD family")) and tags["prov.cpu.cache.l1d"]
     assert tags["prov.gpu.count"] == "0" and tags["prov.gpu.note"].startswith("no GPU")

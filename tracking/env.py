@@ -13,6 +13,12 @@ PYTHONHASHSEED = "PYTHONHASHSEED"
 TF_ENABLE_ONEDNN_OPTS = "TF_ENABLE_ONEDNN_OPTS"
 TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
 TF_CPP_MIN_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+# Which framework Keras 3 runs on (tensorflow, jax or torch), read when `keras` is first imported.
+KERAS_BACKEND = "KERAS_BACKEND"
+# XLA's flags (JAX): read once, when JAX starts its first backend.
+XLA_FLAGS = "XLA_FLAGS"
+# cuBLAS's workspace: `:4096:8` makes its GEMMs deterministic (PyTorch's reproducibility notes); read at CUDA start.
+CUBLAS_WORKSPACE_CONFIG = "CUBLAS_WORKSPACE_CONFIG"
 
 # Ray sends usage statistics unless this is 0; the Ray executor sets it unless the user did.
 RAY_USAGE_STATS_ENABLED = "RAY_USAGE_STATS_ENABLED"

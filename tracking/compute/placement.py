@@ -17,9 +17,9 @@ CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 def placement_tags(executor: str, gpu_record: dict[str, Any], node_address: str | None = None) -> dict[str, str]:
     """The compute.* tags of a run trained in this process; `gpu_record` is provenance's `gpu` section, gathered
-    in this process (TensorFlow's visible GPUs honour the CUDA_VISIBLE_DEVICES a scheduler set)."""
+    in this process (the backend's visible GPUs honour the CUDA_VISIBLE_DEVICES a scheduler set)."""
     host = socket.gethostname()
-    visible = gpu_record.get("tensorflow_visible") or []
+    visible = gpu_record.get("backend_visible") or []
     ids = os.environ.get(CUDA_VISIBLE_DEVICES, "")
     gpus = ", ".join(device.get("name", "?") for device in visible)
     return {

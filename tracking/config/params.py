@@ -31,6 +31,8 @@ CallableSpec = Annotated[str, Field(pattern=CALLABLE_SPEC_PATTERN)]
 # The two tasks (`data.task`), named here once.
 CLASSIFICATION, REGRESSION = "classification", "regression"
 Task = Literal["classification", "regression"]
+# The frameworks Keras 3 runs on (`determinism.backend`; tracking/determinism/backend.py).
+Backend = Literal["tensorflow", "jax", "torch"]
 # The executors of calibration repeats (`compute.executor`), named here once.
 LOCAL, RAY = "local", "ray"
 # What the compare stage and `tracking diff` judge when `compare.metrics` is null: each metric to max or min.
@@ -98,6 +100,9 @@ class SeedParams(_Section):
 
 
 class DeterminismParams(_Section):
+    """How the process computes: Keras's backend, its op determinism, threads and (TensorFlow) oneDNN."""
+
+    backend: Backend = "tensorflow"
     op_determinism: bool = True
     intra_op_threads: Annotated[int, Field(ge=0, le=1024)] = 1
     inter_op_threads: Annotated[int, Field(ge=0, le=1024)] = 1

@@ -1,7 +1,7 @@
 """Set up a reproducible process: call `reproducible_process` first thing, `seed_frameworks` after import.
 
 The order matters: PYTHONHASHSEED only takes effect at interpreter start (so the process re-executes itself
-once), and oneDNN is read when TensorFlow is imported.
+once), and the backend and its import-time settings (oneDNN, XLA's flags) are read when Keras is imported.
 """
 
 from __future__ import annotations
@@ -12,14 +12,28 @@ from tracking import startup
 from tracking.config.params import DeterminismParams, Params
 from tracking.determinism.seeds import Seeds, ensure_hash_seed, resolve_seeds
 from tracking.determinism.settings import EffectiveDeterminism, apply, configure_environment
-from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS
+from tracking.env import (
+    CUBLAS_WORKSPACE_CONFIG,
+    KERAS_BACKEND,
+    PYTHONHASHSEED,
+    TF_CPP_MIN_LOG_LEVEL,
+    TF_ENABLE_ONEDNN_OPTS,
+    XLA_FLAGS,
+)
 
 # What `reproducible_process` fixes in the environment, which a worker process must start with to match it.
-PROCESS_VARIABLES = (PYTHONHASHSEED, TF_ENABLE_ONEDNN_OPTS, TF_CPP_MIN_LOG_LEVEL)
+PROCESS_VARIABLES = (
+    PYTHONHASHSEED,
+    KERAS_BACKEND,
+    TF_ENABLE_ONEDNN_OPTS,
+    TF_CPP_MIN_LOG_LEVEL,
+    XLA_FLAGS,
+    CUBLAS_WORKSPACE_CONFIG,
+)
 
 
 def reproducible_process(params: Params) -> Seeds:
-    """Resolve the seeds, pin the hash seed and TensorFlow's import-time settings; import nothing heavy."""
+    """Resolve the seeds, pin the hash seed, the backend and its import-time settings; import nothing heavy."""
     seeds = resolve_seeds(params.seeds)
     ensure_hash_seed(seeds.hash)
     configure_environment(params.determinism)
@@ -27,7 +41,7 @@ def reproducible_process(params: Params) -> Seeds:
 
 
 def seed_frameworks(params: Params, seeds: Seeds) -> EffectiveDeterminism:
-    """Apply threads and op determinism, seed Python/NumPy/TF globals with `seeds.base`; return what is in force."""
+    """Apply threads and op determinism, seed Python/NumPy/backend globals with `seeds.base`; return what is in force."""
     return apply_determinism(params.determinism, seeds)
 
 

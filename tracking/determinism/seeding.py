@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracking.determinism.backend import TENSORFLOW, configured
 from tracking.determinism.seeds import Seeds
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,10 @@ def inference_streams(model: Any, seeds: Seeds) -> None:
 def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str]:
     """Random draws in a training-mode call of `model` that no layer's generator makes, after seeding Keras's
     global generator from `base`: found by tracing the call (nothing runs, so no state moves). `input_shape` is
-    one shape, or a dict of them by input name for a model fed a dict."""
+    one shape, or a dict of them by input name for a model fed a dict. On JAX and PyTorch the model is called
+    instead, once, statelessly, on one sample of zeros (`global_draws_in_call`)."""
+    if configured() != TENSORFLOW:
+        return global_draws_in_call(model, input_shape, base)
     import tensorflow as tf
     from keras.src.random import seed_generator
 
@@ -254,6 +258,48 @@ def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str
     found = [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(global_calls)]
     found += [f"tf.random op {op.type} at {op.name}" for op in graph.get_operations() if op.type in STATEFUL_RANDOM_OPS]
     return found
+
+
+def global_draws_in_call(model: Any, input_shape: Any, base: int) -> list[str]:
+    """`unattributed_randomness` where nothing can be traced without running (JAX, PyTorch): one training-mode
+    `stateless_call` on a sample of zeros, which leaves every variable and generator of the model as it was,
+    recording each draw from Keras's global generator (seeded from `base`) by the layer it came from."""
+    import numpy as np
+    from keras import tree
+    from keras.src.backend.common.name_scope import current_path
+    from keras.src.random import seed_generator
+
+    _seed_global_generator(base)
+    calls: list[str] = []
+    original = seed_generator.global_seed_generator
+
+    def recording() -> Any:
+        calls.append(current_path() or "the model")
+        return original()
+
+    inputs = getattr(model, "inputs", None) or []
+    if input_shape is None and not inputs:
+        return ["not checked: the model has no inputs of its own (a model of models), so it is not called"]
+    dtypes = {tensor.name: tensor.dtype for tensor in inputs}
+    if isinstance(input_shape, dict):
+        x: Any = {name: np.zeros((1, *shape), dtypes.get(name, "float32")) for name, shape in input_shape.items()}
+    elif len(inputs) > 1:
+        x = tree.map_structure(
+            lambda tensor: np.zeros((1, *tensor.shape[1:]), tensor.dtype), getattr(model, "_inputs_struct", inputs)
+        )
+    else:
+        x = np.zeros((1, *input_shape), inputs[0].dtype if inputs else "float32")
+    trainable = [variable.value for variable in model.trainable_variables]
+    non_trainable = [variable.value for variable in model.non_trainable_variables]
+    seed_generator.global_seed_generator = recording
+    try:
+        model.stateless_call(trainable, non_trainable, x, training=True)
+    except Exception as err:  # a model that cannot be called on zeros: say the check could not look
+        first = (str(err).splitlines() or [""])[0][:200]
+        return [f"not checked: calling the model in training mode failed ({type(err).__name__}: {first})"]
+    finally:
+        seed_generator.global_seed_generator = original
+    return [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(calls)]
 
 
 def reset_global_streams(seeds: Seeds) -> None:

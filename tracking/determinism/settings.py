@@ -1,79 +1,68 @@
-"""Determinism settings: applied before and after TensorFlow is imported, then read back from it.
+"""Determinism settings: applied before and after Keras's backend is imported, then read back from it.
 
-oneDNN changes CPU numerics and is read by TensorFlow at import time, so `configure_environment` must run
-before the first `import tensorflow`; thread counts and op determinism are set right after it, before the
-runtime starts. What is recorded is what TensorFlow reports, not what was asked.
+Each backend reads some settings once, at import or start-up (TensorFlow's oneDNN switch, XLA's flags, cuBLAS's
+workspace), so `configure_environment` runs before the first `import keras`; thread counts and op determinism are
+set right after it, before the runtime starts. What is recorded is what the backend reports, not what was asked.
+The backend's own module (tracking/determinism/<backend>_backend.py) knows how.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from types import ModuleType
+from typing import Any
 
 from tracking.config.params import DeterminismParams
-from tracking.env import TF_CPP_MIN_LOG_LEVEL, TF_DETERMINISTIC_OPS, TF_ENABLE_ONEDNN_OPTS
+from tracking.determinism import jax_backend, tensorflow_backend, torch_backend
+from tracking.determinism.backend import BACKENDS, JAX, TENSORFLOW, TORCH, EffectiveDeterminism, configured, select
+from tracking.env import TF_CPP_MIN_LOG_LEVEL
 from tracking.errors import UsageError
 
+BY_NAME: dict[str, ModuleType] = {TENSORFLOW: tensorflow_backend, JAX: jax_backend, TORCH: torch_backend}
 
-@dataclass(frozen=True)
-class EffectiveDeterminism:
-    """Determinism as TensorFlow reports it after start-up."""
 
-    op_determinism: bool
-    intra_op_threads: int
-    inter_op_threads: int
-    onednn: bool
+def module(backend: str | None = None) -> ModuleType:
+    """The module that sets up and reads `backend` (the configured one by default)."""
+    name = backend or configured()
+    if name not in BY_NAME:
+        raise UsageError(f"Keras backend {name!r} is not supported", fix=f"use one of {', '.join(BACKENDS)}")
+    return BY_NAME[name]
+
+
+def gpu_present() -> bool:
+    """Whether the running backend sees a GPU in this process (repeats then train on its kernels)."""
+    return bool(module().visible_gpus())
+
+
+def build_record() -> dict[str, Any]:
+    """The running backend, its version and the CUDA/cuDNN it reports (`prov.software.backend.*`)."""
+    return {"name": configured(), **module().build()}
 
 
 def configure_environment(params: DeterminismParams) -> None:
-    """Set the variables TensorFlow reads at import; refuse if it is already imported with other ones."""
-    wanted = "1" if params.onednn else "0"
-    if "tensorflow" in sys.modules and os.environ.get(TF_ENABLE_ONEDNN_OPTS) != wanted:
-        raise UsageError(
-            "determinism.onednn must be applied before TensorFlow is imported",
-            fix="call tracking.determinism.settings.configure_environment first",
-        )
-    os.environ[TF_ENABLE_ONEDNN_OPTS] = wanted
-    os.environ.setdefault(TF_CPP_MIN_LOG_LEVEL, "2")
-    os.environ.pop(TF_DETERMINISTIC_OPS, None)
+    """Choose the backend and set the variables it reads at import; refuse where it already runs with other ones."""
+    select(params.backend)
+    os.environ.setdefault(TF_CPP_MIN_LOG_LEVEL, "2")  # Keras imports TensorFlow where it is installed, on any backend
+    module(params.backend).configure_environment(params)
 
 
 def apply(params: DeterminismParams) -> EffectiveDeterminism:
-    """Configure TensorFlow's threads and op determinism, then return the effective values."""
-    import tensorflow as tf
-    from tensorflow.python.framework import config as tf_config
-
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(params.intra_op_threads)
-        tf.config.threading.set_inter_op_parallelism_threads(params.inter_op_threads)
-    except RuntimeError:
-        pass  # The runtime already started (a second run in one process); read back what is in force.
-    if params.op_determinism:
-        tf.config.experimental.enable_op_determinism()
-    elif tf_config.is_op_determinism_enabled():
-        tf_config.disable_op_determinism()
-    return effective()
+    """Configure the backend's threads and op determinism, then return the effective values."""
+    return module(params.backend).apply(params)
 
 
 def effective() -> EffectiveDeterminism:
-    """What TensorFlow has in force now."""
-    import tensorflow as tf
-    from tensorflow.python.framework import config as tf_config
-    from tensorflow.python.util import _pywrap_util_port
-
-    return EffectiveDeterminism(
-        op_determinism=bool(tf_config.is_op_determinism_enabled()),
-        intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
-        inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
-        onednn=bool(_pywrap_util_port.IsMklEnabled()),
-    )
+    """What the running backend has in force now."""
+    return module().effective()
 
 
 def as_record(requested: DeterminismParams, actual: EffectiveDeterminism) -> dict[str, dict[str, object]]:
     """Requested and effective settings side by side, for provenance."""
-    return {"requested": requested.model_dump(), "effective": asdict(actual)}
+    record = asdict(actual)
+    details = record.pop("details")
+    return {"requested": requested.model_dump(), "effective": {**record, **details}}
 
 
 def is_determinism_error(error: BaseException) -> bool:

@@ -28,7 +28,7 @@ from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import process_environment, reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
-from tracking.determinism.settings import as_record
+from tracking.determinism.settings import as_record, gpu_present
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
 from tracking.names import (
     COMPUTE_ATTEMPT_TAG,
@@ -236,13 +236,6 @@ def worker_credentials(uri: str) -> dict[str, str]:
     }
 
 
-def local_gpu() -> bool:
-    """Whether TensorFlow sees a GPU in this process (the local executor's repeats train on it)."""
-    import tensorflow as tf
-
-    return bool(tf.config.list_physical_devices("GPU"))
-
-
 def calibrate(params: Params) -> None:
     """The calibrate stage's work: train the missing repeats of every variant (kept ones are reused), log them as
     children of one MLflow parent run, and write the calibration (`calibration/noise.json`, the stacked
@@ -274,7 +267,7 @@ def calibrate(params: Params) -> None:
             )
         )
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
-        gpu = pool.gpus_per_run > 0 if pool else local_gpu()
+        gpu = pool.gpus_per_run > 0 if pool else gpu_present()
         identity = repeat_identity(params, baseline, manifest, root, gpu)
         plan = [
             (variant, repeat, repeat_key(identity, variant, repeat))

@@ -22,9 +22,9 @@ from tracking.config.params import LOCAL, RAY, Params
 from tracking.config.project import COMPARE, REPEATS_DIR
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import gpu_present
 from tracking.noise.calibration import (
     checked_model,
-    local_gpu,
     repeat_identity,
     repeat_spec,
     train_and_keep,
@@ -62,7 +62,7 @@ def train_candidate_repeats(
     store = RepeatStore(root / REPEATS_DIR)
     with ExitStack() as stack:
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
-        gpu = pool.gpus_per_run > 0 if pool else local_gpu()
+        gpu = pool.gpus_per_run > 0 if pool else gpu_present()
         identity = {**repeat_identity(params, params, manifest, root, gpu, stage=COMPARE), "role": CANDIDATE}
         plan = [
             (variant, repeat, repeat_key(identity, variant, repeat))

@@ -32,7 +32,7 @@ from tracking.data.hashing import weights_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
-from tracking.determinism.settings import as_record
+from tracking.determinism.settings import as_record, gpu_present
 from tracking.names import (
     BAND_VARIANT_TAG,
     CANDIDATE_REPEAT_TAG,
@@ -159,12 +159,11 @@ class RepeatWorker:
     """Trains repeats of one calibration in this process, one after another, each as a child MLflow run."""
 
     def __init__(self) -> None:
-        """Import TensorFlow and MLflow's store: a worker process's start-up, before it knows which calibration it
-        serves (its environment already holds the stage's import-time settings)."""
+        """Import Keras's backend and MLflow's store: a worker process's start-up, before it knows which calibration
+        it serves (its environment already holds the stage's import-time settings, the backend among them)."""
         import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (what opening the first run would import)
-        import tensorflow as tf
 
-        self.gpu = bool(tf.config.list_physical_devices("GPU"))
+        self.gpu = gpu_present()
 
     def setup(self, spec: RepeatSpec, models: RepeatedModel | None = None) -> None:
         """Set the process up as the stage's own (a no-op where it already is), seed the frameworks, gather this

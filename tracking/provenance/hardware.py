@@ -5,7 +5,7 @@ Virtual machines often show a generic model name ("AMD EPYC") for CPUs of differ
 may block and sum in another order (oneDNN and Eigen size their blocks by the caches): the vendor's family, model
 and stepping numbers and the cache sizes tell them apart where the name cannot.
 
-GPU facts come from three places, each optional: TensorFlow's device details, `nvidia-smi`, and NVML
+GPU facts come from three places, each optional: the Keras backend's devices, `nvidia-smi`, and NVML
 (`nvidia-ml-py`, in the `gpu` extra). On a machine without a GPU the record says so plainly.
 """
 
@@ -17,6 +17,9 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from tracking.determinism import settings
+from tracking.determinism.backend import configured
 
 NUMERIC_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "neon", "asimd")
 # Linux's description of the first CPU's caches, one index* folder per cache.
@@ -91,39 +94,23 @@ def gather_os() -> dict[str, Any]:
 
 
 def gather_gpus() -> dict[str, Any]:
-    """Every GPU with model, driver, memory and compute capability, and which source said so."""
-    tf_devices = tensorflow_gpus()
+    """Every GPU with model, driver, memory and compute capability, which source said so, and the GPUs Keras's
+    backend sees in this process (`backend_visible`: what training can use, after CUDA_VISIBLE_DEVICES)."""
+    visible = settings.module().visible_gpus()
     smi = query_nvidia_smi()
     devices = smi if smi else query_nvml()
     source = "nvidia-smi" if smi else ("nvml" if devices else None)
-    if not devices and tf_devices:
-        devices, source = tf_devices, "tensorflow"
+    if not devices and visible:
+        devices, source = visible, configured()
     record: dict[str, Any] = {
         "count": len(devices),
         "devices": devices,
         "source": source,
-        "tensorflow_visible": tf_devices,
+        "backend_visible": visible,
     }
     if not devices:
-        record["note"] = "no GPU: nvidia-smi and NVML found none and TensorFlow sees none; training ran on the CPU"
+        record["note"] = f"no GPU: nvidia-smi and NVML found none and {configured()} sees none; training ran on the CPU"
     return record
-
-
-def tensorflow_gpus() -> list[dict[str, Any]]:
-    import tensorflow as tf
-
-    found = []
-    for device in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(device)
-        capability = details.get("compute_capability")
-        found.append(
-            {
-                "name": details.get("device_name", device.name),
-                "tf_device": device.name,
-                "compute_capability": ".".join(map(str, capability)) if capability else None,
-            }
-        )
-    return found
 
 
 def query_nvidia_smi(binary: str = "nvidia-smi") -> list[dict[str, Any]]:

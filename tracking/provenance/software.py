@@ -1,14 +1,18 @@
-"""Software gatherer: interpreter, key library versions, TensorFlow's CUDA/cuDNN build, every package."""
+"""Software gatherer: interpreter, key library versions, the Keras backend with its CUDA/cuDNN, every package."""
 
 from __future__ import annotations
 
 import platform
 import sys
 from importlib import metadata
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
-KEY_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "numpy", "mlflow", "dvc", "scikit-learn", "tracking")
+from tracking.determinism.backend import BACKEND_PACKAGES
+from tracking.determinism.settings import build_record
+
+KEY_PACKAGES = (*chain(*BACKEND_PACKAGES.values()), "keras", "numpy", "mlflow", "dvc", "scikit-learn", "tracking")
 
 
 def gather_software() -> dict[str, Any]:
@@ -19,7 +23,7 @@ def gather_software() -> dict[str, Any]:
         "versions": versions,
         "python_implementation": platform.python_implementation(),
         "executable": sys.executable,
-        "tensorflow_build": tensorflow_build(),
+        "backend": build_record(),
     }
 
 
@@ -29,19 +33,6 @@ def installed_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
-
-
-def tensorflow_build() -> dict[str, Any]:
-    """CUDA/cuDNN versions TensorFlow was built against (empty fields on a CPU-only build)."""
-    import tensorflow as tf
-
-    info = dict(tf.sysconfig.get_build_info())
-    return {
-        "is_cuda_build": bool(info.get("is_cuda_build", False)),
-        "cuda_version": info.get("cuda_version"),
-        "cudnn_version": info.get("cudnn_version"),
-        "is_rocm_build": bool(info.get("is_rocm_build", False)),
-    }
 
 
 def installed_packages() -> list[str]:

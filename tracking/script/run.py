@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from tracking.config.params import DeterminismParams
+from tracking.determinism import backend
 from tracking.determinism.seeds import Seeds
 from tracking.env import DVC_STAGE, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import ParamsError, UsageError
@@ -84,7 +85,8 @@ def start(
             origins={**read.origins, "repeat": f"{repeat.variant} {repeat.repeat}"},
         )
     try:
-        wanted = DeterminismParams(**dict(determinism or {}))
+        # The backend is the team's Keras choice (KERAS_BACKEND, keras.json) unless they name one here.
+        wanted = DeterminismParams(**{"backend": backend.configured(), **dict(determinism or {})})
     except Exception as err:  # pydantic's ValidationError: which field and why, in one line
         first = str(err).splitlines()
         raise ParamsError(

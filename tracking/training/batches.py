@@ -5,6 +5,9 @@ pipelines of our own rather than Keras's adapter for arrays, which maps its batc
 rewrites that map under op determinism and prints an `E0000 ... NodeDef mentions attribute use_unbounded_threadpool`
 line on every stage's stderr. Consecutive batches of the same size hold the same examples in the same order, so
 every number stays the same.
+
+On JAX and PyTorch (no TensorFlow there) the same batches come from NumPy: a generator of the seeded order for
+training, and a `keras.utils.PyDataset` of consecutive batches for validation and scoring.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from tracking.data.arrays import Arrays, map_arrays
+from tracking.data.arrays import Arrays, map_arrays, rows
+from tracking.determinism.backend import TENSORFLOW, configured
 
 # Batches for scoring (the candidate and every calibration repeat alike), and the batches Keras gives
 # `validation_data` arrays.
@@ -22,7 +26,10 @@ KERAS_VALIDATION_BATCH = 32
 
 
 def in_batches(arrays: Any, batch_size: int) -> Any:
-    """`arrays` (one, or a tuple of inputs and targets) as a tf.data pipeline of consecutive batches."""
+    """`arrays` (one, or a tuple of inputs and targets) as consecutive batches: a tf.data pipeline on TensorFlow,
+    a `keras.utils.PyDataset` on the other backends."""
+    if configured() != TENSORFLOW:
+        return consecutive_batches(arrays, batch_size)
     import tensorflow as tf
 
     return tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
@@ -55,11 +62,19 @@ def epoch_batches(
     within_batch_seed: int | None = None,
     sample_weight: np.ndarray | None = None,
 ) -> Any:
-    """A tf.data pipeline of `epochs` passes in the orders of `batch_orders`; `x` one array or a dict by input name;
-    batches are `(x, y)`, or `(x, y, sample_weight)` as `fit` takes weights, where the data has them."""
+    """`epochs` passes in the orders of `batch_orders` (a tf.data pipeline on TensorFlow, a generator of NumPy
+    batches elsewhere); `x` one array or a dict by input name; batches are `(x, y)`, or `(x, y, sample_weight)` as
+    `fit` takes weights, where the data has them."""
+    orders = batch_orders(len(y), batch_size, epochs, seed, within_batch_seed)
+    if configured() != TENSORFLOW:
+        arrays = (x, y, *(() if sample_weight is None else (sample_weight,)))
+        return (
+            tuple(rows(value, order[start : start + batch_size]) for value in arrays)
+            for order in orders
+            for start in range(0, len(order), batch_size)
+        )
     import tensorflow as tf
 
-    orders = batch_orders(len(y), batch_size, epochs, seed, within_batch_seed)
     tensors = (
         map_arrays(tf.constant, x),
         tf.constant(y),
@@ -77,3 +92,28 @@ def fit_arrays(split: dict[str, Any]) -> tuple[Any, ...]:
     """A split's `(x, y)`, or `(x, y, sample_weight)` where the data has weights: what `fit` is handed."""
     weights = split.get("sample_weight")
     return (split["x"], split["y"]) if weights is None else (split["x"], split["y"], weights)
+
+
+def consecutive_batches(arrays: Any, batch_size: int) -> Any:
+    """`arrays` as a `keras.utils.PyDataset` of consecutive batches, read in order in this thread: what `fit`'s
+    validation (every epoch), `evaluate` and `predict` take on any backend."""
+    import keras
+
+    n = len(arrays[-1] if isinstance(arrays, tuple) else next(iter(_leaves(arrays))))
+
+    class Consecutive(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return -(-n // batch_size)
+
+        def __getitem__(self, index: int) -> Any:
+            window = slice(index * batch_size, (index + 1) * batch_size)
+            if isinstance(arrays, tuple):
+                return tuple(rows(value, window) for value in arrays)
+            return rows(arrays, window)
+
+    return Consecutive()
+
+
+def _leaves(value: Arrays) -> list[np.ndarray]:
+    """The arrays of `value`: itself, or a dict's values."""
+    return list(value.values()) if isinstance(value, dict) else [value]

@@ -1,0 +1,93 @@
+"""TensorFlow as Keras's backend: oneDNN set before import, threads and op determinism right after, read back.
+
+oneDNN changes CPU numerics and is read by TensorFlow at import time; thread counts and op determinism are set
+before the runtime starts. What is recorded is what TensorFlow reports, not what was asked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from tracking.config.params import DeterminismParams
+from tracking.determinism.backend import TENSORFLOW, EffectiveDeterminism
+from tracking.env import TF_CPP_MIN_LOG_LEVEL, TF_DETERMINISTIC_OPS, TF_ENABLE_ONEDNN_OPTS
+from tracking.errors import UsageError
+
+
+def configure_environment(params: DeterminismParams) -> None:
+    """Set the variables TensorFlow reads at import; refuse if it is already imported with other ones."""
+    wanted = "1" if params.onednn else "0"
+    if "tensorflow" in sys.modules and os.environ.get(TF_ENABLE_ONEDNN_OPTS) != wanted:
+        raise UsageError(
+            "determinism.onednn must be applied before TensorFlow is imported",
+            fix="call tracking.determinism.settings.configure_environment first",
+        )
+    os.environ[TF_ENABLE_ONEDNN_OPTS] = wanted
+    os.environ.setdefault(TF_CPP_MIN_LOG_LEVEL, "2")
+    os.environ.pop(TF_DETERMINISTIC_OPS, None)
+
+
+def apply(params: DeterminismParams) -> EffectiveDeterminism:
+    """Configure TensorFlow's threads and op determinism, then return the effective values."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(params.intra_op_threads)
+        tf.config.threading.set_inter_op_parallelism_threads(params.inter_op_threads)
+    except RuntimeError:
+        pass  # The runtime already started (a second run in one process); read back what is in force.
+    if params.op_determinism:
+        tf.config.experimental.enable_op_determinism()
+    elif tf_config.is_op_determinism_enabled():
+        tf_config.disable_op_determinism()
+    return effective()
+
+
+def effective() -> EffectiveDeterminism:
+    """What TensorFlow has in force now."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config
+    from tensorflow.python.util import _pywrap_util_port
+
+    return EffectiveDeterminism(
+        op_determinism=bool(tf_config.is_op_determinism_enabled()),
+        intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+        inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+        onednn=bool(_pywrap_util_port.IsMklEnabled()),
+        backend=TENSORFLOW,
+    )
+
+
+def visible_gpus() -> list[dict[str, Any]]:
+    """The GPUs TensorFlow sees, with their name and compute capability."""
+    import tensorflow as tf
+
+    found = []
+    for device in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(device)
+        capability = details.get("compute_capability")
+        found.append(
+            {
+                "name": details.get("device_name", device.name),
+                "device": device.name,
+                "compute_capability": ".".join(map(str, capability)) if capability else None,
+            }
+        )
+    return found
+
+
+def build() -> dict[str, Any]:
+    """TensorFlow's version and the CUDA/cuDNN it was built against (empty fields on a CPU-only build)."""
+    import tensorflow as tf
+
+    info = dict(tf.sysconfig.get_build_info())
+    return {
+        "version": tf.__version__,
+        "is_cuda_build": bool(info.get("is_cuda_build", False)),
+        "cuda_version": info.get("cuda_version"),
+        "cudnn_version": info.get("cudnn_version"),
+        "is_rocm_build": bool(info.get("is_rocm_build", False)),
+    }
