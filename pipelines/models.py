@@ -1,4 +1,4 @@
-"""The built-in model builders, `pipelines.models:small_cnn` and `pipelines.models:mlp`, builders like a team's own.
+"""The built-in model builders, `pipelines.models:small_cnn`, `small_resnet` and `mlp`, builders like a team's own.
 
 Each is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`, and seeds nothing
 itself: the training core seeds every initializer, dropout and augmentation layer by its position
@@ -47,6 +47,43 @@ def small_cnn(
     stack += [layers.Flatten(), layers.Dense(dense_units, activation="relu")]
     stack += [layers.Dropout(dropout)] if dropout > 0 else []
     return _model([*stack, _output(n_outputs, task)], "small_cnn")
+
+
+def small_resnet(
+    input_shape: tuple[int, ...],
+    n_outputs: int,
+    task: str = CLASSIFICATION,
+    filters: Sequence[int] = (16, 32, 64),
+    blocks: int = 1,
+    augment: bool = False,
+) -> Any:
+    """A small ResNet (He et al. 2016): a stem convolution, then per entry of `filters` a stage of `blocks`
+    residual blocks (conv-BN-ReLU-conv-BN plus the shortcut, a 1x1 convolution where the width changes), each
+    stage after the first halving the resolution, then global average pooling and the output."""
+    import keras
+    from keras import layers
+
+    _expect_widths("filters", filters, None)
+    _expect_positive("blocks", blocks)
+    if len(input_shape) != 3:
+        raise ValueError(f"small_resnet takes images of shape (height, width, channels), got {input_shape}")
+    stack = _inputs(input_shape, augment)
+    x = stack[0]
+    for layer in stack[1:]:
+        x = layer(x)
+    x = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(filters[0], 3, padding="same", use_bias=False)(x)))
+    for stage, width in enumerate(filters):
+        for block in range(blocks):
+            stride = 2 if stage > 0 and block == 0 else 1
+            shortcut = x
+            y = layers.Conv2D(width, 3, strides=stride, padding="same", use_bias=False)(x)
+            y = layers.ReLU()(layers.BatchNormalization()(y))
+            y = layers.BatchNormalization()(layers.Conv2D(width, 3, padding="same", use_bias=False)(y))
+            if stride != 1 or shortcut.shape[-1] != width:
+                shortcut = layers.Conv2D(width, 1, strides=stride, use_bias=False)(shortcut)
+            x = layers.ReLU()(layers.Add()([y, shortcut]))
+    outputs = _output(n_outputs, task)(layers.GlobalAveragePooling2D()(x))
+    return keras.Model(stack[0], outputs, name="small_resnet")
 
 
 def mlp(

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracking.determinism.backend import TENSORFLOW, configured
+from tracking.determinism.backend import TENSORFLOW, TORCH, configured
 from tracking.determinism.seeds import Seeds
 
 log = logging.getLogger(__name__)
@@ -178,15 +178,22 @@ def reseed(model: Any, created: Created, seeds: Seeds) -> tuple[int, dict[str, i
 
 def set_generators(layers: list[Any], seeds: Seeds, counter: int = 0) -> dict[str, int]:
     """Set every generator of `layers` (in walk order) to `[seed of its stream + its position, counter]`;
-    return how many each stream holds."""
+    return how many each stream holds.
+
+    On PyTorch, Keras's dropout draws from torch's global generator, not the layer's, when the layer was made
+    without a seed (its "fast path"); the generator is then marked seeded, so that dropout follows its stream.
+    """
     import numpy as np
 
+    torch = configured() == TORCH
     counts = {"dropout": 0, "augment": 0}
     for layer in layers:
         stream = "augment" if is_augmentation(layer) else "dropout"
         for generator in layer._seed_generators:
             seed = getattr(seeds, stream) + counts[stream]
             generator.state.assign(np.array([seed, counter], dtype=generator.state.dtype))
+            if torch:
+                generator._initial_seed = seed
             counts[stream] += 1
     return counts
 
@@ -196,7 +203,9 @@ def generators_kept(model: Any) -> Iterator[None]:
     """Put every generator of `model` back where it was after the block: a call in it of a layer that draws at
     inference (a check's, a signature's) leaves no trace in what the model draws afterwards."""
     generators = [generator for layer in walk_layers(model) for generator in layer._seed_generators]
-    states = [generator.state.numpy() for generator in generators]
+    import numpy as np
+
+    states = [np.array(generator.state.numpy(), copy=True) for generator in generators]  # a view on PyTorch
     try:
         yield
     finally:
@@ -349,9 +358,10 @@ def _advice(sources: tuple[str, ...]) -> list[str]:
 def _draws(initializer: Any, variable: Any) -> bool:
     """Whether an initializer that is not a Keras random one (e.g. LSTM's forget-gate bias function) draws
     randomness: two calls differ."""
+    import keras
     import numpy as np
 
-    first, second = (np.asarray(initializer(variable.shape, dtype=variable.dtype)) for _ in range(2))
+    first, second = (keras.ops.convert_to_numpy(initializer(variable.shape, dtype=variable.dtype)) for _ in range(2))
     return not np.array_equal(first, second)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from tracking.config.params import DeterminismParams
 from tracking.determinism import jax_backend, tensorflow_backend, torch_backend
 from tracking.determinism.backend import BACKENDS, JAX, TENSORFLOW, TORCH, EffectiveDeterminism, configured, select
-from tracking.env import TF_CPP_MIN_LOG_LEVEL
+from tracking.env import TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS
 from tracking.errors import UsageError
 
 BY_NAME: dict[str, ModuleType] = {TENSORFLOW: tensorflow_backend, JAX: jax_backend, TORCH: torch_backend}
@@ -44,7 +44,9 @@ def build_record() -> dict[str, Any]:
 def configure_environment(params: DeterminismParams) -> None:
     """Choose the backend and set the variables it reads at import; refuse where it already runs with other ones."""
     select(params.backend)
-    os.environ.setdefault(TF_CPP_MIN_LOG_LEVEL, "2")  # Keras imports TensorFlow where it is installed, on any backend
+    # Keras imports TensorFlow where it is installed, on any backend: quietly, and with the numerics of our default.
+    os.environ.setdefault(TF_CPP_MIN_LOG_LEVEL, "2")
+    os.environ.setdefault(TF_ENABLE_ONEDNN_OPTS, "0")
     module(params.backend).configure_environment(params)
 
 

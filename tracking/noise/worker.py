@@ -26,9 +26,8 @@ import numpy as np
 
 from tracking.compute.placement import placement_tags
 from tracking.config.baseline import FROZEN_SECTIONS
-from tracking.config.params import CLASSIFICATION, Params
+from tracking.config.params import Params
 from tracking.config.project import CALIBRATE, COMPARE, PREPARED
-from tracking.data.hashing import weights_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
@@ -46,9 +45,8 @@ from tracking.noise.repeats import KeptRepeat
 from tracking.noise.variants import variant_setup
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
 from tracking.run.tracker import Tracker
-from tracking.training.fitting import fit_model
-from tracking.training.model import BuildInputs, Built, RepeatedModel, with_model
-from tracking.training.scoring import flat_metrics, score_model, summary_metrics
+from tracking.training.model import BuildInputs, RepeatedModel, with_model
+from tracking.training.repeat import train_and_score
 
 # A repeat to train: its variant, its index and its key (tracking/noise/repeats.py).
 Job = tuple[str, int, str]
@@ -59,16 +57,6 @@ CALIBRATION, CANDIDATE = "calibration", "candidate"
 def label(job: Job, role: str = CALIBRATION) -> str:
     """How a repeat is named in runs and progress: `<variant> #<index>`, or `candidate #<index> (<variant>)`."""
     return f"{job[0]} #{job[1]}" if role == CALIBRATION else f"candidate #{job[1]} ({job[0]})"
-
-
-@dataclass(frozen=True)
-class Trained:
-    """One repeat's test metrics, predictions (classes, or values for regression) and flattened weights."""
-
-    metrics: dict[str, float]
-    predicted: np.ndarray
-    weights: np.ndarray
-    weights_sha256: str
 
 
 @dataclass(frozen=True)
@@ -100,30 +88,6 @@ class RepeatSpec:
     def stage(self) -> str:
         """The DVC stage that trains these repeats (their runs' `pipeline.stage`)."""
         return CALIBRATE if self.role == CALIBRATION else COMPARE
-
-
-def train_and_score(
-    built: Built,
-    params: Params,
-    seeds: Seeds,
-    splits: dict[str, dict],
-    n_outputs: int,
-    within_batch_seed: int | None,
-    task: str = CLASSIFICATION,
-) -> Trained:
-    """Train one repeat's built model (frameworks already seeded) as the train stage trains, validation included,
-    and score it on the test set as evaluate scores the candidate, compiled metrics too."""
-    model = built.model
-    fit_model(model, params, seeds, splits["train"], splits.get("val"), within_batch_seed=within_batch_seed)
-    result = score_model(model, seeds, splits["test"], task, n_outputs)
-    model_weights = model.get_weights()
-    predicted = result["predicted"].astype(np.int16 if task == CLASSIFICATION else np.float32)
-    return Trained(
-        flat_metrics(summary_metrics(result)),
-        predicted,
-        np.concatenate([w.ravel() for w in model_weights]).astype(np.float32),
-        weights_sha256(model_weights),
-    )
 
 
 def trained_on(run_params: Params, params: Params) -> dict[str, Any]:

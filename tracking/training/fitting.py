@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params
+from tracking.determinism.backend import TORCH, configured
 from tracking.determinism.seeds import Seeds
 from tracking.run.lifecycle import deferred_interrupts
 from tracking.training.batches import KERAS_VALIDATION_BATCH, epoch_batches, fit_arrays, in_batches
@@ -26,7 +27,10 @@ STEPS_PER_CALL = 8
 
 def steps_per_call(steps: int) -> int:
     """The most steps, at most `STEPS_PER_CALL`, that divide an epoch's `steps`: Keras runs whole calls and
-    counts an epoch in calls, so a call that did not end where the epoch does would train extra steps."""
+    counts an epoch in calls, so a call that did not end where the epoch does would train extra steps. One on
+    PyTorch, whose Keras trainer runs one step per call."""
+    if configured() == TORCH:
+        return 1
     return max(n for n in range(1, min(steps, STEPS_PER_CALL) + 1) if steps % n == 0)
 
 

@@ -170,7 +170,8 @@ class RepeatedModel:
             built = prepare_model(params, seeds, self.inputs)
             built.model.optimizer.build(built.model.trainable_variables)
             self._built, self._key = built, key
-            self._fresh = [variable.numpy() for variable in self._state(built.model)]
+            # Copies: on PyTorch `numpy()` is a view of the variable's memory, which training then overwrites.
+            self._fresh = [np.array(variable.numpy(), copy=True) for variable in self._state(built.model)]
             return built
         for variable, value in zip(self._state(built.model), self._fresh, strict=True):
             variable.assign(value)

@@ -152,8 +152,8 @@ def _first_differing_layer(model: Any, copy: Any, x: np.ndarray) -> str:
         return ""
     for mine, theirs in zip(model.layers, copy.layers, strict=True):
         try:
-            ours = np.asarray(keras.Model(model.inputs, mine.output)(x, training=False))
-            reloaded = np.asarray(keras.Model(copy.inputs, theirs.output)(x, training=False))
+            ours = keras.ops.convert_to_numpy(keras.Model(model.inputs, mine.output)(x, training=False))
+            reloaded = keras.ops.convert_to_numpy(keras.Model(copy.inputs, theirs.output)(x, training=False))
         except Exception:  # a layer with several outputs or inputs: say no more than the model's gap
             return ""
         if ours.shape != reloaded.shape or not np.array_equal(ours, reloaded, equal_nan=True):
@@ -170,7 +170,9 @@ def _first_differing_layer(model: Any, copy: Any, x: np.ndarray) -> str:
 
 def _inference(model: Any, x: np.ndarray, which: str, spec: str, root: Path) -> np.ndarray:
     try:
-        return np.asarray(model(x, training=False))
+        import keras
+
+        return keras.ops.convert_to_numpy(model(x, training=False))  # any backend's tensor, on any device
     except Exception as err:
         if is_determinism_error(err):
             raise  # an op op determinism refuses: not the team's mistake (the audit names the op and its alternatives)
