@@ -228,8 +228,8 @@ def real(args: argparse.Namespace) -> None:
     from tracking.noise.statistics import pairwise_churn
     from tracking.noise.variants import variant_setup
     from tracking.noise.verdict import judge_candidate
-    from tracking.training.repeat import train_and_score
     from tracking.training.model import BuildInputs, RepeatedModel
+    from tracking.training.repeat import train_and_score
 
     started = time.perf_counter()
     params = load_params()

@@ -15,9 +15,9 @@ from tracking.data.dataset import load_source
 from tracking.determinism.process import seed_frameworks
 from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import UserCodeError
-from tracking.training.repeat import train_and_score
 from tracking.training.fitting import fit_model
 from tracking.training.model import BuildInputs, load_trained_model, prepare_model
+from tracking.training.repeat import train_and_score
 from tracking.training.scoring import declared_output_kind, flat_metrics, score_model, summary_metrics
 
 # A team's module: a layer that draws at inference with its own generator (a VAE's sampling, Monte Carlo dropout),
