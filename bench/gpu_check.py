@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,23 @@ BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 SEED = 42
 
 
+def builders_without_stage_guard() -> None:
+    """Make `pipelines.models` importable without `pipelines/__init__.py`, whose guard stops a stage on an
+    interpreter without the whole project (MLflow, DVC, TensorFlow): the check needs only the builders, and a GPU
+    machine's interpreter has JAX or PyTorch and the wheels carried for the training path."""
+    package = types.ModuleType("pipelines")
+    package.__path__ = [str(REPO / "pipelines")]
+    sys.modules.setdefault("pipelines", package)
+
+
 def child(backend: str, model: str, determinism: bool, runs: int, epochs: int) -> None:
     """Train one backend/model/determinism cell in this process and print one JSON line per run."""
+    builders_without_stage_guard()
     from tracking.config.params import Params
     from tracking.data.dataset import load_source
     from tracking.data.prepare import split
     from tracking.determinism.process import reproducible_process, seed_frameworks
-    from tracking.determinism.settings import as_record
+    from tracking.determinism.settings import as_record, build_record
     from tracking.noise.variants import algo_seeds
 
     builder, kwargs = MODELS[model]
@@ -86,6 +97,7 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int) -
         }
         if index == 0:
             line["determinism"] = as_record(params.determinism, effective)
+            line["build"] = build_record()
         print(json.dumps(line), flush=True)
 
 
@@ -152,6 +164,7 @@ def summarise(backend: str, model: str, on: list[dict[str, Any]], off: list[dict
     return {
         "backend": backend,
         "model": model,
+        "build": on[0]["build"],
         "determinism_on": on[0]["determinism"],
         "determinism_off": off[0]["determinism"],
         "control_bit_identical": len({run["weights_sha256"] for run in control}) == 1,
@@ -182,14 +195,14 @@ def table(rows: list[dict[str, Any]], gpus: dict[str, Any], runs: int, epochs: i
     """The markdown page: where it ran, then one row per backend and model."""
     devices = gpus.get("devices") or []
     where = "; ".join(
-        f"{d.get('name', '?')} (driver {d.get('driver_version', '?')}, CUDA {d.get('cuda_version', '?')})"
+        f"{d.get('name', '?')} (driver {d.get('driver', '?')}, compute capability {d.get('compute_capability', '?')})"
         for d in devices
     )
     lines = [
         f"GPU: {where or 'none (CPU)'}; NVML source: {gpus.get('source')}. {runs} runs per band, {epochs} epochs, "
         "digits (1,293 training images).",
         "",
-        "| backend | model | CONTROL (on, same seeds) | IMPL distinct weights (off, same seeds) | IMPL/ALGO std, accuracy "
+        "| backend (version, CUDA, cuDNN) | model | CONTROL (on, same seeds) | IMPL distinct weights (off, same seeds) | IMPL/ALGO std, accuracy "
         "(95% F interval) | IMPL/ALGO std, loss | ALGO accuracy std | cost of determinism, on/off (95%) | "
         "s per run on / off |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -199,8 +212,10 @@ def table(rows: list[dict[str, Any]], gpus: dict[str, Any], runs: int, epochs: i
             lines.append(f"| {row['backend']} | {row['model']} | failed: {row['failed'][:300]} |||||||")
             continue
         seconds = row["seconds"]
+        build = row["build"]
         lines.append(
-            f"| {row['backend']} | {row['model']} | "
+            f"| {row['backend']} ({build.get('version')}, {build.get('cuda_version')}, {build.get('cudnn_version')}) "
+            f"| {row['model']} | "
             f"{'bit-identical' if row['control_bit_identical'] else 'differ'} ({row['control_runs']} runs) | "
             f"{row['impl_distinct_weights']} of {row['impl_runs']} | {interval(row['impl_share_accuracy'])} | "
             f"{interval(row['impl_share_loss'])} | {std(row['accuracy']['algo']):.4f} | "

@@ -21,6 +21,8 @@ from tracking.provenance.hardware import gather_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs/performance.md"
+# The GPU check's last output, committed from the machine it ran on (bench/gpu_check.py).
+GPU_PAGE = REPO / "docs/gpu-check.md"
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,8 @@ def page(results: list[tuple[Bench, str, float]]) -> str:
             "```",
             "",
         ]
+    if GPU_PAGE.is_file():  # figures from a GPU machine, which `make bench` on this one cannot produce
+        parts += ["## On a GPU (bench/gpu_check.py)", "", *GPU_PAGE.read_text().splitlines()[2:], ""]
     return "\n".join(parts)
 
 

@@ -84,7 +84,8 @@ def visible_gpus() -> list[dict[str, Any]]:
 
 
 def build() -> dict[str, Any]:
-    """JAX's and jaxlib's versions and the CUDA/cuDNN its GPU plugin reports (None without one)."""
+    """JAX's and jaxlib's versions, the CUDA/cuDNN its GPU plugin reports (None without one) and the platform
+    version its runtime reports (on a GPU, the CUDA it runs on)."""
     import jax
     import jaxlib
 
@@ -95,4 +96,11 @@ def build() -> dict[str, Any]:
         if cuda_versions is not None:
             cuda = str(cuda_versions.cuda_runtime_get_version())
             cudnn = str(cuda_versions.cudnn_get_version())
-    return {"version": jax.__version__, "jaxlib": jaxlib.__version__, "cuda_version": cuda, "cudnn_version": cudnn}
+    client = jax.devices()[0].client
+    return {
+        "version": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "cuda_version": cuda,
+        "cudnn_version": cudnn,
+        "platform_version": " ".join(str(getattr(client, "platform_version", "")).split()),
+    }
