@@ -45,7 +45,6 @@ CHROMIUM_FLAGS = (
 RENDER_BUDGET_MS = 20000
 START_TIMEOUT_S = 240  # `mlflow ui` takes over a minute to start on 2 busy cores
 RUN_PAGE_WIDTH = 2400  # narrower, MLflow's Assistant panel pushes the run's description below its tags
-CHART_WINDOW = "--window-size=1600,1000"  # the chart view draws only the cards in its window
 # What also turns MLflow's telemetry off (mlflow/telemetry/utils.py): left out of the UI's environment, so that
 # the README's MLFLOW_DISABLE_TELEMETRY=true is what turns it off here, as on a user's machine.
 TELEMETRY_OFF_OTHERWISE = ("DO_NOT_TRACK", "PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS")

@@ -17,13 +17,14 @@ import pytest
 from conftest import REPO, client_for
 
 sys.path.insert(0, str(REPO / "bench"))
-from ui_screenshots import CHART_WINDOW, free_port, rendered_dom, run_page, start_ui
+from ui_screenshots import free_port, rendered_dom, run_page, start_ui
 
 from tracking.noise.judged_view import SECTION
 
 SKIP_BROWSER = "TRACKING_TEST_SKIP_BROWSER"
 # Where Python's HTTP clients (requests, urllib), which MLflow's telemetry uses, send a request for another host.
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+CHART_WINDOW = "--window-size=1600,1000"  # the chart view draws only the cards within its window
 BANNER = "collects usage data"  # MLflow's telemetry notice (its home page shows it whatever the setting)
 
 
