@@ -5,11 +5,11 @@
 Needs a project where `dvc repro` has run (a candidate run, judged, and calibration repeats) and a `chromium` on
 PATH (Debian: `apt-get install chromium`); tests/test_ui_browser.py opens the candidate's run page the same way. It
 starts `mlflow ui` on 127.0.0.1 on a free port as the README does (telemetry off through MLFLOW_DISABLE_TELEMETRY
-alone), and Chromium with its network features off, so nothing leaves the machine. Four pictures, each in a fresh
+alone), and Chromium with its network features off, so nothing leaves the machine. Five pictures, each in a fresh
 browser profile: the experiment as a fresh browser opens it (MLflow 3.17: its GenAI overview), the experiment in
-the *Model training* view (its runs), the candidate's run page (its description, the verdict, first), and the
-compare view of a calibration repeat and the candidate run (params and `prov.*` tags must show values on both
-sides, not blanks).
+the *Model training* view (its runs), the candidate's run page (its description, the verdict, first), the chart view
+its description links (the judged test metrics first, tracking/noise/judged_view.py), and the compare view of a
+calibration repeat and the candidate run (params and `prov.*` tags must show values on both sides, not blanks).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tracking.names import PROV_PREFIX
+from tracking.noise.judged_view import MODEL_TRAINING, view_link
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -43,7 +44,6 @@ CHROMIUM_FLAGS = (
 )
 RENDER_BUDGET_MS = 20000
 START_TIMEOUT_S = 240  # `mlflow ui` takes over a minute to start on 2 busy cores
-MODEL_TRAINING = "workflowType=machine_learning"  # the UI's GenAI / Model training switch, as a URL query
 RUN_PAGE_WIDTH = 2400  # narrower, MLflow's Assistant panel pushes the run's description below its tags
 # What also turns MLflow's telemetry off (mlflow/telemetry/utils.py): left out of the UI's environment, so that
 # the README's MLFLOW_DISABLE_TELEMETRY=true is what turns it off here, as on a user's machine.
@@ -81,11 +81,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_ui(database: Path, port: int) -> subprocess.Popen:
-    """`mlflow ui` on the SQLite store, answering on /health before this returns."""
+def start_ui(database: Path, port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`mlflow ui` on the SQLite store, answering on /health before this returns; `extra_env` is added to its
+    environment (the browser test points its proxy variables at a socket that records any outbound request)."""
     mlflow = Path(sys.executable).parent / "mlflow"
     env = {key: value for key, value in os.environ.items() if key not in TELEMETRY_OFF_OTHERWISE}
     env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    env.update(extra_env or {})
     server = subprocess.Popen(
         [
             str(mlflow),
@@ -221,6 +223,12 @@ def main() -> None:
             args.out / "mlflow_run_verdict.png",
             1000,
             RUN_PAGE_WIDTH,
+        )
+        screenshot(
+            chromium,
+            f"http://127.0.0.1:{port}/{view_link(experiment_id)}",
+            args.out / "mlflow_chart_view_judged_metrics.png",
+            1000,
         )
         runs, experiments = quote(json.dumps([repeat, candidate])), quote(json.dumps([experiment_id]))
         compare = f"{base}/compare-runs?runs={runs}&experiments={experiments}&{MODEL_TRAINING}"

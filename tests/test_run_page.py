@@ -1,9 +1,12 @@
 """The verdict where a user looks: the candidate run's description in the MLflow UI (issue 36)."""
 
+import json
+
 import numpy as np
 
 from tracking.config.params import Params
 from tracking.names import MAX_TAG_CHARS
+from tracking.noise.judged_view import SECTION, view_state
 from tracking.noise.run_page import describe_verdict
 from tracking.noise.statistics import band_from_values
 from tracking.noise.verdict import judge_candidate
@@ -28,7 +31,7 @@ def _judged(candidates: list[dict[str, float]], band: dict[str, list[float]] = B
 def test_the_description_leads_with_the_verdict_its_band_and_what_it_could_detect():
     result = _judged([{"test_accuracy": 0.80, "test_loss": 0.30}])
     lines = describe_verdict(result, "7", "abc123").splitlines()
-    first, accuracy, loss, why = lines[0], lines[2], lines[3], lines[-1]
+    first, accuracy, loss, why, charts = lines[0], lines[2], lines[3], lines[-3], lines[-1]
     assert first == (
         "**Noise verdict: exceeds_noise** (worse: test_accuracy), against the **algo** band of 5 calibration runs"
     )
@@ -44,6 +47,10 @@ def test_the_description_leads_with_the_verdict_its_band_and_what_it_could_detec
         "Why this band: train.learning_rate changed. Full report: "
         "[compare/compare.md](#/experiments/7/runs/abc123/artifacts/compare/compare.md)."
     )
+    assert charts == (
+        "Every run of the experiment on test_accuracy, test_loss: [chart view](#/experiments/7/runs?"
+        "compareRunsMode=CHART&viewStateShareKey=tracking-judged-metrics&workflowType=machine_learning)."
+    )
 
 
 def test_several_candidates_are_named_as_their_mean_and_a_band_without_spread_says_why():
@@ -56,3 +63,13 @@ def test_several_candidates_are_named_as_their_mean_and_a_band_without_spread_sa
     assert "- Inconclusive: test_accuracy: 3 identical values (0.9) in calibration:algo: no measured spread" in text
     wide = describe_verdict({**result, "reason": "x" * 2 * MAX_TAG_CHARS}, "1", "r")
     assert len(wide) == MAX_TAG_CHARS and wide.startswith("**Noise verdict: inconclusive**")
+
+
+def test_the_shared_view_charts_the_judged_metrics_first_and_shows_the_verdict_as_a_column():
+    state = json.loads(view_state(["test_accuracy", "test_loss"]))
+    (section,) = state["compareRunSections"]
+    assert section["name"] == SECTION and section["display"] is True
+    charts = state["compareRunCharts"]
+    assert [(chart["type"], chart["metricKey"]) for chart in charts] == [("BAR", "test_accuracy"), ("BAR", "test_loss")]
+    assert {chart["metricSectionId"] for chart in charts} == {section["uuid"]}
+    assert state["selectedColumns"] == ["tags.`noise.verdict`", "metrics.`test_accuracy`", "metrics.`test_loss`"]

@@ -1,10 +1,14 @@
 """The verdict where a user looks, proven in a real browser: `mlflow ui` started the README's way on a pipeline's
-store, the candidate's run page rendered by headless Chromium (issue 36). Chromium is Debian's `chromium`, which
-`.ci/run` installs when missing; without it the test fails unless TRACKING_TEST_SKIP_BROWSER=1."""
+store, the candidate's run page and the chart view it links rendered by headless Chromium (issue 36). Chromium is
+Debian's `chromium`, which `.ci/run` installs when missing; without it the test fails unless
+TRACKING_TEST_SKIP_BROWSER=1."""
 
+import html
 import json
 import os
+import re
 import shutil
+import socket
 import sys
 import urllib.request
 from pathlib import Path
@@ -15,7 +19,13 @@ from conftest import REPO, client_for
 sys.path.insert(0, str(REPO / "bench"))
 from ui_screenshots import free_port, rendered_dom, run_page, start_ui
 
+from tracking.noise.judged_view import SECTION
+
 SKIP_BROWSER = "TRACKING_TEST_SKIP_BROWSER"
+# Where Python's HTTP clients (requests, urllib), which MLflow's telemetry uses, send a request for another host.
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+CHART_WINDOW = "--window-size=1600,1000"  # the chart view draws only the cards within its window
+BANNER = "collects usage data"  # MLflow's telemetry notice (its home page shows it whatever the setting)
 
 
 @pytest.mark.slow
@@ -30,16 +40,24 @@ def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(readme_typed: 
     verdict = json.loads((project / "metrics/compare.json").read_text())["verdict"]
     experiment = client_for(project).get_run(candidate).info.experiment_id
     port = free_port()
-    server = start_ui(project / "mlflow.db", port)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/ajax-api/3.0/mlflow/ui-telemetry", timeout=10) as got:
-            assert json.load(got)["disable_ui_telemetry"] is True  # the UI is told to send nothing
-        netlog = tmp_path / "netlog.json"
-        page = run_page(f"http://127.0.0.1:{port}/#", experiment, candidate)
-        dom = rendered_dom(chromium, page, f"--log-net-log={netlog}")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with socket.socket() as trap:  # the UI server's proxy: a connection here is a request meant for another host
+        trap.bind(("127.0.0.1", 0))
+        trap.listen(16)
+        proxy = f"http://127.0.0.1:{trap.getsockname()[1]}"
+        server = start_ui(project / "mlflow.db", port, dict.fromkeys(PROXY_VARIABLES, proxy))
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ajax-api/3.0/mlflow/ui-telemetry", timeout=10) as got:
+                assert json.load(got)["disable_ui_telemetry"] is True  # the UI is told to send nothing
+            netlog = tmp_path / "netlog.json"
+            page = run_page(f"http://127.0.0.1:{port}/#", experiment, candidate)
+            dom = rendered_dom(chromium, page, f"--log-net-log={netlog}")
+            link = re.search(r'href="(#/experiments/[^"]*viewStateShareKey=[^"]*)"', dom)
+            assert link, dom[dom.find("Noise verdict: ") :][:3000]
+            charts = rendered_dom(chromium, f"http://127.0.0.1:{port}/{html.unescape(link[1])}", CHART_WINDOW)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        assert outbound(trap) == []  # the server sent nothing out (telemetry on, it asks config.mlflow-telemetry.io)
     shown = dom.find("Noise verdict: ")
     assert shown > 0 and dom[shown:].startswith(f"Noise verdict: {verdict}</strong>"), dom[shown - 200 : shown + 300]
     assert shown < dom.find("About this run")  # the description comes first
@@ -48,6 +66,25 @@ def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(readme_typed: 
     asked = page_requests(netlog)
     assert any(url.startswith(f"http://127.0.0.1:{port}/ajax-api/") for url in asked)  # the log holds the page's
     assert [url for url in asked if not url.startswith(f"http://127.0.0.1:{port}/")] == []  # and nothing else
+    assert BANNER not in dom and BANNER not in charts
+    section = charts.find(f">{SECTION}<")  # the chart view opens on the judged metrics, a chart each, first
+    assert section > 0, charts[:3000]
+    assert 0 < charts.find(">test_accuracy<", section) < charts.find(">test_loss<", section)
+    assert all(charts.find(other, 0, section) < 0 for other in (">Model metrics", ">System metrics", ">epoch_"))
+
+
+def outbound(trap: socket.socket) -> list[bytes]:
+    """What reached the listening `trap`: the first bytes of each connection (a proxied request names its host)."""
+    trap.setblocking(False)
+    got = []
+    while True:
+        try:
+            connection, _ = trap.accept()
+        except BlockingIOError:
+            return got
+        with connection:
+            connection.settimeout(2)
+            got.append(connection.recv(200))
 
 
 def page_requests(netlog: Path) -> list[str]:

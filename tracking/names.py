@@ -56,6 +56,7 @@ DATASET_CONTENT_TAG = "content_sha256"  # on a run's dataset input: the data's f
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MLFLOW_PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's link from a nested run to its parent
 MLFLOW_NOTE_TAG = "mlflow.note.content"  # the run's description: markdown the UI shows first on the run page
+SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # + a key: an experiment's page state, opened by its link
 
 # Noise: the calibration's runs and the compare stage's verdict.
 NOISE_ROLE_TAG = "noise.role"  # "calibration" on the calibration's parent run

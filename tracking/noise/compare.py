@@ -35,10 +35,11 @@ from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process
 from tracking.errors import RunStateError
 from tracking.names import BAND_VARIANT_TAG, MLFLOW_NOTE_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
+from tracking.noise.judged_view import VIEW_TAG, view_state
 from tracking.noise.record import NoiseRecord
 from tracking.noise.repeats import KeptRepeat
 from tracking.noise.replicated import extra_runs, train_candidate_repeats
-from tracking.noise.run_page import describe_verdict
+from tracking.noise.run_page import describe_verdict, judged_metrics
 from tracking.noise.verdict import (
     check_compare_metrics,
     choose_variant,
@@ -88,6 +89,7 @@ def compare_candidate(params: Params) -> bool:
     with Tracker(
         params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage=COMPARE, keep_end_time=True
     ) as tracker:
+        tracker.client.set_experiment_tag(tracker.experiment_id, VIEW_TAG, view_state(judged_metrics(result)))
         write_outputs(root, result, summary, noise.at_alpha(params.compare.alpha), calibration, predictions, evaluation)
         tracker.log_metrics(
             {key: value for key, value in summary.items() if isinstance(value, float) and np.isfinite(value)}

@@ -3,7 +3,8 @@ on the page (the `mlflow.note.content` tag), read from the compare stage's recor
 
 The tag `noise.verdict` answers the question the product exists for, but sits among some 140 tags and says nothing
 of the band; the description puts the verdict, the band chosen and why, each metric's gap with its interval and
-what the comparison could detect where a user looks first, with a link to the full report.
+what the comparison could detect where a user looks first, with a link to the full report and one to the chart
+view of every run's judged metrics (tracking/noise/judged_view.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracking.names import MAX_TAG_CHARS
+from tracking.noise.judged_view import view_link
 from tracking.noise.policy import CONTROL
 from tracking.noise.statistics import format_p
 from tracking.noise.verdict import headline
@@ -22,7 +24,8 @@ REPORT_ARTIFACT = "compare/compare.md"
 def describe_verdict(result: dict[str, Any], experiment_id: str, run_id: str) -> str:
     """The candidate run's description (the compare stage's `result`): the verdict and its band, one line per metric
     that decides it, then why that band and a link that opens the report among the run's artifacts. The UI shows the
-    first lines until *Show more*: they hold the answer. Cut to the longest tag MLflow keeps."""
+    first lines until *Show more*: they hold the answer; the last links the experiment's runs charted on the judged
+    metrics. Cut to the longest tag MLflow keeps."""
     runs = result["candidate_runs"]
     which = headline(result).removesuffix("; ")
     report = f"#/experiments/{experiment_id}/runs/{run_id}/artifacts/{REPORT_ARTIFACT}"
@@ -40,8 +43,15 @@ def describe_verdict(result: dict[str, Any], experiment_id: str, run_id: str) ->
         *(f"- Inconclusive: {line}." for line in result["inconclusive"]),
         "",
         f"Why this band: {result['reason']}. Full report: [{REPORT_ARTIFACT}]({report}).",
+        "",
+        f"Every run of the experiment on {', '.join(judged_metrics(result))}: [chart view]({view_link(experiment_id)}).",
     ]
     return "\n".join(lines)[:MAX_TAG_CHARS]
+
+
+def judged_metrics(result: dict[str, Any]) -> list[str]:
+    """The metrics that decide the verdict (`compare.metrics`, the primary family), in the order they were judged."""
+    return list(dict.fromkeys(row["metric"] for row in result["checks"] if row["family"] == "primary"))
 
 
 def _line(row: dict[str, Any], control: bool) -> str:
