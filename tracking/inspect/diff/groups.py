@@ -9,7 +9,7 @@ from tracking.inspect.diff.changes import GroupDiff, compare_fields
 from tracking.inspect.diff.code import code_group, dvc_deps, shared_stages
 from tracking.inspect.diff.runs import RunSnapshot, in_todays_names
 
-GROUP_ORDER = ("data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
+GROUP_ORDER = ("backend", "data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
 CAUSES = ("data", "params", "code")
 _NOT_TRAINING = ("mlflow.", "calibration.", "compare.", "compute.")  # where and how runs are judged or run
 
@@ -19,6 +19,7 @@ def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> lis
     a, b = in_todays_names(a), in_todays_names(b)
     stages = shared_stages(a, b)
     sources = {
+        "backend": (_backend, "the framework Keras ran on: other kernels, other random streams"),
         "data": (lambda run: _data_fields(run, stages), "the examples trained and tested on"),
         "params": (_training_params, "hyperparameters"),
         "seeds": (
@@ -26,10 +27,10 @@ def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> lis
             "varies results by chance (ALGO noise)",
         ),
         "determinism": (
-            lambda run: run.provenance("determinism") or _params(run, "determinism."),
+            lambda run: _without_backend(run.provenance("determinism") or _params(run, "determinism.")),
             "non-deterministic kernels vary results by chance (IMPL noise)",
         ),
-        "software": (lambda run: run.provenance("software"), "changes kernels and their numerics"),
+        "software": (lambda run: _without_backend(run.provenance("software")), "changes kernels and their numerics"),
         "hardware": (
             lambda run: {**_prefixed(run, "cpu"), **_prefixed(run, "os"), **_prefixed(run, "gpu")},
             "changes kernels and their numerics",
@@ -45,6 +46,21 @@ def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> lis
         compared, changes = compare_fields(fields(a), fields(b))
         groups.append(GroupDiff(name, compared, changes, note))
     return groups
+
+
+def _backend(run: RunSnapshot) -> dict[str, str]:
+    """The backend a run trained on (its param, else its effective determinism) and its build: ranked first, since
+    a run on another framework differs in every kernel and random stream."""
+    software = run.provenance("software")
+    build = {f"build.{key[8:]}": value for key, value in software.items() if key.startswith("backend.")}
+    named = run.params.get("determinism.backend") or run.provenance("determinism").get("effective.backend")
+    build.pop("build.name", None)
+    return {**({"name": named} if named else {}), **build}
+
+
+def _without_backend(fields: dict[str, str]) -> dict[str, str]:
+    """`fields` less the backend's own entries, which the backend group shows."""
+    return {key: value for key, value in fields.items() if not (key.endswith("backend") or key.startswith("backend."))}
 
 
 def _training_params(run: RunSnapshot) -> dict[str, str]:

@@ -32,6 +32,13 @@ ADDED_WITH_BUILDERS = {
     "train.metrics": "null",
 }
 LEGACY_COMPARE_METRICS = "compare.metrics"
+# Before backends, every run trained on TensorFlow and recorded its build under `prov.software.tensorflow_build.*`
+# and the GPUs it saw under `prov.gpu.tensorflow_visible.*`.
+BACKEND_PARAM = "determinism.backend"
+LEGACY_BACKEND_TAGS = {
+    f"{PROV_PREFIX}software.tensorflow_build.": f"{PROV_PREFIX}software.backend.",
+    f"{PROV_PREFIX}gpu.tensorflow_visible": f"{PROV_PREFIX}gpu.backend_visible",
+}
 
 
 def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -42,6 +49,9 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     builder takes (`model.kwargs.augment` too), and the keys added since get the values such a run used
     (`train.loss: null` and so on), so `tracking diff` against a newer run of the same model finds nothing.
 
+    A run logged before backends trained on TensorFlow: it gets `determinism.backend: tensorflow`, and its
+    TensorFlow build and visible GPUs are read as the backend's.
+
     A run logged before the split seed moved to `data.split_seed` has `seeds.split` (`null` when derived from
     `seeds.base`) and the seed it used as the tag `prov.seeds.split`; that seed becomes its `data.split_seed`,
     so `tracking diff` compares it with later runs as data, not as a training seed. (`tracking rerun` writes
@@ -49,6 +59,7 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     """
     if LEGACY_MODEL_PARAM in params:
         params = _upgrade_model(params)
+    params, tags = _upgrade_backend(params, tags)
     if LEGACY_SPLIT_PARAM not in params:
         return params, tags
     params = dict(params)
@@ -82,3 +93,21 @@ def _upgrade_model(params: dict[str, str]) -> dict[str, str]:
         modes = {metric: default.get(metric, "max") for metric in named}
         params[LEGACY_COMPARE_METRICS] = "null" if modes == default else json.dumps(modes)
     return params
+
+
+def _upgrade_backend(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A run from before `determinism.backend` in today's names: TensorFlow, its build as the backend's."""
+    if not any(key.startswith(tuple(LEGACY_BACKEND_TAGS)) for key in tags) and (
+        BACKEND_PARAM in params or not any(key.startswith("determinism.") for key in params)
+    ):
+        return params, tags
+    renamed = {}
+    for key, value in tags.items():
+        for old, new in LEGACY_BACKEND_TAGS.items():
+            if key.startswith(old):
+                key = new + key[len(old) :]
+        renamed[key] = value
+    renamed.setdefault(f"{PROV_PREFIX}software.backend.name", "tensorflow")
+    if any(key.startswith("determinism.") for key in params):
+        params = {**params, BACKEND_PARAM: params.get(BACKEND_PARAM, "tensorflow")}
+    return params, renamed
