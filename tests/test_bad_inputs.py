@@ -828,6 +828,13 @@ CASES = [
         "or to raise an exception saying why",
     ),
     case(
+        "loader-calls-os-exit-0",
+        user_loader("import os; os._exit(0)"),
+        stage("prepare"),
+        "data.loader: 'team_data:load' called os._exit(0) to end the process instead of returning its arrays",
+        "fix the loader (team_data.py) to return a dict of arrays x, y",
+    ),
+    case(
         "yaml-bomb-in-data-kwargs",
         params_text(YAML_BOMB),
         stage("prepare"),
@@ -911,6 +918,13 @@ CASES = [
         "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
         "data.task classification with 10 output(s) needs (10,)",
         "change the last layer",
+    ),
+    case(
+        "builder-calls-os-exit-0",
+        user_builder("def build(input_shape, n_outputs):\n    import os\n\n    os._exit(0)\n"),
+        stage("train"),
+        "model.builder: 'models.net:build' called os._exit(0) to end the process instead of returning a model",
+        "raise an exception saying why it cannot",
     ),
     # the last bad inputs of issue 35
     case(
@@ -1127,6 +1141,56 @@ def test_a_builder_that_raises_or_exits_is_one_line_naming_it(body: str, expecte
         call_builder(namespace["build"], "models.net:build", (8, 8, 1), 10, {}, {})
     message = str(raised.value)
     assert message.startswith(f"model.builder: 'models.net:build' {expected}") and fix in message, message
+
+
+TEAM_CALL_CHECKS = """
+import multiprocessing, os, threading
+from tracking.config.user_code import team_call
+from tracking.errors import UserCodeError
+
+real = os._exit
+def refused(function):
+    try:
+        with team_call("data.loader: 'team:load'", "returning its arrays", fix="fix it"):
+            function()
+    except UserCodeError as err:
+        return str(err)
+def swallowing():
+    try:
+        os._exit(3)
+    except Exception:
+        pass
+print(refused(lambda: os._exit(3)))
+print(refused(swallowing))
+try:
+    refused(lambda: 1 / 0)
+except ZeroDivisionError:
+    print("other errors pass; restored:", os._exit is real)
+with team_call("data.loader: 'team:load'", "returning its arrays", fix="fix it"):
+    child = multiprocessing.get_context("fork").Process(target=lambda: None)
+    child.start()
+    child.join()
+    print("fork child exited", child.exitcode, "via", os._exit is not real)
+    thread = threading.Thread(target=lambda: os._exit(5))
+    thread.start()
+    thread.join()
+print("not reached: another thread's os._exit(5) ends the process")
+"""
+
+
+def test_team_code_cannot_exit_the_process_from_its_own_thread_and_only_from_it():
+    """`team_call` (around a loader and a builder): `os._exit` raises while the team's function runs, even past the
+    team's `except Exception`, is restored after (an exception included), and leaves a forked multiprocessing
+    worker's own exit and another thread's exit alone. In a process of its own: a broken guard would end pytest."""
+    done = subprocess.run([sys.executable, "-c", TEAM_CALL_CHECKS], capture_output=True, text=True, timeout=60)
+    line = "data.loader: 'team:load' called os._exit(3) to end the process instead of returning its arrays; fix it"
+    assert done.stdout.splitlines() == [
+        line,
+        line,
+        "other errors pass; restored: True",
+        "fork child exited 0 via True",
+    ], done.stdout + done.stderr
+    assert done.returncode == 5, done.stderr
 
 
 def test_a_store_of_0_bytes_is_refused_by_commands_that_read_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
