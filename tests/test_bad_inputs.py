@@ -1349,6 +1349,58 @@ def test_a_full_disk_fails_the_train_stage_in_one_line_and_no_run_reads_finished
     assert not (root / ".tracking/offline").exists() and not (root / "outputs/run.json").exists()
 
 
+# The train stage in a bind mount of the project, made read-only (`remount,bind,ro`: EROFS, as a file system
+# remounted read-only on an error gives) at its first training step, the stage stopped meanwhile; 97: no remount.
+READ_ONLY_MID_RUN = """mount --bind "$PWD" "$PWD" && cd "$PWD" || exit 97
+"$@" 2> "$LOG" & stage=$!
+until grep -q "^train: started in" "$LOG" || ! kill -0 $stage 2> /dev/null; do sleep 0.01; done
+kill -STOP $stage; mount -o remount,bind,ro "$PWD"; mounted=$?; kill -CONT $stage
+wait $stage; status=$?; [ $mounted = 0 ] || exit 97; exit $status"""
+
+
+@needs_namespaces
+def test_a_project_made_read_only_while_training_fails_in_one_line_and_leaves_no_run_running(
+    template: Path, tmp_path: Path
+):
+    """Made read-only after its run opened and before it writes its outputs, the train stage names the file it
+    could not write and the fix in one `error:` line, exit 2; its run ends FAILED in the store (outside the
+    project, as a server or a shared store is); no output is written."""
+    from mlflow.tracking import MlflowClient
+
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    write_params(root, train={"epochs": 3})
+    for folder in ("outputs", "metrics", "plots/train", "reports"):  # as a project that trained before keeps them
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    before = snapshot(root)
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", READ_ONLY_MID_RUN, "sh", *stage("train")],
+        cwd=root,
+        env=project_env(MLFLOW_TRACKING_URI=store, LOG=str(tmp_path / "stage.log")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = (tmp_path / "stage.log").read_text()
+    assert done.returncode == 2, (done.returncode, output, done.stderr)
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert "Traceback" not in output and len(errors) == 1, output
+    assert errors[0] == (
+        f"error: {root}/outputs/model.keras cannot be opened or written (Read-only file system); make it and its "
+        "folder writable again (remount a read-only file system read-write; `chmod u+rw` or `chattr -i` them), then "
+        "re-run"
+    )
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [run.info.status for run in runs] == ["FAILED"]
+    # Only the copies of the artifacts logged before (kept to journal them, were the server lost) stay: the
+    # read-only project keeps the run's end from removing them (docs/guarantees.md).
+    spooled = f".tracking/spool/{runs[0].info.run_id}/"
+    after = snapshot(root)
+    assert {path: stat for path, stat in after.items() if not path.startswith(spooled)} == before
+
+
 @pytest.mark.slow
 def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_again(calibrated: Path, tmp_path: Path):
     """A deleted run, then a deleted mlflow.db: DVC still takes train and calibrate as up to date, so `tracking

@@ -25,7 +25,7 @@ from typing import Any
 from tracking.config.project import RUN_FILE, TRAIN
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
-from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError
+from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError, WriteFault
 from tracking.log import configure_unless_configured
 from tracking.names import (
     DATASET_CONTENT_TAG,
@@ -219,9 +219,10 @@ class Tracker:
         self._writer.submit(self._flush_metrics)
         failure = self._close_writer()
         if failure is not None and not (
-            isinstance(failure, StoreFault) and (error is None or isinstance(error, StoreFault))
+            isinstance(failure, StoreFault)
+            and (error is None or isinstance(error, StoreFault) or WriteFault.of(error) is not None)
         ):
-            log.error(failure)  # a store fault is said once, by the error line the stage ends with
+            log.error(failure)  # a store or file-system fault is said once, by the error line the stage ends with
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
         try:
