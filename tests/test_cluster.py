@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -366,7 +365,7 @@ def test_credentials_reach_ray_workers_without_being_written_down(tmp_path: Path
 
 
 def test_a_calibration_on_ray_logs_to_a_password_protected_server_and_writes_the_password_nowhere(
-    calibrated: dict, head: RayHead, tmp_path: Path
+    head: RayHead, tmp_path: Path
 ) -> None:
     """A real `mlflow server` behind HTTP basic authentication, its password in the tracking URI: the calibrate
     stage on the Ray cluster logs its parent and every repeat there (so the workers authenticated), and the
@@ -382,14 +381,13 @@ def test_a_calibration_on_ray_logs_to_a_password_protected_server_and_writes_the
     try:
         with pytest.raises(urllib.error.HTTPError, match="401"):
             urllib.request.urlopen(f"{gate.uri}/api/2.0/mlflow/experiments/search?max_results=1", timeout=30)
-        project = Path(shutil.copytree(calibrated["project"], tmp_path / "project", symlinks=True))
-        for kept in (project / REPEATS_DIR).glob("*.npz"):
-            kept.unlink()
+        project = make_project(tmp_path / "project")
         write_params(
             project,
             calibration={"variants": ["control"], "repeats": 3},
             compute={"executor": "ray", "address": head.address, "workers": 1},
         )
+        run(["python", "-m", "pipelines.prepare"], project)
         uri = gate.uri.replace("://", f"://alice:{password}@")
         done = run(["python", "-m", "pipelines.calibrate"], project, project_env(**head.env, MLFLOW_TRACKING_URI=uri))
     finally:
