@@ -55,7 +55,15 @@ from tracking.run.lifecycle import (
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.faults import store_fault
-from tracking.store.journal import StoreSink, describe, has_journal, journal_folder, kept_offline, server_unavailable
+from tracking.store.journal import (
+    StoreSink,
+    describe,
+    has_journal,
+    journal_folder,
+    kept_offline,
+    remove_ended_spools,
+    server_unavailable,
+)
 from tracking.store.location import connect, project_root, shown, tracking_uri
 from tracking.store.operations import apply, artifact, batch, end, inputs
 from tracking.store.operations import model as model_op
@@ -187,13 +195,15 @@ class Tracker:
         return run
 
     def _repair_stale_runs(self) -> None:
-        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line."""
+        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line; remove
+        the spools of ended runs that their stage could not remove."""
         from mlflow.exceptions import MlflowException
 
         try:
             stale, _ = repair_stale_runs(
                 self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root)
             )
+            remove_ended_spools(self.client, self.root)
         except MlflowException as err:
             raise store_fault(err, self.uri) or TrackingServerError(
                 f"checking {shown(self.uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
