@@ -103,7 +103,6 @@ class BasicAuthGate:
         self.upstream = urllib.parse.urlsplit(upstream).netloc
         self.expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.refused = 0
-        self.passed = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -134,7 +133,6 @@ class BasicAuthGate:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                gate.passed += 1
                 skipped = {"authorization", "host", "connection", "content-length"}
                 headers = {name: value for name, value in self.headers.items() if name.lower() not in skipped}
                 upstream = http.client.HTTPConnection(gate.upstream, timeout=120)
