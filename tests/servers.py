@@ -1,12 +1,15 @@
-"""Real servers for tests: an `mlflow server` on 127.0.0.1 and a throw-away PostgreSQL cluster.
+"""Real servers for tests: an `mlflow server` on 127.0.0.1, HTTP basic authentication in front of it, a
+throw-away PostgreSQL cluster and a Ray cluster.
 
-Both run as child processes in their own process group, so a test can kill a server the way a crash
+The servers run as child processes in their own process group, so a test can kill a server the way a crash
 would (SIGKILL to the group) and start it again on the same port with the same stores.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import http.client
 import os
 import pwd
 import shutil
@@ -15,8 +18,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -85,6 +91,71 @@ class MlflowServer:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
         self.process = None
+
+
+class BasicAuthGate:
+    """HTTP basic authentication in front of a server, as a team's proxy puts it before `mlflow server`: a request
+    without the right `Authorization` header is answered 401 and counted in `refused`, any other is passed on
+    whole. MLflow's own `--app-name basic-auth` needs Flask-WTF, which the project does not install.
+    """
+
+    def __init__(self, upstream: str, user: str, password: str) -> None:
+        self.upstream = urllib.parse.urlsplit(upstream).netloc
+        self.expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.refused = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> BasicAuthGate:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Authorization") != gate.expected:
+                    gate.refused += 1
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                skipped = {"authorization", "host", "connection", "content-length"}
+                headers = {name: value for name, value in self.headers.items() if name.lower() not in skipped}
+                upstream = http.client.HTTPConnection(gate.upstream, timeout=120)
+                try:
+                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    answer = upstream.getresponse()
+                    content = answer.read()
+                finally:
+                    upstream.close()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+            def log_message(self, format: str, *args: object) -> None:  # quiet: a test's output stays readable
+                pass
+
+        return Handler
 
 
 class Postgres:

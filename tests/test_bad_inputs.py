@@ -828,6 +828,13 @@ CASES = [
         "or to raise an exception saying why",
     ),
     case(
+        "loader-calls-os-exit-0",
+        user_loader("import os; os._exit(0)"),
+        stage("prepare"),
+        "data.loader: 'team_data:load' called os._exit(0) to end the process instead of returning its arrays",
+        "fix the loader (team_data.py) to return a dict of arrays x, y",
+    ),
+    case(
         "yaml-bomb-in-data-kwargs",
         params_text(YAML_BOMB),
         stage("prepare"),
@@ -911,6 +918,13 @@ CASES = [
         "model.builder: 'models.net:build' returned a model whose output shape is (3,)",
         "data.task classification with 10 output(s) needs (10,)",
         "change the last layer",
+    ),
+    case(
+        "builder-calls-os-exit-0",
+        user_builder("def build(input_shape, n_outputs):\n    import os\n\n    os._exit(0)\n"),
+        stage("train"),
+        "model.builder: 'models.net:build' called os._exit(0) to end the process instead of returning a model",
+        "raise an exception saying why it cannot",
     ),
     # the last bad inputs of issue 35
     case(
@@ -1129,6 +1143,56 @@ def test_a_builder_that_raises_or_exits_is_one_line_naming_it(body: str, expecte
     assert message.startswith(f"model.builder: 'models.net:build' {expected}") and fix in message, message
 
 
+TEAM_CALL_CHECKS = """
+import multiprocessing, os, threading
+from tracking.config.user_code import team_call
+from tracking.errors import UserCodeError
+
+real = os._exit
+def refused(function):
+    try:
+        with team_call("data.loader: 'team:load'", "returning its arrays", fix="fix it"):
+            function()
+    except UserCodeError as err:
+        return str(err)
+def swallowing():
+    try:
+        os._exit(3)
+    except Exception:
+        pass
+print(refused(lambda: os._exit(3)))
+print(refused(swallowing))
+try:
+    refused(lambda: 1 / 0)
+except ZeroDivisionError:
+    print("other errors pass; restored:", os._exit is real)
+with team_call("data.loader: 'team:load'", "returning its arrays", fix="fix it"):
+    child = multiprocessing.get_context("fork").Process(target=lambda: None)
+    child.start()
+    child.join()
+    print("fork child exited", child.exitcode, "via", os._exit is not real)
+    thread = threading.Thread(target=lambda: os._exit(5))
+    thread.start()
+    thread.join()
+print("not reached: another thread's os._exit(5) ends the process")
+"""
+
+
+def test_team_code_cannot_exit_the_process_from_its_own_thread_and_only_from_it():
+    """`team_call` (around a loader and a builder): `os._exit` raises while the team's function runs, even past the
+    team's `except Exception`, is restored after (an exception included), and leaves a forked multiprocessing
+    worker's own exit and another thread's exit alone. In a process of its own: a broken guard would end pytest."""
+    done = subprocess.run([sys.executable, "-c", TEAM_CALL_CHECKS], capture_output=True, text=True, timeout=60)
+    line = "data.loader: 'team:load' called os._exit(3) to end the process instead of returning its arrays; fix it"
+    assert done.stdout.splitlines() == [
+        line,
+        line,
+        "other errors pass; restored: True",
+        "fork child exited 0 via True",
+    ], done.stdout + done.stderr
+    assert done.returncode == 5, done.stderr
+
+
 def test_a_store_of_0_bytes_is_refused_by_commands_that_read_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from tracking.errors import TrackingServerError
     from tracking.store.location import open_client
@@ -1283,6 +1347,58 @@ def test_a_full_disk_fails_the_train_stage_in_one_line_and_no_run_reads_finished
         run([sys.executable, "-m", "tracking", "doctor"], root, env=project_env(MLFLOW_TRACKING_URI=store))
         assert client.get_run(runs[0].info.run_id).info.status == "FAILED"
     assert not (root / ".tracking/offline").exists() and not (root / "outputs/run.json").exists()
+
+
+# The train stage in a bind mount of the project, made read-only (`remount,bind,ro`: EROFS, as a file system
+# remounted read-only on an error gives) at its first training step, the stage stopped meanwhile; 97: no remount.
+READ_ONLY_MID_RUN = """mount --bind "$PWD" "$PWD" && cd "$PWD" || exit 97
+"$@" 2> "$LOG" & stage=$!
+until grep -q "^train: started in" "$LOG" || ! kill -0 $stage 2> /dev/null; do sleep 0.01; done
+kill -STOP $stage; mount -o remount,bind,ro "$PWD"; mounted=$?; kill -CONT $stage
+wait $stage; status=$?; [ $mounted = 0 ] || exit 97; exit $status"""
+
+
+@needs_namespaces
+def test_a_project_made_read_only_while_training_fails_in_one_line_and_leaves_no_run_running(
+    template: Path, tmp_path: Path
+):
+    """Made read-only after its run opened and before it writes its outputs, the train stage names the file it
+    could not write and the fix in one `error:` line, exit 2; its run ends FAILED in the store (outside the
+    project, as a server or a shared store is); no output is written."""
+    from mlflow.tracking import MlflowClient
+
+    root = tmp_path / "project"
+    shutil.copytree(template, root, symlinks=True)
+    write_params(root, train={"epochs": 3})
+    for folder in ("outputs", "metrics", "plots/train", "reports"):  # as a project that trained before keeps them
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    before = snapshot(root)
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", READ_ONLY_MID_RUN, "sh", *stage("train")],
+        cwd=root,
+        env=project_env(MLFLOW_TRACKING_URI=store, LOG=str(tmp_path / "stage.log")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = (tmp_path / "stage.log").read_text()
+    assert done.returncode == 2, (done.returncode, output, done.stderr)
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert "Traceback" not in output and len(errors) == 1, output
+    assert errors[0] == (
+        f"error: {root}/outputs/model.keras cannot be opened or written (Read-only file system); make it and its "
+        "folder writable again (remount a read-only file system read-write; `chmod u+rw` or `chattr -i` them), then "
+        "re-run"
+    )
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [run.info.status for run in runs] == ["FAILED"]
+    # Only the copies of the artifacts logged before (kept to journal them, were the server lost) stay: the
+    # read-only project keeps the run's end from removing them (docs/guarantees.md).
+    spooled = f".tracking/spool/{runs[0].info.run_id}/"
+    after = snapshot(root)
+    assert {path: stat for path, stat in after.items() if not path.startswith(spooled)} == before
 
 
 @pytest.mark.slow

@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -360,3 +362,50 @@ def test_credentials_reach_ray_workers_without_being_written_down(tmp_path: Path
     private = credentials_on_ray(tmp_path, "")
     assert private["found"] == [] and private["mode"] == 0o700
     assert not Path(private["private"]).exists()
+
+
+def test_a_calibration_on_ray_logs_to_a_password_protected_server_and_writes_the_password_nowhere(
+    head: RayHead, tmp_path: Path
+) -> None:
+    """A real `mlflow server` behind HTTP basic authentication, its password in the tracking URI: the calibrate
+    stage on the Ray cluster logs its parent and every repeat there (so the workers authenticated), and the
+    password is in no file of the server's store and artifacts, Ray's temporary folder (its logs), the project,
+    nor in what the stage printed."""
+    from mlflow.tracking import MlflowClient
+    from servers import BasicAuthGate, MlflowServer
+
+    password = "planted-ray-uri-pw-3f9c"
+    server = MlflowServer(f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", tmp_path / "server.log")
+    server.start()
+    gate = BasicAuthGate(server.uri, "alice", password).start()
+    try:
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(f"{gate.uri}/api/2.0/mlflow/experiments/search?max_results=1", timeout=30)
+        project = make_project(tmp_path / "project")
+        write_params(
+            project,
+            calibration={"variants": ["control"], "repeats": 3},
+            compute={"executor": "ray", "address": head.address, "workers": 1},
+        )
+        run(["python", "-m", "pipelines.prepare"], project)
+        uri = gate.uri.replace("://", f"://alice:{password}@")
+        done = run(["python", "-m", "pipelines.calibrate"], project, project_env(**head.env, MLFLOW_TRACKING_URI=uri))
+    finally:
+        gate.stop()
+        server.kill()
+    assert gate.refused == 1, "only the request without credentials was refused"
+    client = MlflowClient(tracking_uri=server.backend_uri)
+    parent = noise_of(project)["parent_run_id"]
+    repeats = client.search_runs([client.get_run(parent).info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
+    assert len(repeats) == 3 and {found.info.status for found in repeats} == {"FINISHED"}
+    assert {found.data.tags[COMPUTE_EXECUTOR_TAG] for found in repeats} == {"ray"}
+    assert password not in done.stdout + done.stderr
+    folders = [tmp_path, head.temp]  # the server's store, artifacts and log; the project; Ray's logs
+    written = [
+        str(path)
+        for folder in folders
+        for path in folder.rglob("*")
+        if path.is_file() and not path.is_symlink() and password.encode() in path.read_bytes()
+    ]
+    assert written == []
+    assert list(head.temp.rglob("runtime_env_agent.log")) and list((tmp_path / "artifacts").rglob("*")), "grepped"

@@ -146,6 +146,25 @@ def test_a_run_kept_offline_is_not_taken_for_a_stale_one(tmp_path):
     assert client.get_run(lost).info.status == "RUNNING" and client.get_run(killed).info.status == "FAILED"
 
 
+def test_the_spool_of_an_ended_run_its_stage_could_not_remove_goes_at_the_next_run(tmp_path):
+    """A SIGKILLed stage, or one whose project was made read-only, leaves its run's spool: the next stage's run
+    removes it, and keeps a running run's and one naming no run of its store."""
+    from mlflow.tracking import MlflowClient
+
+    from tracking.store.journal import SPOOL, remove_ended_spools
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
+    experiment = client.create_experiment("spools")
+    ended, running = (client.create_run(experiment).info.run_id for _ in "ab")
+    client.set_terminated(ended, "FAILED")
+    elsewhere = "0123456789abcdef0123456789abcdef"
+    for run_id in (ended, running, elsewhere):
+        (tmp_path / SPOOL / run_id / "000000").mkdir(parents=True)
+        (tmp_path / SPOOL / run_id / "000000/provenance.json").write_text("{}")
+    assert remove_ended_spools(client, tmp_path) == [ended]
+    assert sorted(path.name for path in (tmp_path / SPOOL).iterdir()) == sorted([running, elsewhere])
+
+
 @pytest.mark.slow
 def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_intact(
     tmp_path, monkeypatch, capfd, caplog

@@ -161,6 +161,28 @@ def test_ordinary_text_passes_every_vector_unchanged(text: str):
     assert redact_param("data.kwargs.note", text) == (text, None)
 
 
+# Digests a run records, as a real run of the default pipeline logged them (docs/guarantees.md measures them).
+OWN_DIGESTS = {
+    "mlflow run id": "7d331f225534482dbbd17e269757e4d3",
+    "git commit": "2e5df1a7480842acf7667b7967ff2f8a27667204",
+    "dvc md5": "6ffbaaad7b4ac6e1afabed19a80b2560",
+    "weights sha256": "19ce7cb2a11fa04202171e20140dc7f008cc1fec7d876d06f38e616ad33c3772",
+}
+
+
+@pytest.mark.parametrize("digest", OWN_DIGESTS.values(), ids=list(OWN_DIGESTS))
+def test_our_own_digests_pass_though_detect_secrets_entropy_detector_takes_them(digest: str):
+    """Why detect-secrets' entropy detectors stay off: each digest a run records is a "Hex High Entropy String" to
+    them, quoted as provenance.json and a committed JSON file in a diff hold it, yet it is no secret, and a run
+    whose diff line or param was redacted cannot be re-created."""
+    from detect_secrets.plugins.high_entropy_strings import HexHighEntropyString
+
+    line = f'+  "weights": "{digest}",'
+    found = HexHighEntropyString().analyze_line(filename="provenance.json", line=line)
+    assert [secret.secret_value for secret in found] == [digest]
+    assert list(redact_lines([line])) == [line] and redact_param("data.sha256", digest) == (digest, None)
+
+
 # Params whose name says they hold a credential, in any case and position: redacted whatever the value.
 SECRET_KEYS = [
     "data.kwargs.kaggle_key",

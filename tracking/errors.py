@@ -8,9 +8,14 @@ keeps its traceback.
 from __future__ import annotations
 
 import difflib
+import errno
 from collections.abc import Iterable
 
 USER_ERROR_EXIT = 2
+# The errors of a write the file system refused: the file, its folder or its whole file system is read-only (or
+# immutable), or the disk (or the user's quota) is full.
+NOT_WRITABLE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def did_you_mean(name: str, choices: Iterable[str], within: str = "") -> str:
@@ -86,6 +91,28 @@ class TrackingServerError(TrackingError):
 
 class StoreFault(TrackingError):
     """The MLflow store is damaged, cannot be opened or written, or its disk is full: not a lost server."""
+
+
+class WriteFault(TrackingError):
+    """A file a command opens or writes cannot be: the project was made read-only or not the user's, or its disk
+    filled, while the command ran. Said with the file's path instead of a traceback (`tracking.stage.run_main`)."""
+
+    @classmethod
+    def of(cls, error: BaseException) -> WriteFault | None:
+        """The fault a refused write shows, naming the file it went to; None for any other error (a bug, which
+        keeps its traceback)."""
+        if not isinstance(error, OSError) or error.errno not in (*NOT_WRITABLE_ERRNOS, *FULL_ERRNOS):
+            return None
+        path = error.filename2 or error.filename or "a file"  # a copy's destination is the second name
+        if error.errno in FULL_ERRNOS:
+            return cls(
+                f"no space left on the disk holding {path} ({error.strerror})", fix="free space there and re-run"
+            )
+        return cls(
+            f"{path} cannot be opened or written ({error.strerror})",
+            fix="make it and its folder writable again (remount a read-only file system read-write; `chmod u+rw` or "
+            "`chattr -i` them), then re-run",
+        )
 
 
 class RunSelectionError(TrackingError):

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 
 from tracking import startup
-from tracking.errors import USER_ERROR_EXIT, TrackingError
+from tracking.errors import USER_ERROR_EXIT, TrackingError, WriteFault
 from tracking.log import configure as configure_logging
 from tracking.run.lifecycle import Terminated, ended_killed
 
@@ -25,9 +25,10 @@ def say_error(err: TrackingError) -> None:
 
 
 def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
-    """Call `main`, mapping user errors and interrupts to a single line and an exit status; a stage says its
-    start-up line (`train: started in ...`, `tracking.startup`) at its first training step, or when it succeeds having trained
-    nothing, unless `startup_line` is false.
+    """Call `main`, mapping user errors (a write the file system refused among them: `WriteFault`) and interrupts
+    to a single line and an exit status; a stage says its start-up line (`train: started in ...`,
+    `tracking.startup`) at its first training step, or when it succeeds having trained nothing, unless
+    `startup_line` is false.
 
     An interrupt's line says a run was ended as KILLED only when this process owned one and ended it so
     (`tracking diff` or `tracking sync` open none).
@@ -40,6 +41,12 @@ def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
         startup.announce()  # said already at the first training step in a stage that trains
     except TrackingError as err:
         say_error(err)
+        sys.exit(USER_ERROR_EXIT)
+    except OSError as err:  # a read-only project or a full disk met mid-run: the file it could not write
+        fault = WriteFault.of(err)
+        if fault is None:
+            raise
+        say_error(fault)
         sys.exit(USER_ERROR_EXIT)
     except KeyboardInterrupt:
         print(_interrupted("interrupted"), file=sys.stderr)

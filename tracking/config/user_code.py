@@ -6,6 +6,9 @@ version of the team's code trained it.
 
 A team's module inside the project is a DVC dependency of every stage that runs it (`require_stage_dep`), so
 editing the builder re-runs train and calibrate: the stage refuses to run while dvc.yaml does not list it.
+
+A team's function is called inside `team_call`, so that it cannot end the stage's process: its `sys.exit` or
+`os._exit` becomes one error line naming it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 from tracking.config.project import DVC_FILE
 from tracking.errors import UserCodeError
@@ -58,6 +64,47 @@ def import_module(module_name: str, key: str, root: Path) -> Any:
         raise UserCodeError(
             f"{key}: module '{module_name}' raised {type(err).__name__} while importing: {err}; fix the module"
         ) from err
+
+
+class ExitAttempt(BaseException):
+    """Raised in place of `os._exit(status)` while a team's function runs. A `BaseException`, as `SystemExit` is,
+    so the team's own `except Exception` does not swallow it."""
+
+    def __init__(self, status: object) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+@contextmanager
+def team_call(where: str, instead: str, fix: str) -> Iterator[None]:
+    """Run a team's function so that it cannot end the process: its `sys.exit(...)` or `os._exit(...)` is one
+    `UserCodeError` naming it (`where`: "model.builder: 'models.net:build'") and saying it tried to exit instead
+    of `instead` ("returning a model"), with `fix`.
+
+    `os._exit` ends a process at once, past every handler, with the team's status: a stage exiting 0 with no
+    output looked like success to DVC. While the function runs it raises `ExitAttempt` instead, in the process
+    and thread that called the function only (a worker process it forks, such as multiprocessing's, and other
+    threads exit as they mean to); it is restored after.
+    """
+    real = os._exit
+    caller = (os.getpid(), threading.get_ident())
+
+    def refuse(status: int) -> NoReturn:
+        if (os.getpid(), threading.get_ident()) != caller:
+            real(status)
+        raise ExitAttempt(status)
+
+    os._exit = refuse
+    try:
+        yield
+    except SystemExit as err:
+        raise UserCodeError(f"{where} called sys.exit({err.code!r}) instead of {instead}", fix=fix) from err
+    except ExitAttempt as err:
+        raise UserCodeError(
+            f"{where} called os._exit({err.status!r}) to end the process instead of {instead}", fix=fix
+        ) from err
+    finally:
+        os._exit = real
 
 
 def describe_callable(spec: str, function: Callable[..., Any], root: Path) -> dict[str, str]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams, flatten
 from tracking.config.project import DVC_FILE, PINS_DIR, PREPARE
-from tracking.config.user_code import load_callable, source_file
+from tracking.config.user_code import load_callable, source_file, team_call
 from tracking.data.arrays import SEPARATOR, Arrays, bad_key, flat, nested
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
@@ -222,28 +222,26 @@ def _shown(kwargs: dict[str, Any]) -> dict[str, str]:
 
 
 def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str, root: Path) -> Any:
-    """What the team's loader returns; its exception, or its exit, is one line naming the loader's file."""
+    """What the team's loader returns; its exception, or its `sys.exit` or `os._exit` (`team_call`), is one line
+    naming the loader's file."""
     file = source_file(loader)
     shown = file.relative_to(root.resolve()) if file is not None and file.is_relative_to(root.resolve()) else file
     fix = f"fix the loader ({shown})" if shown else "fix the loader"
-    try:
-        return loader(**kwargs)
-    except SystemExit as err:
-        raise UserCodeError(
-            f"{where} called sys.exit({err.code!r}) instead of returning its arrays",
-            fix=f"{fix} to return a dict of arrays x, y (and optionally groups), or to raise an exception saying why",
-        ) from err
-    except MemoryError as err:
-        raise DataError(
-            f"{where} ran out of memory",
-            fix="free memory, or return memory-mapped arrays (np.load(path, mmap_mode='r')) from the loader",
-        ) from err
-    except Exception as err:  # the team's code failed: its error is the message, ours only says where
-        reason = redact_text((str(err).strip().splitlines() or [""])[0], secret_values(kwargs))[:300]
-        raise UserCodeError(
-            f"{where} raised {type(err).__name__}" + (f": {reason}" if reason else ""),
-            fix=f"{fix} or data.kwargs in params.yaml",
-        ) from err
+    exited_fix = f"{fix} to return a dict of arrays x, y (and optionally groups), or to raise an exception saying why"
+    with team_call(where, "returning its arrays", fix=exited_fix):
+        try:
+            return loader(**kwargs)
+        except MemoryError as err:
+            raise DataError(
+                f"{where} ran out of memory",
+                fix="free memory, or return memory-mapped arrays (np.load(path, mmap_mode='r')) from the loader",
+            ) from err
+        except Exception as err:  # the team's code failed: its error is the message, ours only says where
+            reason = redact_text((str(err).strip().splitlines() or [""])[0], secret_values(kwargs))[:300]
+            raise UserCodeError(
+                f"{where} raised {type(err).__name__}" + (f": {reason}" if reason else ""),
+                fix=f"{fix} or data.kwargs in params.yaml",
+            ) from err
 
 
 def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:

@@ -12,8 +12,9 @@ its file names, untracked file names, environment variables, params, URLs, the d
 - a token by its format: the detectors of detect-secrets (GitHub, GitLab, AWS, Slack, Stripe, SendGrid,
   Twilio, PyPI, npm, JWTs, private keys, ...), maintained upstream, plus the formats it lacks (`TOKEN_FORMATS`:
   Google, npm, Databricks, Vault, DigitalOcean, Shopify, Atlassian, Postman, Mailgun, Azure client secrets,
-  a bare 40-character AWS secret key, ...). detect-secrets' entropy detectors are not used: they flag ordinary
-  identifiers, and a redacted diff line makes a run impossible to re-create exactly.
+  a bare 40-character AWS secret key, ...). detect-secrets' entropy detectors are not used: they flag the run's
+  own digests (commits, md5s, SHA-256s, run ids) and found no secret these rules miss (measured in
+  docs/guarantees.md), and a redacted diff line or param makes a run impossible to re-create exactly.
 Text is judged line by line: a private key's block ends at its END line, on the same line or a later one, and at
 a diff's next file or hunk header, which is never redacted.
 """

@@ -25,7 +25,7 @@ from typing import Any
 from tracking.config.project import RUN_FILE, TRAIN
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
-from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError
+from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError, WriteFault
 from tracking.log import configure_unless_configured
 from tracking.names import (
     DATASET_CONTENT_TAG,
@@ -55,7 +55,15 @@ from tracking.run.lifecycle import (
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.faults import store_fault
-from tracking.store.journal import StoreSink, describe, has_journal, journal_folder, kept_offline, server_unavailable
+from tracking.store.journal import (
+    StoreSink,
+    describe,
+    has_journal,
+    journal_folder,
+    kept_offline,
+    remove_ended_spools,
+    server_unavailable,
+)
 from tracking.store.location import connect, project_root, shown, tracking_uri
 from tracking.store.operations import apply, artifact, batch, end, inputs
 from tracking.store.operations import model as model_op
@@ -187,13 +195,15 @@ class Tracker:
         return run
 
     def _repair_stale_runs(self) -> None:
-        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line."""
+        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line; remove
+        the spools of ended runs that their stage could not remove."""
         from mlflow.exceptions import MlflowException
 
         try:
             stale, _ = repair_stale_runs(
                 self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root)
             )
+            remove_ended_spools(self.client, self.root)
         except MlflowException as err:
             raise store_fault(err, self.uri) or TrackingServerError(
                 f"checking {shown(self.uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
@@ -219,9 +229,10 @@ class Tracker:
         self._writer.submit(self._flush_metrics)
         failure = self._close_writer()
         if failure is not None and not (
-            isinstance(failure, StoreFault) and (error is None or isinstance(error, StoreFault))
+            isinstance(failure, StoreFault)
+            and (error is None or isinstance(error, StoreFault) or WriteFault.of(error) is not None)
         ):
-            log.error(failure)  # a store fault is said once, by the error line the stage ends with
+            log.error(failure)  # a store or file-system fault is said once, by the error line the stage ends with
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
         try:

@@ -10,18 +10,16 @@ the journal into the same store would meet the same fault.
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracking.errors import StoreFault
+from tracking.errors import FULL_ERRNOS, NOT_WRITABLE_ERRNOS, StoreFault
 from tracking.store.sqlite import database_path
 
 DAMAGED = ("file is not a database", "database disk image is malformed", "malformed database schema")
 NOT_WRITABLE = ("attempt to write a readonly database", "unable to open database file", "readonly database")
 FULL = ("database or disk is full",)
-_NOT_WRITABLE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def quiet_mlflow_database_errors() -> None:
@@ -33,7 +31,7 @@ def is_store_fault(error: BaseException) -> bool:
     """Whether `error` shows a fault of the store (full, damaged, not writable) rather than a lost server."""
     markers = (*FULL, *DAMAGED, *NOT_WRITABLE)
     return any(
-        (isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, *_NOT_WRITABLE_ERRNOS))
+        (isinstance(seen, OSError) and seen.errno in (*FULL_ERRNOS, *NOT_WRITABLE_ERRNOS))
         or any(marker in str(seen) for marker in markers)
         for seen in _chain(error)
     )
@@ -44,9 +42,9 @@ def store_fault(error: BaseException, uri: str) -> StoreFault | None:
     database = database_path(uri)
     chain = list(_chain(error))
     for seen in chain:
-        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+        if isinstance(seen, OSError) and seen.errno in FULL_ERRNOS:
             return disk_full(_written(seen) or database, seen.strerror or "no space")
-        if isinstance(seen, OSError) and seen.errno in _NOT_WRITABLE_ERRNOS:
+        if isinstance(seen, OSError) and seen.errno in NOT_WRITABLE_ERRNOS:
             return not_writable(_written(seen) or database, seen.strerror or str(seen))
     text = " ".join(str(seen) for seen in chain)
     reason = next((marker for marker in (*FULL, *DAMAGED, *NOT_WRITABLE) if marker in text), None)

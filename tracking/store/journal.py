@@ -58,6 +58,25 @@ def kept_offline(root: Path) -> frozenset[str]:
     return frozenset(folder.name for folder in pending_journals(root))
 
 
+def remove_ended_spools(client: Any, root: Path) -> list[str]:
+    """Remove the spool of each run of `client`'s store that has ended, and return their ids. A stage removes its
+    run's spool as the run ends, unless it cannot: SIGKILLed, or the project made read-only meanwhile. A run still
+    RUNNING keeps its spool, and so does a folder naming no run of this store (another store's run)."""
+    from mlflow.exceptions import MlflowException
+
+    folder = root / SPOOL
+    removed = []
+    for spool in sorted(folder.iterdir()) if folder.is_dir() else []:
+        try:
+            status = client.get_run(spool.name).info.status
+        except MlflowException:
+            continue
+        if status != "RUNNING":
+            shutil.rmtree(spool, ignore_errors=True)
+            removed.append(spool.name)
+    return removed
+
+
 def server_unavailable(error: BaseException) -> bool:
     """True when `error` says the server could not be reached or could not serve, not that a write was wrong.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, Params
-from tracking.config.user_code import load_callable
+from tracking.config.user_code import load_callable, team_call
 from tracking.errors import UserCodeError, did_you_mean
 from tracking.provenance.redaction import redact_params, redact_text, secret_values
 
@@ -53,8 +53,9 @@ def call_builder(
     extra: Mapping[str, Any],
 ) -> Any:
     """`builder(input_shape, n_outputs, **extra, **kwargs)`, where `extra` holds what the builder declares of
-    `seeds` and `task`; a kwarg it does not take, any exception from it or its `sys.exit`, or anything but a
-    `keras.Model` returned is a `UserCodeError`, without the credentials model.kwargs gave it."""
+    `seeds` and `task`; a kwarg it does not take, any exception from it, its `sys.exit` or `os._exit`
+    (`team_call`), or anything but a `keras.Model` returned is a `UserCodeError`, without the credentials
+    model.kwargs gave it."""
     import keras
 
     signature = inspect.signature(builder)
@@ -69,31 +70,28 @@ def call_builder(
             f"model.kwargs: builder '{spec}' {what}; its parameters: {parameters}; fix model.kwargs in params.yaml"
         ) from err
     secrets = secret_values(dict(kwargs), "model.kwargs.")
-    try:
-        model = builder(input_shape, n_outputs, **accepted, **kwargs)
-    except (TypeError, ValueError) as err:
-        rank = (
-            f"; it was given input_shape {dict(input_shape) if isinstance(input_shape, Mapping) else input_shape}, "
-            "the data's x.shape[1:] as the loader or file gave it (nothing is reshaped): build the layers for "
-            "that rank"
-            if "ndim" in str(err)
-            else ""
-        )
-        raise UserCodeError(
-            f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs "
-            f"{redact_params(dict(kwargs), 'model.kwargs.')}: {redact_text(_first_line(err), secrets)}{rank}; its "
-            f"parameters: {parameters}; fix model.kwargs in params.yaml (or the builder)"
-        ) from err
-    except SystemExit as err:
-        raise UserCodeError(
-            f"model.builder: '{spec}' called sys.exit({err.code!r}) instead of returning a model",
-            fix="return keras.Model(inputs, outputs) from it, or raise an exception saying why it cannot",
-        ) from err
-    except Exception as err:  # the team's code failed: its error is the message, ours only says where
-        raise UserCodeError(
-            f"model.builder: '{spec}' raised {type(err).__name__}: {redact_text(_first_line(err), secrets)}",
-            fix="fix the builder (or model.kwargs in params.yaml)",
-        ) from err
+    exited_fix = "return keras.Model(inputs, outputs) from it, or raise an exception saying why it cannot"
+    with team_call(f"model.builder: '{spec}'", "returning a model", fix=exited_fix):
+        try:
+            model = builder(input_shape, n_outputs, **accepted, **kwargs)
+        except (TypeError, ValueError) as err:
+            rank = (
+                f"; it was given input_shape {dict(input_shape) if isinstance(input_shape, Mapping) else input_shape}, "
+                "the data's x.shape[1:] as the loader or file gave it (nothing is reshaped): build the layers for "
+                "that rank"
+                if "ndim" in str(err)
+                else ""
+            )
+            raise UserCodeError(
+                f"model.kwargs: builder '{spec}' raised {type(err).__name__} with model.kwargs "
+                f"{redact_params(dict(kwargs), 'model.kwargs.')}: {redact_text(_first_line(err), secrets)}{rank}; its "
+                f"parameters: {parameters}; fix model.kwargs in params.yaml (or the builder)"
+            ) from err
+        except Exception as err:  # the team's code failed: its error is the message, ours only says where
+            raise UserCodeError(
+                f"model.builder: '{spec}' raised {type(err).__name__}: {redact_text(_first_line(err), secrets)}",
+                fix="fix the builder (or model.kwargs in params.yaml)",
+            ) from err
     if not isinstance(model, keras.Model):
         raise UserCodeError(
             f"model.builder: '{spec}' returned {type(model).__name__}, not a keras.Model; "

@@ -75,6 +75,8 @@ def write_outputs(root: Path, model: Any, history: dict[str, list[float]], diges
 
 
 def remove_outputs(root: Path) -> None:
-    """Delete what a failed or interrupted run may have written, so neither DVC nor evaluate takes it as valid."""
+    """Delete what a failed or interrupted run may have written, so neither DVC nor evaluate takes it as valid.
+    Only files that exist: on a project made read-only, unlinking a missing file fails too."""
     for path in (MODEL, RUN_FILE, TRAIN_METRICS, HISTORY, TRAINED_ON):
-        (root / path).unlink(missing_ok=True)
+        if (root / path).exists():
+            (root / path).unlink()
