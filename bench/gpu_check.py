@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 import types
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,22 @@ sys.path.insert(0, str(REPO))
 
 # The models checked: builder and its kwargs, small enough to train in seconds on digits (8x8x1 images).
 MODELS = {
-    "small_cnn": ("pipelines.models:small_cnn", {"filters": [32, 64, 128], "dense_units": 128, "dropout": 0.2}),
+    "small_cnn": (
+        "pipelines.models:small_cnn",
+        {"filters": [32, 64, 128], "dense_units": 128, "dropout": 0.2},
+    ),
     "small_resnet": ("pipelines.models:small_resnet", {"filters": [16, 32, 64], "blocks": 1}),
 }
 BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+# `--tiny`: the same models with the narrowest widths, to check the check itself on a CPU in seconds (the suite);
+# with augmentation, so that every seed has draws to move.
+TINY_WIDTHS = {
+    "small_cnn": {"filters": [4, 4, 4], "dense_units": 8, "augment": True},
+    "small_resnet": {"filters": [4, 4], "augment": True},
+}
 SEED = 42
+# The seeds that each decide one source of randomness: the check moves each alone (the others kept).
+SOURCES = ("init", "shuffle", "dropout", "augment")
 
 
 def builders_without_stage_guard() -> None:
@@ -51,7 +63,7 @@ def builders_without_stage_guard() -> None:
     sys.modules.setdefault("pipelines", package)
 
 
-def child(backend: str, model: str, determinism: bool, runs: int, epochs: int) -> None:
+def child(backend: str, model: str, determinism: bool, runs: int, epochs: int, tiny: bool) -> None:
     """Train one backend/model/determinism cell in this process and print one JSON line per run."""
     builders_without_stage_guard()
     from tracking.config.params import Params
@@ -62,6 +74,7 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int) -
     from tracking.noise.variants import algo_seeds
 
     builder, kwargs = MODELS[model]
+    kwargs = {**kwargs, **(TINY_WIDTHS[model] if tiny else {})}
     params = Params.model_validate(
         {
             "seeds": {"base": SEED},
@@ -81,6 +94,7 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int) -
     plan = [("warm-up", seeds), *((("control", seeds),) * runs)]
     if determinism:
         plan += [("algo", algo_seeds(seeds, repeat)) for repeat in range(runs)]
+        plan += [(f"seed:{name}", replace(seeds, **{name: getattr(seeds, name) + 1})) for name in SOURCES]
     for index, (role, run_seeds) in enumerate(plan):
         effective = seed_frameworks(params, run_seeds)
         built = models.prepare(params, run_seeds)
@@ -92,6 +106,7 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int) -
             "index": index,
             "seconds": seconds,
             "weights_sha256": trained.weights_sha256,
+            "initial_weights_sha256": built.initial_weights_sha256,
             "test_accuracy": trained.metrics["test_accuracy"],
             "test_loss": trained.metrics["test_loss"],
         }
@@ -105,10 +120,10 @@ class CellFailed(Exception):
     """A cell's process failed: its message is the end of what it printed on stderr."""
 
 
-def run_cell(backend: str, model: str, determinism: bool, runs: int, epochs: int) -> list[dict[str, Any]]:
+def run_cell(backend: str, model: str, determinism: bool, runs: int, epochs: int, tiny: bool) -> list[dict[str, Any]]:
     """One cell in a child process: its JSON lines; `CellFailed` with the end of its stderr where it failed."""
     command = [sys.executable, __file__, "--child", backend, model, "on" if determinism else "off"]
-    command += ["--runs", str(runs), "--epochs", str(epochs)]
+    command += ["--runs", str(runs), "--epochs", str(epochs), *(["--tiny"] if tiny else [])]
     env = {name: value for name, value in os.environ.items() if name != "KERAS_BACKEND"}  # the child picks its own
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
     if done.returncode != 0:
@@ -159,6 +174,14 @@ def summarise(backend: str, model: str, on: list[dict[str, Any]], off: list[dict
     control = [run for run in on if run["role"] in ("warm-up", "control")]
     algo = [run for run in on if run["role"] == "algo"]
     impl = [run for run in off if run["role"] != "warm-up"]
+    moved = {
+        run["role"].removeprefix("seed:"): {
+            "initial_weights": run["initial_weights_sha256"] != control[0]["initial_weights_sha256"],
+            "trained_weights": run["weights_sha256"] != control[0]["weights_sha256"],
+        }
+        for run in on
+        if run["role"].startswith("seed:")
+    }
     timed_on = [run["seconds"] for run in control if run["role"] == "control"]
     timed_off = [run["seconds"] for run in impl]
     return {
@@ -168,6 +191,7 @@ def summarise(backend: str, model: str, on: list[dict[str, Any]], off: list[dict
         "determinism_on": on[0]["determinism"],
         "determinism_off": off[0]["determinism"],
         "control_bit_identical": len({run["weights_sha256"] for run in control}) == 1,
+        "seeds_alone": moved,
         "control_runs": len(control),
         "impl_distinct_weights": len({run["weights_sha256"] for run in off}),
         "impl_runs": len(off),
@@ -182,6 +206,22 @@ def summarise(backend: str, model: str, on: list[dict[str, Any]], off: list[dict
         "seconds": {"on": timed_on, "off": timed_off},
         "cost_of_determinism": cost(timed_on, timed_off),
     }
+
+
+def seeds_alone(moved: dict[str, dict[str, bool]]) -> str:
+    """How each seed moved the run when changed alone: `init` its initial weights, every other seed only what
+    training made of them; a seed that moved nothing draws nothing in this model."""
+    said = []
+    for source, seen in moved.items():
+        if source == "init":
+            ok = seen["initial_weights"] and seen["trained_weights"]
+        else:
+            ok = not seen["initial_weights"] and seen["trained_weights"]
+        if seen["initial_weights"] or seen["trained_weights"] or source == "init":
+            said.append(source if ok else f"{source} NOT alone")
+        else:
+            said.append(f"{source} (draws nothing)")
+    return ", ".join(said)
 
 
 def interval(figure: dict[str, Any], digits: int = 2) -> str:
@@ -202,10 +242,10 @@ def table(rows: list[dict[str, Any]], gpus: dict[str, Any], runs: int, epochs: i
         f"GPU: {where or 'none (CPU)'}; NVML source: {gpus.get('source')}. {runs} runs per band, {epochs} epochs, "
         "digits (1,293 training images).",
         "",
-        "| backend (version, CUDA, cuDNN) | model | CONTROL (on, same seeds) | IMPL distinct weights (off, same seeds) | IMPL/ALGO std, accuracy "
+        "| backend (version, CUDA, cuDNN) | model | CONTROL (on, same seeds) | seeds, each moved alone | IMPL distinct weights (off, same seeds) | IMPL/ALGO std, accuracy "
         "(95% F interval) | IMPL/ALGO std, loss | ALGO accuracy std | cost of determinism, on/off (95%) | "
         "s per run on / off |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if "failed" in row:
@@ -217,6 +257,7 @@ def table(rows: list[dict[str, Any]], gpus: dict[str, Any], runs: int, epochs: i
             f"| {row['backend']} ({build.get('version')}, {build.get('cuda_version')}, {build.get('cudnn_version')}) "
             f"| {row['model']} | "
             f"{'bit-identical' if row['control_bit_identical'] else 'differ'} ({row['control_runs']} runs) | "
+            f"{seeds_alone(row['seeds_alone'])} | "
             f"{row['impl_distinct_weights']} of {row['impl_runs']} | {interval(row['impl_share_accuracy'])} | "
             f"{interval(row['impl_share_loss'])} | {std(row['accuracy']['algo']):.4f} | "
             f"{interval(row['cost_of_determinism'], 3)}x | "
@@ -237,13 +278,14 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--tiny", action="store_true", help="narrowest widths, augmented: checks the check on a CPU")
     parser.add_argument("--child", nargs=3, metavar=("BACKEND", "MODEL", "ON_OFF"))
     args = parser.parse_args()
     if args.runs < 2:
         parser.error("--runs must be at least 2: a band needs two runs")
     if args.child:
         backend, model, switch = args.child
-        child(backend, model, switch == "on", args.runs, args.epochs)
+        child(backend, model, switch == "on", args.runs, args.epochs, args.tiny)
         return
     from tracking.provenance.hardware import gather_gpus
 
@@ -264,8 +306,8 @@ def main() -> None:
             file=sys.stderr,
         )
         try:
-            on = run_cell(backend, model, True, args.runs, args.epochs)
-            off = run_cell(backend, model, False, args.runs, args.epochs)
+            on = run_cell(backend, model, True, args.runs, args.epochs, args.tiny)
+            off = run_cell(backend, model, False, args.runs, args.epochs, args.tiny)
             rows.append(summarise(backend, model, on, off))
         except CellFailed as failed:
             rows.append({"backend": backend, "model": model, "failed": str(failed)})

@@ -84,7 +84,10 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
 
     text = diff(project, colleague, restored, "text")
     assert (
-        "seeds (3 of 6 fields differ)" in text and "identical: backend" in text and ", data" in text and "Conclusion: only seeds differ" in text
+        "seeds (3 of 6 fields differ)" in text
+        and "identical: backend" in text
+        and ", data" in text
+        and "Conclusion: only seeds differ" in text
     )
     markdown = diff(project, colleague, newcomer, "md")
     assert "| `train.learning_rate` | 0.001 | 0.01 |" in markdown and "**Conclusion:** data and" in markdown

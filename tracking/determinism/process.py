@@ -46,11 +46,12 @@ def seed_frameworks(params: Params, seeds: Seeds) -> EffectiveDeterminism:
 
 
 def apply_determinism(determinism: DeterminismParams, seeds: Seeds) -> EffectiveDeterminism:
-    """`seed_frameworks` for determinism settings that come from elsewhere than our params (a team's script)."""
+    """`seed_frameworks` for determinism settings that come from elsewhere than our params (a team's script). The
+    backend is set up before Keras is imported, so a backend that is not installed is named, not a Keras traceback."""
+    effective = apply(determinism)
     import keras
 
     startup.mark(startup.TENSORFLOW)
-    effective = apply(determinism)
     keras.utils.set_random_seed(seeds.base)
     return effective
 

@@ -10,16 +10,32 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import asdict
 from types import ModuleType
 from typing import Any
 
 from tracking.config.params import DeterminismParams
 from tracking.determinism import jax_backend, tensorflow_backend, torch_backend
-from tracking.determinism.backend import BACKENDS, JAX, TENSORFLOW, TORCH, EffectiveDeterminism, configured, select
+from tracking.determinism.backend import (
+    BACKEND_PACKAGES,
+    BACKENDS,
+    JAX,
+    TENSORFLOW,
+    TORCH,
+    EffectiveDeterminism,
+    configured,
+    select,
+)
 from tracking.env import TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS
 from tracking.errors import UsageError
 
+# How to get each backend into the project's environment (docs/backends.md).
+INSTALL = {
+    TENSORFLOW: "`make venv` installs it (the cpu extra; `TF_BUILD=gpu` for CUDA)",
+    JAX: "`make venv` installs JAX for CPUs (the jax extra); on a GPU machine, `uv pip install 'jax[cuda13]'`",
+    TORCH: "`uv pip install torch` into the environment (about 2.5 GB of wheels from PyPI on Linux)",
+}
 BY_NAME: dict[str, ModuleType] = {TENSORFLOW: tensorflow_backend, JAX: jax_backend, TORCH: torch_backend}
 
 
@@ -51,8 +67,17 @@ def configure_environment(params: DeterminismParams) -> None:
 
 
 def apply(params: DeterminismParams) -> EffectiveDeterminism:
-    """Configure the backend's threads and op determinism, then return the effective values."""
-    return module(params.backend).apply(params)
+    """Configure the backend's threads and op determinism, then return the effective values; a backend that is not
+    installed is one line saying how to get it."""
+    try:
+        return module(params.backend).apply(params)
+    except ModuleNotFoundError as err:
+        if err.name is None or err.name.split(".")[0] not in BACKEND_PACKAGES[params.backend]:
+            raise
+        raise UsageError(
+            f"determinism.backend is {params.backend}, but {err.name} is not installed in {sys.executable}",
+            fix=INSTALL[params.backend],
+        ) from err
 
 
 def effective() -> EffectiveDeterminism:

@@ -22,9 +22,10 @@ from typing import Any, NoReturn
 from tracking.config.params import Params
 from tracking.config.project import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_METRICS, AUDIT_REPORT, PREPARED
 from tracking.data.manifest import Manifest
+from tracking.determinism.backend import TENSORFLOW
 from tracking.determinism.process import reproducible_process
 from tracking.env import TRACKING_PROJECT_ROOT
-from tracking.errors import AuditError, UnsupportedOpError
+from tracking.errors import AuditError, UnsupportedOpError, UsageError
 from tracking.inspect.audit import (
     DONE,
     GO,
@@ -60,7 +61,14 @@ from tracking.training.model import require_code_deps
 def run_audit(params: Params, repeats: int | None = None, steps: int | None = None) -> None:
     """Audit the project's configuration (`params`): `repeats` trainings per mode of `steps` traced steps each
     (default: `audit.repeats`, `audit.steps`). The process is set up first (`reproducible_process`), as the
-    trainers' are."""
+    trainers' are. The audit traces each step's gradients with TensorFlow's GradientTape, so it audits a
+    TensorFlow configuration only."""
+    if params.determinism.backend != TENSORFLOW:
+        raise UsageError(
+            f"tracking audit traces gradients with TensorFlow; determinism.backend is {params.determinism.backend}",
+            fix="audit with `dvc exp run -S determinism.backend=tensorflow` (docs/backends.md says what each backend "
+            "checks), or measure bit-identity with `tracking calibrate` / the calibration's CONTROL repeats",
+        )
     reproducible_process(params)
     root = project_root()
     require_code_deps(params, AUDIT, root, AUDIT_DVC_FILE)
