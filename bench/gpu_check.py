@@ -44,11 +44,12 @@ MODELS = {
 }
 BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 # `--tiny`: the same models with the narrowest widths, to check the check itself on a CPU in seconds (the suite);
-# with augmentation, so that every seed has draws to move.
+# with augmentation, so that every seed has draws to move, on the first `TINY_SAMPLES` training images.
 TINY_WIDTHS = {
     "small_cnn": {"filters": [4, 4, 4], "dense_units": 8, "augment": True},
     "small_resnet": {"filters": [4, 4], "augment": True},
 }
+TINY_SAMPLES = 256
 SEED = 42
 # The seeds that each decide one source of randomness: the check moves each alone (the others kept).
 SOURCES = ("init", "shuffle", "dropout", "augment")
@@ -86,6 +87,8 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int, t
     seeds = reproducible_process(params)
     source = load_source(params.data.source, REPO)
     splits = split(source, params.data, params.data.split_seed)
+    if tiny:
+        splits["train"] = {name: array[:TINY_SAMPLES] for name, array in splits["train"].items()}
     effective = seed_frameworks(params, seeds)
     from tracking.training.model import BuildInputs, RepeatedModel
     from tracking.training.repeat import train_and_score
@@ -113,6 +116,7 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int, t
         if index == 0:
             line["determinism"] = as_record(params.determinism, effective)
             line["build"] = build_record()
+            line["train_images"] = len(splits["train"]["y"])
         print(json.dumps(line), flush=True)
 
 
@@ -188,6 +192,7 @@ def summarise(backend: str, model: str, on: list[dict[str, Any]], off: list[dict
         "backend": backend,
         "model": model,
         "build": on[0]["build"],
+        "train_images": on[0]["train_images"],
         "determinism_on": on[0]["determinism"],
         "determinism_off": off[0]["determinism"],
         "control_bit_identical": len({run["weights_sha256"] for run in control}) == 1,
@@ -238,9 +243,10 @@ def table(rows: list[dict[str, Any]], gpus: dict[str, Any], runs: int, epochs: i
         f"{d.get('name', '?')} (driver {d.get('driver', '?')}, compute capability {d.get('compute_capability', '?')})"
         for d in devices
     )
+    images = sorted({row["train_images"] for row in rows if "train_images" in row})
     lines = [
         f"GPU: {where or 'none (CPU)'}; NVML source: {gpus.get('source')}. {runs} runs per band, {epochs} epochs, "
-        "digits (1,293 training images).",
+        f"digits ({', '.join(f'{n:,}' for n in images)} training images).",
         "",
         "| backend (version, CUDA, cuDNN) | model | CONTROL (on, same seeds) | seeds, each moved alone | IMPL distinct weights (off, same seeds) | IMPL/ALGO std, accuracy "
         "(95% F interval) | IMPL/ALGO std, loss | ALGO accuracy std | cost of determinism, on/off (95%) | "
