@@ -23,7 +23,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 # Nothing leaves the machine unasked: MLflow's usage telemetry stays off unless set to false in the environment.
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: run test lint bench venv clean
+.PHONY: run test test-backends lint bench venv clean
 
 venv: $(VENV)/.synced
 
@@ -56,6 +56,11 @@ run: venv $(PLOTS_PAGE)
 
 test: venv lint $(PLOTS_PAGE)
 	pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=20
+
+# The pipeline on Keras's JAX backend (and PyTorch's, where it is installed: docs/backends.md), with the backend
+# checks of the suite: a whole pipeline per backend, which the 20-minute budget of `make test` leaves no room for.
+test-backends: venv
+	TRACKING_TEST_BACKENDS=1 pytest -ra -n $(TEST_WORKERS) tests/test_backends.py tests/test_backends_pipeline.py
 
 # The benchmarks (bench/), one after another (12 to 19 minutes on 2 cores); their output becomes docs/performance.md.
 bench: venv

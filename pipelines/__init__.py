@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-# Import names of pyproject.toml's dependencies (and of TensorFlow, its cpu/gpu extra).
+# Import names of pyproject.toml's dependencies; a Keras backend (`BACKEND_MODULES`) is looked for apart.
 REQUIRED_MODULES = (
     "numpy",
     "scipy",
@@ -30,24 +30,29 @@ REQUIRED_MODULES = (
     "mlflow",
     "dvc",
     "keras",
-    "tensorflow",
     "vl_convert",
 )
+# Keras's backends (tracking/determinism/backend.py): one of them must be installed; which one params.yaml's
+# `determinism.backend` names is checked when the stage sets the backend up, with the install line for it.
+BACKEND_MODULES = ("tensorflow", "jax", "torch")
 PROJECT_VENV = Path(__file__).resolve().parent.parent / ".venv"
 USER_ERROR_EXIT = 2  # tracking.errors.USER_ERROR_EXIT, which cannot be imported before this check passes
 
 
 def missing_modules() -> list[str]:
     """The required modules this interpreter cannot import (found without importing them)."""
-    missing = []
-    for name in REQUIRED_MODULES:
-        try:
-            found = importlib.util.find_spec(name)
-        except ImportError:
-            found = None
-        if found is None:
-            missing.append(name)
+    missing = [name for name in REQUIRED_MODULES if not _findable(name)]
+    if not any(_findable(name) for name in BACKEND_MODULES):
+        missing.append(" or ".join(BACKEND_MODULES))
     return missing
+
+
+def _findable(name: str) -> bool:
+    """Whether this interpreter can import `name` (found without importing it)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
 
 
 def ensure_project_interpreter() -> None:

@@ -20,6 +20,7 @@ from tracking.env import KERAS_BACKEND, XLA_FLAGS
 from tracking.errors import UsageError
 from tracking.inspect.diff.groups import group_diffs
 from tracking.inspect.diff.runs import RunSnapshot
+from tracking.stage import run_main
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_CHECK = ("--models", "small_cnn", "--runs", "2", "--epochs", "1", "--tiny")
@@ -115,3 +116,18 @@ def test_the_gpu_check_trains_on_jax_here_bit_identically_with_each_seed_moving_
     assert row["impl_distinct_weights"] == 1  # a CPU's kernels are deterministic: IMPL noise is a GPU's
     page = (tmp_path / "gpu_check.md").read_text()
     assert "| jax (" in page and "bit-identical (3 runs) | init, shuffle, dropout, augment |" in page
+
+
+def test_an_op_without_a_deterministic_kernel_ends_a_stage_in_one_line_naming_it(capsys):
+    def train() -> None:
+        raise RuntimeError(
+            "adaptive_max_pool2d_backward_cuda does not have a deterministic implementation, but you set "
+            "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation"
+        )
+
+    with pytest.raises(SystemExit) as stopped:
+        run_main(train, startup_line=False)
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: adaptive_max_pool2d_backward_cuda does not have a deterministic implementation")
+    assert "(determinism.op_determinism is true)" in line and "tracking audit" in line

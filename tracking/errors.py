@@ -155,5 +155,9 @@ class UnsupportedOpError(AuditError):
     """An op of the model has no deterministic implementation, so op determinism cannot be audited."""
 
 
+class NondeterministicOpError(TrackingError):
+    """An op the model trains with has no deterministic kernel on this backend and device, and op determinism is on."""
+
+
 class ComputeError(TrackingError):
     """The compute section asks for what the cluster cannot give, or a repeat's worker died on every try."""

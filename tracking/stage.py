@@ -11,7 +11,8 @@ import sys
 from collections.abc import Callable
 
 from tracking import startup
-from tracking.errors import USER_ERROR_EXIT, TrackingError, WriteFault
+from tracking.determinism.settings import determinism_refusal
+from tracking.errors import USER_ERROR_EXIT, NondeterministicOpError, TrackingError, WriteFault
 from tracking.log import configure as configure_logging
 from tracking.run.lifecycle import Terminated, ended_killed
 
@@ -47,6 +48,18 @@ def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
         if fault is None:
             raise
         say_error(fault)
+        sys.exit(USER_ERROR_EXIT)
+    except Exception as err:  # the backend refused an op for want of a deterministic kernel: the op, in one line
+        refusal = determinism_refusal(err)
+        if refusal is None:
+            raise
+        say_error(
+            NondeterministicOpError(
+                f"{refusal} (determinism.op_determinism is true)",
+                fix="run `tracking audit` to name the layer and its alternatives, or set determinism.op_determinism: "
+                "false (runs are then not bit-reproducible; the calibration's IMPL band measures what that costs)",
+            )
+        )
         sys.exit(USER_ERROR_EXIT)
     except KeyboardInterrupt:
         print(_interrupted("interrupted"), file=sys.stderr)
