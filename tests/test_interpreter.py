@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import BIN, REPO, make_project, project_env, run
 
-from pipelines import REQUIRED_MODULES, USER_ERROR_EXIT
+from pipelines import BACKEND_MODULES, REQUIRED_MODULES, USER_ERROR_EXIT
 from tracking.errors import USER_ERROR_EXIT as TRACKING_USER_ERROR_EXIT
 
 
@@ -76,11 +76,15 @@ def normal(name: str) -> str:
 
 
 def test_the_check_covers_every_dependency():
-    """Each runtime dependency in pyproject.toml provides a module the check looks for."""
+    """Each runtime dependency in pyproject.toml provides a module the check looks for; the backend extras (cpu,
+    jax) a module of `BACKEND_MODULES`, one of which the check asks for."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    wanted = [*project["dependencies"], *project["optional-dependencies"]["cpu"]]
+    extras = project["optional-dependencies"]
+    wanted = [*project["dependencies"], *extras["cpu"], *extras["jax"]]
     provided = {
-        normal(dist) for module in REQUIRED_MODULES for dist in packages_distributions().get(module.split(".")[0], [])
+        normal(dist)
+        for module in (*REQUIRED_MODULES, *BACKEND_MODULES)
+        for dist in packages_distributions().get(module.split(".")[0], [])
     }
     assert {normal(re.split(r"[<>=!\[; ]", spec)[0]) for spec in wanted} <= provided
     assert USER_ERROR_EXIT == TRACKING_USER_ERROR_EXIT

@@ -25,13 +25,22 @@ OWN_FLAGS = (DETERMINISTIC_OPS, ONE_THREAD)
 _started_with: str | None = None
 
 
-def configure_environment(params: DeterminismParams) -> None:
-    """Put the determinism and thread flags into `XLA_FLAGS` (the team's other flags kept), before JAX starts."""
+# The module whose import may start XLA (Keras's JAX backend makes arrays when imported): then its flags are read.
+STARTED_BY = "jax"
+
+
+def import_time_environment(params: DeterminismParams) -> dict[str, str]:
+    """`XLA_FLAGS` with the determinism and thread flags of `params`, the team's other flags kept."""
     kept = [flag for flag in os.environ.get(XLA_FLAGS, "").split() if flag.split("=", 1)[0] not in OWN_FLAGS]
     own = [f"{DETERMINISTIC_OPS}={str(params.op_determinism).lower()}"]
     if params.intra_op_threads == 1:
         own.append(f"{ONE_THREAD}=false")
-    os.environ[XLA_FLAGS] = " ".join([*kept, *own])
+    return {XLA_FLAGS: " ".join([*kept, *own])}
+
+
+def configure_environment(params: DeterminismParams) -> None:
+    """Put the determinism and thread flags into `XLA_FLAGS` (the team's other flags kept), before JAX starts."""
+    os.environ.update(import_time_environment(params))
 
 
 def apply(params: DeterminismParams) -> EffectiveDeterminism:

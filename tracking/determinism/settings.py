@@ -47,6 +47,17 @@ def module(backend: str | None = None) -> ModuleType:
     return BY_NAME[name]
 
 
+def import_time_environment(params: DeterminismParams) -> dict[str, str]:
+    """The variables `params.backend` reads once, at import or start-up, with the values `params` asks for."""
+    return module(params.backend).import_time_environment(params)
+
+
+def started(backend: str) -> bool:
+    """Whether `backend` already read its import-time variables in this process (too late to set them)."""
+    started_by = module(backend).STARTED_BY
+    return started_by is not None and started_by in sys.modules
+
+
 def gpu_present() -> bool:
     """Whether the running backend sees a GPU in this process (repeats then train on its kernels)."""
     return bool(module().visible_gpus())

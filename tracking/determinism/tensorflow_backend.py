@@ -15,10 +15,18 @@ from tracking.determinism.backend import TENSORFLOW, EffectiveDeterminism
 from tracking.env import TF_CPP_MIN_LOG_LEVEL, TF_DETERMINISTIC_OPS, TF_ENABLE_ONEDNN_OPTS
 from tracking.errors import UsageError
 
+# The module whose import reads `import_time_environment`: once it is imported, those variables are too late.
+STARTED_BY = "tensorflow"
+
+
+def import_time_environment(params: DeterminismParams) -> dict[str, str]:
+    """The variables TensorFlow reads when it is imported."""
+    return {TF_ENABLE_ONEDNN_OPTS: "1" if params.onednn else "0"}
+
 
 def configure_environment(params: DeterminismParams) -> None:
     """Set the variables TensorFlow reads at import; refuse if it is already imported with other ones."""
-    wanted = "1" if params.onednn else "0"
+    wanted = import_time_environment(params)[TF_ENABLE_ONEDNN_OPTS]
     if "tensorflow" in sys.modules and os.environ.get(TF_ENABLE_ONEDNN_OPTS) != wanted:
         raise UsageError(
             "determinism.onednn must be applied before TensorFlow is imported",

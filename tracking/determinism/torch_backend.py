@@ -20,10 +20,21 @@ from tracking.env import CUBLAS_WORKSPACE_CONFIG
 DETERMINISTIC_WORKSPACE = ":4096:8"
 
 
+# CUDA starts at the first GPU work, not when torch is imported: nothing is read too early by importing it.
+STARTED_BY = None
+
+
+def import_time_environment(params: DeterminismParams) -> dict[str, str]:
+    """cuBLAS's deterministic workspace (read when CUDA starts) where op determinism is asked for, unless the team
+    set a workspace of their own."""
+    if not params.op_determinism:
+        return {}
+    return {CUBLAS_WORKSPACE_CONFIG: os.environ.get(CUBLAS_WORKSPACE_CONFIG) or DETERMINISTIC_WORKSPACE}
+
+
 def configure_environment(params: DeterminismParams) -> None:
     """Set cuBLAS's deterministic workspace (read when CUDA starts) where op determinism is asked for."""
-    if params.op_determinism:
-        os.environ.setdefault(CUBLAS_WORKSPACE_CONFIG, DETERMINISTIC_WORKSPACE)
+    os.environ.update(import_time_environment(params))
 
 
 def apply(params: DeterminismParams) -> EffectiveDeterminism:

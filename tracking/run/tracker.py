@@ -448,15 +448,23 @@ class Tracker:
         The signature's call on `example` leaves the model's random generators where they were, so that a layer
         drawing at inference (a VAE's sampling) scores afterwards as it would have without tracking."""
         import mlflow
+        from keras import ops, tree
 
+        from tracking.determinism.backend import BACKEND_PACKAGES, configured
         from tracking.determinism.seeding import generators_kept
+        from tracking.provenance.software import installed_version
 
-        with generators_kept(model):
-            outputs = model(example, training=False)
+        with generators_kept(model):  # as NumPy: a PyTorch tensor that requires grad has no `__array__`
+            outputs = tree.map_structure(ops.convert_to_numpy, model(example, training=False))
         inputs = _named(example, [tensor.name for tensor in getattr(model, "inputs", None) or []])
         outputs = _named(outputs, list(getattr(model, "output_names", None) or []))
         signature = mlflow.models.infer_signature(inputs, outputs)
-        requirements = [f"tensorflow=={_version('tensorflow')}", f"keras=={_version('keras')}"]
+        # The backend the model was trained on, as installed (tensorflow-cpu where that is the build), and Keras.
+        requirements = [
+            f"{name}=={version}"
+            for name in (*BACKEND_PACKAGES[configured()], "keras")
+            if (version := installed_version(name)) is not None
+        ]
         self._sink.write(model_op(model, "model", signature.to_dict(), requirements))
 
 
@@ -497,12 +505,3 @@ def _warn_secret_params(keys: tuple[str, ...]) -> None:
         ", ".join(keys),
         REDACTED_PARAMS_TAG,
     )
-
-
-def _version(name: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return metadata.version(f"{name}-cpu")

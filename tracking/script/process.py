@@ -1,8 +1,8 @@
-"""A script's process set up as our stages' are: the hash seed and oneDNN fixed at interpreter start.
+"""A script's process set up as our stages' are: the hash seed and the backend's start-up settings fixed at start.
 
-Both are read once: PYTHONHASHSEED when the interpreter starts, TF_ENABLE_ONEDNN_OPTS when TensorFlow is imported.
-A script that imported Keras before calling `tracking.start` (the usual order of imports) is restarted once with
-them set, so its imports need not move; one that cannot restart (its code came from stdin or a prompt) gets one
+Each is read once: PYTHONHASHSEED when the interpreter starts, TF_ENABLE_ONEDNN_OPTS when TensorFlow is imported,
+XLA_FLAGS when JAX starts. A script that imported Keras before calling `tracking.start` (the usual order of imports)
+is restarted once with them set, so its imports need not move; one that cannot restart (its code came from stdin or a prompt) gets one
 error line saying what would be lost and how to order its imports.
 """
 
@@ -13,16 +13,18 @@ import sys
 
 from tracking.config.params import DeterminismParams
 from tracking.determinism.seeds import Seeds
-from tracking.determinism.settings import configure_environment
-from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS
+from tracking.determinism.settings import configure_environment, import_time_environment, started
+from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS, XLA_FLAGS
 from tracking.errors import UsageError
 
 
 def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
-    """Restart this interpreter once when its hash seed, or the oneDNN setting of a TensorFlow already imported,
-    is not what the run asks for; then set TensorFlow's import-time variables (tracking/determinism/settings.py)."""
-    wanted = {PYTHONHASHSEED: str(seeds.hash), TF_ENABLE_ONEDNN_OPTS: "1" if determinism.onednn else "0"}
-    lost = [name for name in missing(wanted) if name == PYTHONHASHSEED or "tensorflow" in sys.modules]
+    """Restart this interpreter once when its hash seed, or a variable its backend already read at start-up
+    (TensorFlow's oneDNN switch, XLA's flags), is not what the run asks for; then set the backend's import-time
+    variables (tracking/determinism/settings.py)."""
+    wanted = {PYTHONHASHSEED: str(seeds.hash), **import_time_environment(determinism)}
+    late = started(determinism.backend)
+    lost = [name for name in missing(wanted) if name == PYTHONHASHSEED or late]
     if lost:
         if not restartable():
             raise UsageError(
@@ -50,6 +52,11 @@ def describe_loss(names: list[str], wanted: dict[str, str]) -> str:
             f"TensorFlow was imported with {TF_ENABLE_ONEDNN_OPTS}={os.environ.get(TF_ENABLE_ONEDNN_OPTS, 'unset')} "
             f"where the run asks for {wanted[TF_ENABLE_ONEDNN_OPTS]} (oneDNN's CPU kernels change results, so the "
             "run would not be bit-reproducible)"
+        )
+    if XLA_FLAGS in names:
+        said.append(
+            f"JAX started with {XLA_FLAGS}={os.environ.get(XLA_FLAGS, 'unset')!r} where the run asks for "
+            f"{wanted[XLA_FLAGS]!r} (XLA reads them once, so the run's determinism would not be what it records)"
         )
     return "; ".join(said)
 
