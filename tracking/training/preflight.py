@@ -197,10 +197,12 @@ def _one_step(copy: Any, arrays: tuple[Any, ...], spec: str, root: Path) -> None
         except Exception as err:
             if is_determinism_error(err):
                 raise
+            own = getattr(type(copy), method) is not getattr(keras.Model, method)
+            blamed = method if own else OWN_CODE_IN_A_STEP  # Keras's own step: what the team gave it to call
             raise UserCodeError(
                 f"model.builder: one {method.split('_')[0]}ing step of the model '{spec}' builds failed on a batch "
-                f"as Keras hands it (data = (x, y)): {_summary(err, root)}; fix its {_method(err, root, method)} "
-                f"({CUSTOM_FIT_GUIDE})"
+                f"as Keras hands it (data = (x, y)): {_summary(err, root)}; fix its {_method(err, root, blamed)}"
+                + (f" ({CUSTOM_FIT_GUIDE})" if own else "")
             ) from err
     cls = type(copy)
     if cls.train_step is not keras.Model.train_step and cls.test_step is keras.Model.test_step:
@@ -216,6 +218,11 @@ def _one_step(copy: Any, arrays: tuple[Any, ...], spec: str, root: Path) -> None
             )
 
 
+# What a step of Keras's own calls of the team's code, named where the error's traceback does not reach it.
+OWN_CODE_IN_A_STEP = (
+    "layers' call, loss, or metrics' update_state and result (on JAX a metric's result() returns a value, "
+    "e.g. `self.total.value`, not the variable)"
+)
 _COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # ANSI escape sequences (Keras makes its messages bold)
 _KERAS_ARGUMENTS = re.compile(r"Arguments received by .*", re.DOTALL)
 
