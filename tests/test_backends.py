@@ -131,3 +131,20 @@ def test_an_op_without_a_deterministic_kernel_ends_a_stage_in_one_line_naming_it
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error: adaptive_max_pool2d_backward_cuda does not have a deterministic implementation")
     assert "(determinism.op_determinism is true)" in line and "tracking audit" in line
+
+
+def test_tensorflow_is_imported_without_jax_which_stays_importable():
+    """TensorFlow's TFLite converter imports JAX where it is installed (0.45 s for every process on TensorFlow):
+    our import of TensorFlow leaves it out, and a team's `import jax` afterwards still works."""
+    script = (
+        "import sys\n"
+        "from tracking.determinism.tensorflow_backend import import_tensorflow\n"
+        "import_tensorflow()\n"
+        "import keras\n"
+        "print('jax' in sys.modules)\n"
+        "import jax\n"
+        "print(jax.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "jax"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import ModuleType
 from typing import Any
 
 from tracking.config.params import DeterminismParams
@@ -17,6 +18,22 @@ from tracking.errors import UsageError
 
 # The module whose import reads `import_time_environment`: once it is imported, those variables are too late.
 STARTED_BY = "tensorflow"
+
+
+def import_tensorflow() -> ModuleType:
+    """`tensorflow`, imported without JAX where JAX is installed: TensorFlow's TFLite converter imports `jax` when it
+    can (0.45 s more for every process that imports TensorFlow, which a training never uses). JAX is hidden from
+    that one import only, so a team's own `import jax` afterwards works as ever."""
+    if "tensorflow" in sys.modules or "jax" in sys.modules:
+        import tensorflow
+
+        return tensorflow
+    sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax` raises ImportError meanwhile
+    try:
+        import tensorflow
+    finally:
+        del sys.modules["jax"]
+    return tensorflow
 
 
 def import_time_environment(params: DeterminismParams) -> dict[str, str]:
@@ -39,7 +56,7 @@ def configure_environment(params: DeterminismParams) -> None:
 
 def apply(params: DeterminismParams) -> EffectiveDeterminism:
     """Configure TensorFlow's threads and op determinism, then return the effective values."""
-    import tensorflow as tf
+    tf = import_tensorflow()
     from tensorflow.python.framework import config as tf_config
 
     try:
@@ -56,7 +73,7 @@ def apply(params: DeterminismParams) -> EffectiveDeterminism:
 
 def effective() -> EffectiveDeterminism:
     """What TensorFlow has in force now."""
-    import tensorflow as tf
+    tf = import_tensorflow()
     from tensorflow.python.framework import config as tf_config
     from tensorflow.python.util import _pywrap_util_port
 
@@ -71,7 +88,7 @@ def effective() -> EffectiveDeterminism:
 
 def visible_gpus() -> list[dict[str, Any]]:
     """The GPUs TensorFlow sees, with their name and compute capability."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     found = []
     for device in tf.config.list_physical_devices("GPU"):
@@ -89,7 +106,7 @@ def visible_gpus() -> list[dict[str, Any]]:
 
 def build() -> dict[str, Any]:
     """TensorFlow's version and the CUDA/cuDNN it was built against (empty fields on a CPU-only build)."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     info = dict(tf.sysconfig.get_build_info())
     return {
