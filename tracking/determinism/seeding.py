@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,86 +229,83 @@ def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str
     global generator from `base`: found by tracing the call (nothing runs, so no state moves). `input_shape` is
     one shape, or a dict of them by input name for a model fed a dict. On JAX and PyTorch the model is called
     instead, once, statelessly, on one sample of zeros (`global_draws_in_call`)."""
-    if configured() != TENSORFLOW:
-        return global_draws_in_call(model, input_shape, base)
-    import tensorflow as tf
-    from keras.src.random import seed_generator
-
     _seed_global_generator(base)
-    global_calls: list[str] = []
-    original = seed_generator.global_seed_generator
-
-    def recording() -> Any:
-        global_calls.append(tf.get_current_name_scope() or "the model")
-        return original()
-
-    inputs = getattr(model, "inputs", None) or []
-    if input_shape is None and not inputs:
+    if input_shape is None and not model_inputs(model):
         return ["not checked: the model has no inputs of its own (a model of models), so its call is not traced"]
-    if isinstance(input_shape, dict):
-        dtypes = {tensor.name: tensor.dtype for tensor in inputs}
-        spec: Any = {
-            name: tf.TensorSpec((None, *shape), dtypes.get(name, tf.float32)) for name, shape in input_shape.items()
-        }
-    elif len(inputs) > 1:  # a functional model of several inputs: traced with each, in the structure it was built with
-        spec = tf.nest.map_structure(
-            lambda tensor: tf.TensorSpec(tensor.shape, tensor.dtype), getattr(model, "_inputs_struct", inputs)
-        )
-    else:
-        spec = tf.TensorSpec((None, *input_shape), inputs[0].dtype if inputs else tf.float32)
-    seed_generator.global_seed_generator = recording
-    try:
-        graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(spec).graph
-    except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
-        first = (str(err).splitlines() or [""])[0][:200]
-        return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]
-    finally:
-        seed_generator.global_seed_generator = original
+    if configured() != TENSORFLOW:
+        return global_draws_in_call(model, input_shape)
+    import tensorflow as tf
+
+    spec = sample_inputs(model, input_shape, tf.TensorSpec)
+    with recording_global_draws(tf.get_current_name_scope) as global_calls:
+        try:
+            graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(spec).graph
+        except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
+            first = (str(err).splitlines() or [""])[0][:200]
+            return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]
     found = [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(global_calls)]
     found += [f"tf.random op {op.type} at {op.name}" for op in graph.get_operations() if op.type in STATEFUL_RANDOM_OPS]
     return found
 
 
-def global_draws_in_call(model: Any, input_shape: Any, base: int) -> list[str]:
+def global_draws_in_call(model: Any, input_shape: Any) -> list[str]:
     """`unattributed_randomness` where nothing can be traced without running (JAX, PyTorch): one training-mode
     `stateless_call` on a sample of zeros, which leaves every variable and generator of the model as it was,
-    recording each draw from Keras's global generator (seeded from `base`) by the layer it came from."""
+    recording each draw from Keras's global generator by the layer it came from."""
     import numpy as np
-    from keras import tree
     from keras.src.backend.common.name_scope import current_path
+
+    x = sample_inputs(model, input_shape, lambda shape, dtype: np.zeros((1, *shape[1:]), dtype))
+    trainable = [variable.value for variable in model.trainable_variables]
+    non_trainable = [variable.value for variable in model.non_trainable_variables]
+    with recording_global_draws(current_path) as calls:
+        try:
+            model.stateless_call(trainable, non_trainable, x, training=True)
+        except Exception as err:  # a model that cannot be called on zeros: say the check could not look
+            first = (str(err).splitlines() or [""])[0][:200]
+            return [f"not checked: calling the model in training mode failed ({type(err).__name__}: {first})"]
+    return [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(calls)]
+
+
+def model_inputs(model: Any) -> list[Any]:
+    """The model's symbolic inputs (none for a subclassed model or a model of models)."""
+    return getattr(model, "inputs", None) or []
+
+
+def sample_inputs(model: Any, input_shape: Any, leaf: Callable[[tuple[int | None, ...], Any], Any]) -> Any:
+    """The inputs `model` is called with, in the structure it takes (a dict by name, its functional inputs' own
+    structure, or one array), each made by `leaf(shape, dtype)`, the shape with its sample axis (None where the
+    model leaves it open): a TensorSpec to trace, or zeros to call."""
+    inputs = model_inputs(model)
+    if isinstance(input_shape, dict):
+        dtypes = {tensor.name: tensor.dtype for tensor in inputs}
+        return {name: leaf((None, *shape), dtypes.get(name, "float32")) for name, shape in input_shape.items()}
+    if len(inputs) > 1:  # a functional model of several inputs, in the structure it was built with
+        from keras import tree
+
+        return tree.map_structure(
+            lambda tensor: leaf(tuple(tensor.shape), tensor.dtype), getattr(model, "_inputs_struct", inputs)
+        )
+    return leaf((None, *input_shape), inputs[0].dtype if inputs else "float32")
+
+
+@contextlib.contextmanager
+def recording_global_draws(scope: Callable[[], str | None]) -> Iterator[list[str]]:
+    """The scope (`scope()`, else "the model") of every draw from Keras's global generator made in the block."""
     from keras.src.random import seed_generator
 
-    _seed_global_generator(base)
     calls: list[str] = []
     original = seed_generator.global_seed_generator
 
     def recording() -> Any:
-        calls.append(current_path() or "the model")
+        calls.append(scope() or "the model")
         return original()
 
-    inputs = getattr(model, "inputs", None) or []
-    if input_shape is None and not inputs:
-        return ["not checked: the model has no inputs of its own (a model of models), so it is not called"]
-    dtypes = {tensor.name: tensor.dtype for tensor in inputs}
-    if isinstance(input_shape, dict):
-        x: Any = {name: np.zeros((1, *shape), dtypes.get(name, "float32")) for name, shape in input_shape.items()}
-    elif len(inputs) > 1:
-        x = tree.map_structure(
-            lambda tensor: np.zeros((1, *tensor.shape[1:]), tensor.dtype), getattr(model, "_inputs_struct", inputs)
-        )
-    else:
-        x = np.zeros((1, *input_shape), inputs[0].dtype if inputs else "float32")
-    trainable = [variable.value for variable in model.trainable_variables]
-    non_trainable = [variable.value for variable in model.non_trainable_variables]
     seed_generator.global_seed_generator = recording
     try:
-        model.stateless_call(trainable, non_trainable, x, training=True)
-    except Exception as err:  # a model that cannot be called on zeros: say the check could not look
-        first = (str(err).splitlines() or [""])[0][:200]
-        return [f"not checked: calling the model in training mode failed ({type(err).__name__}: {first})"]
+        yield calls
     finally:
         seed_generator.global_seed_generator = original
-    return [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(calls)]
 
 
 def reset_global_streams(seeds: Seeds) -> None:
