@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from servers import free_port
 
-from tracking.store.journal import OFFLINE, Journal, describe, pending_journals, read_journal, server_unavailable
+from tracking.store.faults import describe, server_unavailable
+from tracking.store.journal import OFFLINE, Journal, pending_journals, read_journal
 from tracking.store.operations import artifact, batch, end
 
 

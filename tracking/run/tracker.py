@@ -54,15 +54,13 @@ from tracking.run.lifecycle import (
 )
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
-from tracking.store.faults import store_fault
+from tracking.store.faults import describe, server_unavailable, store_fault
 from tracking.store.journal import (
     StoreSink,
-    describe,
     has_journal,
     journal_folder,
     kept_offline,
     remove_ended_spools,
-    server_unavailable,
 )
 from tracking.store.location import connect, project_root, shown, tracking_uri
 from tracking.store.operations import apply, artifact, batch, end, inputs

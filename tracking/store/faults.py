@@ -1,5 +1,5 @@
-"""Store faults that are not a lost server: a damaged SQLite file, a store that cannot be opened or written, a
-full disk. Each is said as what it is, with its fix, instead of "cannot be reached".
+"""Store faults: a lost server told apart from a damaged SQLite file, a store that cannot be opened or written, or
+a full disk. Each is said as what it is, with its fix, instead of "cannot be reached".
 
 MLflow's SQLAlchemy store reports every `OperationalError` as TEMPORARILY_UNAVAILABLE, "database or disk is
 full" and "attempt to write a readonly database" included, and logs each with a traceback; taken for a lost
@@ -11,6 +11,7 @@ the journal into the same store would meet the same fault.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,3 +89,33 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
     while seen is not None:
         yield seen
         seen = seen.__cause__ or seen.__context__
+
+
+def server_unavailable(error: BaseException) -> bool:
+    """True when `error` says the server could not be reached or could not serve, not that a write was wrong.
+
+    MLflow wraps the `requests` error in an `MlflowException` without chaining it as the cause (only as
+    the context), so the whole chain is searched.
+    """
+    import requests
+
+    if is_store_fault(error):  # a full disk or a damaged file: journaling would hide it, replaying meets it again
+        return False
+    lost = (requests.ConnectionError, requests.Timeout, requests.exceptions.RetryError, ConnectionError, TimeoutError)
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, lost):
+            return True
+        if isinstance(seen, requests.HTTPError) and seen.response is not None and seen.response.status_code >= 500:
+            return True
+        if getattr(seen, "error_code", None) == "TEMPORARILY_UNAVAILABLE":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def describe(error: BaseException) -> str:
+    """A short reason for a lost server: the OS error at the bottom ("[Errno 111] Connection refused") if any."""
+    text = str(error)
+    found = re.search(r"\[Errno -?\d+\] [^'\")]+|Read timed out|too many \d+ error responses", text)
+    return found.group(0) if found else (text.splitlines()[0][:200] if text else type(error).__name__)

@@ -17,13 +17,13 @@ import itertools
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from tracking.store.faults import describe, server_unavailable, store_fault
 from tracking.store.location import shown
 from tracking.store.operations import Op, apply
 from tracking.store.sqlite import PRIVATE_FILE, private_folder
@@ -75,38 +75,6 @@ def remove_ended_spools(client: Any, root: Path) -> list[str]:
             shutil.rmtree(spool, ignore_errors=True)
             removed.append(spool.name)
     return removed
-
-
-def server_unavailable(error: BaseException) -> bool:
-    """True when `error` says the server could not be reached or could not serve, not that a write was wrong.
-
-    MLflow wraps the `requests` error in an `MlflowException` without chaining it as the cause (only as
-    the context), so the whole chain is searched.
-    """
-    import requests
-
-    from tracking.store.faults import is_store_fault
-
-    if is_store_fault(error):  # a full disk or a damaged file: journaling would hide it, replaying meets it again
-        return False
-    lost = (requests.ConnectionError, requests.Timeout, requests.exceptions.RetryError, ConnectionError, TimeoutError)
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, lost):
-            return True
-        if isinstance(seen, requests.HTTPError) and seen.response is not None and seen.response.status_code >= 500:
-            return True
-        if getattr(seen, "error_code", None) == "TEMPORARILY_UNAVAILABLE":
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def describe(error: BaseException) -> str:
-    """A short reason for a lost server: the OS error at the bottom ("[Errno 111] Connection refused") if any."""
-    text = str(error)
-    found = re.search(r"\[Errno -?\d+\] [^'\")]+|Read timed out|too many \d+ error responses", text)
-    return found.group(0) if found else (text.splitlines()[0][:200] if text else type(error).__name__)
 
 
 class Journal:
@@ -219,8 +187,6 @@ class StoreSink:
     def write(self, op: Op) -> None:
         """Write `op` to the server, or to the journal once the server is lost; a store fault (a full disk, a
         damaged or read-only store) is raised as a `StoreFault`, never journaled."""
-        from tracking.store.faults import store_fault
-
         try:
             self._write(op)
         except Exception as err:

@@ -22,7 +22,7 @@ from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
 from tracking.errors import RepoError, RunSelectionError, StoreFault, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
-from tracking.store.faults import quiet_mlflow_database_errors, store_fault
+from tracking.store.faults import describe, quiet_mlflow_database_errors, store_fault
 from tracking.store.recorded import require_recorded_runs
 from tracking.store.sqlite import (
     create_private,
@@ -202,8 +202,6 @@ def _store_error(uri: str, err: BaseException) -> TrackingServerError | StoreFau
 
 
 def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
-    from tracking.store.journal import describe
-
     reason = describe(err)
     return TrackingServerError(
         f"MLflow tracking store {shown(uri)} cannot be reached ({reason}); start the server or fix/unset "

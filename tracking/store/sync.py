@@ -20,7 +20,8 @@ from typing import Any
 
 from tracking.errors import TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG, tag_is
-from tracking.store.journal import SYNCED, describe, pending_journals, read_journal, server_unavailable
+from tracking.store.faults import describe, server_unavailable
+from tracking.store.journal import SYNCED, pending_journals, read_journal
 from tracking.store.location import EXPERIMENT_KIND, shown
 from tracking.store.operations import Op, apply
 from tracking.store.sqlite import private_folder
