@@ -127,7 +127,7 @@ def test_a_teams_own_script_on_the_backend_records_it_and_trains_bit_identically
 
 # The zoo's models that use no TensorFlow of their own (tests/zoo/; the others call tf.* or TextVectorization).
 # keras-io's GRU metric class returns its variable from result(), which JAX 0.10 refuses to trace: one error line.
-NEUTRAL_ZOO = ("applications", "regression", "transformer", "gru", "siamese")
+NEUTRAL_ZOO = ("applications", "regression", "transformer", "gru", "siamese", "ticket")
 REFUSED_ON_JAX = {"gru": "on JAX a metric's result() returns a value, e.g. `self.total.value`, not the variable"}
 
 

@@ -755,7 +755,7 @@ CASES = [
         user_loader("return {'x': np.zeros((n, 3)), 'y': list(range(n))}"),
         stage("prepare"),
         "data.loader: 'team_data:load' returned y as a list",
-        "return NumPy arrays",
+        "return a dict of NumPy arrays by output name, or NumPy arrays (np.asarray(y)",
     ),
     case(
         "loader-lengths-differ",

@@ -79,6 +79,39 @@ def test_bad_npz_sources(tmp_path, arrays, expected):
         load_source("data.npz", tmp_path)
 
 
+def test_targets_by_output_name_are_kept_as_given_and_hashed_under_their_names(tmp_path):
+    """`y.<name>` in a `.npz` is a dict keyed by output name, whatever `data.task`: each output's targets kept
+    as given (soft floats, multi-hot integers), split, counted by output and hashed under `y.<name>`."""
+    rng = np.random.default_rng(1)
+    priority, department = rng.random((40, 1)).astype("float32"), rng.integers(0, 2, (40, 4))
+    np.savez(tmp_path / "data.npz", x=rng.random((40, 3)), **{"y.priority": priority, "y.department": department})
+    found = load_source("data.npz", tmp_path)
+    assert found.y["department"].dtype == department.dtype and np.array_equal(found.y["priority"], priority)
+    splits = {"train": {"x": found.x[:30], "y": {k: v[:30] for k, v in found.y.items()}}}
+    manifest = build_manifest(splits, found)
+    assert set(manifest.arrays) == {"train/x", "train/y.department", "train/y.priority"}
+    assert (manifest.n_outputs, manifest.target_shape) == (
+        {"department": 4, "priority": 1},
+        {"department": [4], "priority": [1]},
+    )
+    assert manifest.n_classes is None and manifest.n_samples == {"train": 30}
+
+
+@pytest.mark.parametrize(
+    ("arrays", "expected"),
+    [
+        ({"y": np.zeros(4, dtype=int), "y.a": np.zeros(4)}, "holds both an array y and arrays y.<name>"),
+        ({"y.a": np.array(["a", "b", "c", "d"])}, r"array y\.a must hold numeric targets"),
+        ({"y.a": np.array([0.0, np.inf, 1, 0])}, r"array y\.a has NaN or infinite"),
+        ({"y.a": np.zeros(3)}, "differ in length"),
+    ],
+)
+def test_bad_targets_by_output_name(tmp_path, arrays, expected):
+    np.savez(tmp_path / "data.npz", x=np.zeros((4, 2)), **arrays)
+    with pytest.raises(DataError, match=expected):
+        load_source("data.npz", tmp_path)
+
+
 def test_missing_and_corrupt_files(tmp_path):
     with pytest.raises(DataError, match=r"file 'nope\.npz' not found"):
         load_source("nope.npz", tmp_path)

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from tracking.config.baseline import freeze, load_baseline
-from tracking.config.params import Params, flatten, load_params
+from tracking.config.params import Params, TrainParams, check_output_keys, flatten, load_params
 from tracking.errors import ParamsError
 
 REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
@@ -97,3 +97,35 @@ def test_baseline_reads_back_as_written(tmp_dir):
     params.write_text("data:\n  source: '0o17'\ntrain:\n  learning_rate: 1e-05\n  optimizer: sgd\n")
     freeze(params, tmp_dir / "baseline.yaml")
     assert load_baseline(tmp_dir / "baseline.yaml") == load_params(params)
+
+
+def test_a_mapping_per_output_names_outputs_the_model_has():
+    """`train.loss`, `train.metrics` and `train.loss_weights` keyed by output name: an unknown name is one line
+    naming it and the model's outputs; a list of weights needs one per output."""
+    outputs = ["department", "priority"]
+    per_output = TrainParams(
+        loss={"priority": "binary_crossentropy", "department": "mse"},
+        metrics={"department": ["mae"]},
+        loss_weights={"priority": 1.0, "department": 0.2},
+    )
+    check_output_keys(per_output, outputs)
+    check_output_keys(TrainParams(loss="mse", loss_weights=[1.0, 0.2]), outputs)
+    with pytest.raises(
+        ParamsError,
+        match=r"train\.metrics: a mapping keyed by the model's output names "
+        r"\(department, priority\), got 'priorty'",
+    ):
+        check_output_keys(TrainParams(metrics={"priorty": ["mae"]}), outputs)
+    with pytest.raises(
+        ParamsError, match=r"train\.loss_weights: one weight per model output \(2: department, priority\)"
+    ):
+        check_output_keys(TrainParams(loss_weights=[1.0]), outputs)
+
+
+def test_a_value_per_output_of_another_form_is_one_line_showing_both_forms(tmp_dir):
+    with pytest.raises(
+        ParamsError,
+        match=r"train\.loss_weights: expected a list of weights >= 0, one per output, or "
+        r"a mapping from each output's name to its value \(e\.g\. \{priority: 0\.2\}\), got \{'priority': -1\.0\}",
+    ):
+        load_text(tmp_dir, "train:\n  loss_weights: {priority: -1.0}\n")

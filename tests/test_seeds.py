@@ -92,6 +92,17 @@ def test_diff_of_an_old_run_and_a_new_one_with_the_same_split_finds_nothing():
     assert [group.name for group in group_diffs(old, moved) if group.changes] == ["data"]
 
 
+def test_a_run_from_before_loss_weights_compiled_none():
+    """`train.loss_weights` came after builders: a template run without it is read as `null`, so a diff against
+    a run logged since finds nothing."""
+    old = snapshot({"model.builder": "pipelines.models:small_cnn", "train.loss": "null"}, {})
+    new = snapshot({**old.params, "train.loss_weights": "null"}, {})
+    assert upgrade_logged(old.params, {})[0] == new.params
+    assert [group.name for group in group_diffs(old, new) if group.changes] == []
+    weighted = snapshot({**old.params, "train.loss_weights": "[1.0, 0.2]"}, {})
+    assert [group.name for group in group_diffs(old, weighted) if group.changes] != []
+
+
 def test_runs_logged_since_are_read_as_they_are():
     params, tags = {"seeds.base": "7", "data.split_seed": "5"}, {"prov.seeds.base": "7"}
     assert upgrade_logged(params, tags) == (params, tags)

@@ -279,6 +279,57 @@ def test_a_model_takes_the_features_as_the_loader_gave_them(tmp_path, builder, x
     assert result["outputs"].shape == (32, 2) and 0 <= result["test_accuracy"] <= 1
 
 
+TWO_OUTPUTS = """
+import keras
+
+
+def build(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    return keras.Model(inputs, {
+        "priority": keras.layers.Dense(1, name="priority")(inputs),
+        "department": keras.layers.Dense(3, name="department")(inputs),
+    })
+"""
+
+
+@pytest.mark.parametrize(
+    ("y", "train", "expected"),
+    [
+        (
+            {"priority": np.zeros((8, 1)), "dept": np.zeros((8, 3))},
+            {"loss": "mse"},
+            "returned a model with outputs department, priority but the data's y has targets dept, priority",
+        ),
+        (np.zeros((8, 3)), {"loss": "mse"}, "returned a model with 2 outputs (department, priority) but the data's y"),
+        (
+            {"priority": np.zeros((8, 1)), "department": np.zeros((8, 3))},
+            {},
+            "train.loss: null, but the model has 2 outputs (department, priority)",
+        ),
+        (
+            {"priority": np.zeros((8, 1)), "department": np.zeros((8, 3))},
+            {"loss": {"priorty": "mse"}},
+            "train.loss: a mapping keyed by the model's output names (department, priority), got 'priorty'",
+        ),
+    ],
+)
+def test_a_model_of_several_outputs_names_its_targets_and_losses(tmp_path, y, train, expected):
+    """Targets keyed by the model's output names, a loss per output: a mismatch is one line naming both sides."""
+    from tracking.errors import TrackingError
+    from tracking.training.model import prepare_model
+
+    (tmp_path / "two_outputs.py").write_text(TWO_OUTPUTS)
+    data = {"x": np.zeros((8, 5), "float32"), "y": y}
+    params = Params.model_validate({"model": {"builder": "two_outputs:build"}, "train": {"epochs": 1, **train}})
+    seeds = resolve_seeds(params.seeds)
+    several = isinstance(y, dict)
+    shapes = {name: array.shape[1:] for name, array in y.items()} if several else None
+    outputs = {name: int(np.prod(shape)) for name, shape in shapes.items()} if several else 2
+    with pytest.raises(TrackingError) as raised:
+        prepare_model(params, seeds, BuildInputs(data, outputs, shapes, tmp_path))
+    assert expected in str(raised.value)
+
+
 def test_small_cnn_gives_two_dimensional_images_their_channel_axis_itself():
     """The built-in CNN takes (height, width) images through a Reshape layer of its own: the data stays as given."""
     from pipelines.models import small_cnn

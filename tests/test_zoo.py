@@ -10,7 +10,7 @@ where the model outputs logits; each seed moves its own stream only; a rerun is 
 models not run through `dvc exp run` are checked in this process by the library's seeding
 (tracking/determinism/seeding.py): initial weights, and the draws of a training-mode call on a fixed batch.
 The models on a team's own data (`load` in their module, the prepare stage's `data.loader`: sequences, raw text,
-pairs as named inputs) are also checked for `test_loss` against `model.evaluate` of the saved model, recomputed
+pairs as named inputs, named inputs and outputs with a loss per output) are also checked for `test_loss` against `model.evaluate` of the saved model, recomputed
 here; text classification, which learns in its few steps, also for a learning rate 100 times smaller not being
 called within noise (an ALGO calibration and one more `dvc exp run`: about a minute, so for one model).
 """
@@ -68,6 +68,11 @@ class Model:
     def task(self) -> str:
         return self.sections.get("data", {}).get("task", "classification")
 
+    @property
+    def several_outputs(self) -> bool:
+        """A loss per output: the loader's `y` is a dict keyed by the model's output names."""
+        return isinstance(self.sections.get("train", {}).get("loss"), dict)
+
 
 MODELS = {
     model.name: model
@@ -108,13 +113,29 @@ MODELS = {
             smaller_lr=True,
         ),
         Model("siamese", {"train": {"epochs": 2, "loss": "models.siamese:contrastive_loss"}}, loader=True),
+        # Several outputs: judged on the compiled total and the department's own loss (the task's default,
+        # test_accuracy, is not a score of a model of several outputs).
+        Model(
+            "ticket",
+            {
+                "train": {
+                    "epochs": 2,
+                    "loss": {"priority": "models.ticket:priority_loss", "department": "models.ticket:department_loss"},
+                    "loss_weights": {"priority": 1.0, "department": 0.2},
+                    "metrics": {"department": ["categorical_accuracy"]},
+                },
+                "compare": {"metrics": {"test_loss": "min", "test_department_loss": "min"}},
+            },
+            loader=True,
+        ),
     )
 }
 IN_PROCESS = list(MODELS)
 RERUN = [name for name, model in MODELS.items() if model.rerun]
 OWN_DATA = [name for name, model in MODELS.items() if model.loader]
 SMALLER_LR = [name for name, model in MODELS.items() if model.smaller_lr]
-CLASSIFIERS = [name for name, model in MODELS.items() if model.task == "classification"]
+CLASSIFIERS = [name for name, model in MODELS.items() if model.task == "classification" and not model.several_outputs]
+SEVERAL_OUTPUTS = [name for name, model in MODELS.items() if model.several_outputs]
 
 
 def record(folder: Path, step: str, cmd: list[str], root: Path) -> dict[str, Any]:
@@ -139,10 +160,33 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _pipeline(model: Model, folder: Path) -> None:
+# An MLflow store as the product creates it (tables, MLflow's migrations, write-ahead logging) with no runs.
+EMPTY_STORE = """
+import sys
+
+import mlflow
+
+from tracking.store.sqlite import create_private, use_wal
+
+uri = "sqlite:///" + sys.argv[1]
+create_private(uri)
+mlflow.MlflowClient(uri).search_experiments()
+use_wal(uri)
+"""
+
+
+def _empty_store(folder: Path) -> None:
+    """`mlflow.db` in `folder`, made once per session: a fresh store's creation runs MLflow's migrations, each a
+    synced SQLite write, about 10 s of a train stage's start-up (1 s of CPU) that every zoo project paid."""
+    run([sys.executable, "-c", EMPTY_STORE, str(folder / "mlflow.db")], folder)
+
+
+def _pipeline(model: Model, folder: Path, store: Path) -> None:
     """A project training `model` (1 epoch, three CONTROL repeats), after `dvc repro`, `tracking rerun` and, for
-    the models that take that path, one `dvc exp run train -S seeds.<name>=<n>` per seed."""
+    the models that take that path, one `dvc exp run train -S seeds.<name>=<n>` per seed. The project starts from
+    a copy of the empty `store` (git ignores it): its creation is checked elsewhere (tests/test_run_lifecycle.py, every stage test)."""
     root = make_project(folder / "project")
+    shutil.copy2(store, root / "mlflow.db")
     (root / "models").mkdir()
     shutil.copy(ZOO / f"{model.name}.py", root / "models" / f"{model.name}.py")
     train = {"epochs": 1, "batch_size": 64, **model.sections.get("train", {})}
@@ -186,7 +230,8 @@ def zoo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     """The model (the test's `zoo` parameter) and the folder of its pipeline (the project and the steps' records),
     built once per session by whichever pytest-xdist worker asks first."""
     model = MODELS[request.param]
-    return model, built_once(tmp_path_factory, f"zoo-{model.name}", lambda folder: _pipeline(model, folder))
+    store = built_once(tmp_path_factory, "zoo-store", _empty_store) / "mlflow.db"
+    return model, built_once(tmp_path_factory, f"zoo-{model.name}", lambda folder: _pipeline(model, folder, store))
 
 
 def step(folder: Path, name: str) -> dict[str, Any]:
@@ -326,7 +371,7 @@ def _streams(name: str, **seeds: int) -> dict[str, str]:
     from sklearn import datasets
 
     from tracking.config.params import Params
-    from tracking.data.arrays import rows, shapes
+    from tracking.data.arrays import rows, shapes, widths
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
     from tracking.determinism.seeding import capturing_weights, seed_model
@@ -340,7 +385,8 @@ def _streams(name: str, **seeds: int) -> dict[str, str]:
     seed_frameworks(params, resolved)
     if MODELS[name].loader:
         data = module.load()
-        x, shape, n_outputs = data["x"], shapes(data["x"]), int(data["y"].max()) + 1
+        y = data["y"]
+        x, shape, n_outputs = data["x"], shapes(data["x"]), widths(y) if isinstance(y, dict) else int(y.max()) + 1
         kwargs = {"train": data} if "train" in inspect.signature(module.build).parameters else {}
     elif MODELS[name].task == "regression":
         found = datasets.load_diabetes()
@@ -355,7 +401,8 @@ def _streams(name: str, **seeds: int) -> dict[str, str]:
             model.build((None, *shape))
     seed_model(model, created, resolved, shape)
     initial = weights_sha256(model.get_weights())
-    return {"init": initial, "draws": _digest(keras.ops.convert_to_numpy(model(rows(x, slice(16)), training=True)))}
+    drawn = keras.tree.flatten(model(rows(x, slice(16)), training=True))  # every output's
+    return {"init": initial, "draws": _digest(*map(keras.ops.convert_to_numpy, drawn))}
 
 
 @pytest.mark.parametrize("name", IN_PROCESS)
@@ -388,23 +435,45 @@ def test_test_loss_is_what_evaluate_gives_the_saved_model(zoo):
     spec.loader.exec_module(module)
     found = {name: value for name, value in vars(module).items() if inspect.isclass(value) or inspect.isfunction(value)}
     saved = keras.models.load_model(root / "outputs/model.keras", custom_objects=found, compile=False)
-    named = model.sections["train"].get("loss")
+    train = model.sections["train"]
+    named = train.get("loss")
     width = saved.outputs[0].shape[-1]
     loss = (
-        getattr(module, named.split(":")[1])
+        {output: getattr(module, spec.split(":")[1]) for output, spec in named.items()}
+        if isinstance(named, dict)
+        else getattr(module, named.split(":")[1])
         if named
         else "binary_crossentropy"
         if width == 1
         else "sparse_categorical_crossentropy"
     )
-    saved.compile(loss=loss)
+    saved.compile(loss=loss, loss_weights=train.get("loss_weights"))
     test = {path.stem.removeprefix("test_"): np.load(path) for path in (root / "data/prepared").glob("test_*.npy")}
-    x = test["x"] if "x" in test else {name[2:]: array for name, array in test.items() if name.startswith("x.")}
-    batches = tf.data.Dataset.from_tensor_slices((x, test["y"])).batch(512)  # Keras's array adapter takes no text
+    x, y = ({name[2:]: a for name, a in test.items() if name.startswith(f"{role}.")} or test[role] for role in "xy")
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(512)  # Keras's array adapter takes no text
     evaluated = saved.evaluate(batches, verbose=0, return_dict=True)["loss"]
     scores = read(root, "metrics/eval.json")
     assert scores["test_loss"] == pytest.approx(evaluated, rel=1e-5)
-    assert ("test_crossentropy" in scores) == bool(named)
+    assert ("test_crossentropy" in scores) == (bool(named) and not model.several_outputs)
+
+
+@pytest.mark.parametrize("zoo", SEVERAL_OUTPUTS, indirect=True)
+def test_a_model_of_several_outputs_is_scored_per_output(zoo):
+    """Each output's loss and compiled metrics under Keras's names, beside the total; predictions are every
+    output's values per sample; the CONTROL churn is of those values (regression's measure); the run records the
+    outputs as scored by what was compiled, not as probabilities."""
+    _model, folder = zoo
+    step(folder, "repro")
+    root = folder / "project"
+    scores = read(root, "metrics/eval.json")
+    assert {"test_loss", "test_priority_loss", "test_department_loss", "test_department_categorical_accuracy"} <= set(
+        scores
+    ), sorted(scores)
+    assert scores["test_loss"] == pytest.approx(scores["test_priority_loss"] + 0.2 * scores["test_department_loss"])
+    assert np.load(root / "outputs/predictions.npy").shape[1:] == (4 + 1,)
+    assert read(root, "calibration/noise.json")["task"] == "regression"
+    (trained,) = [found for found in runs_of(root) if found.info.run_id == read(root, "outputs/run.json")["run_id"]]
+    assert trained.data.tags["prov.model.outputs"] == "compiled"
 
 
 @pytest.mark.parametrize("zoo", SMALLER_LR, indirect=True)

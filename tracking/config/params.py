@@ -116,16 +116,91 @@ class ModelParams(_Section):
     kwargs: dict[str, Any] = {}
 
 
+# A name `compile()` takes for a loss or metric: a Keras identifier, "module:function", "module:Class" or "package>Class".
+CompileName = Annotated[str, Field(min_length=1)]
+Weight = Annotated[float, Field(ge=0)]
+
+
 class TrainParams(_Section):
-    """How the model is compiled and fitted; a null loss or metrics list means the task's default."""
+    """How the model is compiled and fitted; a null loss or metrics list means the task's default. `loss`,
+    `metrics` and `loss_weights` also take a mapping from the model's output names to what `compile()` takes for
+    that output (`check_output_keys` checks the names once the model is built)."""
 
     epochs: Annotated[int, Field(ge=1, le=10_000)] = 20
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 32
     optimizer: Annotated[str, Field(min_length=1)] = "adam"
     optimizer_kwargs: dict[str, Any] = {}
     learning_rate: Annotated[float, Field(gt=0, le=10)] = 0.001
-    loss: Annotated[str, Field(min_length=1)] | None = None
-    metrics: list[Annotated[str, Field(min_length=1)]] | None = None
+    loss: CompileName | dict[str, CompileName] | None = None
+    metrics: list[CompileName] | dict[str, list[CompileName]] | None = None
+    loss_weights: list[Weight] | dict[str, Weight] | None = None
+
+    @field_validator("loss", "metrics", "loss_weights", mode="before")
+    @classmethod
+    def _per_output(cls, value: Any, info: Any) -> Any:
+        """One value for every output or a mapping from output name to one; anything else is one line showing
+        both forms (pydantic's own message would name each branch of the union)."""
+        field = info.field_name
+        if value is None or _fits(field, value, True):
+            return value
+        if (
+            isinstance(value, dict)
+            and value
+            and all(isinstance(k, str) and _fits(field, v, False) for k, v in value.items())
+        ):
+            return value
+        every, example = PER_OUTPUT_FORMS[field]
+        shown = repr(value)
+        raise ValueError(
+            f"expected {every}, or a mapping from each output's name to its value (e.g. {{priority: {example}}}), "
+            f"got {shown if len(shown) <= 80 else shown[:60] + '...'}"
+        )
+
+
+# What `train.loss`, `train.metrics` and `train.loss_weights` take for every output at once, what they take for one
+# output in a mapping by output name, and an example of the mapping's value.
+PER_OUTPUT_FORMS = {
+    "loss": ("a loss name", "binary_crossentropy"),
+    "metrics": ("a list of metric names", "[mae]"),
+    "loss_weights": ("a list of weights >= 0, one per output", "0.2"),
+}
+
+
+def _fits(field: str, value: Any, every: bool) -> bool:
+    """Whether `value` is what `field` takes for every output (`every`) or, in a mapping, for one."""
+    if field == "loss":
+        return isinstance(value, str) and bool(value)
+    if field == "metrics":
+        return isinstance(value, list) and all(isinstance(item, str) and item for item in value)
+    if every:
+        return isinstance(value, list) and all(_fits(field, item, False) for item in value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def check_output_keys(train: TrainParams, outputs: list[str], path: str = "params.yaml") -> None:
+    """A `BadValue` where a mapping of `train.loss`, `train.metrics` or `train.loss_weights` names an output the
+    model does not have (`outputs`, its output names), or a `loss_weights` list has not one weight per output."""
+    for key in ("loss", "metrics", "loss_weights"):
+        value = getattr(train, key)
+        if isinstance(value, dict):
+            unknown = [name for name in value if name not in outputs]
+            if unknown:
+                raise BadValue(
+                    path,
+                    f"train.{key}",
+                    f"a mapping keyed by the model's output names ({', '.join(outputs) or 'none: it declares no outputs'})",
+                    unknown[0],
+                    ": name an output the model has, or give one value for every output",
+                )
+    weights = train.loss_weights
+    if isinstance(weights, list) and len(weights) != len(outputs):
+        raise BadValue(
+            path,
+            "train.loss_weights",
+            f"one weight per model output ({len(outputs)}: {', '.join(outputs)})",
+            weights,
+            ", or key them by output name",
+        )
 
 
 Variant = Literal["algo+impl", "algo", "impl", "control"]

@@ -1,5 +1,6 @@
-"""Features as Keras's `fit` takes them: one array, or a dict of arrays keyed by the model's input names; their
-rows, their shapes, and the flat names (`x` or `x.title`) under which each array is stored and hashed."""
+"""Features and targets as Keras's `fit` takes them: one array, or a dict of arrays keyed by the model's input
+(or output) names; their rows, their shapes, and the flat names (`x` or `x.title`, `y.priority`) under which each
+array is stored and hashed."""
 
 from __future__ import annotations
 
@@ -54,6 +55,17 @@ def n_rows(value: Arrays) -> int:
 def rows(value: Arrays, index: Any) -> Arrays:
     """The samples `index` (a slice or integer positions) of every array in `value`, in its structure."""
     return map_arrays(lambda array: array[index], value)
+
+
+def widths(value: Arrays) -> int | dict[str, int]:
+    """Values per sample of each array (1 for a 1-D array): what a builder receives as `n_outputs` for a dict `y`."""
+    return map_arrays(lambda array: int(np.prod(array.shape[1:], dtype=np.int64)), value)
+
+
+def columns(value: Arrays) -> np.ndarray:
+    """Every value of `value` per sample, as one (N, total) array: a dict's arrays flattened in key order."""
+    arrays = [value[key] for key in sorted(value)] if isinstance(value, Mapping) else [value]
+    return np.concatenate([np.asarray(array).reshape(len(array), -1) for array in arrays], axis=1)
 
 
 def shapes(value: Arrays) -> Shapes:

@@ -6,8 +6,9 @@ with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and 
 `sample_weight` (one non-negative weight per sample, which training passes to `fit`), or a team's
 `data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks).
 `x` is kept as given: one array or a dict of arrays keyed by the model's input names (`x.<name>` in a `.npz`),
-any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what `y`
-holds: class labels 0..K-1 or float regression targets of any shape. The manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
+any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what one array `y`
+holds: class labels 0..K-1 or float regression targets of any shape. `y` may also be a dict of arrays keyed by the
+model's output names (`y.<name>` in a `.npz`): each output's targets are numbers of any shape, kept as given. The manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
 """
 
 from __future__ import annotations
@@ -46,15 +47,18 @@ BUILTIN_TASKS = {
     "sklearn:diabetes": REGRESSION,
 }
 LOADER_KEYS = ("x", "y", "groups", "sample_weight")
+# What the keys of a dict `x` or `y` name.
+ROLE_NAMES = {"x": "input", "y": "output"}
 NPY_MAGIC = b"\x93NUMPY"  # how a single array's .npy file starts
 
 
 @dataclass(frozen=True)
 class Source:
-    """Arrays loaded from a source, before splitting: `x` one array or a dict of them by input name."""
+    """Arrays loaded from a source, before splitting: `x` one array or a dict of them by input name, `y` one array
+    or a dict of them by output name."""
 
     x: Arrays
-    y: np.ndarray
+    y: Arrays
     groups: np.ndarray | None
     name: str
     sample_weight: np.ndarray | None = None
@@ -101,12 +105,13 @@ def load_source(source: str, root: Path = Path("."), task: str = CLASSIFICATION)
         raise DataError(
             f"data.source: '{source}' is not a readable .npz file ({err}); re-create or re-fetch it"
         ) from err
-    if "x" in stored and any(name.startswith(f"x{SEPARATOR}") for name in stored):
-        raise DataError(
-            f"data.source: '{source}' holds both an array x and arrays x.<name>; save either one array x or "
-            "one array x.<input name> per model input"
-        )
-    arrays = nested({name: array for name, array in stored.items() if name.partition(SEPARATOR)[0] == "x"})
+    for role, what in (("x", "input"), ("y", "output")):
+        if role in stored and any(name.startswith(f"{role}{SEPARATOR}") for name in stored):
+            raise DataError(
+                f"data.source: '{source}' holds both an array {role} and arrays {role}.<name>; save either one "
+                f"array {role} or one array {role}.<{what} name> per model {what}"
+            )
+    arrays = nested({name: array for name, array in stored.items() if name.partition(SEPARATOR)[0] in ("x", "y")})
     arrays.update({name: array for name, array in stored.items() if SEPARATOR not in name})
     missing = [key for key in ("x", "y") if key not in arrays]
     if missing:
@@ -191,10 +196,10 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
         )
     arrays = {}
     for key, value in returned.items():
-        named = key == "x" and isinstance(value, Mapping)
+        named = key in ("x", "y") and isinstance(value, Mapping)
         for name, array in value.items() if named else [(None, value)]:
             if not isinstance(array, np.ndarray):
-                what = "a dict of NumPy arrays by input name, or " if key == "x" else ""
+                what = f"a dict of NumPy arrays by {ROLE_NAMES[key]} name, or " if key in ROLE_NAMES else ""
                 shown = key if name is None else f"{key}[{name!r}]"
                 raise DataError(
                     f"{where} returned {shown} as a {type(array).__name__}; return {what}NumPy arrays "
@@ -204,15 +209,17 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
     return _validate(arrays, where, f"loader:{spec}", task)
 
 
-def _check_keys(x: Arrays, where: str) -> None:
-    """A dict x needs keys that name the model's inputs and can name files: letters, digits, _ and -."""
-    key = bad_key(x)
+def _check_keys(value: Arrays, role: str, where: str) -> None:
+    """A dict x or y needs keys that name the model's inputs or outputs and can name files: letters, digits, _
+    and -."""
+    key, what = bad_key(value), ROLE_NAMES[role]
     if key == "":
-        raise DataError(f"{where} x is an empty dict; give one array per model input, keyed by the input's name")
+        raise DataError(f"{where} {role} is an empty dict; give one array per model {what}, keyed by the {what}'s name")
     if key is not None:
         raise DataError(
-            f"{where} x has key {key!r}; name each array after the model input it feeds, in letters, digits, "
-            "_ and - (it names the file the array is stored in)"
+            f"{where} {role} has key {key!r}; name each array after the model {what} it "
+            f"{'feeds' if role == 'x' else 'is the target of'}, in letters, digits, _ and - (it names the file the "
+            "array is stored in)"
         )
 
 
@@ -244,12 +251,15 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
             ) from err
 
 
-def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -> Source:
+def _validate(arrays: dict[str, Arrays], where: str, name: str, task: str) -> Source:
     """The arrays checked for `task`: one entry per sample, features Keras's `fit` takes (numbers, booleans or
-    text, any rank, finite), labels or targets that fit. Nothing is reshaped or re-typed: `x` is kept as given."""
+    text, any rank, finite), labels or targets that fit (a dict `y`: numbers per output, finite). Nothing is
+    reshaped or re-typed but one array `y` (labels to int64, regression targets to float32)."""
     x, y, groups, weights = arrays["x"], arrays["y"], arrays.get("groups"), arrays.get("sample_weight")
-    _check_keys(x, where)
+    _check_keys(x, "x", where)
+    _check_keys(y, "y", where)
     features = flat("x", x)
+    targets = flat("y", y)
     for feature, array in features.items():
         if array.ndim < 1 or len(array) == 0:
             raise DataError(
@@ -263,13 +273,17 @@ def _validate(arrays: dict[str, np.ndarray], where: str, name: str, task: str) -
             )
     lengths = {
         **{name: len(array) for name, array in features.items()},
-        "y": len(y) if y.ndim else 0,
+        **{name: len(array) if array.ndim else 0 for name, array in targets.items()},
         **({"groups": len(groups)} if groups is not None else {}),
         **({"sample_weight": len(weights)} if weights is not None else {}),
     }
     if len(set(lengths.values())) != 1:
         raise DataError(f"{where} arrays differ in length ({lengths}); every array needs one entry per sample")
-    y = _labels(y, where) if task == CLASSIFICATION else _targets(y, where)
+    if isinstance(y, Mapping):
+        for target, array in targets.items():
+            _output_targets(array, target, where)
+    else:
+        y = _labels(y, where) if task == CLASSIFICATION else _targets(y, where)
     if groups is not None and (groups.ndim != 1 or groups.dtype.kind not in "biuUS"):
         raise DataError(
             f"{where} array groups must be 1-D integers or strings, got {groups.dtype} with shape {groups.shape}; "
@@ -337,6 +351,18 @@ def _labels(y: np.ndarray, where: str) -> np.ndarray:
             "labels must be 0..n_classes-1 with every class present: re-encode them with np.unique(y, return_inverse=True)"
         )
     return np.asarray(y, dtype="int64")
+
+
+def _output_targets(y: np.ndarray, name: str, where: str) -> None:
+    """One output's targets of a dict `y`: numbers (integers, floats, booleans) of any shape, one row per sample,
+    finite; kept as given, whatever `data.task`, since the output's loss decides what they mean."""
+    if y.ndim < 1 or y.dtype.kind not in "biuf":
+        raise DataError(
+            f"{where} array {name} must hold numeric targets, one row per sample, got {y.dtype} with shape "
+            f"{y.shape}; save them as numbers ({name}.astype('float32'), or integer class labels)"
+        )
+    if y.dtype.kind == "f":
+        _check_finite(y, name, where)
 
 
 def _targets(y: np.ndarray, where: str) -> np.ndarray:

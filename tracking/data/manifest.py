@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import PREPARE
-from tracking.data.arrays import Arrays, flat, shapes
+from tracking.data.arrays import Arrays, flat, n_rows, shapes, widths
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import DataError
 
@@ -33,18 +34,19 @@ class Manifest:
     name and hash, sample counts and feature shapes per split (by input name where `x` is a dict), and the
     outputs a model needs: `n_outputs` is the
     class count K for classification (which alone has `n_classes` and `class_counts`), the product of the target
-    shape (1 for 1-D targets) for regression."""
+    shape (1 for 1-D targets) for regression; where `y` is a dict, both are by output name (each output's values
+    per sample), whatever the task."""
 
     source: str
     source_sha256: str
     content_sha256: str
     arrays: dict[str, str]
     task: str = CLASSIFICATION
-    target_shape: list[int] | None = None
+    target_shape: list[int] | dict[str, list[int]] | None = None
     n_samples: dict[str, int]
     shapes: dict[str, list[int] | dict[str, list[int]]] = field(default_factory=dict)
     has_groups: bool = False
-    n_outputs: int
+    n_outputs: int | dict[str, int]
     n_classes: int | None = None
     class_counts: dict[str, dict[str, int]] | None = None
 
@@ -65,8 +67,9 @@ class Manifest:
             for role, value in arrays.items()
             for name, array in flat(role, value).items()
         }
-        target_shape = [int(size) for size in origin["y"].shape[1:]]
-        classes = int(origin["y"].max()) + 1 if task == CLASSIFICATION else None
+        several = isinstance(origin["y"], Mapping)
+        target_shape = _listed(shapes(origin["y"]))
+        classes = int(origin["y"].max()) + 1 if task == CLASSIFICATION and not several else None
         return cls(
             source=source,
             source_sha256=combine(
@@ -80,10 +83,10 @@ class Manifest:
             arrays=hashes,
             task=task,
             target_shape=target_shape,
-            n_samples={split: len(arrays["y"]) for split, arrays in splits.items()},
+            n_samples={split: n_rows(arrays["y"]) for split, arrays in splits.items()},
             shapes={split: _listed(shapes(arrays["x"])) for split, arrays in splits.items()},
             has_groups=all("groups" in arrays for arrays in splits.values()),
-            n_outputs=classes if classes is not None else int(np.prod(target_shape, dtype=np.int64)),
+            n_outputs=classes if classes is not None else widths(origin["y"]),
             n_classes=classes,
             class_counts=None
             if classes is None

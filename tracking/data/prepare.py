@@ -3,12 +3,14 @@ arrays and their manifest to `data/prepared`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, DataParams, Params
 from tracking.config.project import PINS_DIR, PREPARE, PREPARED
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
-from tracking.data.arrays import Arrays, rows
+from tracking.data.arrays import Arrays, n_rows, rows
 from tracking.data.dataset import Source, build_manifest, check_pin, load_data, write_splits
 from tracking.errors import DataError
 from tracking.store.location import project_root
@@ -30,12 +32,13 @@ def prepare_data(params: Params) -> None:
 
 
 def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, Arrays]]:
-    """Train/val/test split, reproducible from `seed`: stratified by class for classification, plain for regression."""
+    """Train/val/test split, reproducible from `seed`: stratified by class for classification with one array `y`,
+    plain for regression and for a dict `y` (its outputs' targets are not one set of classes)."""
     from sklearn.model_selection import train_test_split
 
     arrays = source.arrays()
-    index = np.arange(len(source.y))
-    classes = data.task == CLASSIFICATION
+    index = np.arange(n_rows(source.y))
+    classes = data.task == CLASSIFICATION and not isinstance(source.y, Mapping)
     stratify = source.y if classes and np.bincount(source.y).min() >= 2 else None
     try:
         rest, test = train_test_split(index, test_size=data.test_fraction, random_state=seed, stratify=stratify)

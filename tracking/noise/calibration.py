@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from itertools import product
 from pathlib import Path
@@ -22,8 +22,9 @@ import numpy as np
 
 from tracking.compute.ray_executor import RayPool
 from tracking.config.baseline import load_baseline
-from tracking.config.params import CLASSIFICATION, LOCAL, RAY, Params
+from tracking.config.params import CLASSIFICATION, LOCAL, RAY, REGRESSION, Params
 from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
+from tracking.data.arrays import columns
 from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import process_environment, reproducible_process, seed_frameworks
@@ -287,8 +288,11 @@ def calibrate(params: Params) -> None:
         runs = [{**finished[job].run, "reused": job in reused} for job in plan]
         stacked_predictions = np.stack([finished[job].predicted for job in plan])
         stacked_weights = np.stack([finished[job].weights for job in plan])
-        task, test = spec.task, spec.splits["test"]
-        target_std = float(np.std(test["y"].astype(np.float64))) if task != CLASSIFICATION else None
+        test = spec.splits["test"]
+        # The churn that fits the predictions: a model of several outputs is churned as regression is, over every
+        # output value, in standard deviations of every target value (the record's task is the churn's).
+        task = REGRESSION if isinstance(test["y"], Mapping) else spec.task
+        target_std = float(np.std(columns(test["y"]).astype(np.float64))) if task != CLASSIFICATION else None
         noise = NoiseRecord(
             baseline=redact_params(baseline.flat()),
             data_sha256=spec.manifest.content_sha256,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.data.arrays import Arrays, map_arrays, rows
+from tracking.data.arrays import Arrays, map_arrays, n_rows, rows
 from tracking.determinism.backend import TENSORFLOW, configured
 
 # Batches for scoring (the candidate and every calibration repeat alike), and the batches Keras gives
@@ -55,7 +55,7 @@ def batch_orders(n: int, batch_size: int, epochs: int, seed: int, within_batch_s
 
 def epoch_batches(
     x: Arrays,
-    y: np.ndarray,
+    y: Arrays,
     batch_size: int,
     epochs: int,
     seed: int,
@@ -63,9 +63,9 @@ def epoch_batches(
     sample_weight: np.ndarray | None = None,
 ) -> Any:
     """`epochs` passes in the orders of `batch_orders` (a tf.data pipeline on TensorFlow, a generator of NumPy
-    batches elsewhere); `x` one array or a dict by input name; batches are `(x, y)`, or `(x, y, sample_weight)` as
+    batches elsewhere); `x` one array or a dict by input name, `y` one or a dict by output name; batches are `(x, y)`, or `(x, y, sample_weight)` as
     `fit` takes weights, where the data has them."""
-    orders = batch_orders(len(y), batch_size, epochs, seed, within_batch_seed)
+    orders = batch_orders(n_rows(y), batch_size, epochs, seed, within_batch_seed)
     if configured() != TENSORFLOW:
         arrays = (x, y, *(() if sample_weight is None else (sample_weight,)))
         return (
@@ -77,7 +77,7 @@ def epoch_batches(
 
     tensors = (
         map_arrays(tf.constant, x),
-        tf.constant(y),
+        map_arrays(tf.constant, y),
         *(() if sample_weight is None else (tf.constant(sample_weight),)),
     )
     return (
@@ -99,7 +99,7 @@ def consecutive_batches(arrays: Any, batch_size: int) -> Any:
     validation (every epoch), `evaluate` and `predict` take on any backend."""
     import keras
 
-    n = len(arrays[-1] if isinstance(arrays, tuple) else next(iter(_leaves(arrays))))
+    n = n_rows(arrays[-1] if isinstance(arrays, tuple) else arrays)
 
     class Consecutive(keras.utils.PyDataset):
         def __len__(self) -> int:
@@ -112,8 +112,3 @@ def consecutive_batches(arrays: Any, batch_size: int) -> Any:
             return rows(arrays, window)
 
     return Consecutive()
-
-
-def _leaves(value: Arrays) -> list[np.ndarray]:
-    """The arrays of `value`: itself, or a dict's values."""
-    return list(value.values()) if isinstance(value, dict) else [value]

@@ -3,7 +3,9 @@ with a checked optimizer, loss and metrics (the task's defaults where params.yam
 mistake is one `UserCodeError` line naming the params.yaml key.
 
 A builder is `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`; `input_shape` is
-the features' shape without the sample axis, or a dict of them by input name where the data's `x` is a dict.
+the features' shape without the sample axis, or a dict of them by input name where the data's `x` is a dict;
+`n_outputs` the class count or target width, or a dict of each output's values per sample where `y` is a dict
+(the model then has an output named after each of its keys).
 One declaring `seeds` or `task` receives the run's `Seeds` and `data.task`.
 """
 
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import CLASSIFICATION, REGRESSION, Params
+from tracking.config.params import CLASSIFICATION, REGRESSION, Params, check_output_keys
 from tracking.config.user_code import load_callable, team_call
 from tracking.errors import UserCodeError, did_you_mean
 from tracking.provenance.redaction import redact_params, redact_text, secret_values
@@ -112,13 +114,32 @@ def expected_output(task: str, n_outputs: int, target_shape: Sequence[int] | Non
     return [shape or (1,)]
 
 
-def check_output(model: Any, spec: str, task: str, n_outputs: int, target_shape: Sequence[int] | None = None) -> None:
-    """A `UserCodeError` unless the model has one output of a shape that fits the task."""
+def check_output(
+    model: Any,
+    spec: str,
+    task: str,
+    n_outputs: int | Mapping[str, int],
+    target_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
+) -> None:
+    """A `UserCodeError` unless the model has one output of a shape that fits the task, or, where the data's `y`
+    is a dict, one output named after each of its keys (their shapes are the compiled losses' to check)."""
     outputs = model.outputs if getattr(model, "outputs", None) else None
     if outputs is None:
         return  # a subclassed model declares no symbolic output: fit checks it against the loss
+    if isinstance(n_outputs, Mapping):
+        names = output_names(model)
+        if sorted(names) != sorted(n_outputs):
+            raise UserCodeError(
+                f"model.builder: '{spec}' returned a model with outputs {', '.join(names)} but the data's y has "
+                f"targets {', '.join(sorted(n_outputs))}; name each output layer after the key of its targets in y"
+            )
+        return
     if len(outputs) != 1:
-        raise UserCodeError(f"model.builder: '{spec}' returned a model with {len(outputs)} outputs; return one output")
+        raise UserCodeError(
+            f"model.builder: '{spec}' returned a model with {len(outputs)} outputs "
+            f"({', '.join(output_names(model))}) but the data's y is one array; return one output, or give y as a "
+            "dict of targets keyed by the output names (docs/configuration.md, several outputs)"
+        )
     got = tuple(outputs[0].shape[1:])
     allowed = expected_output(task, n_outputs, target_shape)
     if got not in allowed:
@@ -129,10 +150,28 @@ def check_output(model: Any, spec: str, task: str, n_outputs: int, target_shape:
         )
 
 
+def output_names(model: Any) -> list[str]:
+    """The model's output names in Keras's order: a functional model's, a `Sequential`'s last layer's name, none
+    for a subclassed model (it declares no outputs)."""
+    if not getattr(model, "outputs", None):
+        return []
+    return list(model.output_names) if hasattr(model, "output_names") else [model.layers[-1].name]
+
+
+def per_output(value: Any, names: Sequence[str], resolve: Callable[[Any], Any]) -> Any:
+    """`value` as `compile()` takes it for a model with outputs `names`: a mapping resolved per output; one value
+    resolved once, or for several outputs resolved once per output (a fresh loss or metric object each)."""
+    if isinstance(value, Mapping):
+        return {name: resolve(item) for name, item in value.items()}
+    if len(names) > 1:
+        return {name: resolve(value) for name in names}
+    return resolve(value)
+
+
 def resolve_loss(loss: str, root: Path) -> Any:
-    """`train.loss` as `compile()` takes it: a team's function ("module:function"), a fresh instance of a team's
-    `keras.losses.Loss` subclass ("module:Class", or its registered name "package>Class"), else a checked Keras
-    identifier."""
+    """One `train.loss` as `compile()` takes it: a team's function ("module:function"), a fresh instance of a
+    team's `keras.losses.Loss` subclass ("module:Class", or its registered name "package>Class"), else a checked
+    Keras identifier."""
     import keras
 
     if ":" in loss or ">" in loss:
@@ -275,13 +314,32 @@ def _output_width(model: Any) -> int:
 
 
 def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
-    """Compile with the configured optimizer, loss and metrics (the task's defaults where params.yaml says null);
-    the default loss follows the model's output (one sigmoid output for two classes: binary cross-entropy)."""
-    outputs = _output_width(model)
-    loss = resolve_loss(params.train.loss, root) if params.train.loss else task_loss(model, params.data.task)
-    metrics = params.train.metrics if params.train.metrics is not None else DEFAULT_METRICS[params.data.task]
-    check_metrics(metrics, params.data.task, outputs)
-    model.compile(optimizer=optimizer_from_params(params), loss=loss, metrics=resolve_metrics(metrics, root))
+    """Compile with the configured optimizer, loss, metrics and loss weights (the task's defaults where params.yaml
+    says null); the default loss follows the model's output (one sigmoid output for two classes: binary
+    cross-entropy). A model of several outputs takes a loss for each (one name is used for every output), the
+    metrics listed for every output or those mapped to each, and no default metrics."""
+    train, task = params.train, params.data.task
+    names = output_names(model)
+    check_output_keys(train, names)
+    several = len(names) > 1
+    if train.loss:
+        loss = per_output(train.loss, names, lambda name: resolve_loss(name, root))
+    elif several:
+        raise UserCodeError(
+            f"train.loss: null, but the model has {len(names)} outputs ({', '.join(names)}), which have no task "
+            "default; name a loss for each in params.yaml (train.loss: {" + ", ".join(f"{n}: ..." for n in names) + "})"
+        )
+    else:
+        loss = task_loss(model, task)
+    metrics = train.metrics if train.metrics is not None else {} if several else DEFAULT_METRICS[task]
+    for listed in metrics.values() if isinstance(metrics, Mapping) else [metrics]:
+        check_metrics(listed, task, None if several else _output_width(model))
+    model.compile(
+        optimizer=optimizer_from_params(params),
+        loss=loss,
+        metrics=per_output(metrics, names, lambda listed: resolve_metrics(listed, root)),
+        loss_weights=train.loss_weights,
+    )
 
 
 def optimizer_from_params(params: Params) -> Any:
@@ -316,8 +374,11 @@ def custom_objects(params: Params, root: Path) -> dict[str, Any]:
 def team_code(params: Params) -> list[tuple[str, str]]:
     """The params.yaml keys naming the team's code as "module:name", with each spec: the builder, the loss and
     the metrics."""
-    named = [("model.builder", params.model.builder), ("train.loss", params.train.loss)]
-    named += [("train.metrics", metric) for metric in params.train.metrics or []]
+    losses, metrics = params.train.loss, params.train.metrics or []
+    named = [("model.builder", params.model.builder)]
+    named += [("train.loss", loss) for loss in (losses.values() if isinstance(losses, Mapping) else [losses])]
+    listed = metrics.values() if isinstance(metrics, Mapping) else [metrics]
+    named += [("train.metrics", metric) for found in listed for metric in found]
     return [(key, spec) for key, spec in named if spec and ":" in spec]
 
 

@@ -28,6 +28,7 @@ from tracking.config.project import (
     RUN_FILE,
     TRAIN,
 )
+from tracking.data.arrays import Arrays, columns
 from tracking.data.dataset import load_split
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
@@ -68,7 +69,9 @@ def evaluate_model(params: Params) -> None:
             )
             tracker.log_figure(confusion_figure(result["confusion"]), "plots/confusion_matrix.png")
         else:
-            tracker.log_figure(predicted_figure(test["y"], result["predicted"]), "plots/predicted_vs_actual.png")
+            tracker.log_figure(
+                predicted_figure(columns(test["y"]), result["predicted"]), "plots/predicted_vs_actual.png"
+            )
         tracker.log_artifact(root / PREDICTIONS, "evaluation")
         tracker.set_tags(to_tags({"dvc": {"deps": gather_dvc(root, (PREPARE, TRAIN))["deps"]}}))
     shown = ", ".join(
@@ -77,16 +80,17 @@ def evaluate_model(params: Params) -> None:
     print(f"{shown}; MLflow run {tracker.run_id}")
 
 
-def write_outputs(root: Path, metrics: dict, result: dict, y: np.ndarray) -> None:
-    """Metrics, predictions (classes, or values shaped like the targets), the class probabilities scored (the model's
-    outputs for regression), and the pairs DVC plots."""
+def write_outputs(root: Path, metrics: dict, result: dict, y: Arrays) -> None:
+    """Metrics, predictions (classes, or values shaped like the targets; every output's values per sample for
+    several outputs), the class probabilities scored (the model's outputs for regression and several outputs),
+    and the pairs DVC plots (of the first target value per sample)."""
     for path in (EVAL_METRICS, CONFUSION, PREDICTIONS):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
     predicted = result["predicted"]
     classes = "confusion" in result
     np.save(root / PREDICTIONS, predicted.astype("int64" if classes else "float32"))
     np.save(root / PROBABILITIES, np.asarray(result.get("probabilities", result["outputs"])).astype("float32"))
-    cast = int if classes else float
+    cast, y = (int if classes else float), columns(y)
     pairs = [
         {"actual": cast(a), "predicted": cast(p)}
         for a, p in zip(y.reshape(len(y), -1)[:, 0], predicted.reshape(len(y), -1)[:, 0], strict=False)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params
+from tracking.data.arrays import n_rows
 from tracking.determinism.backend import TORCH, configured
 from tracking.determinism.seeds import Seeds
 from tracking.run.lifecycle import deferred_interrupts
@@ -55,7 +56,7 @@ def fit_model(
     data's `sample_weight` where it has one; return its per-epoch history."""
     from tracking.training.callback import FirstStep, InterruptCheck
 
-    steps = math.ceil(len(train["y"]) / params.train.batch_size)
+    steps = math.ceil(n_rows(train["y"]) / params.train.batch_size)
     run_steps_per_call(model, steps_per_call(steps))
     batches = epoch_batches(
         train["x"],
@@ -66,7 +67,7 @@ def fit_model(
         within_batch_seed,
         train.get("sample_weight"),
     )
-    validation = in_batches(fit_arrays(val), KERAS_VALIDATION_BATCH) if val is not None and len(val["y"]) else None
+    validation = in_batches(fit_arrays(val), KERAS_VALIDATION_BATCH) if val is not None and n_rows(val["y"]) else None
     with deferred_interrupts():
         history = model.fit(
             batches,

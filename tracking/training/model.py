@@ -48,11 +48,12 @@ def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DV
 @dataclass(frozen=True)
 class BuildInputs:
     """What a model is built for: the training split (handed read-only to a builder that declares `train`, to
-    adapt its preprocessing), the number of outputs, the regression targets' shape and the project root."""
+    adapt its preprocessing), the number of outputs, the regression targets' shape (both by output name where `y`
+    is a dict) and the project root."""
 
     train: dict[str, Arrays]
-    n_outputs: int
-    target_shape: tuple[int, ...] | None
+    n_outputs: int | dict[str, int]
+    target_shape: Shapes | None
     root: Path
 
     @property
@@ -64,7 +65,14 @@ class BuildInputs:
     def of(cls, manifest: Manifest, train: dict[str, Arrays], root: Path) -> BuildInputs:
         """The inputs of a model trained on prepared data described by `manifest` (data/prepared/manifest.json)."""
         shape = manifest.target_shape
-        return cls(train, manifest.n_outputs, None if shape is None else tuple(shape), root)
+        found = (
+            None
+            if shape is None
+            else {k: tuple(v) for k, v in shape.items()}
+            if isinstance(shape, dict)
+            else tuple(shape)
+        )
+        return cls(train, manifest.n_outputs, found, root)
 
     def read_only_train(self) -> dict[str, Arrays]:
         """The training inputs and targets as views a builder cannot write to."""

@@ -14,13 +14,14 @@ import logging
 import re
 import tempfile
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, Params
-from tracking.data.arrays import rows
+from tracking.data.arrays import columns, n_rows, rows
 from tracking.determinism.seeding import generators_kept, inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import is_determinism_error
@@ -40,19 +41,21 @@ CUSTOM_FIT_GUIDE = "keras.io/guides/custom_train_step_in_tensorflow"
 def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
     """Check that `model` (compiled) saves, reloads to the same outputs, trains and evaluates a step, and that a
     classifier's outputs are probabilities or logits its loss reads; raise a `UserCodeError` naming what to fix.
-    Return what the outputs are (`prov.model.outputs`: probabilities, logits, or values for regression)."""
-    from tracking.training.scoring import class_probabilities, output_kind
+    Return what the outputs are (`prov.model.outputs`: probabilities, logits, values for regression, or compiled
+    for a model of several outputs, which its compiled losses and metrics alone score)."""
+    from tracking.training.scoring import COMPILED, class_probabilities, output_kind
 
     spec = params.model.builder
-    x, y = rows(inputs.train["x"], slice(CHECK_BATCH)), inputs.train["y"][:CHECK_BATCH]
+    x, y = rows(inputs.train["x"], slice(CHECK_BATCH)), rows(inputs.train["y"], slice(CHECK_BATCH))
     weights = inputs.train.get("sample_weight")
     with tempfile.TemporaryDirectory(prefix="tracking-preflight-") as folder:
         path = Path(folder) / "model.keras"
         _save(model, path, spec, inputs.root)
         copy = _reload(path, model, params, spec, inputs.root)
     outputs = _same_outputs(model, copy, x, seeds, spec, inputs.root)
-    kind = output_kind(model, y, outputs) if params.data.task == CLASSIFICATION else "values"
-    if params.data.task == CLASSIFICATION:
+    classes = params.data.task == CLASSIFICATION and not isinstance(y, Mapping)
+    kind = COMPILED if isinstance(y, Mapping) else output_kind(model, y, outputs) if classes else "values"
+    if classes:
         class_probabilities(outputs, inputs.n_outputs, kind)
     compile_model(copy, params, inputs.root)
     copy.run_eagerly = True  # one step: tracing the copy's train and test functions would cost ten times the step
@@ -169,10 +172,14 @@ def _first_differing_layer(model: Any, copy: Any, x: np.ndarray) -> str:
 
 
 def _inference(model: Any, x: np.ndarray, which: str, spec: str, root: Path) -> np.ndarray:
+    """The model's outputs on `x` at inference, as NumPy; several outputs as every output's values per sample."""
+    from tracking.training.scoring import by_output
+
     try:
         import keras
 
-        return keras.ops.convert_to_numpy(model(x, training=False))  # any backend's tensor, on any device
+        found = keras.tree.map_structure(keras.ops.convert_to_numpy, model(x, training=False))  # any device's
+        return columns(by_output(model, found)) if isinstance(found, (dict, list, tuple)) else found
     except Exception as err:
         if is_determinism_error(err):
             raise  # an op op determinism refuses: not the team's mistake (the audit names the op and its alternatives)
@@ -187,7 +194,7 @@ def _one_step(copy: Any, arrays: tuple[Any, ...], spec: str, root: Path) -> None
     hand a batch; warn about metrics that a model without its own `test_step` leaves at exactly 0.0."""
     import keras
 
-    batch = in_batches(arrays, len(arrays[1]))
+    batch = in_batches(arrays, n_rows(arrays[1]))
     for method, run in (
         ("train_step", lambda: copy.fit(batch, epochs=1, shuffle=False, verbose=0)),
         ("test_step", lambda: copy.evaluate(batch, verbose=0, return_dict=True)),

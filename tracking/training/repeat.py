@@ -30,7 +30,7 @@ def train_and_score(
     params: Params,
     seeds: Seeds,
     splits: dict[str, dict],
-    n_outputs: int,
+    n_outputs: int | dict[str, int],
     within_batch_seed: int | None,
     task: str = CLASSIFICATION,
 ) -> Trained:
@@ -40,7 +40,8 @@ def train_and_score(
     fit_model(model, params, seeds, splits["train"], splits.get("val"), within_batch_seed=within_batch_seed)
     result = score_model(model, seeds, splits["test"], task, n_outputs)
     model_weights = model.get_weights()
-    predicted = result["predicted"].astype(np.int16 if task == CLASSIFICATION else np.float32)
+    # classes as int16, values (regression, several outputs) as float32
+    predicted = result["predicted"].astype(np.int16 if result["predicted"].dtype.kind in "iu" else np.float32)
     return Trained(
         flat_metrics(summary_metrics(result)),
         predicted,

@@ -16,15 +16,24 @@ to float32 rounding, and the same bits for every run), and is the cross-entropy 
 contrastive loss, label smoothing, MAE) is `model.evaluate`'s value, and the task's score stays beside it as
 `test_crossentropy` or `test_mse`. The model's compiled metrics, as `model.evaluate` gives them, are added as
 `test_<name>` unless one of the above already has that name.
+
+Several outputs (the data's `y` a dict keyed by output names): `test_loss` is the compiled total as
+`model.evaluate` reports it (each output's loss times its `train.loss_weights` weight, summed), each output's
+loss and metrics are beside it under Keras's names (`test_<output>_loss`, `test_<output>_<metric>`), and the
+task's standard scores are not computed: an output's targets need not be the task's labels or values (keras-io's
+ticket model has soft priorities and multi-hot departments), so its compiled metrics are its scores. Its
+predictions are every output's values per sample, outputs in the order of their names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION
+from tracking.data.arrays import Arrays, columns
 from tracking.determinism.seeding import inference_streams
 from tracking.determinism.seeds import Seeds
 from tracking.errors import UserCodeError
@@ -34,8 +43,9 @@ from tracking.training.building import task_loss
 # The task's own loss under its own name, where `test_loss` is another loss the team compiled.
 STANDARD_LOSS = {CLASSIFICATION: "test_crossentropy", REGRESSION: "test_mse"}
 
-# What a classifier's outputs are (`prov.model.outputs`): probabilities as they are, or logits turned into them.
-PROBABILITIES, LOGITS = "probabilities", "logits"
+# What a classifier's outputs are (`prov.model.outputs`): probabilities as they are, or logits turned into them;
+# a model of several outputs is scored by its compiled losses and metrics alone.
+PROBABILITIES, LOGITS, COMPILED = "probabilities", "logits", "compiled"
 # How far outputs may stray from probabilities (float32 rounding of a softmax) before they are taken for something else.
 PROBABILITY_TOLERANCE = 1e-3
 
@@ -81,7 +91,9 @@ def output_kind(model: Any, y: np.ndarray, outputs: np.ndarray) -> str:
     return LOGITS if abs(plain - shifted) <= SHIFT_TOLERANCE * max(1.0, abs(plain)) else PROBABILITIES
 
 
-def score_model(model: Any, seeds: Seeds, test: dict[str, np.ndarray], task: str, n_outputs: int) -> dict[str, Any]:
+def score_model(
+    model: Any, seeds: Seeds, test: dict[str, Arrays], task: str, n_outputs: int | dict[str, int]
+) -> dict[str, Any]:
     """Score `model` on `test`: its outputs in scoring batches (generators at their inference state), its compiled
     metrics, and the task's scores of them; the result's `outputs` are what the model gave, `probabilities` the
     class probabilities scored (classification)."""
@@ -89,10 +101,35 @@ def score_model(model: Any, seeds: Seeds, test: dict[str, np.ndarray], task: str
     outputs = model.predict(in_batches(test["x"], SCORING_BATCH), verbose=0)
     inference_streams(model, seeds)  # the compiled loss and metrics of the same draws as `outputs`
     compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
+    if isinstance(test["y"], Mapping):
+        return several_outputs_scores(test["y"], by_output(model, outputs), compiled)
     kind = output_kind(model, test["y"], outputs) if task == CLASSIFICATION else PROBABILITIES
     own = getattr(model, "loss", None) == task_loss(model, task)
     result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled, kind, own)
     return {**result, "outputs": np.asarray(outputs)}
+
+
+def by_output(model: Any, outputs: Any) -> dict[str, np.ndarray]:
+    """What `predict` gave a model of several outputs (a dict, or a list in the order of its output names), by
+    output name."""
+    if isinstance(outputs, Mapping):
+        return {name: np.asarray(value) for name, value in outputs.items()}
+    return {name: np.asarray(value) for name, value in zip(model.output_names, outputs, strict=True)}
+
+
+def several_outputs_scores(
+    y: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray], compiled: dict[str, float]
+) -> dict[str, Any]:
+    """A model of several outputs scored as compiled: `test_loss` the total `model.evaluate` reports, each
+    output's loss and metrics as `test_<output>_loss` and `test_<output>_<metric>`; its predictions every output's
+    values per sample (float32), outputs in the order of the targets' names."""
+    values = columns({name: outputs[name] for name in y}).astype(np.float32)
+    return {
+        "test_loss": float(compiled["loss"]),
+        "compiled": {f"test_{name}": float(value) for name, value in compiled.items() if name != "loss"},
+        "predicted": values,
+        "outputs": values,
+    }
 
 
 def class_probabilities(outputs: np.ndarray, n_classes: int, kind: str = PROBABILITIES) -> np.ndarray:

@@ -31,6 +31,9 @@ ADDED_WITH_BUILDERS = {
     "train.loss": "null",
     "train.metrics": "null",
 }
+# Keys added since builders: what a run of the template (it logs `model.builder`) used before it had them.
+ADDED_SINCE_BUILDERS = {"train.loss_weights": "null"}
+TEMPLATE_PARAM = "model.builder"
 LEGACY_COMPARE_METRICS = "compare.metrics"
 # Before backends, every run trained on TensorFlow and recorded its build under `prov.software.tensorflow_build.*`
 # and the GPUs it saw under `prov.gpu.tensorflow_visible.*`.
@@ -49,6 +52,8 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     builder takes (`model.kwargs.augment` too), and the keys added since get the values such a run used
     (`train.loss: null` and so on), so `tracking diff` against a newer run of the same model finds nothing.
 
+    A run of the template logged before `train.loss_weights` compiled no loss weights: it gets `null`.
+
     A run logged before backends trained on TensorFlow: it gets `determinism.backend: tensorflow`, and its
     TensorFlow build and visible GPUs are read as the backend's.
 
@@ -59,6 +64,8 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     """
     if LEGACY_MODEL_PARAM in params:
         params = _upgrade_model(params)
+    if TEMPLATE_PARAM in params and not ADDED_SINCE_BUILDERS.keys() <= params.keys():
+        params = {**ADDED_SINCE_BUILDERS, **params}
     params, tags = _upgrade_backend(params, tags)
     if LEGACY_SPLIT_PARAM not in params:
         return params, tags
