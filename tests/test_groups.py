@@ -131,8 +131,7 @@ def test_bands_refuse_a_mix_of_calibrations_and_variants_and_clip_to_the_range(s
         bands("groups", f"tags.`mlflow.parentRunId` = '{parent}'", ["test_accuracy"], alpha=0.05)
     one = bands("groups", "tags.`noise.variant` = 'algo'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
     assert one["n"] == 4 and one["high"] == 1.0 and one["clipped"].startswith("high 1.0") and one["low"] > 0.9
-    low, high = one["std_interval"]
-    assert low < one["std"] < high
+    assert "std_interval" not in one  # it covered 64-90% under t(3) noise (issue 34)
 
 
 def test_compare_groups_intervals_holm_and_power():

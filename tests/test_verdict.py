@@ -20,7 +20,7 @@ from tracking.noise.policy import (
     judge,
     judge_family,
 )
-from tracking.noise.power import detectable_shift, plan, power, std_interval
+from tracking.noise.power import detectable_shift, plan, power
 from tracking.noise.statistics import band_from_summary, band_from_values, format_p
 from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
 
@@ -82,7 +82,10 @@ def test_two_sample_tests_match_scipy(n: int, m: int):
     assert (pooled.low, pooled.high) == pytest.approx((low, high))
     found = judge_values("acc", a, b, 0.05, "c", "max")
     assert found.test == POOLED and found.candidates == m and found.z == pytest.approx(student.statistic)
-    assert found.delta == pytest.approx(b.mean() - a.mean()) and found.interval == pytest.approx((low, high))
+    assert found.delta == pytest.approx(b.mean() - a.mean())
+    # The gap's interval is Welch's (it holds where the change moved the spread), from 3 candidate runs on.
+    welch_interval = stats.ttest_ind(b, a, equal_var=False).confidence_interval(0.95)
+    assert found.interval == (pytest.approx(tuple(welch_interval)) if m >= 3 else None)
 
 
 def test_permutation_p_by_brute_force_and_with_ties():
@@ -174,8 +177,6 @@ def test_control_sees_any_shift_and_a_spreadless_band_never_says_within_noise():
 
 
 def test_what_the_band_can_see():
-    low, high = std_interval(1.0, 5, 0.05)
-    assert (low, high) == pytest.approx((0.5991, 2.8736), abs=1e-4)  # the 0.60 to 2.87
     shift = detectable_shift(5, 1, 0.025)
     assert power(shift, 5, 1, 0.025) == pytest.approx(0.8) and detectable_shift(5, 5, 0.025) < shift
     family = judge_family([judge(0.98, band_from_values("acc", [0.98, 0.985, 0.99, 0.975, 0.98], 0.05, "c"))], 0.05)

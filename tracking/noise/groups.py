@@ -17,7 +17,6 @@ from typing import Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
-from tracking.noise.power import std_interval
 from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
 
 _PAGE = 1000
@@ -145,8 +144,7 @@ def bands(experiment: str, filter_string: str, metrics: list[str], alpha: float)
     out = {}
     for metric, found in fetch_metric_values(experiment, filter_string, metrics).items():
         band = in_range(band_from_values(metric, found.values, alpha, source).as_dict())
-        low, high = std_interval(band["std"], band["n"], alpha)
-        out[metric] = {**band, "std_interval": [low, high], "skipped_runs": found.skipped}
+        out[metric] = {**band, "skipped_runs": found.skipped}
         if left_out(found.values):
             out[metric]["left_out"] = left_out(found.values)
     return out
