@@ -323,3 +323,27 @@ def test_plan_refuses_a_shift_that_is_not_a_finite_number():
             plan("test_accuracy", shift, 0.01, 5, 0.025)
     with pytest.raises(NoiseError, match="a band with spread"):
         plan("test_accuracy", 0.01, math.nan, 5, 0.025)
+
+
+@pytest.mark.parametrize("runs", [1, 2, 3, 5, 20])
+def test_the_gap_interval_at_the_edges(runs):
+    """Issue 34: the gap's interval is Welch's from 3 candidate runs on (it holds where a change moved the spread),
+    and none where it would rest on no spread: one or two candidate runs, a tied band, a non-finite candidate."""
+    rng = np.random.default_rng(runs)
+    band, candidates = list(0.9 + 0.01 * rng.standard_normal(20)), list(0.8 + 0.02 * rng.standard_normal(runs))
+    found = judge_values("acc", band, candidates, 0.05, "c")
+    if runs < 3:
+        assert found.interval is None
+    else:
+        expected = stats.ttest_ind(candidates, band, equal_var=False).confidence_interval(0.95)
+        assert found.interval == pytest.approx(tuple(expected)) and found.interval[0] < found.delta < found.interval[1]
+    if runs >= 3:  # tied candidates: Welch's interval rests on the band's spread alone, n - 1 degrees of freedom
+        tied = judge_values("acc", band, [0.8] * runs, 0.05, "c")
+        half = stats.t.ppf(0.975, 19) * np.std(band, ddof=1) / math.sqrt(20)
+        assert tied.interval == pytest.approx((tied.delta - half, tied.delta + half))
+    assert judge_values("acc", [0.9] * 5, candidates, 0.05, "c").interval is None  # a band without spread
+    assert judge_values("acc", [0.9] * 5, [0.9] * runs, 0.05, "c", exact=True).interval is None  # CONTROL, tied
+    for bad in (math.nan, math.inf):
+        assert judge_values("acc", band, [*candidates[:-1], bad], 0.05, "c").interval is None
+    with_bad_band = judge_values("acc", [*band, math.nan, math.inf], candidates, 0.05, "c")
+    assert with_bad_band.interval == found.interval and "2 of 22 runs left out" in with_bad_band.note
