@@ -68,7 +68,7 @@ def _judge_values(
         # A band without spread judges nothing but CONTROL: the candidates' own spread alone would say what
         # reseeding the baseline does without having measured it.
         found = judge(float(candidates.mean()), band, exact=exact)
-        return _with_beats(replace(found, candidates=len(candidates)), baseline, candidates, mode, alpha)
+        return _with_beats(replace(found, candidates=len(candidates)), baseline, candidates, mode)
     test = pooled_t(baseline, candidates, alpha)
     common = {
         "metric": metric,
@@ -91,7 +91,7 @@ def _judge_values(
             note=f"CONTROL: {divergence} the {band.n} identical runs",
             **common,
         )
-        return _with_beats(found, baseline, candidates, mode, alpha)
+        return _with_beats(found, baseline, candidates, mode)
     separate = welch(baseline, candidates, alpha)
     found = Judgement(
         scale=test.scale,
@@ -104,17 +104,14 @@ def _judge_values(
         interval=(separate.low, separate.high) if len(candidates) >= MIN_GAP_RUNS else None,
         **common,
     )
-    return _with_beats(found, baseline, candidates, mode, alpha)
+    return _with_beats(found, baseline, candidates, mode)
 
 
-def _with_beats(
-    found: Judgement, baseline: np.ndarray, candidates: np.ndarray, mode: str | None, alpha: float
-) -> Judgement:
+def _with_beats(found: Judgement, baseline: np.ndarray, candidates: np.ndarray, mode: str | None) -> Judgement:
     """The judgement with the probability that a candidate run beats a baseline run (metrics with a mode)."""
     if mode not in ("max", "min"):
         return found
-    beats = probability_of_beating(baseline, candidates, mode, alpha)
-    return replace(found, beats={"probability": beats.probability, "low": beats.low, "high": beats.high})
+    return replace(found, beats={"probability": probability_of_beating(baseline, candidates, mode)})
 
 
 def judge_churn(matrix: np.ndarray, candidates: int, alpha: float, exact: bool = False) -> Judgement:

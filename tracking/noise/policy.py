@@ -156,7 +156,7 @@ class Judgement:
     runs on (`tracking.noise.twosample`), `detectable` the smallest true shift the test
     detects with 80% power at the level Holm's first step uses, the measured std's own error counted (set by
     `judge_family`), `beats` the probability
-    that a candidate run beats a baseline run with its bootstrap interval (metrics with a mode).
+    that a candidate run beats a baseline run, without an interval (metrics with a mode).
     """
 
     metric: str

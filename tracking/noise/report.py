@@ -15,9 +15,8 @@ from tracking.noise.power import NO_STD_INTERVAL
 from tracking.noise.record import NoiseRecord
 from tracking.noise.statistics import format_p, pairwise_disagreement
 
-# Why P(beat) is printed without its interval: its stratified bootstrap interval (still in the logged
-# compare/compare.json) covered the true probability 42-65% of the time with one candidate run and 81-93% with 3
-# to 5 (issue 34's simulations).
+# Why P(beat) has no interval (`tracking.noise.twosample.probability_of_beating`): a stratified bootstrap's
+# covered the true probability 42-65% of the time with one candidate run and 81-93% with 3 to 5 (issue 34).
 BEATS_UNBOUNDED = "no interval: its bootstrap interval covers 42-93% of the time, short of 95%"
 
 
