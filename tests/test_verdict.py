@@ -345,3 +345,6 @@ def test_the_gap_interval_at_the_edges(runs):
         assert judge_values("acc", band, [*candidates[:-1], bad], 0.05, "c").interval is None
     with_bad_band = judge_values("acc", [*band, math.nan, math.inf], candidates, 0.05, "c")
     assert with_bad_band.interval == found.interval and "2 of 22 runs left out" in with_bad_band.note
+    # an accuracy's gap lies within ±1, however wide Welch's interval (here -1.64 to +0.84)
+    wide = judge_values("test_accuracy", band[:5], [0.0, 1.0, 0.5], 0.05, "c")
+    assert wide.interval[0] == -1.0 and -1 < wide.interval[1] < 1

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tracking.noise.groups import left_out
+from tracking.noise.groups import gap_in_range, left_out
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
 from tracking.noise.statistics import band_from_values
 from tracking.noise.twosample import MIN_GAP_RUNS, permutation_p, pooled_t, probability_of_beating, welch
@@ -101,7 +101,7 @@ def _judge_values(
         note="",
         permutation_p=permutation_p(baseline, candidates),
         welch_p=separate.p_value,
-        interval=(separate.low, separate.high) if len(candidates) >= MIN_GAP_RUNS else None,
+        interval=gap_in_range(metric, (separate.low, separate.high)) if len(candidates) >= MIN_GAP_RUNS else None,
         **common,
     )
     return _with_beats(found, baseline, candidates, mode)

@@ -127,13 +127,25 @@ def _double_quoted(text: str) -> str:
 _UNIT_RANGE = ("accuracy", "_fpr", "_fnr", "churn")
 
 
-def in_range(band: dict[str, Any]) -> dict[str, Any]:
-    """The band with its interval clipped to the metric's range (accuracies, error rates and churn in [0, 1],
-    losses at 0 or above) and `clipped` saying what was clipped."""
-    name = band["metric"]
-    low, high = (0.0, 1.0) if any(part in name for part in _UNIT_RANGE) else (0.0, math.inf) if "loss" in name else (
+def metric_range(name: str) -> tuple[float, float]:
+    """The values a metric can take, by its name: accuracies, error rates and churn in [0, 1], losses at 0 or
+    above, anything else unbounded."""
+    return (0.0, 1.0) if any(part in name for part in _UNIT_RANGE) else (0.0, math.inf) if "loss" in name else (
         -math.inf, math.inf
     )  # fmt: skip
+
+
+def gap_in_range(name: str, interval: tuple[float, float]) -> tuple[float, float]:
+    """A gap's interval within what a difference of two of the metric's values can be (±1 for an accuracy)."""
+    low, high = metric_range(name)
+    return max(interval[0], low - high), min(interval[1], high - low)
+
+
+def in_range(band: dict[str, Any]) -> dict[str, Any]:
+    """The band with its interval clipped to the metric's range (`metric_range`) and `clipped` saying what was
+    clipped."""
+    name = band["metric"]
+    low, high = metric_range(name)
     clipped = [f"{side} {band[side]:.6g} to {bound:g}" for side, bound in (("low", low), ("high", high))
                if (band[side] < bound if side == "low" else band[side] > bound)]  # fmt: skip
     return {
