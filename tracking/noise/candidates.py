@@ -2,10 +2,9 @@
 
 One candidate run: the prediction test of `tracking.noise.policy.judge`. Several (N > 1, for when a stage trains
 them): the two-sample comparison of `tracking.noise.twosample`, the pooled t deciding (it is the prediction test
-at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the gap's
-Welch interval from `MIN_GAP_RUNS` candidate runs on, and the
-probability that a candidate run beats a baseline run) and what the band can see (the detectable shift once
-`judge_family` has set the family's level).
+at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the
+gap's Welch interval from `MIN_GAP_RUNS` candidate runs on, and the probability that a candidate run beats a
+baseline run) and what the band can see (the detectable shift once `judge_family` has set the family's level).
 """
 
 from __future__ import annotations
