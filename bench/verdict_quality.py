@@ -17,11 +17,19 @@ comes with its 95% Wilson interval over the trials of its cell (2,000 by default
   std (as the report computes it), then a true drop of X, and how often `exceeds_noise` follows;
 - `tracking plan` followed: for a shift named in the std the calibration measured, each option it prints (the
   measured runs kept among the calibration's, as a calibration given more repeats keeps them) and a true drop of
-  that shift; and for a fixed true shift, each option wherever the plan offers it.
+  that shift; and for a fixed true shift, each option wherever the plan offers it;
+- every printed 95% interval's coverage (93-97% to hold) under normal, t(3) and 10% bad seeds noise: the gap's
+  Welch interval beside the pooled t's it replaced, where the change left the spread alone and where it doubled
+  it; the chi-square interval of a band's std and the F interval of a std ratio, which are no longer printed; the
+  audit's cost of determinism from its paired repeats;
+- compare-groups' printed power against how often its verdict says "spreads differ".
+
+Sections (`--only SECTION`, repeatable; all by default): null, blind, statements, plan, gap-intervals,
+std-intervals, cost-intervals, group-power.
 
 `--real` adds the real path: a tiny model trained `--real-repeats` times as a band and `--real-candidates` more
 times as seed-only candidates, judged by the compare stage's `judge_candidate` (slow: each is a training).
-Run from the project root: `nice -n 10 .venv/bin/python bench/verdict_quality.py [--trials 2000]`.
+Run from the project root: `nice -n 10 .venv/bin/python bench/verdict_quality.py [--trials 2000] [--only SECTION]`.
 """
 
 from __future__ import annotations
@@ -170,20 +178,109 @@ def planned_at_true(rng: np.random.Generator, n: int, shift: float, trials: int)
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=2000, help="independent trials per cell (default 2000)")
-    parser.add_argument("--real", action="store_true", help="also train a tiny model (slow)")
-    parser.add_argument("--real-repeats", type=int, default=5, help="real band runs (default 5)")
-    parser.add_argument("--real-candidates", type=int, default=10, help="real seed-only candidates (default 10)")
-    parser.add_argument("--epochs", type=int, default=3, help="real path: epochs per training (default 3)")
-    args = parser.parse_args()
-    rng = np.random.default_rng(34)
-    started = time.perf_counter()
-    trials = args.trials
+# The noise models every printed interval must cover under (issue 34), in units of the true std: the bad seeds
+# centred and scaled, so that the std and mean an interval estimates are known (1 and 0).
+BAD_SPREAD = math.sqrt(1 + 16 * 0.1 * 0.9)
+COVERAGE_NOISE: dict[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]] = {
+    "normal": lambda rng, size: rng.standard_normal(size),
+    "t(3)": lambda rng, size: rng.standard_t(3, size) / math.sqrt(3.0),
+    "10% bad seeds": lambda rng, size: (rng.standard_normal(size) - 4.0 * (rng.random(size) < 0.1) + 0.4) / BAD_SPREAD,
+}
+
+
+def covered(hits: int, trials: int) -> str:
+    """A coverage rate with its Wilson interval, and whether it is within the 93-97% a 95% interval must hold."""
+    verdict = "holds" if 0.93 <= hits / trials <= 0.97 else "MISSES 93-97%"
+    return f"{wilson(hits, trials)} {verdict}"
+
+
+def gap_intervals(rng: np.random.Generator, trials: int) -> None:
+    """How often the gap's printed interval (Welch's, `tracking.noise.twosample.welch`, from MIN_GAP_RUNS candidate
+    runs on) covers the true gap, where the change left the spread alone and where it doubled it; beside it the
+    pooled t's interval it replaced."""
+    from tracking.noise.twosample import MIN_GAP_RUNS, pooled_t, welch
+
+    print(f"the gap's 95% interval covers the true gap (Welch's, printed from {MIN_GAP_RUNS} candidate runs on):")
+    for noise, draw in COVERAGE_NOISE.items():
+        for spread in (1.0, 2.0):
+            for n, runs in ((3, 3), (5, 3), (20, 3), (5, 5), (20, 5), (20, 10)):
+                hits = {"Welch": 0, "pooled": 0}
+                for _ in range(trials):
+                    band, candidates = draw(rng, n), spread * draw(rng, runs) + 1.0
+                    for name, test in (("Welch", welch), ("pooled", pooled_t)):
+                        found = test(band, candidates, ALPHA)
+                        hits[name] += found.low <= 1.0 <= found.high
+                print(
+                    f"  {noise}, spread x{spread:g}, n={n}, N={runs}: Welch {covered(hits['Welch'], trials)} | "
+                    f"pooled t (replaced) {wilson(hits['pooled'], trials)}"
+                )
+
+
+def std_intervals(rng: np.random.Generator, trials: int) -> None:
+    """Why the band's std and compare-groups' std ratio are printed without an interval: how often the chi-square
+    interval of a std and the F interval of a ratio of stds (what was printed) cover the truth."""
+    from scipy import stats
+
+    print("not printed: the chi-square interval of a band's std, and the F interval of a std ratio (0.74), cover:")
+    for noise, draw in COVERAGE_NOISE.items():
+        for n in (3, 5, 10, 20):
+            s = draw(rng, (trials, n)).std(axis=1, ddof=1)
+            low = s * np.sqrt((n - 1) / stats.chi2.ppf(1 - ALPHA / 2, n - 1))
+            high = s * np.sqrt((n - 1) / stats.chi2.ppf(ALPHA / 2, n - 1))
+            print(f"  {noise}, band std, n={n}: {covered(int(((low <= 1) & (high >= 1)).sum()), trials)}")
+        for n in (5, 20, 50):
+            ratio = 0.74 * draw(rng, (trials, n)).std(axis=1, ddof=1) / draw(rng, (trials, n)).std(axis=1, ddof=1)
+            upper, lower = stats.f.ppf(1 - ALPHA / 2, n - 1, n - 1), stats.f.ppf(ALPHA / 2, n - 1, n - 1)
+            hits = int(((ratio / math.sqrt(upper) <= 0.74) & (ratio / math.sqrt(lower) >= 0.74)).sum())
+            print(f"  {noise}, std ratio, {n} vs {n}: {covered(hits, trials)}")
+
+
+def cost_intervals(rng: np.random.Generator, trials: int) -> None:
+    """How often the audit's cost of determinism interval (`tracking.inspect.audit.cost_interval`) covers the true
+    ratio: each pair of repeats shares the machine's load, and the pair's ratio moves by the noise model (a 10%
+    log-scale spread), its 40 steps by 3% each."""
+    from tracking.inspect.audit import cost_interval
+
+    print("the audit's cost of determinism, 95% interval from its paired repeats, covers the true ratio (1.3x):")
+    for noise, draw in COVERAGE_NOISE.items():
+        for repeats in (2, 3, 5, 10):
+            hits = 0
+            for _ in range(trials):
+                load = rng.normal(0, 0.3, (repeats, 1))
+                det = np.exp(
+                    math.log(1.3) + load + 0.1 * draw(rng, (repeats, 1)) + 0.03 * rng.standard_normal((repeats, 40))
+                )
+                nondet = np.exp(load + 0.03 * rng.standard_normal((repeats, 40)))
+                found = cost_interval(det, nondet)
+                hits += found is not None and found[0] <= 1.3 <= found[1]
+            print(f"  {noise}, {repeats} repeats a mode: {covered(hits, trials)}")
+
+
+def group_power(rng: np.random.Generator, trials: int) -> None:
+    """compare-groups at 50 vs 50 runs and two metrics (Holm over 4 tests), at a true std ratio of 0.74: how often
+    its verdict says "spreads differ", against the power it prints for a true ratio of 0.74 (what it says where it
+    measures 0.74) and the powers it prints at the ratios it measures."""
+    from tracking.noise.groups import _spread_power, compare_metric_groups
+
+    printed, hits = [], 0
+    for _ in range(trials):
+        a = {metric: list(0.74 * rng.standard_normal(50)) for metric in ("x", "y")}
+        b = {metric: list(rng.standard_normal(50)) for metric in ("x", "y")}
+        row = compare_metric_groups(a, b, ALPHA)["x"]
+        hits += row["spreads_differ"]
+        printed.append(row["brown_forsythe_power_at_ratio"])
+    print(
+        "compare-groups, 50 vs 50 runs, 2 metrics, true std ratio 0.74: spreads differ "
+        f"{wilson(hits, trials)}; power printed for a ratio of 0.74: {_spread_power(0.74, 50, 50, ALPHA / 4):.3f}; "
+        f"powers printed at the ratios measured: mean {np.mean(printed):.3f}, median {np.median(printed):.3f}"
+    )
+
+
+def null_verdicts(rng: np.random.Generator, trials: int) -> None:
+    """With no true shift: false alarms, and how often each verdict is given, under every noise model."""
     print(
         f"through tracking.judge; {len(METRICS)} metrics ({', '.join(METRICS)}), Holm at alpha {ALPHA}, "
-        f"compare.min_effect {MIN_EFFECT_STDS:g} band stds; {trials} independent trials a cell, 95% Wilson intervals"
+        f"compare.min_effect {MIN_EFFECT_STDS:g} band stds"
     )
     print(
         "null (no true shift): false alarms (a metric beyond noise after Holm: exceeds_noise, or within_tolerance "
@@ -201,19 +298,59 @@ def main() -> None:
             f"{wilson(counts[EXCEEDS], trials)} | {wilson(counts[WITHIN], trials)} | "
             f"{wilson(counts[INCONCLUSIVE], trials)}"
         )
+
+
+def blind(rng: np.random.Generator, trials: int) -> None:
+    """A true drop at min_effect: how often the verdict still says within_noise."""
     print(f"blind within_noise: a true drop of test_accuracy of {MIN_EFFECT_STDS:g} band stds (its min_effect):")
     for n, runs in ((5, 3), (10, 3), (5, 5)):
         found = [trial(rng, "normal", n, runs, MIN_EFFECT_STDS).verdict for _ in range(trials)]
         print(f"  n={n}, N={runs}: within_noise {wilson(found.count(WITHIN), trials)} (at most 0.2 if 80% holds)")
+
+
+def statements(rng: np.random.Generator, trials: int) -> None:
+    """The reports' "a true shift of X is detected 80% of the time", followed."""
     print('"a true shift of X is detected 80% of the time", X from the band\'s own std (normal noise):')
     for n, runs in ((5, 1), (5, 3), (10, 3), (20, 1)):
         hits = sum(statement(rng, n, runs) for _ in range(trials))
         print(f"  n={n}, N={runs}: detected {wilson(hits, trials)}")
+
+
+def plans(rng: np.random.Generator, trials: int) -> None:
+    """Every option `tracking plan` prints, followed (at least 78% each)."""
     print("tracking plan from 5 calibration runs, each option followed (the 5 runs kept), normal noise:")
     for size in PLANNED:
         planned(rng, 5, size, trials)
     for shift in (2.0, 3.0):
         planned_at_true(rng, 5, shift, trials)
+
+
+SECTIONS: dict[str, Callable[[np.random.Generator, int], None]] = {
+    "null": null_verdicts,
+    "blind": blind,
+    "statements": statements,
+    "plan": plans,
+    "gap-intervals": gap_intervals,
+    "std-intervals": std_intervals,
+    "cost-intervals": cost_intervals,
+    "group-power": group_power,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=2000, help="independent trials per cell (default 2000)")
+    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
+    parser.add_argument("--real", action="store_true", help="also train a tiny model (slow)")
+    parser.add_argument("--real-repeats", type=int, default=5, help="real band runs (default 5)")
+    parser.add_argument("--real-candidates", type=int, default=10, help="real seed-only candidates (default 10)")
+    parser.add_argument("--epochs", type=int, default=3, help="real path: epochs per training (default 3)")
+    args = parser.parse_args()
+    rng = np.random.default_rng(34)
+    started = time.perf_counter()
+    print(f"{args.trials} independent trials a cell, 95% Wilson intervals")
+    for name in args.only or SECTIONS:
+        SECTIONS[name](rng, args.trials)
     print(f"simulation: {time.perf_counter() - started:.0f} s")
     if args.real:
         real(args)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO, assert_user_error, client_for, make_project, run, runs_of, write_params
 
-from tracking.inspect.audit import diagnose, first_divergence, pairwise_sad, unsupported_line
+from tracking.inspect.audit import cost_interval, diagnose, first_divergence, pairwise_sad, unsupported_line
 
 AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]
 NOISY_BUILDER = '''\
@@ -172,6 +172,7 @@ def test_audit_reports_bit_identity_divergence_matrices_and_logs_to_mlflow(audit
     assert metrics["nondet_divergence_step"] == 1.0 and "det_divergence_step" not in metrics
     report = (root / "reports/audit.md").read_text()
     assert "| deterministic | on | none | yes | — |" in report and "Cost of determinism" in report
+    assert "3 paired repeats)**" in report  # the cost's interval, issue 34
     assert "not the cost of determinism on a GPU" in report and (root / "reports/audit.png").stat().st_size > 10_000
 
     client = client_for(root)
@@ -232,3 +233,20 @@ def test_op_without_deterministic_implementation_is_named_not_crashed(tmp_path):
     (parent,) = runs_of(root)
     assert parent.info.status == "FAILED" and parent.data.tags["audit.unsupported_op"] == "RandomUniform"
     assert "UnsupportedOpError" in parent.data.tags["error"]
+
+
+@pytest.mark.parametrize("repeats", [2, 3, 5, 20])
+def test_the_cost_of_determinism_has_the_t_interval_of_its_paired_repeats(repeats):
+    """Issue 34: the cost was printed without uncertainty (0.583x, then 1.025x, back to back)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(repeats)
+    det, nondet = np.exp(rng.normal(0.1, 0.2, (repeats, 6))), np.exp(rng.normal(0, 0.2, (repeats, 6)))
+    logs = np.log(np.median(det[:, 1:], axis=1) / np.median(nondet[:, 1:], axis=1))  # the tracing step left out
+    low, high = stats.t.interval(0.95, repeats - 1, loc=logs.mean(), scale=stats.sem(logs))
+    assert cost_interval(det, nondet) == pytest.approx((np.exp(low), np.exp(high)))
+    assert cost_interval(det * 3, nondet * 3) == pytest.approx(cost_interval(det, nondet))  # a ratio: no unit
+    tied = np.ones((repeats, 6))
+    assert cost_interval(tied * 1.2, tied) is None  # no spread: no interval from float residue
+    for bad in (0.0, np.nan, np.inf):  # a repeat whose median step time is not a positive number
+        assert cost_interval(np.vstack([np.full((1, 6), bad), det[1:]]), nondet) is None

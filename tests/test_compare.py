@@ -172,6 +172,7 @@ def test_judge_candidate_on_a_tied_band_cannot_judge():
     assert summary["candidates_mean_gap_test_accuracy"] == pytest.approx(-4 / 360)
     report = render_report({**result, "band_variant": "algo+impl", "reason": "r", "calibration_runs": 3})
     assert "Inconclusive: test_accuracy" in report and "| n/a | n/a | inconclusive |" in report
+    assert "- test_accuracy: the band has no spread (3 identical values (0.988889)" in report and "()" not in report
 
 
 def test_report_says_how_many_of_the_band_runs_were_reused():

@@ -131,19 +131,16 @@ def test_bands_refuse_a_mix_of_calibrations_and_variants_and_clip_to_the_range(s
         bands("groups", f"tags.`mlflow.parentRunId` = '{parent}'", ["test_accuracy"], alpha=0.05)
     one = bands("groups", "tags.`noise.variant` = 'algo'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
     assert one["n"] == 4 and one["high"] == 1.0 and one["clipped"].startswith("high 1.0") and one["low"] > 0.9
-    low, high = one["std_interval"]
-    assert low < one["std"] < high
+    assert "std_interval" not in one  # it covered 64-90% under t(3) noise (issue 34)
 
 
-def test_compare_groups_intervals_holm_and_power():
+def test_compare_groups_ratio_holm_and_power():
     rng = np.random.default_rng(7)
     a, b = list(rng.normal(0, 0.74, 50)), list(rng.normal(0, 1, 50))
     row = compare_groups(a, b, alpha=0.05)
     ratio = row["std_ratio_a_over_b"]
-    # at 50 vs 50 the F interval is the ratio times [0.753, 1.327] (issue 26)
-    assert np.divide(row["std_ratio_interval_f"], ratio) == pytest.approx([0.753, 1.327], abs=1e-3)
-    low, high = row["std_ratio_interval_bootstrap"]
-    assert low < ratio < high
+    # no interval: under t(3) noise the F interval covered 62% and the bootstrap's 90% at 50 vs 50 (issue 34)
+    assert ratio == pytest.approx(np.std(a, ddof=1) / np.std(b, ddof=1)) and not any("interval" in key for key in row)
     # Morin & Willetts' ratio of 0.74 at 50 vs 50: Brown-Forsythe detects it about 46% of the time
     from tracking.noise.groups import _spread_power, compare_metric_groups
 
@@ -168,7 +165,7 @@ def test_compare_groups_on_a_group_without_spread_warns_nothing():
         warnings.simplefilter("error")
         row = compare_metric_groups({"acc": [358 / 360] * 5}, {"acc": [0.9889, 0.9861, 0.9889, 0.9861, 0.9889]}, 0.05)
         assert row["acc"]["std_ratio_a_over_b"] is None and row["acc"]["welch_p"] is not None
-        assert row["acc"]["std_ratio_interval_f"] is None and "A tied (no spread)" in row["acc"]["verdict"]
+        assert "A tied (no spread): no std ratio" in row["acc"]["verdict"]
         none = compare_metric_groups({"acc": [0.99] * 3}, {"acc": [0.99] * 3}, 0.05)["acc"]
     assert none["std_ratio_a_over_b"] is None and none["welch_p"] is None and none["means_differ"] is False
     assert json.dumps(none, allow_nan=False)
@@ -197,9 +194,10 @@ def test_compare_groups_at_the_edges(runs):
         assert row["brown_forsythe_p"] is None and not row["spreads_differ"] and "no spread verdict" in row["verdict"]
         assert f"at least {MIN_SPREAD_RUNS} runs per group" in row["note"]
     else:
-        assert row["brown_forsythe_p"] is not None and row["std_ratio_interval_f"] is not None
+        assert row["brown_forsythe_p"] is not None and row["std_ratio_a_over_b"] > 0
     tied = compare_metric_groups({"acc": [0.9] * runs}, {"acc": b}, 0.05)["acc"]
-    assert tied["std_ratio_interval_f"] is None and tied["std_ratio_interval_bootstrap"] is None  # not "F [0, 0]"
+    # not "F [0, 0]"
+    assert tied["std_ratio_a_over_b"] is None and "A tied (no spread): no std ratio" in tied["verdict"]
     nearly = compare_metric_groups({"acc": [0.9] * (runs - 1) + [0.9 + 2e-16]}, {"acc": b}, 0.05)["acc"]
     assert nearly["std_a"] == 0 and nearly["std_ratio_a_over_b"] is None  # float residue: no ratio of 1e13
 

@@ -27,6 +27,8 @@ UNSUPPORTED_OP_EXIT = 3
 UNSUPPORTED_FILE = "unsupported_op.json"
 # Lines between the audit stage and its trainer processes: set up / train one repeat / repeat trained.
 READY, GO, DONE = "ready", "go", "done"
+# The cost of determinism's interval is at 1 - COST_ALPHA (docs/audit.md).
+COST_ALPHA = 0.05
 _TRACE_ARRAYS = "trace.npz"
 _TRACE_META = "trace.json"
 
@@ -140,6 +142,38 @@ def median_step_seconds(step_seconds: np.ndarray) -> float:
     return float(np.median(timed))
 
 
+def cost_interval(det: np.ndarray, nondet: np.ndarray, alpha: float = COST_ALPHA) -> tuple[float, float] | None:
+    """The 1-α interval of the cost of determinism from R paired repeats ((R, S) step times per mode, repeat i of
+    each mode trained back to back): a t interval, R-1 degrees of freedom, on the mean log ratio of the pairs'
+    median step times, exponentiated. The repeat is the unit: the machine's load moves whole repeats (0.583x, then
+    1.025x, back to back in issue 34), so steps within one are not independent. None where the pairs' log ratios
+    are all equal (no spread to measure) or a time is not a positive number."""
+    from scipy import stats
+
+    pairs = np.array(
+        [[median_step_seconds(d[None]), median_step_seconds(n[None])] for d, n in zip(det, nondet, strict=True)]
+    )
+    if len(pairs) < 2 or not (np.isfinite(pairs).all() and (pairs > 0).all()):
+        return None
+    logs = np.log(pairs[:, 0]) - np.log(pairs[:, 1])
+    if (logs == logs[0]).all():
+        return None
+    half = float(stats.t.ppf(1 - alpha / 2, len(logs) - 1)) * float(logs.std(ddof=1)) / np.sqrt(len(logs))
+    return float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+
+
+def cost_text(summary: dict[str, Any]) -> str:
+    """The cost of determinism as the audit prints it, e.g. `1.017x (95% interval 0.95x to 1.09x, 3 paired repeats)`."""
+    found = summary["time_ratio_interval"]
+    repeats = summary["modes"]["det"]["repeats"]
+    interval = (
+        f"{1 - COST_ALPHA:.0%} interval {found[0]:.3f}x to {found[1]:.3f}x"
+        if found
+        else "no interval: the paired repeats' ratios have no spread"
+    )
+    return f"{summary['time_ratio']:.3f}x ({interval}, {repeats} paired repeats)"
+
+
 def summarise(traces: dict[str, Trace], settings: dict[str, Any]) -> dict[str, Any]:
     """The audit as JSON-ready data: per mode, bit-identity, first divergence, matrices and timings; the time ratio."""
     modes = {}
@@ -161,6 +195,7 @@ def summarise(traces: dict[str, Trace], settings: dict[str, Any]) -> dict[str, A
     summary: dict[str, Any] = {"settings": settings, "modes": modes}
     if "det" in modes and "nondet" in modes:
         summary["time_ratio"] = modes["det"]["median_step_seconds"] / modes["nondet"]["median_step_seconds"]
+        summary["time_ratio_interval"] = cost_interval(traces["det"].step_seconds, traces["nondet"].step_seconds)
     return summary
 
 

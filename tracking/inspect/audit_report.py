@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from tracking.inspect.audit import cost_text
+
 PUBLISHED_GPU_COST = "1.0x to 7.5x"
 
 
@@ -33,8 +35,8 @@ def render(summary: dict[str, Any]) -> str:
     lines.append("")
     if "time_ratio" in summary:
         lines += [
-            f"**Cost of determinism: {summary['time_ratio']:.3f}x** (median step time, deterministic / "
-            "non-deterministic, measured in this invocation with the modes alternating repeat by repeat; each "
+            f"**Cost of determinism: {cost_text(summary)}** (median step time, deterministic / "
+            "non-deterministic; the interval from each pair of repeats' ratio, a t interval on the log scale; measured in this invocation with the modes alternating repeat by repeat; each "
             "repeat's first, tracing step left out).",
             "",
         ]

@@ -35,6 +35,7 @@ from tracking.inspect.audit import (
     UNSUPPORTED_FILE,
     UNSUPPORTED_OP_EXIT,
     Trace,
+    cost_text,
     median_step_seconds,
     summarise,
     unsupported_line,
@@ -111,7 +112,7 @@ def run_audit(params: Params, repeats: int | None = None, steps: int | None = No
     print(
         f"audit: deterministic bit-identical: {'yes' if modes['det']['bit_identical'] else 'NO'}; "
         f"non-deterministic first divergence: {modes['nondet']['divergence_text'] or 'none (bit-identical)'}; "
-        f"cost of determinism {summary['time_ratio']:.3f}x; report {AUDIT_REPORT}; MLflow parent run {parent.run_id}"
+        f"cost of determinism {cost_text(summary)}; report {AUDIT_REPORT}; MLflow parent run {parent.run_id}"
     )
 
 

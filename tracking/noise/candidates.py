@@ -2,9 +2,9 @@
 
 One candidate run: the prediction test of `tracking.noise.policy.judge`. Several (N > 1, for when a stage trains
 them): the two-sample comparison of `tracking.noise.twosample`, the pooled t deciding (it is the prediction test
-at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the gap's interval and the
-probability that a candidate run beats a baseline run) and what the band can see (its std's interval; the
-detectable shift once `judge_family` has set the family's level).
+at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the
+gap's Welch interval from `MIN_GAP_RUNS` candidate runs on, and the probability that a candidate run beats a
+baseline run) and what the band can see (the detectable shift once `judge_family` has set the family's level).
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from tracking.noise.groups import left_out
+from tracking.noise.groups import gap_in_range, left_out
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
-from tracking.noise.power import std_interval
 from tracking.noise.statistics import band_from_values
-from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
+from tracking.noise.twosample import MIN_GAP_RUNS, permutation_p, pooled_t, probability_of_beating, welch
 
 
 def judge_values(
@@ -68,7 +67,7 @@ def _judge_values(
         # A band without spread judges nothing but CONTROL: the candidates' own spread alone would say what
         # reseeding the baseline does without having measured it.
         found = judge(float(candidates.mean()), band, exact=exact)
-        return _with_beats(replace(found, candidates=len(candidates)), baseline, candidates, mode, alpha)
+        return _with_beats(replace(found, candidates=len(candidates)), baseline, candidates, mode)
     test = pooled_t(baseline, candidates, alpha)
     common = {
         "metric": metric,
@@ -79,7 +78,6 @@ def _judge_values(
         "band": band,
         "candidates": len(candidates),
         "test": POOLED,
-        "std_interval": std_interval(band.std, band.n, alpha) if band.std > 0 else None,
     }
     if test.t is None:  # no spread in the band (CONTROL: any other band returned above) nor the candidates
         equal = test.difference == 0
@@ -92,7 +90,8 @@ def _judge_values(
             note=f"CONTROL: {divergence} the {band.n} identical runs",
             **common,
         )
-        return _with_beats(found, baseline, candidates, mode, alpha)
+        return _with_beats(found, baseline, candidates, mode)
+    separate = welch(baseline, candidates, alpha)
     found = Judgement(
         scale=test.scale,
         z=test.t,
@@ -100,21 +99,18 @@ def _judge_values(
         verdict=WITHIN if test.p_value > alpha else EXCEEDS,
         note="",
         permutation_p=permutation_p(baseline, candidates),
-        welch_p=welch(baseline, candidates, alpha).p_value,
-        interval=(test.low, test.high),
+        welch_p=separate.p_value,
+        interval=gap_in_range(metric, (separate.low, separate.high)) if len(candidates) >= MIN_GAP_RUNS else None,
         **common,
     )
-    return _with_beats(found, baseline, candidates, mode, alpha)
+    return _with_beats(found, baseline, candidates, mode)
 
 
-def _with_beats(
-    found: Judgement, baseline: np.ndarray, candidates: np.ndarray, mode: str | None, alpha: float
-) -> Judgement:
+def _with_beats(found: Judgement, baseline: np.ndarray, candidates: np.ndarray, mode: str | None) -> Judgement:
     """The judgement with the probability that a candidate run beats a baseline run (metrics with a mode)."""
     if mode not in ("max", "min"):
         return found
-    beats = probability_of_beating(baseline, candidates, mode, alpha)
-    return replace(found, beats={"probability": beats.probability, "low": beats.low, "high": beats.high})
+    return replace(found, beats={"probability": probability_of_beating(baseline, candidates, mode)})
 
 
 def judge_churn(matrix: np.ndarray, candidates: int, alpha: float, exact: bool = False) -> Judgement:

@@ -152,11 +152,10 @@ class Judgement:
 
     `z` is the test's t statistic (the gap over its estimated standard deviation, not a count of band stds) and
     `test` names it: `prediction` (one candidate run) or `pooled_t` (several, with Welch's and the
-    exact permutation p beside it). `interval` is the 1-α interval of the
-    gap, `std_interval` that of the band's true std (chi-square), `detectable` the smallest true shift the test
-    detects with 80% power at the level Holm's first step uses, the measured std's own error counted (set by
-    `judge_family`), `beats` the probability
-    that a candidate run beats a baseline run with its bootstrap interval (metrics with a mode).
+    exact permutation p beside it). `interval` is the gap's 1-α Welch interval, only from `MIN_GAP_RUNS` candidate
+    runs on (`tracking.noise.twosample`), `detectable` the smallest true shift the test detects with 80% power at
+    the level Holm's first step uses, the measured std's own error counted (set by `judge_family`), `beats` the
+    probability that a candidate run beats a baseline run, without an interval (metrics with a mode).
     """
 
     metric: str
@@ -175,7 +174,6 @@ class Judgement:
     permutation_p: float | None = None
     welch_p: float | None = None
     interval: tuple[float, float] | None = None
-    std_interval: tuple[float, float] | None = None
     detectable: float | None = None
     beats: dict[str, float] | None = None
 
@@ -200,23 +198,18 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
     """
     from scipy import stats
 
-    from tracking.noise.power import std_interval
-
     runs = band.n if reference is None else 1
     reference = band.mean if reference is None else reference
     delta = value - reference
     scale = band.std * math.sqrt(1 + 1 / runs)
     z: float | None = None
     p_value: float | None = None
-    interval: tuple[float, float] | None = None
     if not math.isfinite(value):
         scale, verdict = None, INCONCLUSIVE
         note = f"the candidate's value is {value}: nothing to judge (look at the run's training)"
     elif scale > 0:
         z = delta / scale
         p_value = float(2 * stats.t.sf(abs(z), band.n - 1))
-        half = float(stats.t.ppf(1 - band.alpha / 2, band.n - 1)) * scale
-        interval = (delta - half, delta + half)
         verdict, note = (WITHIN if p_value > band.alpha else EXCEEDS), ""
     elif exact:
         scale = 0.0
@@ -229,10 +222,8 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
     else:
         scale, verdict = None, INCONCLUSIVE
         note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
-    spread = std_interval(band.std, band.n, band.alpha) if band.std > 0 else None
     return Judgement(
         band.metric, value, reference, runs, delta, scale, z, p_value, verdict, note, band,
-        interval=interval, std_interval=spread,
     )  # fmt: skip
 
 

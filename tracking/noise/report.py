@@ -11,12 +11,12 @@ import numpy as np
 from tracking.config.params import CLASSIFICATION
 from tracking.config.project import NOISE_FILE
 from tracking.noise.groups import in_range
+from tracking.noise.power import NO_STD_INTERVAL
 from tracking.noise.record import NoiseRecord
 from tracking.noise.statistics import format_p, pairwise_disagreement
 
-# Why P(beat) is printed without its interval: its stratified bootstrap interval (still in the logged
-# compare/compare.json) covered the true probability 42-65% of the time with one candidate run and 81-93% with 3
-# to 5 (issue 34's simulations).
+# Why P(beat) has no interval (`tracking.noise.twosample.probability_of_beating`): a stratified bootstrap's
+# covered the true probability 42-65% of the time with one candidate run and 81-93% with 3 to 5 (issue 34).
 BEATS_UNBOUNDED = "no interval: its bootstrap interval covers 42-93% of the time, short of 95%"
 
 
@@ -78,20 +78,18 @@ def render_report(result: dict[str, Any]) -> str:
 
 
 def _sees(row: dict[str, Any], runs: int) -> str:
-    """One metric's line of what the comparison can see: the band std's interval, the shift it detects with 80%
-    power, and the effect's intervals."""
+    """One metric's line of what the comparison can see: the band's std, the shift it detects with 80% power, and
+    the gap's interval."""
     band = row["band"]
-    if row["std_interval"] is None:
-        return f"{row['metric']}: the band has no spread ({row['note']})"
-    low, high = row["std_interval"]
+    if not band["std"] > 0 or row["detectable"] is None:
+        return f"{row['metric']}: the band has no spread" + (f" ({row['note']})" if row["note"] else "")
     alpha = band["alpha"]
     text = (
-        f"{row['metric']}: band std {band['std']:.4g} ({1 - alpha:.0%} interval {low:.4g} to {high:.4g}, "
-        f"{band['n']} runs); with {runs} candidate run{'s' if runs > 1 else ''} a true shift of "
+        f"{row['metric']}: band std {band['std']:.4g} ({band['n']} runs; {NO_STD_INTERVAL}); with {runs} candidate run{'s' if runs > 1 else ''} a true shift of "
         f"{row['detectable']:.4g} ({row['detectable'] / band['std']:.2f} band stds) is detected 80% of the time"
     )
     if row["interval"] is not None:
-        text += f"; gap {row['delta']:+.4g}, {1 - alpha:.0%} interval {row['interval'][0]:+.4g} to {row['interval'][1]:+.4g}"
+        text += f"; gap {row['delta']:+.4g}, {1 - alpha:.0%} Welch interval {row['interval'][0]:+.4g} to {row['interval'][1]:+.4g}"
     if row.get("beats"):
         beats = row["beats"]
         text += f"; a candidate run beats a band run with probability {beats['probability']:.2f} ({BEATS_UNBOUNDED})"

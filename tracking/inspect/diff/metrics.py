@@ -39,7 +39,7 @@ class MetricDelta:
         """The gap as JSON holds it: no NaN or infinity (None; `note` says why). `scale` is the gap's estimated
         std under noise and `z` the t statistic, gap / scale, on the band's n-1 degrees of freedom."""
         found = self.judgement
-        keys = ("reference", "reference_runs", "scale", "z", "p_value", "verdict", "std_interval", "detectable")
+        keys = ("reference", "reference_runs", "scale", "z", "p_value", "verdict", "detectable")
         tested = {key: getattr(found, key) for key in keys} if found else dict.fromkeys(keys)
         return {
             "metric": self.metric,

@@ -9,6 +9,7 @@ from tracking.inspect.diff.changes import Change, GroupDiff
 from tracking.inspect.diff.metrics import around_baseline_mean
 from tracking.inspect.diff.verdict import RunDiff
 from tracking.names import WEIGHTS_TAG
+from tracking.noise.power import NO_STD_INTERVAL
 from tracking.noise.statistics import format_p
 
 FORMATS = ("text", "md", "json")
@@ -150,16 +151,15 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
 
 
 def _sees(diff: RunDiff) -> list[str]:
-    """What the band can see, per judged metric: its std's interval and the shift detected with 80% power."""
+    """What the band can see, per judged metric: its std and the shift detected with 80% power."""
     lines = []
     for delta in diff.deltas:
         found = delta.judgement
-        if found is None or found.std_interval is None or found.detectable is None:
+        if found is None or not found.band.std > 0 or found.detectable is None:
             continue
-        low, high = found.std_interval
         lines.append(
-            f"{delta.metric}: band std {found.band.std:.4g} ({1 - diff.alpha:.0%} interval {low:.4g} to {high:.4g}, "
-            f"n={found.band.n}); a true shift of {found.detectable:.4g} "
+            f"{delta.metric}: band std {found.band.std:.4g} (n={found.band.n}; {NO_STD_INTERVAL}); a true shift of "
+            f"{found.detectable:.4g} "
             f"({found.detectable / found.band.std:.2f} band stds) is detected 80% of the time"
         )
     return lines
