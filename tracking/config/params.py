@@ -200,12 +200,11 @@ class CompareParams(_Section):
     known_bands: dict[str, KnownBand] = {}
     candidate_repeats: Annotated[int | Literal["auto"], PlainValidator(_count_or_auto)] = 3
     candidate_repeats_max: Annotated[int, Field(ge=1, le=100)] = 10
+    min_effect: dict[str, Annotated[float, Field(gt=0)]] = {}
 
     def candidate_runs(self) -> int:
         """The most candidate runs a comparison trains: `candidate_repeats`, or under `auto` its cap."""
-        return self.candidate_repeats_max if self.candidate_repeats == AUTO else self.candidate_repeats
-
-    min_effect: dict[str, Annotated[float, Field(gt=0)]] = {}
+        return self.candidate_repeats if isinstance(self.candidate_repeats, int) else self.candidate_repeats_max
 
 
 class AuditParams(_Section):
