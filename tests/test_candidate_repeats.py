@@ -8,12 +8,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import client_for, run
+from conftest import client_for, run, write_params
 
 from tracking.config.params import Params
 from tracking.config.project import REPEATS_DIR
 from tracking.determinism.seeds import resolve_seeds
-from tracking.names import BAND_VARIANT_TAG, CANDIDATE_REPEAT_TAG, MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG
+from tracking.names import (
+    BAND_VARIANT_TAG,
+    CANDIDATE_REPEAT_TAG,
+    CANDIDATE_RUNS_TAG,
+    MLFLOW_PARENT_RUN_TAG,
+    NOISE_VARIANT_TAG,
+)
 from tracking.noise.replicated import extra_runs
 from tracking.noise.variants import variant_setup
 
@@ -91,3 +97,32 @@ def test_dvc_exp_run_with_three_candidate_runs_trains_two_keeps_them_and_judges_
         [client.get_run(candidate).info.experiment_id], f"tags.`{MLFLOW_PARENT_RUN_TAG}` = '{candidate}'"
     )
     assert len(kept) == 3 and weights < {found.data.tags["prov.weights_sha256"] for found in kept}
+
+
+@pytest.mark.slow
+def test_candidate_repeats_auto_stops_once_decided_and_says_why(calibrated: Path, tmp_path: Path):
+    """`compare.candidate_repeats: auto`: a look after each run; here the train stage's run alone decides (a
+    shift that matters of 0.5, which three band runs see), so of the two runs the cap allows none trains."""
+    project = tmp_path / "project"
+    shutil.copytree(calibrated, project, symlinks=True)
+    candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
+    write_params(
+        project,
+        compare={
+            "candidate_repeats": "auto",
+            "candidate_repeats_max": 3,
+            "min_effect": {"test_accuracy": 0.5, "test_loss": 5},
+        },
+    )
+    done = run(["dvc", "repro", "compare"], project)
+    output = done.stdout + done.stderr
+    assert "candidate run 1 of at most 3: within_noise, stopping (decided)" in output
+    assert "candidate_repeats auto: 1 of at most 3, decided; judged against algo" in output
+    summary = json.loads((project / "metrics/compare.json").read_text())
+    assert summary["verdict"] == "within_noise" and summary["candidate_runs"] == 1
+    assert (summary["candidate_runs_cap"], summary["candidate_runs_stopped"]) == (3, "decided")
+    assert "1 of at most 3, stopped: **decided**" in (project / "reports/compare.md").read_text()
+    client = client_for(project)
+    assert client.get_run(candidate).data.tags[CANDIDATE_RUNS_TAG] == "1 of at most 3: decided"
+    experiment = client.get_run(candidate).info.experiment_id
+    assert not client.search_runs([experiment], f"tags.`{MLFLOW_PARENT_RUN_TAG}` = '{candidate}'")

@@ -73,6 +73,9 @@ REUSED_REPEATS_TAG = "noise.reused_repeats"  # on the parent: how many repeats a
 # A candidate's extra runs (`compare.candidate_repeats`), children of its run: their index (1 to N-1), and under
 # BAND_VARIANT_TAG the variant whose seeds and kernel noise they vary (never NOISE_VARIANT_TAG: no band holds them).
 CANDIDATE_REPEAT_TAG = "noise.candidate_repeat"
+# Under `compare.candidate_repeats: auto`, on the candidate's run: how many runs the verdict took and why it stopped
+# ("3 of at most 10: decided"; "cap reached" or "undecidable" otherwise).
+CANDIDATE_RUNS_TAG = "noise.candidate_runs"
 # The verdict's metrics on the candidate's run, + a judged metric's name: the candidate runs' mean minus the band's
 # mean, and the test's t statistic. They describe the candidates the verdict judged, not this run alone (before,
 # `delta_` and `z_`, which read as this run's own).

@@ -15,7 +15,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from tracking.errors import BadValue, ParamsError, UnknownKey
 from tracking.names import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, MAX_PARAM_VALUE_CHARS
@@ -203,6 +213,8 @@ def check_output_keys(train: TrainParams, outputs: list[str], path: str = "param
         )
 
 
+# `compare.candidate_repeats: auto`: candidate runs one at a time until the verdict is decided.
+AUTO = "auto"
 Variant = Literal["algo+impl", "algo", "impl", "control"]
 VARIANTS: tuple[str, ...] = ("algo+impl", "algo", "impl", "control")
 
@@ -231,6 +243,20 @@ class KnownBand(_Section):
     n: Annotated[int, Field(ge=2)]
 
 
+_RUN_COUNT = TypeAdapter(Annotated[int, Field(ge=1, le=100, strict=True)])
+
+
+def _count_or_auto(value: Any) -> int | str:
+    """`auto`, or a count of runs from 1 to 100: one error for the count, not one for each alternative."""
+    if value == AUTO:
+        return AUTO
+    try:
+        return _RUN_COUNT.validate_python(value)
+    except ValidationError as err:
+        found = err.errors()[0]
+        raise PydanticCustomError(found["type"], found["msg"]) from None
+
+
 class CompareParams(_Section):
     """How the compare stage judges a candidate (docs/noise-statistics.md).
 
@@ -238,16 +264,22 @@ class CompareParams(_Section):
     compare stage trains with the candidate's seeds varied as its band's variant varies them (none under CONTROL,
     where they would be copies). With 5 calibration repeats the smallest shift the two default metrics detect
     with 80% power is 5.02 band stds for one run, 2.88 for three and 2.33 for five; three buy most of that for
-    two more trainings of an experiment (docs/noise-statistics.md). `min_effect`: per metric, the smallest gap
-    that matters; a gap beyond noise but smaller is `within_tolerance`.
+    two more trainings of an experiment (docs/noise-statistics.md). `auto`: one run at a time until the verdict
+    is decided (`tracking.noise.sequential`), at most `candidate_repeats_max` runs. `min_effect`: per metric, the
+    smallest gap that matters; a gap beyond noise but smaller is `within_tolerance`.
     """
 
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     metrics: Annotated[dict[str, Literal["max", "min"]], Field(min_length=1)] | None = None  # null: the task's default
     fail_on_drift: bool = False
     known_bands: dict[str, KnownBand] = {}
-    candidate_repeats: Annotated[int, Field(ge=1, le=100)] = 3
+    candidate_repeats: Annotated[int | Literal["auto"], PlainValidator(_count_or_auto)] = 3
+    candidate_repeats_max: Annotated[int, Field(ge=1, le=100)] = 10
     min_effect: dict[str, Annotated[float, Field(gt=0)]] = {}
+
+    def candidate_runs(self) -> int:
+        """The most candidate runs a comparison trains: `candidate_repeats`, or under `auto` its cap."""
+        return self.candidate_repeats if isinstance(self.candidate_repeats, int) else self.candidate_repeats_max
 
 
 class AuditParams(_Section):

@@ -3,13 +3,16 @@ log the verdict to the candidate's MLflow run, and write metrics/compare.json, t
 `compare.fail_on_drift` fails the stage only on drift in the worse direction of a metric's mode, or a CONTROL
 candidate that is not bit-identical. The candidate is `compare.candidate_repeats` runs: the train stage's and the
 extra runs trained through the calibration's machinery (tracking/noise/replicated.py), kept and resumed as
-calibration repeats are; with several, each metric's verdict is the two-sample comparison.
+calibration repeats are; with several, each metric's verdict is the two-sample comparison. Under
+`compare.candidate_repeats: auto` the runs train one at a time until the sequential design
+(tracking/noise/sequential.py) decides, and the verdict is judged at its last look's nominal level.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import numpy as np
 
 from tracking import startup
 from tracking.config.baseline import load_baseline
-from tracking.config.params import Params
+from tracking.config.params import AUTO, Params
 from tracking.config.project import (
     CALIBRATION_RUNS,
     COMPARE,
@@ -34,18 +37,28 @@ from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process
 from tracking.errors import RunStateError
-from tracking.names import BAND_VARIANT_TAG, MLFLOW_NOTE_TAG, REASON_TAG, SECONDARY_EXCEEDING_TAG, VERDICT_TAG
+from tracking.names import (
+    BAND_VARIANT_TAG,
+    CANDIDATE_RUNS_TAG,
+    MLFLOW_NOTE_TAG,
+    REASON_TAG,
+    SECONDARY_EXCEEDING_TAG,
+    VERDICT_TAG,
+)
 from tracking.noise.judged_view import VIEW_TAG, view_state
+from tracking.noise.policy import CONTROL
 from tracking.noise.record import NoiseRecord
 from tracking.noise.repeats import KeptRepeat
 from tracking.noise.replicated import extra_runs, train_candidate_repeats
 from tracking.noise.run_page import describe_verdict, judged_metrics
+from tracking.noise.sequential import Look, look
 from tracking.noise.verdict import (
     check_compare_metrics,
     choose_variant,
     fails,
     headline,
     judge_calibrated,
+    primary_inputs,
     verdict_metrics,
 )
 from tracking.run.tracker import Tracker
@@ -71,18 +84,33 @@ def compare_candidate(params: Params) -> bool:
     predictions = np.load(root / PREDICTIONS)
     manifest = Manifest.read(root / PREPARED)
     variant, _ = choose_variant(params, baseline, manifest.content_sha256 != noise.data_sha256, list(noise.variants))
-    extras, reused = replicate(params, variant, root, manifest, candidate_run["run_id"])
+    band_values = noise.band_values(variant)
+    first = flat_metrics(evaluation)
+    until_decided = params.compare.candidate_repeats == AUTO and variant != CONTROL
+
+    def decided(extras: list[KeptRepeat]) -> bool:
+        found = sequential_look(params, band_values, [first, *(kept.run["metrics"] for kept in extras)])
+        print(found.line(), file=sys.stderr)
+        return found.stop is not None
+
+    extras, reused = replicate(
+        params, variant, root, manifest, candidate_run["run_id"], decided if until_decided else None
+    )
+    measured = [first, *(kept.run["metrics"] for kept in extras)]
+    last = sequential_look(params, band_values, measured) if until_decided else None
     result = judge_calibrated(
-        params,
+        params if last is None else at_level(params, last.level),
         baseline,
         noise,
         manifest.content_sha256,
-        [flat_metrics(evaluation), *(kept.run["metrics"] for kept in extras)],
+        measured,
         np.stack([predictions, *(kept.predicted for kept in extras)]),
         [candidate_run["weights_sha256"], *(kept.run["weights_sha256"] for kept in extras)],
         calibration["predictions"],
     )
     result.update({"candidate_repeat_runs": [kept.run["run_id"] for kept in extras], "reused_candidate_runs": reused})
+    if last is not None:
+        result["sequential"] = last.as_dict()
     name, reason = result["band_variant"], result["reason"]
     summary = verdict_metrics(result)
     startup.mark(startup.JUDGED)  # compare opens its store after judging: the line tells the two apart
@@ -103,11 +131,15 @@ def compare_candidate(params: Params) -> bool:
                 MLFLOW_NOTE_TAG: describe_verdict(result, tracker.experiment_id, tracker.run_id),
             }
         )
+        if last is not None:
+            tracker.set_tags({CANDIDATE_RUNS_TAG: f"{last.runs} of at most {last.cap}: {last.stop}"})
         tracker.log_json(result, "compare/compare.json")
         for path in (COMPARE_REPORT, *COMPARE_PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
     runs = result["candidate_runs"]
     trained = f"{runs} candidate runs ({len(extras) - reused} trained here); " if runs > 1 else ""
+    if last is not None:
+        trained += f"candidate_repeats auto: {last.runs} of at most {last.cap}, {last.stop}; "
     print(
         f"{result['verdict']}: {headline(result)}{reason}; {trained}judged against {name} "
         f"({result['calibration_runs']} runs). Report: {COMPARE_REPORT}"
@@ -120,11 +152,38 @@ def compare_candidate(params: Params) -> bool:
     return False
 
 
+def sequential_look(params: Params, band_values: dict[str, list[float]], runs: list[dict[str, float]]) -> Look:
+    """The sequential design's look after the candidate `runs` (each run's flat metrics) against the band's values,
+    under `compare.candidate_repeats: auto`."""
+    band, candidates = primary_inputs(params, band_values, runs)
+    return look(
+        band,
+        candidates,
+        cap=params.compare.candidate_repeats_max,
+        alpha=params.compare.alpha,
+        modes=params.compare_metrics(),
+        min_effect=params.compare.min_effect,
+        source="calibration",
+    )
+
+
+def at_level(params: Params, level: float) -> Params:
+    """`params` with the compare stage's alpha at the sequential design's nominal `level` for its last look: the
+    level its verdict was decided at."""
+    return params.model_copy(update={"compare": params.compare.model_copy(update={"alpha": level})})
+
+
 def replicate(
-    params: Params, variant: str, root: Path, manifest: Manifest, candidate_run_id: str
+    params: Params,
+    variant: str,
+    root: Path,
+    manifest: Manifest,
+    candidate_run_id: str,
+    decided: Callable[[list[KeptRepeat]], bool] | None,
 ) -> tuple[list[KeptRepeat], int]:
     """The candidate's extra runs against `variant` (none with one candidate run or under CONTROL), trained or kept
-    (tracking/noise/replicated.py) as children of its MLflow run; and how many were kept from an earlier stage."""
+    (tracking/noise/replicated.py) as children of its MLflow run, until `decided` says so where it is given; and
+    how many were kept from an earlier stage."""
     if not extra_runs(params, variant):
         return [], 0
     seeds = reproducible_process(params)  # before TensorFlow loads; may restart this process with the hash seed
@@ -132,7 +191,7 @@ def replicate(
     with Tracker(
         params.mlflow.experiment, root, run_id=candidate_run_id, stage=COMPARE, keep_end_time=True
     ) as candidate:
-        return train_candidate_repeats(params, variant, seeds, root, data, candidate)
+        return train_candidate_repeats(params, variant, seeds, root, data, candidate, decided)
 
 
 def write_outputs(

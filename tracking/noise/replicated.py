@@ -8,17 +8,19 @@ candidate that keeps the baseline's seeds never repeats a band run's), in this p
 (`compute.executor`), each a child of the candidate's MLflow run. Every finished run is kept as a calibration
 repeat is (tracking/noise/repeats.py, under the compare stage's code), so an interrupted stage resumes where it
 stopped and a re-run judges without training. Under CONTROL the extra runs would be copies of the candidate (same
-seeds, op determinism): none is trained.
+seeds, op determinism): none is trained. Under `compare.candidate_repeats: auto` they train one at a time, until
+the sequential design (tracking/noise/sequential.py) says the runs so far decide the verdict.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
 from tracking.compute.ray_executor import RayPool
-from tracking.config.params import LOCAL, RAY, Params
+from tracking.config.params import RAY, Params
 from tracking.config.project import COMPARE, REPEATS_DIR
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
@@ -33,15 +35,16 @@ from tracking.noise.calibration import (
 )
 from tracking.noise.policy import CONTROL
 from tracking.noise.repeats import KeptRepeat, RepeatStore, repeat_key
-from tracking.noise.worker import CANDIDATE, RepeatWorker
+from tracking.noise.worker import CANDIDATE, Job, RepeatSpec, RepeatWorker
 from tracking.run.tracker import Tracker
 from tracking.store.location import tracking_uri
-from tracking.training.model import require_code_deps
+from tracking.training.model import RepeatedModel, require_code_deps
 
 
 def extra_runs(params: Params, variant: str) -> int:
-    """The runs the compare stage trains beside the train stage's: N - 1, or none against CONTROL."""
-    return 0 if variant == CONTROL else params.compare.candidate_repeats - 1
+    """The most runs the compare stage trains beside the train stage's: N - 1 (under `auto` the cap's), or none
+    against CONTROL."""
+    return 0 if variant == CONTROL else params.compare.candidate_runs() - 1
 
 
 def train_candidate_repeats(
@@ -51,9 +54,12 @@ def train_candidate_repeats(
     root: Path,
     data: tuple[Manifest, dict[str, dict]],
     candidate: Tracker,
+    decided: Callable[[list[KeptRepeat]], bool] | None = None,
 ) -> tuple[list[KeptRepeat], int]:
     """The candidate's extra runs 1 to N - 1 (`extra_runs`) as children of the `candidate` run, kept ones reused;
-    and how many were reused. `seeds` are the candidate's (`reproducible_process(params)`, before TensorFlow)."""
+    and how many were reused. `seeds` are the candidate's (`reproducible_process(params)`, before TensorFlow).
+    With `decided` (`compare.candidate_repeats: auto`), one run at a time, in order, until it says the runs so far
+    decide the verdict."""
     from tqdm import tqdm
 
     manifest = data[0]
@@ -68,15 +74,41 @@ def train_candidate_repeats(
             (variant, repeat, repeat_key(identity, variant, repeat))
             for repeat in range(1, extra_runs(params, variant) + 1)
         ]
-        finished = {job: kept for job in plan if (kept := store.load(job[2])) is not None}
-        reused = len(finished)
-        pending = [job for job in plan if job not in finished]
-        if pending:
-            require_code_deps(params, COMPARE, root)
-            models = checked_model(params, seeds, data, root) if executor == LOCAL else None
-            if pool:
-                pool.start(RepeatWorker, len(pending), worker_environment(), worker_credentials(uri))
-            spec = repeat_spec(params, params, seeds, root, data, candidate.run_id, executor, CANDIDATE)
-            with tqdm(total=len(plan), initial=reused, desc="candidate", unit="run", file=sys.stderr) as bar:
-                train_and_keep(spec, pending, (pool, models), candidate, store, finished, bar)
-    return [finished[job] for job in plan], reused
+        step = 1 if decided else max(len(plan), 1)
+        finished: dict[Job, KeptRepeat] = {}
+        reused = 0
+        trainer = None
+        bar = stack.enter_context(tqdm(total=len(plan), desc="candidate", unit="run", file=sys.stderr))
+        for start in range(0, len(plan), step):
+            if decided and decided([finished[job] for job in plan[:start]]):
+                break
+            chunk = plan[start : start + step]
+            kept = {job: found for job in chunk if (found := store.load(job[2])) is not None}
+            finished |= kept
+            reused += len(kept)
+            bar.update(len(kept))
+            pending = [job for job in chunk if job not in kept]
+            if pending:
+                if trainer is None:
+                    trainer = _trainer(params, seeds, root, data, candidate, pool, len(pending))
+                train_and_keep(trainer[0], pending, trainer[1], candidate, store, finished, bar)
+    return [finished[job] for job in plan if job in finished], reused
+
+
+def _trainer(
+    params: Params,
+    seeds: Seeds,
+    root: Path,
+    data: tuple[Manifest, dict[str, dict]],
+    candidate: Tracker,
+    pool: RayPool | None,
+    workers: int,
+) -> tuple[RepeatSpec, tuple[RayPool | None, RepeatedModel | None]]:
+    """What trains the candidate's runs, set up once the first is to train: its spec, and the Ray pool with
+    `workers` workers started or the model built and checked in this process."""
+    require_code_deps(params, COMPARE, root)
+    models = checked_model(params, seeds, data, root) if pool is None else None
+    if pool:
+        pool.start(RepeatWorker, workers, worker_environment(), worker_credentials(tracking_uri(root)))
+    spec = repeat_spec(params, params, seeds, root, data, candidate.run_id, params.compute.executor, CANDIDATE)
+    return spec, (pool, models)

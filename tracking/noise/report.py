@@ -48,6 +48,14 @@ def render_report(result: dict[str, Any]) -> str:
         f"(churn: {result.get('churn_measure', 'fraction of test predictions whose class differs between two runs')}); "
         "more churn than reseeding gives is drift (one-sided, exact permutation test over the runs).",
     ]
+    if "sequential" in result:
+        design = result["sequential"]
+        lines.append(
+            f"- Candidate runs until decided (compare.candidate_repeats auto): {design['runs']} of at most "
+            f"{design['cap']}, stopped: **{design['stopped']}**; each look judged at its nominal alpha, this one's "
+            f"{design['nominal_alpha']:.4g}, so that false alarms over all looks stay at the family's alpha "
+            f"({design['design']}; docs/noise-statistics.md)."
+        )
     if result["bit_identical_to_control"] is not None:
         lines.append(f"- Weights bit-identical to the CONTROL runs: **{result['bit_identical_to_control']}**.")
     if result.get("worse") or result.get("better"):

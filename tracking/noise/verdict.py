@@ -120,14 +120,8 @@ def judge_candidate(
     modes = {**params.compare_metrics(), "churn": "min"}
     source = f"calibration:{variant.get('name', 'band')}"
     bit_identical = all(found in variant["weights_sha256"] for found in weights_sha256)
-    declared = {
-        metric: band_from_summary(metric, known.mean, known.std, known.n, alpha, "declared in compare.known_bands")
-        for metric, known in params.compare.known_bands.items()
-        if metric in params.compare_metrics()
-    }
     primary = judge(
-        {metric: declared.get(metric, band_values.get(metric, [])) for metric in params.compare_metrics()},
-        {metric: [run[metric] for run in candidates] for metric in params.compare_metrics()},
+        *primary_inputs(params, band_values, candidates),
         modes=params.compare_metrics(),
         alpha=alpha,
         min_effect=params.compare.min_effect,
@@ -176,6 +170,24 @@ def judge_candidate(
             "max": float(churn_matrix[: len(candidates), len(candidates) :].max()),
         },
     }
+
+
+def primary_inputs(
+    params: Params, band_values: dict[str, list[float]], candidates: list[dict[str, float]]
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """The primary family as `tracking.judge` and the sequential design take it: each metric of `compare.metrics`
+    with its band (declared in `compare.known_bands`, else its values over the band's runs), and its values in the
+    candidate runs (each run's flat metrics)."""
+    alpha = params.compare.alpha
+    declared = {
+        metric: band_from_summary(metric, known.mean, known.std, known.n, alpha, "declared in compare.known_bands")
+        for metric, known in params.compare.known_bands.items()
+        if metric in params.compare_metrics()
+    }
+    return (
+        {metric: declared.get(metric, band_values.get(metric, [])) for metric in params.compare_metrics()},
+        {metric: [run[metric] for run in candidates] for metric in params.compare_metrics()},
+    )
 
 
 def fails(result: dict[str, Any], params: Params) -> bool:
@@ -229,6 +241,9 @@ def verdict_metrics(result: dict[str, Any]) -> dict[str, Any]:
         "bit_identical_to_control": result["bit_identical_to_control"],
         "candidate_runs": result["candidate_runs"],
     }
+    if "sequential" in result:
+        summary["candidate_runs_cap"] = result["sequential"]["cap"]
+        summary["candidate_runs_stopped"] = result["sequential"]["stopped"]
     for row in result["checks"]:
         if row["family"] == "primary":
             if row["z"] is not None:

@@ -1,0 +1,83 @@
+"""Candidate runs until decided (`compare.candidate_repeats: auto`, issue 34): the sequential design's levels keep
+its false alarms at alpha over every look, and each look stops where the verdict is decided, where no run can
+decide it, or at the cap."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tracking.config.params import Params
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN
+from tracking.noise.sequential import CAP_REACHED, DECIDED, UNDECIDABLE, look, nominal_levels, spent, until_decided
+
+BAND = [0.90, 0.91, 0.89, 0.905, 0.895]  # std 0.0079
+
+
+def test_levels_spend_alpha_over_the_looks_on_draws_of_their_own():
+    """The chance of crossing any look's level under no shift is alpha (the Pocock-type spending at the cap),
+    checked on draws other than those that set the levels; the first look's level is the spending function's."""
+    n, cap, alpha = 5, 10, 0.05
+    levels = nominal_levels(n, cap, alpha)
+    assert len(levels) == cap and levels[0] == pytest.approx(spent(alpha, (1 / (1 / n + 1)) / (1 / (1 / n + 1 / cap))))
+    assert all(0 < level < alpha for level in levels)
+    rng = np.random.default_rng(12345)
+    draws = 40_000
+    band, runs = rng.standard_normal((draws, n)), rng.standard_normal((draws, cap))
+    crossed = np.zeros(draws, dtype=bool)
+    for k in range(1, cap + 1):
+        t = [stats.ttest_ind(runs[:, :k], band, axis=1).pvalue] if k > 1 else []
+        p = (
+            t[0]
+            if t
+            else 2 * stats.t.sf(np.abs(runs[:, 0] - band.mean(1)) / (band.std(1, ddof=1) * math.sqrt(1 + 1 / n)), n - 1)
+        )
+        crossed |= p < levels[k - 1]
+    assert crossed.mean() == pytest.approx(alpha, abs=0.004)  # 40,000 draws: the rate's std is 0.0011
+
+
+def test_cap_one_is_the_fixed_design_at_alpha():
+    assert nominal_levels(5, 1, 0.05) == (0.05,)
+    found = look({"a": BAND}, {"a": [0.80]}, cap=1, alpha=0.05)
+    assert found.level == 0.05 and found.verdict.verdict == EXCEEDS and found.stop == DECIDED
+
+
+def test_a_large_shift_stops_at_the_first_run_and_later_runs_are_not_looked_at():
+    found = until_decided({"a": BAND}, {"a": [0.70, math.nan, math.nan]}, cap=10)
+    assert (found.runs, found.stop, found.verdict.verdict) == (1, DECIDED, EXCEEDS)
+    assert found.line() == "candidate run 1 of at most 10: exceeds_noise, stopping (decided)"
+
+
+def test_no_shift_within_a_narrow_band_stops_within_noise_before_the_cap():
+    rng = np.random.default_rng(3)
+    runs = list(0.9 + 0.0079 * rng.standard_normal(10))
+    found = until_decided({"a": BAND}, {"a": runs}, cap=10, min_effect={"a": 0.05})
+    assert found.stop == DECIDED and found.verdict.verdict == WITHIN and found.runs < 10
+
+
+def test_undecided_at_the_cap_is_inconclusive_and_says_what_would_decide_it():
+    runs = [0.90, 0.905, 0.895]
+    found = until_decided({"a": BAND}, {"a": runs}, cap=3, min_effect={"a": 0.01})
+    assert (found.runs, found.stop, found.verdict.verdict) == (3, CAP_REACHED, INCONCLUSIVE)
+    assert "more candidate runs" in found.verdict.inconclusive[0]
+    earlier = look({"a": BAND}, {"a": runs[:2]}, cap=3, min_effect={"a": 0.01})
+    assert earlier.stop is None
+    assert earlier.line() == "candidate run 2 of at most 3: inconclusive, training another"
+
+
+def test_a_run_that_is_not_a_number_or_a_band_without_spread_stops_at_once():
+    """No further run decides these: training more would spend the cap for nothing."""
+    nan = until_decided({"a": BAND}, {"a": [0.9, math.nan, 0.9, 0.9]}, cap=10, min_effect={"a": 0.005})
+    assert (nan.runs, nan.stop, nan.verdict.verdict) == (2, UNDECIDABLE, INCONCLUSIVE)
+    flat = until_decided({"a": [0.9] * 5}, {"a": [0.85, 0.86]}, cap=10)
+    assert (flat.runs, flat.stop, flat.verdict.verdict) == (1, UNDECIDABLE, INCONCLUSIVE)
+
+
+def test_auto_in_params_with_its_cap():
+    auto = Params.model_validate({"compare": {"candidate_repeats": "auto"}})
+    assert auto.compare.candidate_runs() == 10
+    capped = Params.model_validate({"compare": {"candidate_repeats": "auto", "candidate_repeats_max": 4}})
+    assert capped.compare.candidate_runs() == 4 and Params().compare.candidate_runs() == 3

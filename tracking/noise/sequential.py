@@ -1,0 +1,148 @@
+"""Candidate runs until decided (`compare.candidate_repeats: auto`): a group sequential design over the candidate's
+runs, one look after each, that stops as soon as the verdict is `exceeds_noise`, `within_noise` or
+`within_tolerance` (Chromium Pinpoint's "different / same / unknown, collect more samples").
+
+Each look k (k candidate runs, at most `cap`) is the fixed design's verdict (`tracking.judge`) at a nominal level
+α_k, chosen so that the chance of a false alarm over all the looks is alpha: Lan and DeMets' (1983) alpha spending
+with the Pocock-type function α·ln(1 + (e - 1)·t) (Kim and DeMets 1987), t the look's share of the information
+at the cap, I_k = 1 / (1/n + 1/k) for n band runs. The looks' statistics share the band (its mean and spread), so
+they are strongly correlated; the boundaries are those of the pooled t's sequence itself under no shift, found
+by a seeded simulation (`nominal_levels`), not Bonferroni's sum. Stopping for `within_noise` never adds a false
+alarm (the rule only stops earlier, a non-binding futility bound). A look that no further run can decide (a
+candidate run that is not a number, a band without spread) stops at once; at the cap the verdict stays
+`inconclusive`, with what would decide it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracking.noise.judging import Verdict, judge
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, WITHIN_TOLERANCE
+from tracking.noise.statistics import Band
+
+DESIGN = "group sequential, Lan-DeMets alpha spending, Pocock-type function (Kim and DeMets 1987)"
+DECIDED, CAP_REACHED, UNDECIDABLE = "decided", "cap reached", "undecidable"
+# Simulated draws of the looks' statistics under no shift per (band runs, cap): the boundary's tail share, at
+# least a few hundredths of alpha's 200,000 draws, holds thousands of draws.
+DRAWS = 200_000
+DRAWS_SEED = 0
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look of the design: the verdict on the first `runs` candidate runs at the look's nominal `level`, and
+    why it stops (DECIDED, CAP_REACHED or UNDECIDABLE), or None to train another run."""
+
+    runs: int
+    cap: int
+    level: float
+    verdict: Verdict
+    stop: str | None
+
+    def line(self) -> str:
+        """The progress line: "candidate run 3 of at most 10: inconclusive, training another"."""
+        then = "training another" if self.stop is None else f"stopping ({self.stop})"
+        return f"candidate run {self.runs} of at most {self.cap}: {self.verdict.verdict}, {then}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """How the design ended, as compare.json holds it."""
+        return {
+            "design": DESIGN,
+            "runs": self.runs,
+            "cap": self.cap,
+            "stopped": self.stop,
+            "nominal_alpha": self.level,
+            "verdict": self.verdict.verdict,
+        }
+
+
+def spent(alpha: float, share: float) -> float:
+    """The Pocock-type spending function: the false-alarm chance spent once `share` of the information is in."""
+    return alpha * math.log(1 + (math.e - 1) * share)
+
+
+@functools.lru_cache(maxsize=64)
+def nominal_levels(band_runs: int, cap: int, alpha: float) -> tuple[float, ...]:
+    """The two-sided nominal level of the pooled t at each look 1 to `cap` against `band_runs` band runs, such that
+    the chance of crossing by look k under no shift (normal noise) is the spending function's at k. The first
+    look's is exact; the later ones come from `DRAWS` seeded simulations of the looks' t statistics."""
+    from scipy import stats
+
+    information = [1 / (1 / band_runs + 1 / k) for k in range(1, cap + 1)]
+    budget = [spent(alpha, found / information[-1]) for found in information]
+    levels = [budget[0]]
+    if cap == 1:
+        return tuple(levels)
+    rng = np.random.default_rng(DRAWS_SEED)
+    band = rng.standard_normal((DRAWS, band_runs))
+    runs = rng.standard_normal((DRAWS, cap))
+    counts = np.arange(1, cap + 1)
+    means = runs.cumsum(axis=1) / counts
+    squares = (runs**2).cumsum(axis=1) - counts * means**2
+    df = band_runs + counts - 2
+    pooled = (((band - band.mean(axis=1, keepdims=True)) ** 2).sum(axis=1, keepdims=True) + squares) / df
+    t = np.abs(means - band.mean(axis=1, keepdims=True)) / np.sqrt(pooled * (1 / band_runs + 1 / counts))
+    crossed = t[:, 0] > stats.t.isf(levels[0] / 2, df[0])
+    for look in range(1, cap):
+        spend = int((budget[look] - crossed.mean()) * DRAWS)  # draws that may cross first at this look
+        alive = np.sort(t[~crossed, look])[::-1]
+        bound = math.inf if spend < 0 else alive[spend] if spend < len(alive) else 0.0
+        levels.append(float(2 * stats.t.sf(bound, df[look])))
+        crossed |= t[:, look] > bound
+    return tuple(levels)
+
+
+def look(
+    band: Mapping[str, Sequence[float] | Band],
+    candidates: Mapping[str, Sequence[float]],
+    *,
+    cap: int,
+    alpha: float = 0.05,
+    modes: Mapping[str, str] | None = None,
+    min_effect: Mapping[str, float] | None = None,
+    source: str = "band",
+) -> Look:
+    """The look after the candidate runs so far (`candidates`, each metric's values, one per run; arguments as
+    `tracking.judge` takes them): their verdict at the look's nominal level, and whether to stop. The level is
+    that of the band with the fewest runs that are numbers (a declared `Band`'s n for a declared one)."""
+    runs = len(next(iter(candidates.values())))
+    if not 1 <= runs <= cap:
+        raise ValueError(f"a look needs 1 to cap={cap} candidate runs, got {runs}")
+    sizes = [found.n if isinstance(found, Band) else sum(map(_finite, found)) for found in band.values()]
+    level = nominal_levels(max(min(sizes), 2), cap, alpha)[runs - 1]
+    verdict = judge(band, candidates, modes=modes, alpha=level, min_effect=min_effect, source=source)
+    return Look(runs, cap, level, verdict, _stop(verdict, runs, cap))
+
+
+def until_decided(
+    band: Mapping[str, Sequence[float] | Band], candidates: Mapping[str, Sequence[float]], **options: Any
+) -> Look:
+    """The look at which the design stops over candidate runs already made (each metric's values in run order;
+    runs past the stop are not looked at; `options` as `look` takes them, `cap` among them): for runs logged
+    anywhere, and for measuring the design."""
+    total = min(len(next(iter(candidates.values()))), options["cap"])
+    for runs in range(1, total + 1):
+        found = look(band, {metric: values[:runs] for metric, values in candidates.items()}, **options)
+        if found.stop is not None or runs == total:
+            return found
+    raise ValueError("until_decided needs at least one candidate run")
+
+
+def _stop(verdict: Verdict, runs: int, cap: int) -> str | None:
+    """Why the design stops at this look, or None to train another run."""
+    if verdict.verdict in (EXCEEDS, WITHIN, WITHIN_TOLERANCE):
+        return DECIDED
+    if any(found.verdict == INCONCLUSIVE and found.p_value is None for found in verdict.checks):
+        return UNDECIDABLE  # a run that is not a number, or a band without spread: more runs cannot decide it
+    return CAP_REACHED if runs == cap else None
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
