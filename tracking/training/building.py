@@ -314,9 +314,10 @@ def custom_objects(params: Params, root: Path) -> dict[str, Any]:
 
 
 def team_code(params: Params) -> list[tuple[str, str]]:
-    """The params.yaml keys naming the team's code as "module:name", with each spec: the builder, the loss and
-    the metrics."""
+    """The params.yaml keys naming the team's code as "module:name", with each spec: the builder, the loss, the
+    metrics and the augmentation."""
     named = [("model.builder", params.model.builder), ("train.loss", params.train.loss)]
+    named += [("train.augment", params.train.augment)]
     named += [("train.metrics", metric) for metric in params.train.metrics or []]
     return [(key, spec) for key, spec in named if spec and ":" in spec]
 

@@ -31,6 +31,8 @@ ADDED_WITH_BUILDERS = {
     "train.loss": "null",
     "train.metrics": "null",
 }
+# Keys added with the input pipeline's class weights and augmentation: a run logged before had neither.
+ADDED_WITH_INPUT_PIPELINE = {"train.class_weight": "null", "train.augment": "null"}
 LEGACY_COMPARE_METRICS = "compare.metrics"
 # Before backends, every run trained on TensorFlow and recorded its build under `prov.software.tensorflow_build.*`
 # and the GPUs it saw under `prov.gpu.tensorflow_visible.*`.
@@ -48,6 +50,7 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     become `model.builder` (`pipelines.models:<name>`) and `model.kwargs.<setting>` for the settings that
     builder takes (`model.kwargs.augment` too), and the keys added since get the values such a run used
     (`train.loss: null` and so on), so `tracking diff` against a newer run of the same model finds nothing.
+    A run logged before `train.class_weight` and `train.augment` gets both as null: it used neither.
 
     A run logged before backends trained on TensorFlow: it gets `determinism.backend: tensorflow`, and its
     TensorFlow build and visible GPUs are read as the backend's.
@@ -59,6 +62,8 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     """
     if LEGACY_MODEL_PARAM in params:
         params = _upgrade_model(params)
+    if any(key.startswith("train.") for key in params):
+        params = {**ADDED_WITH_INPUT_PIPELINE, **params}
     params, tags = _upgrade_backend(params, tags)
     if LEGACY_SPLIT_PARAM not in params:
         return params, tags
