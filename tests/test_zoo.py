@@ -10,8 +10,9 @@ where the model outputs logits; each seed moves its own stream only; a rerun is 
 models not run through `dvc exp run` are checked in this process by the library's seeding
 (tracking/determinism/seeding.py): initial weights, and the draws of a training-mode call on a fixed batch.
 The models on a team's own data (`load` in their module, the prepare stage's `data.loader`: sequences, raw text,
-pairs as named inputs) are also checked for `test_loss` against `model.evaluate` of the saved model, recomputed
-here; text classification, which learns in its few steps, also for a learning rate 100 times smaller not being
+pairs as named inputs, an imbalanced classifier trained with `train.class_weight`) are also checked for
+`test_loss` against `model.evaluate` of the saved model, recomputed here; a model whose augmentation is the
+input pipeline's (`train.augment`) has its seeds checked on a batch mapped through it; text classification, which learns in its few steps, also for a learning rate 100 times smaller not being
 called within noise (an ALGO calibration and one more `dvc exp run`: about a minute, so for one model).
 """
 
@@ -108,6 +109,9 @@ MODELS = {
             smaller_lr=True,
         ),
         Model("siamese", {"train": {"epochs": 2, "loss": "models.siamese:contrastive_loss"}}, loader=True),
+        Model("fraud", {"train": {"class_weight": "balanced"}}, frozenset({"dropout"}), loader=True),
+        # Its augmentation is in the input pipeline, not the model: the in-process check maps a batch through it.
+        Model("augmented", {"train": {"augment": "models.augmented:augment"}}, frozenset({"augment"})),
     )
 }
 IN_PROCESS = list(MODELS)
@@ -331,6 +335,7 @@ def _streams(name: str, **seeds: int) -> dict[str, str]:
     from tracking.determinism.process import seed_frameworks
     from tracking.determinism.seeding import capturing_weights, seed_model
     from tracking.determinism.seeds import resolve_seeds
+    from tracking.training.augment import step_seed
 
     module = importlib.import_module(f"zoo.{name}")
     params = Params.model_validate(
@@ -355,7 +360,10 @@ def _streams(name: str, **seeds: int) -> dict[str, str]:
             model.build((None, *shape))
     seed_model(model, created, resolved, shape)
     initial = weights_sha256(model.get_weights())
-    return {"init": initial, "draws": _digest(keras.ops.convert_to_numpy(model(rows(x, slice(16)), training=True)))}
+    batch = rows(x, slice(16))
+    if "augment" in MODELS[name].sections.get("train", {}):  # train.augment: the batch as the pipeline maps it
+        batch = module.augment(batch, None, step_seed(resolved.augment, 0))[0]
+    return {"init": initial, "draws": _digest(keras.ops.convert_to_numpy(model(batch, training=True)))}
 
 
 @pytest.mark.parametrize("name", IN_PROCESS)
