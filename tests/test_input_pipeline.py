@@ -86,10 +86,16 @@ def test_class_weights_multiply_sample_weights_and_balanced_is_sklearns_rule():
     assert training_weights(params_with(), {"y": y}) is None
 
 
-def test_class_weight_is_validated_and_logged_as_a_param(tmp_path: Path):
-    params = params_with({"class_weight": {"1": 5}})  # as `tracking rerun` writes a logged mapping back
+def test_class_weight_is_validated_and_logged_as_a_param_that_rerun_writes_back(tmp_path: Path):
+    from tracking.config.params import param_text
+    from tracking.inspect.restore import write_logged_params
+
+    params = params_with({"class_weight": {1: 5}, "augment": "team_augments:flip_and_jitter"})
     assert params.train.class_weight == {1: 5.0}
-    assert params.flat()["train.class_weight.1"] == 5.0
+    logged = {key: param_text(value) for key, value in params.flat().items()}
+    assert logged["train.class_weight.1"] == "5.0"
+    write_logged_params(tmp_path / "params.yaml", logged)  # as `tracking rerun` writes params.yaml: labels as text
+    assert load_params(tmp_path / "params.yaml") == params
     with pytest.raises(
         ParamsError, match=r"train.class_weight: class 12 is not a class of the data, whose labels are 0..9"
     ):
