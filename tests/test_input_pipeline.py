@@ -1,6 +1,6 @@
 """Class weights and augmentation in the training input pipeline: every path that trains (the train stage's fit,
-a calibration or candidate repeat, the audit's traced steps) takes them, the same seeds give the same batches and
-weights, and `seeds.augment` moves the augmentation alone."""
+a calibration or candidate repeat; the audit's traced steps are checked against fit in tests/test_audit.py) takes
+them, the same seeds give the same batches and weights, and `seeds.augment` moves the augmentation alone."""
 
 from __future__ import annotations
 
@@ -134,19 +134,6 @@ def test_the_fit_and_a_repeat_train_with_class_weights_as_sample_weights_by_clas
     expected = trained(params_with(), by_class, team)
     assert trained(class_weighted, splits["train"], team) == expected
     assert repeat(class_weighted, splits, team) == expected
-
-
-def test_the_audit_traces_the_class_weighted_steps(splits, team):
-    from tracking.inspect.audit_training import train_traced
-
-    def traced(params: Params, train: dict) -> str:
-        seeds = resolve_seeds(params.seeds)
-        seed_frameworks(params, seeds)
-        model = prepare_model(params, seeds, BuildInputs(train, 10, None, team)).model
-        return train_traced(model, params, seeds, train, splits["test"], 2, None)["weights_sha256"]
-
-    by_class = {**splits["train"], "sample_weight": np.where(splits["train"]["y"] == 3, 10.0, 1.0).astype("float32")}
-    assert traced(params_with({"class_weight": {3: 10.0}}), splits["train"]) == traced(params_with(), by_class)
 
 
 def test_augmented_batches_follow_seeds_augment_alone_and_the_audit_draws_the_same(splits, team):

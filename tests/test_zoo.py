@@ -109,7 +109,12 @@ MODELS = {
             smaller_lr=True,
         ),
         Model("siamese", {"train": {"epochs": 2, "loss": "models.siamese:contrastive_loss"}}, loader=True),
-        Model("fraud", {"train": {"class_weight": "balanced"}}, frozenset({"dropout"}), loader=True),
+        Model(
+            "fraud",
+            {"train": {"epochs": 5, "learning_rate": 0.01, "class_weight": "balanced"}},
+            frozenset({"dropout"}),
+            loader=True,
+        ),
         # Its augmentation is in the input pipeline, not the model: the in-process check maps a batch through it.
         Model("augmented", {"train": {"augment": "models.augmented:augment"}}, frozenset({"augment"})),
     )
