@@ -111,8 +111,15 @@ HUBER_SGD = {
     },
 }
 
+# Class weights and an augmentation of the input pipeline (the zoo's): the loop weights and maps its batches as fit does.
+WEIGHTED_AUGMENTED = {**CNN, "train": {**CNN["train"], "class_weight": {3: 10.0}, "augment": "zoo.augmented:augment"}}
 
-@pytest.mark.parametrize("config", [CNN, HUBER_SGD], ids=["small_cnn-default", "mlp-huber-sgd-regression"])
+
+@pytest.mark.parametrize(
+    "config",
+    [CNN, HUBER_SGD, WEIGHTED_AUGMENTED],
+    ids=["small_cnn-default", "mlp-huber-sgd-regression", "class-weighted-augmented"],
+)
 def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
     """The audit's GradientTape loop is the train stage's training, across an epoch boundary, with within-batch noise."""
     from tracking.config.params import Params

@@ -93,10 +93,11 @@ def test_diff_of_an_old_run_and_a_new_one_with_the_same_split_finds_nothing():
 
 
 def test_a_run_from_before_loss_weights_compiled_none():
-    """`train.loss_weights` came after builders: a template run without it is read as `null`, so a diff against
-    a run logged since finds nothing."""
+    """`train.loss_weights`, `train.class_weight` and `train.augment` came after builders: a template run
+    without them is read as `null`, so a diff against a run logged since finds nothing."""
     old = snapshot({"model.builder": "pipelines.models:small_cnn", "train.loss": "null"}, {})
-    new = snapshot({**old.params, "train.loss_weights": "null"}, {})
+    added = {"train.loss_weights": "null", "train.class_weight": "null", "train.augment": "null"}
+    new = snapshot({**old.params, **added}, {})
     assert upgrade_logged(old.params, {})[0] == new.params
     assert [group.name for group in group_diffs(old, new) if group.changes] == []
     weighted = snapshot({**old.params, "train.loss_weights": "[1.0, 0.2]"}, {})

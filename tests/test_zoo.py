@@ -10,8 +10,10 @@ where the model outputs logits; each seed moves its own stream only; a rerun is 
 models not run through `dvc exp run` are checked in this process by the library's seeding
 (tracking/determinism/seeding.py): initial weights, and the draws of a training-mode call on a fixed batch.
 The models on a team's own data (`load` in their module, the prepare stage's `data.loader`: sequences, raw text,
-pairs as named inputs, named inputs and outputs with a loss per output) are also checked for `test_loss` against `model.evaluate` of the saved model, recomputed
-here; text classification, which learns in its few steps, also for a learning rate 100 times smaller not being
+pairs as named inputs, named inputs and outputs with a loss per output, an imbalanced classifier trained with
+`train.class_weight`) are also checked for `test_loss` against `model.evaluate` of the saved model, recomputed
+here; a model whose augmentation is the input pipeline's (`train.augment`) has its seeds checked on a batch
+mapped through it; text classification, which learns in its few steps, also for a learning rate 100 times smaller not being
 called within noise (an ALGO calibration and one more `dvc exp run`: about a minute, so for one model).
 """
 
@@ -128,6 +130,14 @@ MODELS = {
             },
             loader=True,
         ),
+        Model(
+            "fraud",
+            {"train": {"epochs": 5, "learning_rate": 0.01, "class_weight": "balanced"}},
+            frozenset({"dropout"}),
+            loader=True,
+        ),
+        # Its augmentation is in the input pipeline, not the model: the in-process check maps a batch through it.
+        Model("augmented", {"train": {"augment": "models.augmented:augment"}}, frozenset({"augment"})),
     )
 }
 IN_PROCESS = list(MODELS)
@@ -376,6 +386,7 @@ def _streams(name: str, **seeds: int) -> dict[str, str]:
     from tracking.determinism.process import seed_frameworks
     from tracking.determinism.seeding import capturing_weights, seed_model
     from tracking.determinism.seeds import resolve_seeds
+    from tracking.training.augment import step_seed
 
     module = importlib.import_module(f"zoo.{name}")
     params = Params.model_validate(
@@ -401,7 +412,10 @@ def _streams(name: str, **seeds: int) -> dict[str, str]:
             model.build((None, *shape))
     seed_model(model, created, resolved, shape)
     initial = weights_sha256(model.get_weights())
-    drawn = keras.tree.flatten(model(rows(x, slice(16)), training=True))  # every output's
+    batch = rows(x, slice(16))
+    if "augment" in MODELS[name].sections.get("train", {}):  # train.augment: the batch as the pipeline maps it
+        batch = module.augment(batch, None, step_seed(resolved.augment, 0))[0]
+    drawn = keras.tree.flatten(model(batch, training=True))  # every output's
     return {"init": initial, "draws": _digest(*map(keras.ops.convert_to_numpy, drawn))}
 
 

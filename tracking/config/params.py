@@ -129,12 +129,21 @@ class ModelParams(_Section):
 # A name `compile()` takes for a loss or metric: a Keras identifier, "module:function", "module:Class" or "package>Class".
 CompileName = Annotated[str, Field(min_length=1)]
 Weight = Annotated[float, Field(ge=0)]
+# `train.class_weight` as a mapping: class label -> weight, as Keras's `fit(class_weight=...)` takes it.
+ClassWeights = dict[int, float]
+BALANCED = "balanced"
 
 
 class TrainParams(_Section):
     """How the model is compiled and fitted; a null loss or metrics list means the task's default. `loss`,
     `metrics` and `loss_weights` also take a mapping from the model's output names to what `compile()` takes for
-    that output (`check_output_keys` checks the names once the model is built)."""
+    that output (`check_output_keys` checks the names once the model is built).
+
+    `class_weight`: each class's weight in the training loss (`balanced`: n / (K * count), sklearn's rule, from
+    the training split), multiplying the data's `sample_weight`. `augment`: "module:function" called on every
+    training batch inside the tf.data pipeline as `augment(x, y, seed) -> (x, y)`, `seed` a stateless seed pair
+    from `seeds.augment` and the step (tracking/training/augment.py).
+    """
 
     epochs: Annotated[int, Field(ge=1, le=10_000)] = 20
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 32
@@ -144,6 +153,8 @@ class TrainParams(_Section):
     loss: CompileName | dict[str, CompileName] | None = None
     metrics: list[CompileName] | dict[str, list[CompileName]] | None = None
     loss_weights: list[Weight] | dict[str, Weight] | None = None
+    class_weight: ClassWeights | Literal["balanced"] | None = None
+    augment: CallableSpec | None = None
 
     @field_validator("loss", "metrics", "loss_weights", mode="before")
     @classmethod
@@ -165,6 +176,29 @@ class TrainParams(_Section):
             f"expected {every}, or a mapping from each output's name to its value (e.g. {{priority: {example}}}), "
             f"got {shown if len(shown) <= 80 else shown[:60] + '...'}"
         )
+
+    @field_validator("class_weight", mode="before")
+    @classmethod
+    def _class_weights(cls, value: Any) -> Any:
+        """A mapping of labels (integers >= 0; digits as text too, as `tracking rerun` writes a logged mapping's
+        keys back) to finite weights >= 0, or `balanced`."""
+        if value is None or value == BALANCED:
+            return value
+        if not isinstance(value, dict) or not value:
+            raise ValueError(
+                f"expected 'balanced' or a mapping of class label to weight, e.g. {{0: 1.0, 1: 5.0}}, got {value!r}"
+            )
+        weights = {}
+        for label, weight in value.items():
+            number = label if isinstance(label, int) and not isinstance(label, bool) else None
+            if isinstance(label, str) and label.isdigit():
+                number = int(label)
+            if number is None or number < 0:
+                raise ValueError(f"class label {label!r} is not an integer >= 0 (the data's labels are 0..K-1)")
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight < float("inf"):
+                raise ValueError(f"class {number}'s weight {weight!r} is not a finite number >= 0")
+            weights[number] = float(weight)
+        return weights
 
 
 # What `train.loss`, `train.metrics` and `train.loss_weights` take for every output at once, what they take for one
@@ -320,6 +354,22 @@ class Params(_Section):
     audit: AuditParams = AuditParams()
     compute: ComputeParams = ComputeParams()
 
+    @model_validator(mode="after")
+    def _training_fits(self) -> Params:
+        if self.train.class_weight is not None and self.data.task != CLASSIFICATION:
+            raise ValueError(
+                f"train.class_weight weights classes, and data.task is {self.data.task}; set it null, or give "
+                "regression samples their weights as the loader's sample_weight"
+            )
+        if self.train.augment is not None and self.determinism.backend != "tensorflow":
+            raise ValueError(
+                f"train.augment runs inside the tf.data pipeline of the training batches, which only the "
+                f"tensorflow backend has (on {self.determinism.backend} the batches are NumPy arrays from a Python "
+                "generator, where TensorFlow's stateless random ops do not run); set determinism.backend: "
+                "tensorflow, or put the augmentation in the model as Keras preprocessing layers (seeds.augment's)"
+            )
+        return self
+
     def compare_metrics(self) -> dict[str, str]:
         """`compare.metrics`, or the task's default: each judged metric to `max` or `min`."""
         return dict(self.compare.metrics or DEFAULT_COMPARE_METRICS[self.data.task])
@@ -327,6 +377,24 @@ class Params(_Section):
     def flat(self) -> dict[str, Any]:
         """The params under DVC's dotted names (`train.learning_rate`), as MLflow and `dvc exp show` list them."""
         return flatten(self.model_dump(mode="json"))
+
+
+def check_class_weight(params: Params, n_classes: int | dict[str, int]) -> None:
+    """Refuse a `train.class_weight` for a model of several outputs (`n_classes` by output name), whose targets
+    are not one label per sample, and a mapping that names a class the data lacks (labels are 0..K-1)."""
+    weights = params.train.class_weight
+    if weights is not None and isinstance(n_classes, dict):
+        raise ParamsError(
+            f"train.class_weight: weights the classes of one label per sample, but the data's y has several outputs "
+            f"({', '.join(n_classes)})",
+            fix="set train.class_weight: null and give the loader's sample_weight (one weight per sample) instead",
+        )
+    lacking = sorted(label for label in weights if label >= n_classes) if isinstance(weights, dict) else []
+    if lacking:
+        raise ParamsError(
+            f"train.class_weight: class {lacking[0]} is not a class of the data, whose labels are 0..{n_classes - 1}",
+            fix="weight only the data's classes (a class left out weighs 1.0)",
+        )
 
 
 def param_text(value: Any) -> str:
@@ -467,7 +535,8 @@ def _describe(path: Path, err: ValidationError) -> ParamsError:
         return UnknownKey(str(path), key, list(section.model_fields), more)
     if first["type"] == "value_error":
         reason = first["msg"].removeprefix("Value error, ")
-        return ParamsError(f"{path}: {key}: {reason}", fix=f"fix it in {path}{more}")
+        where = f"{key}: " if key else ""
+        return ParamsError(f"{path}: {where}{reason}", fix=f"fix it in {path}{more}")
     return BadValue(str(path), key, _expected(first), first.get("input"), more)
 
 

@@ -44,8 +44,10 @@ from tracking.inspect.audit import (
 from tracking.noise.variants import variant_setup
 from tracking.stage import run_main
 from tracking.store.location import project_root
+from tracking.training.augment import augment_function, step_seed
 from tracking.training.batches import batch_orders
 from tracking.training.model import BuildInputs, prepare_model
+from tracking.training.weighting import training_weights
 
 VARIANT = {"det": "control", "nondet": "impl"}
 KERNEL_NOISE = {
@@ -93,9 +95,12 @@ def train_traced(
     )
     names = ["loss", *(f"gradient/{v.path}" for v in variables), *(f"weight/{v.path}" for v in model.weights)]
     hashes, seconds, kept = [], [], []
+    weights = training_weights(params, train)
+    augment = augment_function(params, project_root())
     for index, batch in enumerate(batches):
         x, y = map_arrays(tf.constant, rows(train["x"], batch)), tf.constant(train["y"][batch])
-        weights = train.get("sample_weight")
+        if augment is not None:
+            x, y = augment(x, y, step_seed(seeds.augment, index))
         start = time.perf_counter()
         loss, gradients = step(x, y) if weights is None else step(x, y, tf.constant(weights[batch]))
         loss_value = loss.numpy()

@@ -8,6 +8,7 @@ and accepted only if its content SHA-256 equals the logged one.
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -88,36 +89,39 @@ def _canonical(tree: dict[str, Any]) -> dict[str, str]:
 
 
 def _decode(key: str, text: str) -> Any:
-    """A logged value back to its YAML value: text stays text for string-typed keys, JSON otherwise."""
-    if text != "null" and _is_text(key):
-        return text
+    """A logged value back to its YAML value: text stays text for string-typed keys (a whole number too where the
+    key also takes a count, as `compare.candidate_repeats` takes 3 or `auto`), JSON otherwise."""
+    annotation = _annotation(key)
+    if text != "null" and _admits(annotation, str):
+        return int(text) if _admits(annotation, int) and re.fullmatch(r"-?[0-9]+", text) else text
     try:
         return json.loads(text)
     except ValueError:
         return text
 
 
-def _is_text(key: str) -> bool:
-    """Whether the current schema types `key` as a string (keys it does not know are decoded as JSON)."""
+def _annotation(key: str) -> Any:
+    """The current schema's type of `key`, or None for a key it does not know (decoded as JSON)."""
     model: Any = Params
     annotation: Any = None
     for part in key.split("."):
         fields = getattr(model, "model_fields", None)
         if not fields or part not in fields:
-            return False
+            return None
         annotation = fields[part].annotation
         model = annotation
-    return _admits_text(annotation)
+    return annotation
 
 
-def _admits_text(annotation: Any) -> bool:
-    if annotation is str:
+def _admits(annotation: Any, kind: type) -> bool:
+    """Whether a value of type `kind` (str or int) fits `annotation`, a Literal's values included."""
+    if annotation is kind:
         return True
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
-        return any(isinstance(arg, str) for arg in typing.get_args(annotation))
+        return any(type(arg) is kind for arg in typing.get_args(annotation))
     if origin in (typing.Union, types.UnionType, typing.Annotated):
-        return any(_admits_text(arg) for arg in typing.get_args(annotation))
+        return any(_admits(arg, kind) for arg in typing.get_args(annotation))
     return False
 
 

@@ -201,7 +201,9 @@ class RepeatWorker:
                     train,
                 )
             )
-            trained = train_and_score(built, run_params, seeds, s.splits, s.manifest.n_outputs, within, s.task)
+            trained = train_and_score(
+                built, run_params, seeds, s.splits, s.manifest.n_outputs, within, s.task, self.root
+            )
             child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
             child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
         run = {

@@ -12,12 +12,14 @@ training, and a `keras.utils.PyDataset` of consecutive batches for validation an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from tracking.data.arrays import Arrays, map_arrays, n_rows, rows
 from tracking.determinism.backend import TENSORFLOW, configured
+from tracking.training.augment import augmented
 
 # Batches for scoring (the candidate and every calibration repeat alike), and the batches Keras gives
 # `validation_data` arrays.
@@ -61,10 +63,13 @@ def epoch_batches(
     seed: int,
     within_batch_seed: int | None = None,
     sample_weight: np.ndarray | None = None,
+    augment: Callable[..., Any] | None = None,
+    augment_seed: int = 0,
 ) -> Any:
     """`epochs` passes in the orders of `batch_orders` (a tf.data pipeline on TensorFlow, a generator of NumPy
-    batches elsewhere); `x` one array or a dict by input name, `y` one or a dict by output name; batches are `(x, y)`, or `(x, y, sample_weight)` as
-    `fit` takes weights, where the data has them."""
+    batches elsewhere); `x` one array or a dict by input name, `y` one or a dict by output name; batches are
+    `(x, y)`, or `(x, y, sample_weight)` as `fit` takes weights, where the data has them; with `augment`
+    (TensorFlow only), each batch as it returns it (tracking/training/augment.py)."""
     orders = batch_orders(n_rows(y), batch_size, epochs, seed, within_batch_seed)
     if configured() != TENSORFLOW:
         arrays = (x, y, *(() if sample_weight is None else (sample_weight,)))
@@ -80,12 +85,12 @@ def epoch_batches(
         map_arrays(tf.constant, y),
         *(() if sample_weight is None else (tf.constant(sample_weight),)),
     )
-    return (
+    batches = (
         tf.data.Dataset.from_tensor_slices(orders)
         .flat_map(lambda order: tf.data.Dataset.from_tensor_slices(order).batch(batch_size))
         .map(lambda index: tuple(map_arrays(lambda t: tf.gather(t, index), value) for value in tensors))
-        .prefetch(2)
     )
+    return (batches if augment is None else augmented(batches, augment, augment_seed)).prefetch(2)
 
 
 def fit_arrays(split: dict[str, Any]) -> tuple[Any, ...]:

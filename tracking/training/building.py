@@ -372,10 +372,10 @@ def custom_objects(params: Params, root: Path) -> dict[str, Any]:
 
 
 def team_code(params: Params) -> list[tuple[str, str]]:
-    """The params.yaml keys naming the team's code as "module:name", with each spec: the builder, the loss and
-    the metrics."""
+    """The params.yaml keys naming the team's code as "module:name", with each spec: the builder, the loss, the
+    metrics and the augmentation."""
     losses, metrics = params.train.loss, params.train.metrics or []
-    named = [("model.builder", params.model.builder)]
+    named = [("model.builder", params.model.builder), ("train.augment", params.train.augment)]
     named += [("train.loss", loss) for loss in (losses.values() if isinstance(losses, Mapping) else [losses])]
     listed = metrics.values() if isinstance(metrics, Mapping) else [metrics]
     named += [("train.metrics", metric) for found in listed for metric in found]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,9 @@ from tracking.data.arrays import n_rows
 from tracking.determinism.backend import TORCH, configured
 from tracking.determinism.seeds import Seeds
 from tracking.run.lifecycle import deferred_interrupts
+from tracking.training.augment import augment_function
 from tracking.training.batches import KERAS_VALIDATION_BATCH, epoch_batches, fit_arrays, in_batches
+from tracking.training.weighting import training_weights
 
 # Most training steps Keras runs per call of its compiled train function (fewer where an epoch's steps are not
 # a multiple: `steps_per_call`): the same steps in the same order, so the weights are bit-identical
@@ -51,9 +54,11 @@ def fit_model(
     val: dict[str, np.ndarray] | None,
     callbacks: Sequence[Any] = (),
     within_batch_seed: int | None = None,
+    root: Path = Path("."),
 ) -> dict[str, list[float]]:
-    """Fit a compiled model on the seeded batch order, validating after every epoch, each sample weighted by the
-    data's `sample_weight` where it has one; return its per-epoch history."""
+    """Fit a compiled model on the seeded batch order, validating after every epoch, each training sample weighted
+    by the data's `sample_weight` and `train.class_weight` where given, each training batch through `train.augment`
+    (its module found from `root`) where set; return its per-epoch history."""
     from tracking.training.callback import FirstStep, InterruptCheck
 
     steps = math.ceil(n_rows(train["y"]) / params.train.batch_size)
@@ -65,7 +70,9 @@ def fit_model(
         params.train.epochs,
         seeds.shuffle,
         within_batch_seed,
-        train.get("sample_weight"),
+        training_weights(params, train),
+        augment_function(params, root),
+        seeds.augment,
     )
     validation = in_batches(fit_arrays(val), KERAS_VALIDATION_BATCH) if val is not None and n_rows(val["y"]) else None
     with deferred_interrupts():
@@ -94,4 +101,4 @@ def train_model(
     from tracking.training.model import prepare_model
 
     model = prepare_model(params, seeds, inputs).model
-    return model, fit_model(model, params, seeds, inputs.train, val, callbacks, within_batch_seed)
+    return model, fit_model(model, params, seeds, inputs.train, val, callbacks, within_batch_seed, inputs.root)

@@ -20,14 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, Params
-from tracking.data.arrays import columns, n_rows, rows
+from tracking.config.params import CLASSIFICATION, Params, check_class_weight
+from tracking.data.arrays import columns, map_arrays, n_rows, rows
 from tracking.determinism.seeding import generators_kept, inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import is_determinism_error
 from tracking.errors import UserCodeError
+from tracking.training.augment import augment_function
 from tracking.training.batches import fit_arrays, in_batches
 from tracking.training.building import compile_model, custom_objects
+from tracking.training.weighting import training_weights
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,10 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
     from tracking.training.scoring import COMPILED, class_probabilities, output_kind
 
     spec = params.model.builder
+    if params.data.task == CLASSIFICATION:
+        check_class_weight(params, inputs.n_outputs)
     x, y = rows(inputs.train["x"], slice(CHECK_BATCH)), rows(inputs.train["y"], slice(CHECK_BATCH))
-    weights = inputs.train.get("sample_weight")
+    weights = training_weights(params, inputs.train)
     with tempfile.TemporaryDirectory(prefix="tracking-preflight-") as folder:
         path = Path(folder) / "model.keras"
         _save(model, path, spec, inputs.root)
@@ -59,13 +63,28 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
         class_probabilities(outputs, inputs.n_outputs, kind)
     compile_model(copy, params, inputs.root)
     copy.run_eagerly = True  # one step: tracing the copy's train and test functions would cost ten times the step
-    _one_step(
-        copy,
-        fit_arrays({"x": x, "y": y, "sample_weight": None if weights is None else weights[:CHECK_BATCH]}),
-        spec,
-        inputs.root,
-    )
+    batch = fit_arrays({"x": x, "y": y, "sample_weight": None if weights is None else weights[:CHECK_BATCH]})
+    augment = augment_function(params, inputs.root)
+    _one_step(copy, batch if augment is None else _augmented(batch, augment, params, inputs.root), spec, inputs.root)
     return kind
+
+
+def _augmented(batch: tuple[Any, ...], augment: Any, params: Params, root: Path) -> tuple[Any, ...]:
+    """The check's batch through `train.augment`, as training maps it, as NumPy arrays; a `UserCodeError` naming
+    the function where it fails or returns other than `(x, y)`."""
+    import tensorflow as tf
+
+    from tracking.training.augment import augmented
+
+    try:
+        found = next(iter(augmented(tf.data.Dataset.from_tensors(batch), augment, 0)))
+    except Exception as err:
+        raise UserCodeError(
+            f"train.augment: '{params.train.augment}' failed on a training batch inside the tf.data pipeline: "
+            f"{_summary(err, root)}; it is called as augment(x, y, seed) on each batch (tensors, seed the "
+            "stateless pair [seeds.augment, step]) and must return the pair (x, y) (docs/configuration.md)"
+        ) from err
+    return tuple(map_arrays(np.asarray, value) for value in found)
 
 
 def _save(model: Any, path: Path, spec: str, root: Path) -> None:

@@ -4,6 +4,7 @@ and the GPU check (bench/gpu_check.py) each train, so all of them take the train
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -33,11 +34,13 @@ def train_and_score(
     n_outputs: int | dict[str, int],
     within_batch_seed: int | None,
     task: str = CLASSIFICATION,
+    root: Path = Path("."),
 ) -> Trained:
     """Train one repeat's built model (frameworks already seeded) as the train stage trains, validation included,
-    and score it on the test set as evaluate scores the candidate, compiled metrics too."""
+    and score it on the test set as evaluate scores the candidate, compiled metrics too; `root` is the project's,
+    where the team's `train.augment` module is found."""
     model = built.model
-    fit_model(model, params, seeds, splits["train"], splits.get("val"), within_batch_seed=within_batch_seed)
+    fit_model(model, params, seeds, splits["train"], splits.get("val"), within_batch_seed=within_batch_seed, root=root)
     result = score_model(model, seeds, splits["test"], task, n_outputs)
     model_weights = model.get_weights()
     # classes as int16, values (regression, several outputs) as float32

@@ -51,7 +51,7 @@ def tracked_training(
     tracker.in_background(log_setup)
     tracker.log_weights(initial=built.initial_weights_sha256)
     model = built.model
-    history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker), *callbacks])
+    history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker), *callbacks], root=root)
     digest = weights_sha256(model.get_weights())
     tracker.log_metrics(final_metrics(history))
     tracker.log_weights(trained=digest)

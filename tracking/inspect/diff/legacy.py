@@ -31,8 +31,9 @@ ADDED_WITH_BUILDERS = {
     "train.loss": "null",
     "train.metrics": "null",
 }
-# Keys added since builders: what a run of the template (it logs `model.builder`) used before it had them.
-ADDED_SINCE_BUILDERS = {"train.loss_weights": "null"}
+# Keys added since builders: what a run of the template (it logs `model.builder`) used before it had them: no loss
+# weights, no class weights, no augmentation of the input pipeline.
+ADDED_SINCE_BUILDERS = {"train.loss_weights": "null", "train.class_weight": "null", "train.augment": "null"}
 TEMPLATE_PARAM = "model.builder"
 LEGACY_COMPARE_METRICS = "compare.metrics"
 # Before backends, every run trained on TensorFlow and recorded its build under `prov.software.tensorflow_build.*`
@@ -51,8 +52,8 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     become `model.builder` (`pipelines.models:<name>`) and `model.kwargs.<setting>` for the settings that
     builder takes (`model.kwargs.augment` too), and the keys added since get the values such a run used
     (`train.loss: null` and so on), so `tracking diff` against a newer run of the same model finds nothing.
-
-    A run of the template logged before `train.loss_weights` compiled no loss weights: it gets `null`.
+    A run of the template logged before `train.loss_weights`, `train.class_weight` or `train.augment` used none
+    of them: each it lacks is `null`.
 
     A run logged before backends trained on TensorFlow: it gets `determinism.backend: tensorflow`, and its
     TensorFlow build and visible GPUs are read as the backend's.
