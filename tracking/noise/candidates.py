@@ -2,7 +2,7 @@
 
 One candidate run: the prediction test of `tracking.noise.policy.judge`. Several (N > 1, for when a stage trains
 them): the two-sample comparison of `tracking.noise.twosample`, the pooled t deciding (it is the prediction test
-at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the gap's interval and the
+at N = 1), its p and interval calibrated for heavy-tailed noise as the prediction test's are (`tracking.noise.tails`), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the gap's interval and the
 probability that a candidate run beats a baseline run) and what the band can see (its std's interval; the
 detectable shift once `judge_family` has set the family's level).
 """
@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tracking.noise import tails
 from tracking.noise.groups import left_out
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
 from tracking.noise.power import std_interval
@@ -93,15 +94,18 @@ def _judge_values(
             **common,
         )
         return _with_beats(found, baseline, candidates, mode, alpha)
+    # The pooled t's p and interval, calibrated for heavier-tailed noise than the normal (`tracking.noise.tails`).
+    p_value = tails.p_value(test.t, len(baseline), len(candidates))
+    half = tails.critical(alpha, len(baseline), len(candidates)) * test.scale
     found = Judgement(
         scale=test.scale,
         z=test.t,
-        p_value=test.p_value,
-        verdict=WITHIN if test.p_value > alpha else EXCEEDS,
+        p_value=p_value,
+        verdict=WITHIN if p_value > alpha else EXCEEDS,
         note="",
         permutation_p=permutation_p(baseline, candidates),
         welch_p=welch(baseline, candidates, alpha).p_value,
-        interval=(test.low, test.high),
+        interval=(test.difference - half, test.difference + half),
         **common,
     )
     return _with_beats(found, baseline, candidates, mode, alpha)
