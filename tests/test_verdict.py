@@ -326,3 +326,33 @@ def test_plan_refuses_a_shift_that_is_not_a_finite_number():
             plan("test_accuracy", shift, 0.01, 5, 0.025)
     with pytest.raises(NoiseError, match="a band with spread"):
         plan("test_accuracy", 0.01, math.nan, 5, 0.025)
+
+
+@pytest.mark.parametrize(
+    ("runs", "candidates", "reference"), [(2, 1, None), (3, 1, None), (5, 1, 1), (5, 3, None), (20, 5, None)]
+)
+def test_the_calibrated_p_and_critical_t_agree_and_never_undercut_the_t_distribution(runs, candidates, reference):
+    """Issue 34: the heavy-tailed calibration only ever raises p; within noise exactly below its critical t, at
+    2 to 20 runs, including a level below the simulation's resolution (1/DRAWS) and an infinite t."""
+    df = runs + candidates - 2
+    for alpha in (0.05, 0.025, 0.01, 1e-6):
+        edge = critical(alpha, runs, candidates, reference)
+        assert edge >= stats.t.ppf(1 - alpha / 2, df)
+        assert p_value(edge * (1 - 1e-9), runs, candidates, reference) > alpha
+        assert p_value(edge * (1 + 1e-9), runs, candidates, reference) <= alpha
+    for t in (0.0, 0.7, -2.5, 6.0):
+        found = p_value(t, runs, candidates, reference)
+        assert 2 * stats.t.sf(abs(t), df) <= found <= 1 and found == p_value(t, runs, candidates, reference)
+    assert p_value(math.inf, runs, candidates, reference) == 0.0
+
+
+def test_one_candidate_run_keeps_its_level_with_bad_seeds():
+    """Issue 34: one candidate run against 5 band runs raised 6.9% false alarms at alpha 5% with 10% bad seeds
+    (a run 4 stds worse); the calibrated p keeps them at alpha where the t distribution's p does not."""
+    rng, trials = np.random.default_rng(2026), 4000
+    draws = rng.standard_normal((trials, 6)) - 4.0 * (rng.random((trials, 6)) < 0.1)
+    band, candidate = draws[:, :5], draws[:, 5]
+    z = (candidate - band.mean(axis=1)) / (band.std(axis=1, ddof=1) * math.sqrt(1 + 1 / 5))
+    t_alarms = np.mean(2 * stats.t.sf(np.abs(z), 4) <= 0.05)
+    alarms = np.mean([p_value(value, 5, 1) <= 0.05 for value in z])
+    assert t_alarms > 0.065 and alarms < 0.057  # 0.076 and 0.050 here; a standard error is 0.0035
