@@ -356,3 +356,15 @@ def test_one_candidate_run_keeps_its_level_with_bad_seeds():
     t_alarms = np.mean(2 * stats.t.sf(np.abs(z), 4) <= 0.05)
     alarms = np.mean([p_value(value, 5, 1) <= 0.05 for value in z])
     assert t_alarms > 0.065 and alarms < 0.057  # 0.076 and 0.050 here; a standard error is 0.0035
+
+
+def test_the_calibrated_p_takes_the_runs_that_were_judged():
+    """Tied candidate runs on a discrete band, and a band run that is NaN (left out): the calibrated p is that of the
+    design actually tested (4 band runs, 3 candidate runs), and the verdict follows it."""
+    band = [355 / 360, 356 / 360, math.nan, 354 / 360, 356 / 360]
+    found = judge_values("test_accuracy", band, [353 / 360] * 3, 0.05, "c", "max")
+    assert found.band.n == 4 and found.candidates == 3 and "1 of 5 runs left out (1 nan)" in found.note
+    assert found.p_value == pytest.approx(p_value(found.z, 4, 3)) and found.p_value >= 2 * stats.t.sf(abs(found.z), 5)
+    assert (found.verdict == EXCEEDS) == (abs(found.z) > critical(0.05, 4, 3))
+    assert found.interval == pytest.approx((found.delta - critical(0.05, 4, 3) * found.scale,
+                                            found.delta + critical(0.05, 4, 3) * found.scale))  # fmt: skip
