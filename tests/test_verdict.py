@@ -368,3 +368,12 @@ def test_the_calibrated_p_takes_the_runs_that_were_judged():
     assert (found.verdict == EXCEEDS) == (abs(found.z) > critical(0.05, 4, 3))
     assert found.interval == pytest.approx((found.delta - critical(0.05, 4, 3) * found.scale,
                                             found.delta + critical(0.05, 4, 3) * found.scale))  # fmt: skip
+
+
+def test_a_design_beyond_the_simulated_sizes_takes_the_largest_simulated_one():
+    """More than SIMULATED_MOST runs take its distribution, whose tails are at least as heavy: the critical t of
+    100 band runs and one candidate run is that of 40, above the t distribution's."""
+    from tracking.noise.tails import SIMULATED_MOST
+
+    assert critical(0.025, 100, 1) == critical(0.025, SIMULATED_MOST, 1) > stats.t.ppf(1 - 0.0125, 99)
+    assert p_value(2.9, 100, 1) == p_value(2.9, SIMULATED_MOST, 1)
