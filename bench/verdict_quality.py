@@ -6,16 +6,19 @@ each metric (so that `within_noise` is reachable: the default design, n = 5 and 
 stds, below 3 true ones wherever the band's std comes out below 0.97 of the true std). Each rate
 comes with its 95% Wilson interval over the trials of its cell (2,000 by default):
 
-- false alarms (with no true shift, a metric beyond noise after Holm: `exceeds_noise`, or `within_tolerance`
+- `false-alarms`: with no true shift, each metric's own test at alpha and the Holm family, under every noise
+  model of the next item, 3, 5, 10 and 20 band runs and 1, 3 and 5 candidate runs (target: the upper end of each interval at
+  most alpha + 1 point);
+- `null`: false alarms (with no true shift, a metric beyond noise after Holm: `exceeds_noise`, or `within_tolerance`
   where its gap is below `min_effect`), the verdict `exceeds_noise`, and how often the verdict is `within_noise` or `inconclusive`, under six noise models of test_accuracy: normal; t with 3 degrees of freedom (heavy tails,
   scaled to unit variance); normal with 10% bad seeds (a run 4 stds worse); accuracies in steps of 1/360 and of
   1/180 test examples (0.987, std 0.0058 and 0.0082); a 36-example class near its ceiling (0.97, each run's rate
   drawn around it, then 36 Bernoulli trials). test_loss is normal throughout;
-- blind `within_noise`: a true drop of test_accuracy exactly at its `min_effect` (3 band stds), how often the
+- `blind`: blind `within_noise`: a true drop of test_accuracy exactly at its `min_effect` (3 band stds), how often the
   verdict still says `within_noise` (at most 20% if "detected 80% of the time" holds);
-- the statement each report prints, "a true shift of X is detected 80% of the time": X from the trial's own band
+- `statements`: the statement each report prints, "a true shift of X is detected 80% of the time": X from the trial's own band
   std (as the report computes it), then a true drop of X, and how often `exceeds_noise` follows;
-- `tracking plan` followed: for a shift named in the std the calibration measured, each option it prints (the
+- `plans`: `tracking plan` followed: for a shift named in the std the calibration measured, each option it prints (the
   measured runs kept among the calibration's, as a calibration given more repeats keeps them) and a true drop of
   that shift; and for a fixed true shift, each option wherever the plan offers it;
 - every printed 95% interval's coverage (93-97% to hold) under normal, t(3) and 10% bad seeds noise: the gap's
@@ -24,12 +27,14 @@ comes with its 95% Wilson interval over the trials of its cell (2,000 by default
   audit's cost of determinism from its paired repeats;
 - compare-groups' printed power against how often its verdict says "spreads differ".
 
-Sections (`--only SECTION`, repeatable; all by default): null, blind, statements, plan, gap-intervals,
-std-intervals, cost-intervals, group-power.
+Sections (`--only SECTION`, repeatable; all by default): null, false-alarms, blind, statements, plans,
+gap-intervals, std-intervals, cost-intervals, group-power.
 
 `--real` adds the real path: a tiny model trained `--real-repeats` times as a band and `--real-candidates` more
 times as seed-only candidates, judged by the compare stage's `judge_candidate` (slow: each is a training).
-Run from the project root: `nice -n 10 .venv/bin/python bench/verdict_quality.py [--trials 2000] [--only SECTION]`.
+Run from the project root: `nice -n 10 .venv/bin/python bench/verdict_quality.py [--trials 2000] [--only SECTION]`
+(`--only` repeats; each section draws from its own seeded generator, so a section alone prints what it prints in
+the whole run).
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ LOSS, LOSS_STD = 0.3, 0.02
 # Shifts, in measured band stds, that `tracking plan` at 5 calibration runs meets with each kind of option: more
 # candidate runs or more calibration runs with one (4.3), more candidate runs (2.8), as many of each (1.7).
 PLANNED = (4.3, 2.8, 1.7)
+# compare.min_effect where only false alarms are counted: far beyond any gap, so that no verdict asks what would
+# decide it (the runs `tracking.noise.power.deciding_runs` searches cost a trial more than its test).
+FAR = 1e6
 
 
 def _unit(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -93,15 +101,18 @@ NOISE: dict[str, tuple[Callable[[np.random.Generator, int], np.ndarray], float, 
 }
 
 
-def trial(rng: np.random.Generator, noise: str, n: int, runs: int, drop: float = 0.0) -> tracking.Verdict:
-    """One calibration of n runs and `runs` candidate runs, test_accuracy `drop` band stds worse, judged."""
+def trial(
+    rng: np.random.Generator, noise: str, n: int, runs: int, drop: float = 0.0, effect: float = MIN_EFFECT_STDS
+) -> tracking.Verdict:
+    """One calibration of n runs and `runs` candidate runs, test_accuracy `drop` band stds worse, judged with
+    `compare.min_effect` at `effect` band stds."""
     draw, centre, scale = NOISE[noise]
     band = {"test_accuracy": centre + scale * draw(rng, n), "test_loss": LOSS + LOSS_STD * rng.standard_normal(n)}
     candidates = {
         "test_accuracy": centre + scale * (draw(rng, runs) - drop),
         "test_loss": LOSS + LOSS_STD * rng.standard_normal(runs),
     }
-    effects = {"test_accuracy": MIN_EFFECT_STDS * scale, "test_loss": MIN_EFFECT_STDS * LOSS_STD}
+    effects = {"test_accuracy": effect * scale, "test_loss": effect * LOSS_STD}
     return tracking.judge(
         {k: list(v) for k, v in band.items()},
         {k: list(v) for k, v in candidates.items()},
@@ -110,12 +121,18 @@ def trial(rng: np.random.Generator, noise: str, n: int, runs: int, drop: float =
     )
 
 
-def wilson(hits: int, trials: int) -> str:
-    """hits/trials with its 95% Wilson interval, as text."""
+def _wilson_bounds(hits: int, trials: int) -> tuple[float, float]:
+    """The 95% Wilson interval of hits/trials."""
     z, p = 1.96, hits / trials
     centre, half = (p + z * z / (2 * trials)), z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
     scale = 1 + z * z / trials
-    return f"{p:.3f} ({max(0.0, (centre - half) / scale):.3f} to {min(1.0, (centre + half) / scale):.3f})"
+    return max(0.0, (centre - half) / scale), min(1.0, (centre + half) / scale)
+
+
+def wilson(hits: int, trials: int) -> str:
+    """hits/trials with its 95% Wilson interval, as text."""
+    low, high = _wilson_bounds(hits, trials)
+    return f"{hits / trials:.3f} ({low:.3f} to {high:.3f})"
 
 
 def follow(rng: np.random.Generator, measured: np.ndarray, calibration: int, runs: int, drop: float) -> bool:
@@ -276,12 +293,8 @@ def group_power(rng: np.random.Generator, trials: int) -> None:
     )
 
 
-def null_verdicts(rng: np.random.Generator, trials: int) -> None:
-    """With no true shift: false alarms, and how often each verdict is given, under every noise model."""
-    print(
-        f"through tracking.judge; {len(METRICS)} metrics ({', '.join(METRICS)}), Holm at alpha {ALPHA}, "
-        f"compare.min_effect {MIN_EFFECT_STDS:g} band stds"
-    )
+def null_cells(rng: np.random.Generator, trials: int) -> None:
+    """The verdict with no true shift at the default min_effect of 3 band stds: false alarms and each outcome."""
     print(
         "null (no true shift): false alarms (a metric beyond noise after Holm: exceeds_noise, or within_tolerance "
         "below min_effect) | verdict exceeds_noise | within_noise | inconclusive"
@@ -298,6 +311,35 @@ def null_verdicts(rng: np.random.Generator, trials: int) -> None:
             f"{wilson(counts[EXCEEDS], trials)} | {wilson(counts[WITHIN], trials)} | "
             f"{wilson(counts[INCONCLUSIVE], trials)}"
         )
+
+
+def false_alarms(rng: np.random.Generator, trials: int) -> None:
+    """False alarms with no true shift under every noise model, 3 to 20 band runs and 1, 3 and 5 candidate runs:
+    each metric's own test at alpha (test_accuracy under the model, test_loss normal) and the Holm family (a metric
+    beyond noise after Holm). The target: the upper end of each interval at most alpha + 1 point."""
+    print(
+        f"false alarms, no true shift (target: upper end at most {ALPHA + 0.01:.2f}): test_accuracy's test at "
+        f"alpha | test_loss's (normal) | the Holm family; * an upper end above {ALPHA + 0.01:.2f}, ! a lower end "
+        f"above {ALPHA}"
+    )
+    for noise in NOISE:
+        for n in (3, 5, 10, 20):
+            for runs in (1, 3, 5):
+                hits = np.zeros(3, dtype=int)
+                for _ in range(trials):
+                    found = trial(rng, noise, n, runs, effect=FAR)
+                    alone = [check.p_value is not None and check.p_value <= ALPHA for check in found.checks]
+                    family = any(check.verdict in (EXCEEDS, WITHIN_TOLERANCE) for check in found.checks)
+                    hits += np.array([*alone, family], dtype=int)
+                print(f"  {noise}, n={n}, N={runs}: " + " | ".join(_marked(int(hit), trials) for hit in hits))
+
+
+def _marked(hits: int, trials: int) -> str:
+    """A false-alarm rate with its interval, marked * where the upper end misses alpha + 1 point and ! where the
+    lower end is above alpha (a test whose rate is exactly alpha misses the first by chance in about half its
+    cells at 2,000 trials; only the second shows a rate above alpha)."""
+    low, high = _wilson_bounds(hits, trials)
+    return wilson(hits, trials) + (" *" if high > ALPHA + 0.01 else "") + (" !" if low > ALPHA else "")
 
 
 def blind(rng: np.random.Generator, trials: int) -> None:
@@ -326,10 +368,11 @@ def plans(rng: np.random.Generator, trials: int) -> None:
 
 
 SECTIONS: dict[str, Callable[[np.random.Generator, int], None]] = {
-    "null": null_verdicts,
+    "null": null_cells,
+    "false-alarms": false_alarms,
     "blind": blind,
     "statements": statements,
-    "plan": plans,
+    "plans": plans,
     "gap-intervals": gap_intervals,
     "std-intervals": std_intervals,
     "cost-intervals": cost_intervals,
@@ -340,17 +383,21 @@ SECTIONS: dict[str, Callable[[np.random.Generator, int], None]] = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000, help="independent trials per cell (default 2000)")
-    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
+    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only this section (repeatable)")
     parser.add_argument("--real", action="store_true", help="also train a tiny model (slow)")
     parser.add_argument("--real-repeats", type=int, default=5, help="real band runs (default 5)")
     parser.add_argument("--real-candidates", type=int, default=10, help="real seed-only candidates (default 10)")
     parser.add_argument("--epochs", type=int, default=3, help="real path: epochs per training (default 3)")
     args = parser.parse_args()
-    rng = np.random.default_rng(34)
     started = time.perf_counter()
-    print(f"{args.trials} independent trials a cell, 95% Wilson intervals")
-    for name in args.only or SECTIONS:
-        SECTIONS[name](rng, args.trials)
+    trials = args.trials
+    print(
+        f"through tracking.judge; {len(METRICS)} metrics ({', '.join(METRICS)}), Holm at alpha {ALPHA}, "
+        f"compare.min_effect {MIN_EFFECT_STDS:g} band stds; {trials} independent trials a cell, 95% Wilson intervals"
+    )
+    for name, section in SECTIONS.items():
+        if args.only is None or name in args.only:
+            section(np.random.default_rng([34, list(SECTIONS).index(name)]), trials)
     print(f"simulation: {time.perf_counter() - started:.0f} s")
     if args.real:
         real(args)

@@ -18,13 +18,16 @@ from tracking.noise.statistics import (
     pairwise_weight_distance,
     weight_distance,
 )
+from tracking.noise.tails import critical, p_value
 
 
 def test_band_by_hand():
     band = band_from_values("acc", [0.90, 0.92, 0.94], alpha=0.05, source="hand")
     assert band.n == 3 and band.mean == pytest.approx(0.92) and band.ddof == 1
     assert band.std == pytest.approx(0.02)  # sqrt(((-.02)^2 + 0 + .02^2) / 2)
-    half = 4.302652729911275 * 0.02 * math.sqrt(1 + 1 / 3)  # t(0.975, 2) from tables
+    # the verdict's critical t: t(0.975, 2) = 4.3027 from tables, widened for heavy-tailed noise
+    assert critical(0.05, 3, 1) > 4.302652729911275
+    half = critical(0.05, 3, 1) * 0.02 * math.sqrt(1 + 1 / 3)
     assert (band.low, band.high) == pytest.approx((0.92 - half, 0.92 + half))
 
 
@@ -34,7 +37,9 @@ def test_band_matches_scipy_prediction_interval():
     band = band_from_values("acc", values, alpha=0.1, source="scipy")
     scale = values.std(ddof=1) * math.sqrt(1 + 1 / 12)
     low, high = stats.t.interval(0.9, 11, loc=values.mean(), scale=scale)
-    assert (band.low, band.high) == pytest.approx((low, high))
+    half = critical(0.1, 12, 1) * scale  # scipy's t interval, widened for heavy-tailed noise
+    assert (band.low, band.high) == pytest.approx((values.mean() - half, values.mean() + half))
+    assert band.low < low and high < band.high
 
 
 def test_judge_inside_outside_and_p_value():
@@ -43,10 +48,11 @@ def test_judge_inside_outside_and_p_value():
     scale = 0.01 * math.sqrt(1 + 1 / 10)  # the std of one new run minus the mean of 10
     assert inside.within_noise and inside.verdict == WITHIN and inside.z == pytest.approx(0.005 / scale)
     assert not outside.within_noise and outside.verdict == EXCEEDS and outside.z == pytest.approx(0.05 / scale)
-    assert outside.p_value == pytest.approx(2 * stats.t.sf(0.05 / scale, 9))
+    assert outside.p_value == pytest.approx(p_value(0.05 / scale, 10, 1))
+    assert outside.p_value > 2 * stats.t.sf(0.05 / scale, 9)  # heavy tails: larger than the t distribution's
     assert (band.low < 0.905 < band.high) and not (band.low < 0.95 < band.high)
     # z and the interval agree: within noise exactly when inside mean +- t * scale
-    edge = band.mean + stats.t.ppf(0.975, 9) * scale
+    edge = band.mean + critical(0.05, 10, 1) * scale
     assert judge(edge - 1e-9, band).within_noise and not judge(edge + 1e-9, band).within_noise
 
 
@@ -55,7 +61,8 @@ def test_judge_against_one_run_uses_the_difference_of_two_runs():
     found = judge(0.93, band, reference=0.91)
     assert found.reference_runs == 1 and found.delta == pytest.approx(0.02)
     assert found.scale == pytest.approx(0.01 * math.sqrt(2)) and found.z == pytest.approx(0.02 / (0.01 * math.sqrt(2)))
-    assert found.p_value == pytest.approx(2 * stats.t.sf(found.z, 4))
+    assert found.p_value == pytest.approx(p_value(found.z, 5, 1, 1))
+    assert found.p_value >= 2 * stats.t.sf(found.z, 4)
 
 
 def test_tied_band_cannot_judge_and_says_why():

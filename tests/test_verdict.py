@@ -22,6 +22,7 @@ from tracking.noise.policy import (
 )
 from tracking.noise.power import detectable_shift, plan, power
 from tracking.noise.statistics import band_from_summary, band_from_values, format_p
+from tracking.noise.tails import critical, p_value
 from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
 
 REPEATS = (3, 5, 10, 20)
@@ -107,8 +108,9 @@ def test_one_candidate_run_is_the_prediction_test():
     )
     reference = judge(0.97, band_from_values("acc", values, 0.05, "c"))
     assert (one.z, one.p_value, one.verdict) == (reference.z, reference.p_value, reference.verdict)
-    # the pooled t with one candidate run is that same test
-    assert pooled_t(values, [0.97], 0.05).p_value == pytest.approx(reference.p_value)
+    # the pooled t with one candidate run is that same statistic, its p calibrated for heavy tails alike
+    pooled = pooled_t(values, [0.97], 0.05)
+    assert pooled.t == pytest.approx(reference.z) and p_value(pooled.t, 5, 1) == pytest.approx(reference.p_value)
 
 
 def test_probability_of_beating_by_hand():
@@ -222,14 +224,13 @@ def test_power_counts_the_error_of_the_measured_std(n, calibration, candidates, 
     spread += runs.var(axis=1, ddof=1) * (candidates - 1) if candidates > 1 else 0.0
     centre = band.mean(axis=1) if reference is None else rng.standard_normal(trials)
     scale = np.sqrt(spread / df * (1 / (reference or calibration) + 1 / candidates))
-    flagged = np.abs((runs.mean(axis=1) - centre) / scale) > stats.t.ppf(1 - alpha / 2, df)
+    flagged = np.abs((runs.mean(axis=1) - centre) / scale) >= critical(alpha, calibration, candidates, reference)
     expected = power(size, n, candidates, alpha, calibration, reference)
     assert flagged.mean() == pytest.approx(expected, abs=0.009)  # 4.5 standard errors
     # at the defaults the noncentral t at a known std, which the statements used, overstates it
     if (n, calibration, candidates) == (5, 5, 3):
         kappa = math.sqrt(1 / n + 1 / candidates)
-        critical = stats.t.ppf(1 - alpha / 2, df)
-        assert stats.nct.sf(critical, df, size / kappa) > flagged.mean() + 0.02
+        assert stats.nct.sf(stats.t.ppf(1 - alpha / 2, df), df, size / kappa) > flagged.mean() + 0.02
 
 
 def _churn_matrix(base: float, candidate: float, runs: int, seed: int = 0) -> np.ndarray:
@@ -306,7 +307,7 @@ def test_the_public_judge_on_plain_numbers():
     blind = tracking.judge(band, {"test_accuracy": [0.984], "test_loss": [0.3]}, min_effect={"test_accuracy": 0.002})
     assert blind.verdict == INCONCLUSIVE and blind.inconclusive[0].startswith("test_accuracy: within noise, but blind")
     declared = tracking.judge({"test_accuracy": band_from_summary("test_accuracy", 0.98, 0.004, 10, 0.05, "paper")},
-                              {"test_accuracy": [0.99]}, modes=modes)  # fmt: skip
+                              {"test_accuracy": [0.999]}, modes=modes)  # fmt: skip
     assert declared.verdict == EXCEEDS and declared.better == ("test_accuracy",)
     tied = {"test_accuracy": [0.98] * 5}
     assert tracking.judge(tied, {"test_accuracy": [0.98]}, control=True, weights_identical=True).verdict == WITHIN
@@ -348,3 +349,52 @@ def test_the_gap_interval_at_the_edges(runs):
     # an accuracy's gap lies within ±1, however wide Welch's interval (here -1.64 to +0.84)
     wide = judge_values("test_accuracy", band[:5], [0.0, 1.0, 0.5], 0.05, "c")
     assert wide.interval[0] == -1.0 and -1 < wide.interval[1] < 1
+
+
+@pytest.mark.parametrize(
+    ("runs", "candidates", "reference"), [(2, 1, None), (3, 1, None), (5, 1, 1), (5, 3, None), (20, 5, None)]
+)
+def test_the_calibrated_p_and_critical_t_agree_and_never_undercut_the_t_distribution(runs, candidates, reference):
+    """Issue 34: the heavy-tailed calibration only ever raises p; within noise exactly below its critical t, at
+    2 to 20 runs, including a level below the simulation's resolution (1/DRAWS) and an infinite t."""
+    df = runs + candidates - 2
+    for alpha in (0.05, 0.025, 0.01, 1e-6):
+        edge = critical(alpha, runs, candidates, reference)
+        assert edge >= stats.t.ppf(1 - alpha / 2, df)
+        assert p_value(edge * (1 - 1e-9), runs, candidates, reference) > alpha
+        assert p_value(edge * (1 + 1e-9), runs, candidates, reference) <= alpha
+    for t in (0.0, 0.7, -2.5, 6.0):
+        found = p_value(t, runs, candidates, reference)
+        assert 2 * stats.t.sf(abs(t), df) <= found <= 1 and found == p_value(t, runs, candidates, reference)
+    assert p_value(math.inf, runs, candidates, reference) == 0.0
+
+
+def test_one_candidate_run_keeps_its_level_with_bad_seeds():
+    """Issue 34: one candidate run against 5 band runs raised 6.9% false alarms at alpha 5% with 10% bad seeds
+    (a run 4 stds worse); the calibrated p keeps them at alpha where the t distribution's p does not."""
+    rng, trials = np.random.default_rng(2026), 4000
+    draws = rng.standard_normal((trials, 6)) - 4.0 * (rng.random((trials, 6)) < 0.1)
+    band, candidate = draws[:, :5], draws[:, 5]
+    z = (candidate - band.mean(axis=1)) / (band.std(axis=1, ddof=1) * math.sqrt(1 + 1 / 5))
+    t_alarms = np.mean(2 * stats.t.sf(np.abs(z), 4) <= 0.05)
+    alarms = np.mean([p_value(value, 5, 1) <= 0.05 for value in z])
+    assert t_alarms > 0.065 and alarms < 0.057  # 0.076 and 0.050 here; a standard error is 0.0035
+
+
+def test_the_calibrated_p_takes_the_runs_that_were_judged():
+    """Tied candidate runs on a discrete band, and a band run that is NaN (left out): the calibrated p is that of the
+    design actually tested (4 band runs, 3 candidate runs), and the verdict follows it."""
+    band = [355 / 360, 356 / 360, math.nan, 354 / 360, 356 / 360]
+    found = judge_values("test_accuracy", band, [353 / 360] * 3, 0.05, "c", "max")
+    assert found.band.n == 4 and found.candidates == 3 and "1 of 5 runs left out (1 nan)" in found.note
+    assert found.p_value == pytest.approx(p_value(found.z, 4, 3)) and found.p_value >= 2 * stats.t.sf(abs(found.z), 5)
+    assert (found.verdict == EXCEEDS) == (abs(found.z) > critical(0.05, 4, 3))
+
+
+def test_a_design_beyond_the_simulated_sizes_takes_the_largest_simulated_one():
+    """More than SIMULATED_MOST runs take its distribution, whose tails are at least as heavy: the critical t of
+    100 band runs and one candidate run is that of 40, above the t distribution's."""
+    from tracking.noise.tails import SIMULATED_MOST
+
+    assert critical(0.025, 100, 1) == critical(0.025, SIMULATED_MOST, 1) > stats.t.ppf(1 - 0.0125, 99)
+    assert p_value(2.9, 100, 1) == p_value(2.9, SIMULATED_MOST, 1)

@@ -2,9 +2,10 @@
 
 One candidate run: the prediction test of `tracking.noise.policy.judge`. Several (N > 1, for when a stage trains
 them): the two-sample comparison of `tracking.noise.twosample`, the pooled t deciding (it is the prediction test
-at N = 1), with Welch's p and the exact permutation p beside it. Either way the record carries the effect (the
-gap's Welch interval from `MIN_GAP_RUNS` candidate runs on, and the probability that a candidate run beats a
-baseline run) and what the band can see (the detectable shift once `judge_family` has set the family's level).
+at N = 1), its p calibrated for heavy-tailed noise as the prediction test's is (`tracking.noise.tails`), with
+Welch's p and the exact permutation p beside it. Either way the record carries the effect (the gap's Welch
+interval from `MIN_GAP_RUNS` candidate runs on, and the probability that a candidate run beats a baseline run)
+and what the band can see (the detectable shift once `judge_family` has set the family's level).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tracking.noise import tails
 from tracking.noise.groups import gap_in_range, left_out
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
 from tracking.noise.statistics import band_from_values
@@ -92,11 +94,13 @@ def _judge_values(
         )
         return _with_beats(found, baseline, candidates, mode)
     separate = welch(baseline, candidates, alpha)
+    # The pooled t's p, calibrated for heavier-tailed noise than the normal (`tracking.noise.tails`).
+    p_value = tails.p_value(test.t, len(baseline), len(candidates))
     found = Judgement(
         scale=test.scale,
         z=test.t,
-        p_value=test.p_value,
-        verdict=WITHIN if test.p_value > alpha else EXCEEDS,
+        p_value=p_value,
+        verdict=WITHIN if p_value > alpha else EXCEEDS,
         note="",
         permutation_p=permutation_p(baseline, candidates),
         welch_p=separate.p_value,

@@ -23,11 +23,13 @@ the band's own mean (m = n) when the reference is the calibrated baseline itself
 `tracking diff` when run A has the calibration's data and configuration), else one run's value (m = 1,
 `tracking diff` of two other runs). Under noise, v - r has standard deviation sigma * sqrt(1 + 1/m), so
 
-    z = (v - r) / (s * sqrt(1 + 1/m)),   p = 2 * P(T_{n-1} > |z|),
+    z = (v - r) / (s * sqrt(1 + 1/m)),   p >= 2 * P(T_{n-1} > |z|),
 
-with s the band's standard deviation (ddof=1) over its n runs; v is within noise when p > alpha, i.e. inside
-r +- t(1-alpha/2, n-1) * s * sqrt(1 + 1/m) (for m = n the prediction interval of one new run). z is a t
-statistic, not a count of band stds: reports call it t. Several candidate runs are judged by the two-sample
+with s the band's standard deviation (ddof=1) over its n runs, and p the larger of that and z's p under
+heavier-tailed noise (`tracking.noise.tails`: t(3) noise, 10% bad seeds), so that one run's own tail does not
+raise false alarms; v is within noise when p > alpha, i.e. inside r +- c * s * sqrt(1 + 1/m), c the critical t
+of that p (for m = n the prediction interval of one new run). z is a t statistic, not a count of band stds:
+reports call it t. Several candidate runs are judged by the two-sample
 test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
 Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise but below the
 metric's named `compare.min_effect` is `within_tolerance`; a gap within noise is `within_noise` only where the
@@ -196,9 +198,10 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
     different one has no finite statistic (z and p are None, the verdict says drift). A value that is not a number
     cannot be judged. The verdict is that of this test alone; `judge_family` corrects it for the other metrics.
     """
-    from scipy import stats
+    from tracking.noise import tails
 
-    runs = band.n if reference is None else 1
+    around = None if reference is None else 1  # what the test's reference averages: the band's runs, or one run
+    runs = band.n if around is None else 1
     reference = band.mean if reference is None else reference
     delta = value - reference
     scale = band.std * math.sqrt(1 + 1 / runs)
@@ -209,7 +212,7 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
         note = f"the candidate's value is {value}: nothing to judge (look at the run's training)"
     elif scale > 0:
         z = delta / scale
-        p_value = float(2 * stats.t.sf(abs(z), band.n - 1))
+        p_value = tails.p_value(z, band.n, 1, around)
         verdict, note = (WITHIN if p_value > band.alpha else EXCEEDS), ""
     elif exact:
         scale = 0.0

@@ -14,7 +14,9 @@ that the std's own error is counted. The verdict's test is T = gap / (s_test·κ
 The band's n measured runs are among the test's k >= n (a calibration given more repeats keeps its runs, and a
 repeat trained again is bit-identical), so s²·(n-1) is part of s_test²·df: with B = (n-1)s²/(df·s_test²), which is
 Beta((n-1)/2, (df-n+1)/2) and independent of s_test for normal noise, T = t_df - (d/κ)·sqrt(B·df/(n-1)) exactly
-(t_df central). The power is the mean over B of P(|T| > t(1-α/2, df)), by Gauss-Jacobi quadrature. It is at once
+(t_df central). The power is the mean over B of P(|T| > c), by Gauss-Jacobi quadrature, with c the verdict's
+critical t (`tracking.noise.tails`: t(1-α/2, df), widened where heavier-tailed noise needs it): the power of the
+test the verdict runs, for normal noise. It is at once
 the frequentist power over calibrations (the shift a report prints, d·s, followed by a true shift of it) and the
 predictive power given this s (sigma's posterior under the prior 1/sigma). The noncentral t at the measured std, as
 if it were sigma, overstates it where candidates' spread is pooled in (at 5 calibration and 3 candidate runs its
@@ -32,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tracking.errors import NoiseError
+from tracking.noise import tails
 
 POWER = 0.8
 # The most repeats a plan proposes: beyond it the shift is too small for this band to see at any affordable cost.
@@ -56,7 +59,8 @@ def power(
         raise ValueError(f"the test's calibration ({runs} runs) keeps the {n} measured runs")
     df = runs + candidates - 2
     kappa = math.sqrt(1 / (runs if reference is None else reference) + 1 / candidates)
-    critical = float(stats.t.ppf(1 - alpha / 2, df))
+    # A reference of the test's own band runs is the band's mean (the verdict passes its reference_runs).
+    critical = tails.critical(alpha, runs, candidates, None if reference in (None, runs) else reference)
     share, weights = _beta_nodes(n - 1, df - (n - 1))
     shift = size / kappa * (share * df / (n - 1)) ** 0.5
     flagged = stats.t.sf(critical - shift, df) + stats.t.cdf(-critical - shift, df)

@@ -37,11 +37,12 @@ def render_report(result: dict[str, Any]) -> str:
         f"{_reused(result.get('reused_runs', 0))}): {result['reason']}.",
         f"- {result['correction']}. "
         + (
-            "One candidate run: t = (value - band mean) / (std * sqrt(1 + 1/n)), std with ddof=1, on n-1 degrees of "
-            "freedom (the prediction test)."
+            "One candidate run: t = (value - band mean) / (std * sqrt(1 + 1/n)), std with ddof=1 (the prediction "
+            "test), p from the t distribution on n-1 degrees of freedom or, where larger, from heavier-tailed noise."
             if runs == 1
-            else f"{runs} candidate runs: the pooled two-sample t on the means (n+N-2 degrees of freedom), Welch's "
-            "and the exact permutation p beside it."
+            else f"{runs} candidate runs: the pooled two-sample t on the means, p from the t distribution on n+N-2 "
+            "degrees of freedom or, where larger, from heavier-tailed noise; Welch's and the exact permutation p "
+            "beside it."
         )
         + " t is the test statistic, not a count of band stds.",
         f"- Candidate churn against those runs: mean {result['candidate_churn']['mean']:.4f}, max {result['candidate_churn']['max']:.4f} "

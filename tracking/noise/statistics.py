@@ -1,7 +1,8 @@
 """Noise statistics: how much a metric moves by chance, and whether a new value moved more than that.
 
-- A `Band` summarises n runs of one metric: mean, sample standard deviation (ddof=1) and a t-based
-  prediction interval for one new run, mean ± t(1-α/2, n-1) · s · sqrt(1 + 1/n).
+- A `Band` summarises n runs of one metric: mean, sample standard deviation (ddof=1) and a prediction interval
+  for one new run, mean ± c · s · sqrt(1 + 1/n), with c the verdict's critical t (`tracking.noise.tails`: the
+  largest of t(1-α/2, n-1) and the quantiles of the same statistic under heavier-tailed noise).
 - Predictive churn is the fraction of examples whose predicted class differs between two runs
   (disagreement, not agreement); for regression its analogue is the mean absolute difference between two
   runs' test predictions divided by the standard deviation of the test targets (`REGRESSION_CHURN`).
@@ -41,7 +42,7 @@ class Band:
     high: float
     source: str
     ddof: int = DDOF
-    interval: str = "t-based prediction interval for one new run"
+    interval: str = "prediction interval for one new run (t, widened for heavy-tailed noise)"
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -64,13 +65,13 @@ def band_from_values(metric: str, values: Sequence[float], alpha: float, source:
 
 def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float, source: str) -> Band:
     """A band from declared statistics (e.g. a published mean, std and n)."""
-    from scipy import stats
+    from tracking.noise.tails import critical
 
     if n < 2 or std < 0 or not 0 < alpha < 1:
         raise NoiseError(
             f"band for '{metric}' needs n >= 2, std >= 0 and 0 < alpha < 1; got n={n}, std={std}, alpha={alpha}"
         )
-    half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * std * math.sqrt(1 + 1 / n)
+    half = critical(alpha, n, 1) * std * math.sqrt(1 + 1 / n)
     return Band(metric=metric, n=n, mean=mean, std=std, alpha=alpha, low=mean - half, high=mean + half, source=source)
 
 

@@ -37,7 +37,7 @@ class MetricDelta:
 
     def as_dict(self) -> dict[str, Any]:
         """The gap as JSON holds it: no NaN or infinity (None; `note` says why). `scale` is the gap's estimated
-        std under noise and `z` the t statistic, gap / scale, on the band's n-1 degrees of freedom."""
+        std under noise and `z` the t statistic, gap / scale, its p calibrated as `tracking.noise.tails` says."""
         found = self.judgement
         keys = ("reference", "reference_runs", "scale", "z", "p_value", "verdict", "detectable")
         tested = {key: getattr(found, key) for key in keys} if found else dict.fromkeys(keys)

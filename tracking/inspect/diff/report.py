@@ -109,7 +109,8 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
         head = (
             f"Metrics, B - A; B judged against the {band['variant'].upper()} band of calibration run {band['calibration_run']} "
             f"(n={band['repeats']}; chosen because {band['reason']}) around {band['reference']}; "
-            f"t = gap / (std * sqrt(1 + 1/m)), m runs in that reference, on n-1 degrees of freedom; "
+            f"t = gap / (std * sqrt(1 + 1/m)), m runs in that reference, p on n-1 degrees of freedom or, where "
+            "larger, from heavier-tailed noise; "
             f"alpha {diff.alpha}, Holm over the metrics"
         )
     else:
