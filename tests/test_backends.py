@@ -5,7 +5,6 @@ the GPU check's own command: CONTROL bit-identical and every seed moving its own
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -23,7 +22,6 @@ from tracking.inspect.diff.runs import RunSnapshot
 from tracking.stage import run_main
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_CHECK = ("--models", "small_cnn", "--runs", "2", "--epochs", "1", "--tiny")
 
 
 def test_an_environment_asking_for_another_backend_is_refused_with_the_params_key_to_set(monkeypatch):
@@ -90,32 +88,6 @@ def test_diff_ranks_a_backend_change_first_and_reads_runs_from_before_backends_a
     assert changed[0].name == "backend"
     assert {change.key: (change.a, change.b) for change in changed[0].changes} == {"name": ("tensorflow", "jax")}
     assert not [group.name for group in group_diffs(before, on_tensorflow) if group.changes]
-
-
-def test_the_gpu_check_trains_on_jax_here_bit_identically_with_each_seed_moving_its_own_source(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--backends", "jax", *TINY_CHECK],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (row,) = json.loads((tmp_path / "gpu_check.json").read_text())["rows"]
-    assert row["backend"] == "jax" and row["build"]["name"] == "jax"
-    assert row["control_bit_identical"] and row["control_runs"] == 3
-    assert row["seeds_alone"] == {
-        "init": {"initial_weights": True, "trained_weights": True},
-        "shuffle": {"initial_weights": False, "trained_weights": True},
-        "dropout": {"initial_weights": False, "trained_weights": True},
-        "augment": {"initial_weights": False, "trained_weights": True},
-    }
-    on, off = row["determinism_on"]["effective"], row["determinism_off"]["effective"]
-    assert on["backend"] == "jax" and on["op_determinism"] and not off["op_determinism"]
-    assert "--xla_gpu_exclude_nondeterministic_ops=true" in on["xla_flags"]
-    assert row["impl_distinct_weights"] == 1  # a CPU's kernels are deterministic: IMPL noise is a GPU's
-    page = (tmp_path / "gpu_check.md").read_text()
-    assert "| jax (" in page and "bit-identical (3 runs) | init, shuffle, dropout, augment |" in page
 
 
 def test_an_op_without_a_deterministic_kernel_ends_a_stage_in_one_line_naming_it(capsys):

@@ -1,9 +1,9 @@
 """The pipeline on Keras's JAX and PyTorch backends, as a user reaches it: `dvc repro` with `determinism.backend` set,
 a CONTROL calibration, the saved model reloaded and scored on its own, and `tracking rerun`.
 
-Opt-in (`make test-backends`, which sets TRACKING_TEST_BACKENDS=1): each backend trains the whole pipeline, which
-the 20-minute budget of `make test` leaves no room for; `make test` checks the backends through
-tests/test_backends.py. A backend that is not installed here (PyTorch: docs/backends.md) is skipped, with why.
+Opt-in (`make test-backends`, which sets TRACKING_TEST_BACKENDS=1): each backend trains the whole pipeline, and
+bench/gpu_check.py's `--tiny` run trains on JAX, which the 20-minute budget of `make test` leaves no room for;
+`make test` checks the backends through tests/test_backends.py. A backend that is not installed here (PyTorch: docs/backends.md) is skipped, with why.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(
 )
 BACKENDS = ("jax", "torch")
 REPO = Path(__file__).resolve().parents[1]
+TINY_CHECK = ("--models", "small_cnn", "--runs", "2", "--epochs", "1", "--tiny")
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -167,3 +168,29 @@ def test_a_zoo_model_on_jax_is_within_noise_of_its_control_calibration_bit_for_b
         "control",
         True,
     ), verdict
+
+
+def test_the_gpu_check_trains_on_jax_here_bit_identically_with_each_seed_moving_its_own_source(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--backends", "jax", *TINY_CHECK],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "gpu_check.json").read_text())["rows"]
+    assert row["backend"] == "jax" and row["build"]["name"] == "jax"
+    assert row["control_bit_identical"] and row["control_runs"] == 3
+    assert row["seeds_alone"] == {
+        "init": {"initial_weights": True, "trained_weights": True},
+        "shuffle": {"initial_weights": False, "trained_weights": True},
+        "dropout": {"initial_weights": False, "trained_weights": True},
+        "augment": {"initial_weights": False, "trained_weights": True},
+    }
+    on, off = row["determinism_on"]["effective"], row["determinism_off"]["effective"]
+    assert on["backend"] == "jax" and on["op_determinism"] and not off["op_determinism"]
+    assert "--xla_gpu_exclude_nondeterministic_ops=true" in on["xla_flags"]
+    assert row["impl_distinct_weights"] == 1  # a CPU's kernels are deterministic: IMPL noise is a GPU's
+    page = (tmp_path / "gpu_check.md").read_text()
+    assert "| jax (" in page and "bit-identical (3 runs) | init, shuffle, dropout, augment |" in page
