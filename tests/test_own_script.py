@@ -306,6 +306,10 @@ def test_a_gradient_tape_loop_is_recorded_calibrated_judged_and_rerun_bit_identi
     assert "control: 3 runs, bit-identical" in out
     verdict = run(["tracking", "judge", found.info.run_id], team).stdout
     assert "CONTROL" in verdict and verdict.splitlines()[-1] == "verdict: within_noise"
+    unlogged = run(["tracking", "judge", found.info.run_id, "--metric", "test_auc"], team).stdout
+    assert (
+        unlogged.splitlines()[-1] == "verdict: none (neither run logged the metrics judged: name yours with --metric)"
+    )
     rerun = run(["tracking", "rerun", found.info.run_id], team).stdout
     assert "weights: bit-identical" in rerun and "verdict: weights are bit-identical" in rerun
 

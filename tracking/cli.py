@@ -400,7 +400,8 @@ def _judge(args: argparse.Namespace) -> None:
     root = project_root()
     result = judge_script(open_client(root), root, args.run, args.metric, args.alpha, args.calibration)
     sys.stdout.write(render(result, title="tracking judge"))
-    print(f"verdict: {result.verdict or 'none (no band covers what differs)'}")
+    unjudged = "neither run logged the metrics judged: name yours with --metric" if not result.deltas else ""
+    print(f"verdict: {result.verdict or 'none (' + (unjudged or 'no band covers what differs') + ')'}")
 
 
 def _plots_page(args: argparse.Namespace) -> None:
