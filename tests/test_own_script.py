@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from conftest import REPO, assert_user_error, built_once, client_for, project_en
 from mlflow.models import Model
 
 from tracking.determinism.seeds import derive_seed
+
+FULL_MATRIX = bool(os.environ.get("TRACKING_TEST_ZOO"))  # `make test-zoo`: tests/test_zoo.py says what it adds
 
 pytestmark = pytest.mark.slow
 
@@ -196,9 +199,28 @@ def test_calibrating_a_command_that_logs_no_run_is_one_error_line(tmp_path: Path
     assert_user_error(done, "`python -c pass` (stage train) finished but logged no MLflow run", "tracking.start")
 
 
-def test_run_batches_records_the_shuffle_seed_and_seeding_a_trained_model_fails_its_run(team: Path):
-    """One process, two runs (one TensorFlow start-up for both): the first fits on `run.batches`, the second is
-    handed the first's model, already trained, to seed."""
+# A loop's weighted, augmented batches of named inputs: `run.batches` twice with the same seeds, and the raw rows.
+WEIGHTED = """
+import tensorflow as tf
+w = np.linspace(0.5, 1.5, 12).astype('float32')
+def augment(x, y, seed):
+    return {'a': x['a'] + tf.random.stateless_uniform(tf.shape(x['a']), seed)}, y
+with tracking.start(experiment='weighted', seeds={'shuffle': 5, 'augment': 9}) as run:
+    run.log_data({'a': x}, y, sample_weight=w)
+    drawn = [[t.numpy() for t in tf.nest.flatten(b)] for _ in range(2)
+             for b in run.batches({'a': x}, y, 4, 2, sample_weight=w, augment=augment)]
+    first, again = drawn[:6], drawn[6:]
+    same = all((a == b).all() for one, two in zip(first, again) for a, b in zip(one, two))
+    noise = first[0][0] - x[np.random.default_rng(5).permutation(12)[:4]]  # the seeded order's first rows
+    print('weighted batch:', len(first[0]), 'arrays; again the same:', same, '; noise in (0, 1):',
+          bool((noise > 0).all() and (noise < 1).all()))
+"""
+
+
+def test_run_batches_records_the_seeds_it_uses_and_seeding_a_trained_model_fails_its_run(team: Path):
+    """One process, three runs (one TensorFlow start-up for all): the first fits on `run.batches`, the second draws
+    weighted and augmented batches of named inputs (the same twice, `seeds.augment` recorded as used, the weights
+    hashed as data), the third is handed the first's model, already trained, to seed."""
     code = (
         "import tracking, keras, numpy as np\n"
         "x, y = np.arange(24, dtype='float32').reshape(12, 2), np.ones(12, dtype='float32')\n"
@@ -206,13 +228,19 @@ def test_run_batches_records_the_shuffle_seed_and_seeding_a_trained_model_fails_
         "    model = run.seeded(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]))\n"
         "    model.compile(loss='mse')\n"
         "    model.fit(run.batches(x, y, 4, 2), epochs=2, steps_per_epoch=3, shuffle=False, verbose=0)\n"
+        f"{WEIGHTED}"
         "run = tracking.start(experiment='misuse', seeds={'shuffle': 5})\n"
         "run.seeded(model)\n"
     )
     env = project_env(PYTHONHASHSEED=str(derive_seed(42, "hash")), TF_ENABLE_ONEDNN_OPTS="0")  # no restart needed
     done = subprocess.run([sys.executable, "-c", code], cwd=team, env=env, capture_output=True, text=True)
     assert_user_error(done, "run.seeded(): the model already trained 6 step(s)")
+    assert "weighted batch: 3 arrays; again the same: True ; noise in (0, 1): True" in done.stdout, done.stdout
     client = client_for(team)
+    (weighted,) = client.search_runs([client.get_experiment_by_name("weighted").experiment_id])
+    assert weighted.info.status == "FINISHED" and weighted.data.tags["prov.seeds.augment"] == "9"
+    manifest = json.loads(Path(client.download_artifacts(weighted.info.run_id, "data/manifest.json")).read_text())
+    assert set(manifest["arrays"]) == {"train/x/a", "train/y", "train/sample_weight"}
     (batched,) = client.search_runs([client.get_experiment_by_name("batches").experiment_id])
     assert batched.info.status == "FINISHED" and batched.data.tags["prov.seeds.shuffle"] == "5"
     assert (
@@ -382,6 +410,35 @@ def test_a_gan_of_two_optimizers_overriding_train_step_repeats_bit_identical_and
     assert "control: 3 runs, bit-identical" in out
     verdict = run(["tracking", "judge", found.info.run_id, "--metric", "d_loss", "--metric", "g_loss"], team).stdout
     assert "g_loss" in verdict and verdict.splitlines()[-1] == "verdict: within_noise"
+
+
+# What each own-script zoo model logs to be judged on, and its params.yaml.
+OWN_SCRIPTS = {
+    "own_ticket.py": (("final_loss",), "train:\n  seed: 7\n  epochs: 2\ndata:\n  seed: 0\n"),
+    "own_dcgan.py": (("d_loss", "g_loss"), "train:\n  seed: 7\n  epochs: 2\n"),
+}
+
+
+@pytest.mark.skipif(not FULL_MATRIX, reason="the zoo's whole matrix: `make test-zoo`")
+@pytest.mark.parametrize("script", list(OWN_SCRIPTS))
+def test_an_own_script_zoo_model_is_calibrated_judged_and_rerun_bit_identical(tmp_path: Path, script: str):
+    """The ticket model and the DCGAN as a team's own scripts under their own dvc.yaml: three CONTROL repeats
+    bit-identical, the run judged within noise on the metrics it logs, `tracking rerun` bit-identical (the
+    GradientTape loop's are checked in every suite run, above)."""
+    metrics, params = OWN_SCRIPTS[script]
+    team = own_project(tmp_path / "team", script, params)
+    run(["dvc", "repro", "--quiet"], team)
+    run(["git", "add", "-A"], team)
+    run(["git", "commit", "-qm", "first run"], team)
+    client = client_for(team)
+    (found,) = client.search_runs([client.get_experiment_by_name("team").experiment_id])
+    out = run(["tracking", "calibrate", "--repeats", "3", "--variants", "control"], team).stdout
+    assert "control: 3 runs, bit-identical" in out
+    named = [word for metric in metrics for word in ("--metric", metric)]
+    verdict = run(["tracking", "judge", found.info.run_id, *named], team).stdout
+    assert metrics[-1] in verdict and verdict.splitlines()[-1] == "verdict: within_noise", verdict
+    rerun = run(["tracking", "rerun", found.info.run_id], team).stdout
+    assert "weights: bit-identical" in rerun and "verdict: weights are bit-identical" in rerun, rerun
 
 
 def test_the_variables_library_md_gives_silence_tensorflows_start_up_lines():

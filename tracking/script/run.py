@@ -22,7 +22,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -257,14 +257,51 @@ class ScriptRun:
         tracker.log_weights(initial=weights_sha256(model.get_weights()))
         return model
 
-    def batches(self, x: Any, y: Any, batch_size: int, epochs: int) -> Any:
-        """The training batches of all `epochs` in the order drawn from the run's shuffle seed (tf.data); fit it with
-        `epochs=epochs, steps_per_epoch=math.ceil(len(y) / batch_size), shuffle=False`."""
+    def batches(
+        self,
+        x: Any,
+        y: Any,
+        batch_size: int,
+        epochs: int,
+        sample_weight: Any = None,
+        augment: Callable[..., Any] | None = None,
+    ) -> Any:
+        """The training batches of all `epochs` in the order drawn from the run's shuffle seed, as the template's
+        train stage draws them (tf.data); fit it with `epochs=epochs, steps_per_epoch=math.ceil(len(y) /
+        batch_size), shuffle=False`. `x` and `y` as `fit` takes them (arrays, or dicts by input and output name);
+        with `sample_weight`, batches are `(x, y, w)`; with `augment`, each batch is what `augment(x, y, seed)`
+        returns, `seed` the stateless pair `[seeds.augment, step]` (`train.augment`'s contract; TensorFlow only)."""
+        import numpy as np
+
+        from tracking.data.arrays import n_rows
         from tracking.training.batches import epoch_batches
 
         self._open()
         self._used["shuffle"] = self._seeds.shuffle
-        return epoch_batches(x, y, batch_size, epochs, self._seeds.shuffle)
+        weights = None if sample_weight is None else np.asarray(sample_weight, dtype="float32")
+        if weights is not None and weights.shape != (n_rows(y),):
+            raise UsageError(
+                f"run.batches(): sample_weight has shape {weights.shape}, and y holds {n_rows(y)} samples",
+                fix="give one weight per sample, as fit's sample_weight takes them",
+            )
+        if augment is not None:
+            if backend.configured() != backend.TENSORFLOW:
+                raise UsageError(
+                    "run.batches(augment=...): augmentation maps a tf.data pipeline, which needs the TensorFlow "
+                    f"backend (this one is {backend.configured()})",
+                    fix="augment inside your loop, with keras.random and a SeedGenerator seeded from run.seeds.augment",
+                )
+            self._used["augment"] = self._seeds.augment
+        return epoch_batches(
+            x,
+            y,
+            batch_size,
+            epochs,
+            self._seeds.shuffle,
+            sample_weight=weights,
+            augment=augment,
+            augment_seed=self._seeds.augment,
+        )
 
     def callback(self) -> Any:
         """A Keras callback logging every epoch's metrics to the run (and acting on Ctrl-C between batches)."""
@@ -272,11 +309,12 @@ class ScriptRun:
 
         return MlflowMetricsCallback(self._open())
 
-    def log_data(self, x: Any, y: Any = None, name: str = "training") -> str:
+    def log_data(self, x: Any, y: Any = None, name: str = "training", sample_weight: Any = None) -> str:
         """The training data as the run's MLflow dataset and data manifest, its digest the full-content SHA-256 of
         every array of x and y (as our prepare stage hashes a split); returned. `x` and `y` are what `fit` takes:
         an array, or a dict (or list) of arrays for a model with named inputs or outputs, each array hashed under
-        its key (`train/x/<key>`), so a renamed key changes the digest; `y` None for a model trained on `x` alone."""
+        its key (`train/x/<key>`), so a renamed key changes the digest; `y` None for a model trained on `x` alone;
+        `sample_weight`, where the script weights its samples, hashed as data too (`train/sample_weight`)."""
         import numpy as np
 
         from tracking.data.hashing import array_sha256, combine
@@ -284,12 +322,14 @@ class ScriptRun:
 
         tracker = self._open()
         xs, ys = named_arrays("train/x", x), {} if y is None else named_arrays("train/y", y)
-        hashes = {key: array_sha256(array) for key, array in {**xs, **ys}.items()}
-        samples = {len(array) for array in {**xs, **ys}.values() if array.ndim}
+        weights = {} if sample_weight is None else {"train/sample_weight": np.asarray(sample_weight)}
+        hashes = {key: array_sha256(array) for key, array in {**xs, **ys, **weights}.items()}
+        samples = {len(array) for array in {**xs, **ys, **weights}.values() if array.ndim}
         if len(samples) != 1:
             raise UsageError(
-                f"run.log_data(): the arrays of x and y hold different numbers of samples ({sorted(samples)})",
-                fix="pass x and y as fit takes them: every array's first axis is the sample",
+                "run.log_data(): the arrays of x, y and sample_weight hold different numbers of samples "
+                f"({sorted(samples)})",
+                fix="pass x, y and sample_weight as fit takes them: every array's first axis is the sample",
             )
         target = next(iter(ys.values())) if len(ys) == 1 else None
         labels = target is not None and target.ndim == 1 and len(target) > 0 and np.issubdtype(target.dtype, np.integer)
