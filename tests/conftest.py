@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tracking.config.baseline import freeze
-from tracking.config.params import parse_yaml, yaml_editor
+from tracking.yaml_text import parse_yaml, yaml_editor
 
 # TensorFlow reads these at import; set them before any test imports it (as `configure_environment` would).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from conftest import BIN, TINY, client_for, make_project, project_env, run, write_params
 
-from tracking.config.params import parse_yaml, yaml_editor
 from tracking.noise.record import NoiseRecord, Variant
+from tracking.yaml_text import parse_yaml, yaml_editor
 
 Setup = Callable[[Path], dict[str, str] | None]
 UNKNOWN_RUN_ID = "0123456789abcdef0123456789abcdef"

@@ -22,7 +22,7 @@ import pytest
 from conftest import REPO, client_for, run, runs_of
 
 from tracking.config.baseline import freeze
-from tracking.config.params import parse_yaml
+from tracking.yaml_text import parse_yaml
 
 EXAMPLES = REPO / "examples"
 REGRESSION = "diabetes-regression"

@@ -87,8 +87,8 @@ def test_class_weights_multiply_sample_weights_and_balanced_is_sklearns_rule():
 
 
 def test_class_weight_is_validated_and_logged_as_a_param_that_rerun_writes_back(tmp_path: Path):
-    from tracking.config.params import param_text
     from tracking.inspect.restore import write_logged_params
+    from tracking.yaml_text import param_text
 
     params = params_with({"class_weight": {1: 5}, "augment": "team_augments:flip_and_jitter"})
     assert params.train.class_weight == {1: 5.0}

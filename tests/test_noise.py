@@ -138,7 +138,7 @@ def test_a_run_whose_secret_params_were_logged_redacted_is_still_the_calibrated_
     """noise.json keeps the baseline's params as params.yaml holds them; the run's, as MLflow logged them."""
     from tracking.inspect.diff.bands import trained_baseline
     from tracking.noise.record import NoiseRecord
-    from tracking.provenance.redaction import redact_param
+    from tracking.redaction import redact_param
 
     baseline = {"data.loader": "team_data:load", "data.kwargs.api_token": "xoxp-1-secret", "train.epochs": 2}
     logged = {key: redact_param(key, value)[0] for key, value in baseline.items()}

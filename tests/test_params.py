@@ -3,8 +3,9 @@ from pathlib import Path
 import pytest
 
 from tracking.config.baseline import freeze, load_baseline
-from tracking.config.params import Params, TrainParams, check_output_keys, flatten, load_params
+from tracking.config.params import Params, TrainParams, check_output_keys, load_params
 from tracking.errors import ParamsError
+from tracking.yaml_text import flatten
 
 REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 

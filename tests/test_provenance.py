@@ -9,7 +9,7 @@ from tracking.provenance import to_tags
 from tracking.provenance.environment import gather_environment
 from tracking.provenance.git import redact_diff
 from tracking.provenance.hardware import gather_cpu, gather_gpus, parse_cpuinfo, parse_nvidia_smi, query_nvidia_smi
-from tracking.provenance.redaction import REDACTED, looks_secret, strip_credentials
+from tracking.redaction import REDACTED, looks_secret, strip_credentials
 
 NVIDIA_SMI = """\
 0, NVIDIA H100 80GB HBM3, 550.54.15, 81559, 9.0, GPU-5e3a1c2b-aaaa-bbbb-cccc-0123456789ab

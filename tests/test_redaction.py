@@ -12,7 +12,7 @@ from conftest import REPO, run
 
 from tracking.provenance.environment import gather_environment
 from tracking.provenance.git import gather_git, redact_diff
-from tracking.provenance.redaction import (
+from tracking.redaction import (
     REDACTED,
     SECRET_NAME,
     redact_lines,
@@ -128,7 +128,7 @@ WRITTEN = {
 BENIGN = [
     "commit b118c72ce8a0d7c0ad1e6a8b7c46d0f5b3e2a1c9",
     "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-    "tracking/provenance/redaction.py",
+    "tracking/redaction.py",
     "Bearer authentication is described in RFC 6750",
     "Basic settings: bypass the compass",
     "python -u train.py && sort -u names.txt",

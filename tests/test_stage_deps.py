@@ -49,7 +49,7 @@ PLUMBING = {
     "tracking/provenance/git.py": "provenance: git commit and diff",
     "tracking/provenance/hardware.py": "provenance: CPU, GPU, OS",
     "tracking/provenance/software.py": "provenance: package versions",
-    "tracking/provenance/redaction.py": "provenance: secrets taken out of what is logged",
+    "tracking/redaction.py": "provenance: secrets taken out of what is logged",
     "tracking/provenance/reference.py": "provenance: the machine and inputs beside the weights, compared with HEAD's",
     "tracking/compute/__init__.py": "empty package marker",
     "tracking/compute/placement.py": "compute.* tags: where a run ran",

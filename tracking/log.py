@@ -25,7 +25,7 @@ class _Line(logging.Formatter):
     never reaches the terminal."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from tracking.provenance.redaction import redact_printed
+        from tracking.redaction import redact_printed
 
         message = redact_printed(record.getMessage())
         return message if record.levelno == logging.INFO else f"{record.levelname.lower()}: {message}"

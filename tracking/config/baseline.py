@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracking.config.params import Params, load_params, yaml_editor
+from tracking.config.params import Params, load_params
 from tracking.errors import ParamsError
+from tracking.yaml_text import yaml_editor
 
 FROZEN_SECTIONS = ("data", "seeds", "determinism", "model", "train")
 HEADER = "# Frozen baseline configuration, written by `tracking baseline`; calibration trains this, not params.yaml.\n"

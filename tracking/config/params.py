@@ -1,4 +1,4 @@
-"""The schema of params.yaml, its strict loading, and its flattening into DVC's dotted names.
+"""The schema of params.yaml and its strict loading (its YAML read and written through tracking/yaml_text.py).
 
 Unknown keys, wrong types and out-of-range values are rejected with one line naming the key, what was
 expected, and the valid keys, so a typo never silently falls back to a default.
@@ -10,7 +10,6 @@ and `yes` a string, where a YAML 1.1 reader (PyYAML) would say string and true.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -29,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from tracking.errors import BadValue, ParamsError, UnknownKey
 from tracking.names import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, MAX_PARAM_VALUE_CHARS
+from tracking.yaml_text import flatten, param_text, parse_yaml
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
@@ -397,23 +397,6 @@ def check_class_weight(params: Params, n_classes: int | dict[str, int]) -> None:
         )
 
 
-def param_text(value: Any) -> str:
-    """A param value as MLflow holds it: text as is, anything else as JSON (null, true, [4, 4, 4])."""
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings to one level with dotted keys; lists stay values."""
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
-
-
 def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate params.yaml; every problem becomes a `ParamsError` naming the key and the fix."""
     path = Path(path)
@@ -502,25 +485,6 @@ def _check_mlflow_limits(path: Path, params: Params) -> None:
                 f"{MAX_PARAM_VALUE_CHARS}",
                 fix="pass large values through a file the loader or builder reads, and name the file here",
             )
-
-
-def parse_yaml(text: str) -> Any:
-    """YAML text as DVC reads params files and dvc.lock (`dvc.utils.serialize.parse_yaml`: ruamel.yaml, safe)."""
-    from ruamel.yaml import YAML
-
-    return YAML(typ="safe").load(text)
-
-
-def yaml_editor() -> Any:
-    """A round-trip YAML writer as DVC writes params files (comments, order and quotes kept), `null` spelled out."""
-    from ruamel.yaml import YAML
-
-    editor = YAML()
-    editor.preserve_quotes = True
-    editor.representer.add_representer(
-        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
-    )
-    return editor
 
 
 def _describe(path: Path, err: ValidationError) -> ParamsError:

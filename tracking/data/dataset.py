@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams, flatten
+from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
 from tracking.config.project import DVC_FILE, PINS_DIR, PREPARE
 from tracking.config.user_code import load_callable, source_file, team_call
 from tracking.data.arrays import SEPARATOR, Arrays, bad_key, flat, nested
@@ -33,7 +33,8 @@ from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.provenance.dvc import stage_deps
-from tracking.provenance.redaction import redact_name, redact_param, redact_text, secret_values
+from tracking.redaction import redact_name, redact_param, redact_text, secret_values
+from tracking.yaml_text import flatten
 
 log = logging.getLogger(__name__)
 

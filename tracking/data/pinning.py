@@ -9,10 +9,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tracking.config.params import load_params, yaml_editor
+from tracking.config.params import load_params
 from tracking.config.project import PINS_DIR, PREPARED
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.errors import ParamsError
+from tracking.yaml_text import yaml_editor
 
 
 def pin_prepared_data(root: Path, params_path: Path) -> tuple[str, Path]:

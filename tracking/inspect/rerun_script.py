@@ -39,7 +39,7 @@ def teams_params(logged: dict[str, str], path: Path) -> tuple[dict[str, str], li
     """The logged params the team's params file at the run's commit (and diff) holds, and the keys of the others:
     what code beside `tracking.start` logged into the run (MLflow's autolog before it was paused, the script's own
     `mlflow.log_param`) is not the team's configuration and never goes into its params file."""
-    from tracking.config.params import flatten, parse_yaml
+    from tracking.yaml_text import flatten, parse_yaml
 
     keys = flatten(dict(parse_yaml(path.read_text(encoding="utf-8")) or {})) if path.is_file() else {}
     return {key: value for key, value in logged.items() if key in keys}, [key for key in logged if key not in keys]

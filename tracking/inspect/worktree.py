@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tracking.errors import RerunError
 from tracking.provenance.git import encode_diff, open_repository
-from tracking.provenance.redaction import was_redacted
+from tracking.redaction import was_redacted
 from tracking.run.lifecycle import deferred_interrupts
 
 _FILE_HEADER = re.compile(r"^\+\+\+ (?:b/)?(?P<path>.+)$")

@@ -54,8 +54,8 @@ from tracking.noise.variants import op_determinism
 from tracking.noise.worker import CALIBRATION, TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
 from tracking.provenance import capture
 from tracking.provenance.git import open_repository
-from tracking.provenance.redaction import redact_params
 from tracking.provenance.software import installed_packages
+from tracking.redaction import redact_params
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root, tracking_uri
 from tracking.store.stale import end_failed

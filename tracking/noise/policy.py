@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tracking.noise.statistics import Band, finite, holm
-from tracking.provenance.redaction import redact_param
+from tracking.redaction import redact_param
 
 ALGO, IMPL = "algo", "impl"
 CONTROL = "control"

@@ -10,10 +10,10 @@ from typing import Any
 
 from ruamel.yaml.error import YAMLError
 
-from tracking.config.params import parse_yaml
 from tracking.config.project import DVC_FILE
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RepoError
+from tracking.yaml_text import parse_yaml
 
 
 def gather_dvc(root: Path, stages: tuple[str, ...] = (), running: str | None = None) -> dict[str, Any]:

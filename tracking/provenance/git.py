@@ -9,7 +9,7 @@ Remote URLs lose any user:password@ part and query string; a token in a file's n
 headers and the untracked files' list. In the diff (added, removed and context lines),
 assignments to a secret-looking name (password, token, api_key, ...) keep the name and lose the value,
 URLs lose their user:password@ part, known token formats and private key blocks are replaced (the rules:
-tracking/provenance/redaction.py); a warning says how many lines were changed, since the captured diff is
+tracking/redaction.py); a warning says how many lines were changed, since the captured diff is
 then no longer exact.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from tracking.errors import RepoError
 from tracking.provenance.dvc import declared_outputs
-from tracking.provenance.redaction import redact_lines, redact_name, strip_credentials
+from tracking.redaction import redact_lines, redact_name, strip_credentials
 
 log = logging.getLogger(__name__)
 

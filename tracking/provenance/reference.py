@@ -18,12 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import flatten, parse_yaml
 from tracking.config.project import PARAMS_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
 from tracking.env import TRACKING_RERUN_OF
 from tracking.provenance.dvc import declared_stages, stage_deps
 from tracking.provenance.hardware import gather_cpu
 from tracking.provenance.software import installed_version
+from tracking.yaml_text import flatten, parse_yaml
 
 log = logging.getLogger(__name__)
 

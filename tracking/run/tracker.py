@@ -43,7 +43,7 @@ from tracking.names import (
 )
 from tracking.provenance import to_tags
 from tracking.provenance.git import encode_diff
-from tracking.provenance.redaction import redact_param
+from tracking.redaction import redact_param
 from tracking.run.lifecycle import (
     deferred_interrupts,
     discard_interrupt,
@@ -339,7 +339,7 @@ class Tracker:
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true).
 
-        Secret-looking values (a credential's name, a token, a URL's password: tracking/provenance/redaction.py)
+        Secret-looking values (a credential's name, a token, a URL's password: tracking/redaction.py)
         are logged as `<redacted>`; the tag `tracking.redacted_params` says which and why, and a warning, once per
         process, that dvc.lock and DVC's run cache still hold them.
         """

@@ -41,7 +41,7 @@ from tracking.names import (
 )
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.provenance.dvc import declared_stages
-from tracking.provenance.redaction import redact_params
+from tracking.redaction import redact_params
 from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
 
 log = logging.getLogger(__name__)

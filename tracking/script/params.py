@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import SeedParams, flatten, parse_yaml
+from tracking.config.params import SeedParams
 from tracking.determinism.seeds import SOURCES, Seeds, resolve_seeds
 from tracking.errors import ParamsError
+from tracking.yaml_text import flatten, parse_yaml
 
 # What a mapping may name: the seeds a run derives the others from and each source's own.
 SEED_NAMES = ("base", *(name for name in SOURCES if name != "hash"))

@@ -169,7 +169,7 @@ def http_limits(uri: str) -> None:
 def shown(uri: str) -> str:
     """`uri` as the product stores or prints it: without its user:password@ part (MLflow reads a server's
     credentials from the URI or from MLFLOW_TRACKING_USERNAME/PASSWORD; neither is written anywhere)."""
-    from tracking.provenance.redaction import strip_url_userinfo
+    from tracking.redaction import strip_url_userinfo
 
     return strip_url_userinfo(uri)
 

@@ -19,7 +19,7 @@ from typing import Any
 from tracking.config.params import CLASSIFICATION, REGRESSION, Params, check_output_keys
 from tracking.config.user_code import load_callable, team_call
 from tracking.errors import UserCodeError, did_you_mean
-from tracking.provenance.redaction import redact_params, redact_text, secret_values
+from tracking.redaction import redact_params, redact_text, secret_values
 
 # Where the valid identifiers are listed, for the error lines.
 LIST_LOSSES = 'python -c "import keras; print(sorted(n for n in dir(keras.losses) if n[0].islower()))"'

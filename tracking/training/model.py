@@ -34,7 +34,7 @@ from tracking.determinism.seeding import (
 )
 from tracking.determinism.seeds import Seeds
 from tracking.errors import RunStateError
-from tracking.provenance.redaction import redact_params
+from tracking.redaction import redact_params
 from tracking.training.building import call_builder, check_output, compile_model, custom_objects, team_code
 
 

@@ -14,8 +14,8 @@ from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.provenance.git import open_repository
-from tracking.provenance.redaction import strip_credentials
 from tracking.provenance.reference import inputs_sha256, record, say_why_weights_differ
+from tracking.redaction import strip_credentials
 from tracking.run.tracker import Tracker
 from tracking.store.location import connect, project_root
 from tracking.training.model import BuildInputs, prepare_model, require_code_deps

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
 
-from tracking.config.params import flatten, param_text
+from tracking.yaml_text import flatten, param_text
 
 REDACTED = "<redacted>"
 MIN_KNOWN_CHARS = 4  # a credential's value shorter than this is not searched for in text: it would match anywhere
