@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from tracking.config.project import DEFAULT_BUILDER
 from tracking.errors import BadValue, ParamsError, UnknownKey
 from tracking.names import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, MAX_PARAM_VALUE_CHARS
 from tracking.yaml_text import flatten, param_text, parse_yaml
@@ -122,7 +123,7 @@ class DeterminismParams(_Section):
 class ModelParams(_Section):
     """The model: a builder `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`."""
 
-    builder: CallableSpec = "pipelines.models:small_cnn"
+    builder: CallableSpec = DEFAULT_BUILDER
     kwargs: dict[str, Any] = {}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
+from tracking.config.project import BUILTIN_BUILDERS
 from tracking.determinism.seeds import derive_seed
 from tracking.names import PROV_PREFIX
 
@@ -17,7 +18,6 @@ SPLIT_SEED_PARAM = "data.split_seed"
 # Before builders, runs named a built-in model (`model.name`) with its settings beside it, all of them logged
 # whichever model used them, and `train.augment`; today the builder and only its own kwargs are logged.
 LEGACY_MODEL_PARAM = "model.name"
-BUILTIN_BUILDERS = "pipelines.models:{}"
 LEGACY_MODEL_KWARGS = {
     "small_cnn": ("filters", "dense_units", "batch_norm", "dropout"),
     "mlp": ("hidden_units", "batch_norm", "dropout"),
@@ -49,7 +49,7 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     """The params and tags of a run as today's pipeline names them (runs logged by it come back as they are).
 
     A run logged before builders has `model.name` (a built-in), the model settings and `train.augment`: they
-    become `model.builder` (`pipelines.models:<name>`) and `model.kwargs.<setting>` for the settings that
+    become `model.builder` (`BUILTIN_BUILDERS`: `pipelines.models:<name>`) and `model.kwargs.<setting>` for the settings that
     builder takes (`model.kwargs.augment` too), and the keys added since get the values such a run used
     (`train.loss: null` and so on), so `tracking diff` against a newer run of the same model finds nothing.
     A run of the template logged before `train.loss_weights`, `train.class_weight` or `train.augment` used none
