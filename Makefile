@@ -23,7 +23,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 # Nothing leaves the machine unasked: MLflow's usage telemetry stays off unless set to false in the environment.
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: run test test-backends lint bench venv clean
+.PHONY: run test test-backends test-zoo lint bench venv clean
 
 venv: $(VENV)/.synced
 
@@ -61,6 +61,13 @@ test: venv lint $(PLOTS_PAGE)
 # checks of the suite: a whole pipeline per backend, which the 20-minute budget of `make test` leaves no room for.
 test-backends: venv
 	TRACKING_TEST_BACKENDS=1 pytest -ra -n $(TEST_WORKERS) tests/test_backends.py tests/test_backends_pipeline.py
+
+# The zoo's whole matrix (tests/test_zoo.py): every zoo model through `tracking rerun`, each seed through `dvc exp
+# run`, a learning rate 100 times smaller, and the own-script models calibrated, judged and rerun; about 45 CPU
+# minutes beyond the suite's zoo, which its 20-minute budget leaves no room for.
+test-zoo: venv
+	TRACKING_TEST_ZOO=1 pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=30 tests/test_zoo.py \
+		tests/test_own_script.py -k "zoo or own_script_zoo or gradient_tape or gan"
 
 # The benchmarks (bench/), one after another (12 to 19 minutes on 2 cores); their output becomes docs/performance.md.
 bench: venv

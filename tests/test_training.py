@@ -367,6 +367,26 @@ def test_test_loss_is_the_loss_the_model_was_compiled_with(tmp_path, digits, los
         assert abs(result["test_loss"] - crossentropy) > 1e-3
 
 
+@pytest.mark.parametrize(
+    ("evaluated", "test_loss"),
+    [(0.5 * (1 + 1e-6), "ours"), (0.5 + 2e-4, "evaluated"), (43.7, "evaluated"), (float("nan"), "evaluated")],
+)
+def test_a_task_loss_evaluate_reports_otherwise_is_test_loss_with_the_crossentropy_beside_it(evaluated, test_loss):
+    """Compiled with the task's own loss, `test_loss` is the cross-entropy computed here where `evaluate` reports the
+    same loss (float32 rounding apart); where it reports more (a VAE's `test_step` adding its reconstruction and KL
+    terms, a regularized layer) or NaN, `test_loss` is evaluate's and the cross-entropy is `test_crossentropy`."""
+    from tracking.training.scoring import scores
+
+    y = np.array([0, 1])
+    outputs = np.array([[np.exp(-0.5), 1 - np.exp(-0.5)], [1 - np.exp(-0.5), np.exp(-0.5)]])  # CE: 0.5 exactly
+    result = scores(y, outputs, "classification", 2, compiled={"loss": evaluated}, task_loss_compiled=True)
+    if test_loss == "ours":
+        assert result["test_loss"] == pytest.approx(0.5, rel=1e-12) and "test_crossentropy" not in result
+    else:
+        assert result["test_crossentropy"] == pytest.approx(0.5, rel=1e-12)
+        assert result["test_loss"] == evaluated or (np.isnan(evaluated) and np.isnan(result["test_loss"]))
+
+
 def test_loss_and_metric_classes_of_the_team_s_own_compile_as_keras_takes_them(tmp_path):
     """`train.loss` and `train.metrics` name a team's Loss or Metric subclass ("module:Class", registered or
     not, or by its registered name): compiled as fresh instances, trained, and scored under their names."""

@@ -11,10 +11,11 @@ are neither are an error, never a silently wrong loss. Regression: the mean squa
 `test_rmse`, `test_r2`. Per-group rows for either task (FPR and FNR for binary).
 
 `test_loss` is the loss the team compiled, on the test split. Where that is the task's own loss (`train.loss`
-null: cross-entropy, or mean squared error), it is computed here from the outputs (equal to `model.evaluate`'s
-to float32 rounding, and the same bits for every run), and is the cross-entropy or MSE above; any other loss (a
-contrastive loss, label smoothing, MAE) is `model.evaluate`'s value, and the task's score stays beside it as
-`test_crossentropy` or `test_mse`. The model's compiled metrics, as `model.evaluate` gives them, are added as
+null: cross-entropy, or mean squared error) and `model.evaluate` reports it (`SAME_LOSS`), it is computed here
+from the outputs (the same bits for every run), and is the cross-entropy or MSE above; any other loss (a
+contrastive loss, label smoothing, MAE), or a loss `evaluate` reports beyond the task's (a VAE's `test_step` adding
+its reconstruction and KL terms, a layer's regularization), is `model.evaluate`'s value, and the task's score
+stays beside it as `test_crossentropy` or `test_mse`. The model's compiled metrics, as `model.evaluate` gives them, are added as
 `test_<name>` unless one of the above already has that name.
 
 Several outputs (the data's `y` a dict keyed by output names): `test_loss` is the compiled total as
@@ -27,6 +28,7 @@ predictions are every output's values per sample, outputs in the order of their 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +48,10 @@ STANDARD_LOSS = {CLASSIFICATION: "test_crossentropy", REGRESSION: "test_mse"}
 # What a classifier's outputs are (`prov.model.outputs`): probabilities as they are, or logits turned into them;
 # a model of several outputs is scored by its compiled losses and metrics alone.
 PROBABILITIES, LOGITS, COMPILED = "probabilities", "logits", "compiled"
+# How close `model.evaluate`'s loss and the task's loss computed here are where both are the same loss: float32
+# batches against a float64 mean, Keras's clipping at 1e-7 against ours (about 1e-6 apart); a `test_step` that adds
+# terms to the compiled loss, or a regularized layer, is further apart, and `test_loss` is then evaluate's.
+SAME_LOSS = {"rel_tol": 1e-4, "abs_tol": 1e-6}
 # How far outputs may stray from probabilities (float32 rounding of a softmax) before they are taken for something else.
 PROBABILITY_TOLERANCE = 1e-3
 
@@ -201,8 +207,9 @@ def scores(
     task_loss_compiled: bool = True,
 ) -> dict[str, Any]:
     """The task's scores of the model's test `outputs` (`kind`: probabilities or logits), its predictions, and the
-    compiled metrics beside them; unless the model was compiled with the task's own loss
-    (`task_loss_compiled`), `test_loss` is the compiled loss and the task's is `STANDARD_LOSS[task]`."""
+    compiled metrics beside them; unless the model was compiled with the task's own loss (`task_loss_compiled`)
+    and `evaluate` reports that loss (`SAME_LOSS`), `test_loss` is the compiled loss and the task's is
+    `STANDARD_LOSS[task]`."""
     if task == CLASSIFICATION:
         probabilities = class_probabilities(outputs, n_outputs, kind)
         result = classification_scores(y, probabilities, n_outputs, groups)
@@ -210,8 +217,9 @@ def scores(
         result["probabilities"] = probabilities[:, 1:] if one_column else probabilities  # laid out as the outputs
     else:
         result = regression_scores(y, regression_outputs(outputs, y), groups)
-    if not task_loss_compiled and compiled and "loss" in compiled:
-        result[STANDARD_LOSS[task]], result["test_loss"] = result["test_loss"], float(compiled["loss"])
+    evaluated = float(compiled["loss"]) if compiled and "loss" in compiled else None
+    if evaluated is not None and not (task_loss_compiled and math.isclose(result["test_loss"], evaluated, **SAME_LOSS)):
+        result[STANDARD_LOSS[task]], result["test_loss"] = result["test_loss"], evaluated
     result["compiled"] = {
         f"test_{name}": float(value)
         for name, value in (compiled or {}).items()
