@@ -21,6 +21,8 @@ from conftest import add_deps, client_for, make_project, project_env, run, write
 from test_zoo import MODELS as ZOO_MODELS
 from test_zoo import ZOO
 
+from tracking.config.project import MODEL_STAGES
+
 pytestmark = pytest.mark.skipif(
     not os.environ.get("TRACKING_TEST_BACKENDS"), reason="the pipeline on each backend: `make test-backends`"
 )
@@ -152,7 +154,7 @@ def test_a_zoo_model_on_jax_is_within_noise_of_its_control_calibration_bit_for_b
         calibration={"variants": ["control"], "repeats": 3},
         **others,
     )
-    add_deps(root, f"models/{name}.py", "train", "calibrate", *(["prepare"] if model.loader else []))
+    add_deps(root, f"models/{name}.py", *MODEL_STAGES, *(["prepare"] if model.loader else []))
     run([sys.executable, "-m", "tracking", "baseline"], root)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", f"zoo on jax: {name}"], root)

@@ -9,16 +9,18 @@ which keeps them fast.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pytest
 from conftest import BIN, TINY, client_for, make_project, project_env, run, write_params
 
+from tracking.config.project import MODEL_STAGES
 from tracking.noise.record import NoiseRecord, Variant
 from tracking.yaml_text import parse_yaml, yaml_editor
 
@@ -223,7 +225,8 @@ def build(input_shape, n_outputs, width=8):
 
 
 def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
-    """A team's builder at models/net.py named by model.builder, listed among the train stage's deps or not."""
+    """A team's builder at models/net.py named by model.builder, listed among the deps of the stages that build the
+    model (train, calibrate and compare) or not."""
 
     def setup(root: Path) -> None:
         (root / "models").mkdir()
@@ -231,7 +234,8 @@ def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
         write_params(root, model={"builder": "models.net:build", "kwargs": {}})
         if listed:
             content = parse_yaml((root / "dvc.yaml").read_text())
-            content["stages"]["train"]["deps"].append("models/net.py")
+            for stage in MODEL_STAGES:
+                content["stages"][stage]["deps"].append("models/net.py")
             with open(root / "dvc.yaml", "w", encoding="utf-8") as handle:
                 yaml_editor().dump(content, handle)
 
@@ -732,8 +736,8 @@ CASES = [
         "builder-not-a-stage-dep-dvc-repro",
         user_builder(listed=False),
         repro("train"),
-        "model.builder: models/net.py is not a dependency of stage train",
-        "add `- models/net.py` under deps of stage train in dvc.yaml",
+        "model.builder: models/net.py is not a dependency of stages train, calibrate and compare",
+        "add `- models/net.py` under deps of stages train, calibrate and compare in dvc.yaml",
     ),
     # a team's own data and task
     case(
@@ -893,8 +897,8 @@ CASES = [
         "loss-not-a-stage-dep",
         user_loss,
         stage("train"),
-        "train.loss: models/losses.py is not a dependency of stage train",
-        "add `- models/losses.py` under deps of stage train in dvc.yaml",
+        "train.loss: models/losses.py is not a dependency of stages train, calibrate and compare",
+        "add `- models/losses.py` under deps of stages train, calibrate and compare in dvc.yaml",
     ),
     case(
         "builder-unknown-kwarg",
@@ -1529,3 +1533,23 @@ def test_a_value_out_of_bounds_or_of_the_wrong_type_is_one_line_naming_the_key(
     message = str(raised.value)
     assert message.startswith(f"{tmp_path / 'params.yaml'}: {key}: {expected}"), message
     assert "\n" not in message and message.endswith(f"fix it in {tmp_path / 'params.yaml'}")
+
+
+def test_a_team_module_missing_from_one_model_stage_is_named_by_the_first_stage_to_run(tmp_path: Path):
+    """train and calibrate list models/net.py, compare does not: the train stage refuses at once, naming compare,
+    instead of compare refusing on the team's first experiment (it trains only once a change calls for candidate
+    runs); a stage the dvc.yaml does not declare has no rule."""
+    from tracking.config.user_code import require_path_dep
+    from tracking.errors import UserCodeError
+
+    stages = {stage: {"cmd": "true", "deps": ["models/net.py"] if stage != "compare" else []} for stage in MODEL_STAGES}
+    (tmp_path / "dvc.yaml").write_text(json.dumps({"stages": stages}))
+    with pytest.raises(UserCodeError) as refused:
+        require_path_dep(PurePosixPath("models/net.py"), "model.builder", MODEL_STAGES, tmp_path)
+    assert str(refused.value) == (
+        "model.builder: models/net.py is not a dependency of stage compare, so DVC would not re-run it when it "
+        "changes; add `- models/net.py` under deps of stage compare in dvc.yaml"
+    )
+    del stages["compare"]
+    (tmp_path / "dvc.yaml").write_text(json.dumps({"stages": stages}))
+    require_path_dep(PurePosixPath("models/net.py"), "model.builder", MODEL_STAGES, tmp_path)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import add_deps, make_project, run, runs_of, write_params
 
+from tracking.config.project import MODEL_STAGES
+
 pytestmark = pytest.mark.slow
 
 NET = '''\
@@ -37,7 +39,7 @@ def team_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
     (root / "models").mkdir()
     (root / "models/net.py").write_text(NET)
     write_params(root, model={"builder": "models.net:build", "kwargs": {"width": 8}}, train={"epochs": 1})
-    add_deps(root, "models/net.py", "train", "calibrate")
+    add_deps(root, "models/net.py", *MODEL_STAGES)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "our own model"], root)
     run(["dvc", "repro", "train"], root)

@@ -37,6 +37,7 @@ import pytest
 from conftest import add_deps, built_once, make_project, run, runs_of, write_params
 
 from tracking.config.baseline import freeze
+from tracking.config.project import MODEL_STAGES
 from tracking.yaml_text import parse_yaml
 
 pytestmark = pytest.mark.slow
@@ -244,7 +245,7 @@ def _pipeline(model: Model, folder: Path, store: Path) -> None:
         calibration={"variants": ["control", "algo"] if model.smaller_lr else ["control"], "repeats": 3},
         **others,
     )
-    add_deps(root, f"models/{model.name}.py", "train", "calibrate", *(["prepare"] if model.loader else []))
+    add_deps(root, f"models/{model.name}.py", *MODEL_STAGES, *(["prepare"] if model.loader else []))
     freeze(root / "params.yaml", root / "baseline.yaml")
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", f"zoo: {model.name}"], root)

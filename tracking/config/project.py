@@ -27,6 +27,10 @@ EVALUATE = "evaluate"
 CALIBRATE = "calibrate"
 COMPARE = "compare"
 AUDIT = "audit"
+# The stages of dvc.yaml that build the team's model: its training, the calibration repeats and the candidate's
+# extra runs. The team's code is a dep of each, and whichever of them runs first says so for all of them (compare
+# trains only once a change calls for candidate runs, which would be a team's first experiment).
+MODEL_STAGES = (TRAIN, CALIBRATE, COMPARE)
 
 # The pipeline's DVC files: the default pipeline, and the audit's, kept out of it.
 DVC_FILE = "dvc.yaml"

@@ -19,7 +19,7 @@ import importlib.metadata
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
@@ -138,33 +138,43 @@ def source_file(function: Callable[..., Any]) -> Path | None:
     return file.resolve() if file.is_file() else None
 
 
-def require_stage_dep(function: Callable[..., Any], key: str, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
-    """Refuse to run `stage` with a team's `function` whose module file DVC would not see change.
+def require_stage_dep(
+    function: Callable[..., Any], key: str, stages: Sequence[str], root: Path, dvc_file: str = DVC_FILE
+) -> None:
+    """Refuse to run with a team's `function` whose module file DVC would not see change in one of `stages`.
 
     `key` is the params.yaml key naming it (model.builder, train.loss, data.loader). The rule applies to a
-    file inside the project (not an installed package, whose version provenance records instead) when the
-    project's `dvc_file` (relative to `root`) declares `stage`: one of that stage's `deps` must be the file or a
-    folder holding it. Without a dvc.yaml declaring the stage (benchmarks, tests calling the training core)
+    file inside the project (not an installed package, whose version provenance records instead), for each of
+    `stages` the project's `dvc_file` (relative to `root`) declares: one of that stage's `deps` must be the file or
+    a folder holding it. Without a dvc.yaml declaring the stage (benchmarks, tests calling the training core)
     there is no rule. Call it before opening an MLflow run, so a refused stage leaves none.
     """
     file = source_file(function)
     project = root.resolve()
     if file is None or not file.is_relative_to(project) or "site-packages" in file.parts:
         return
-    require_path_dep(PurePosixPath(file.relative_to(project).as_posix()), key, stage, project, dvc_file)
+    require_path_dep(PurePosixPath(file.relative_to(project).as_posix()), key, stages, project, dvc_file)
 
 
-def require_path_dep(relative: PurePosixPath, key: str, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
-    """Refuse to run `stage` while the project file or folder `relative` (what `key` names) is not one of its deps,
-    nor inside one: DVC would not re-run the stage when it changes. No rule without a dvc.yaml declaring the stage."""
-    deps = stage_deps(root, stage, dvc_file)
-    if deps is None:
-        return
-    inside = [dep for dep in deps if relative == dep or dep in relative.parents or dep == PurePosixPath(".")]
-    if not inside:
+def require_path_dep(
+    relative: PurePosixPath, key: str, stages: Sequence[str], root: Path, dvc_file: str = DVC_FILE
+) -> None:
+    """Refuse to run while the project file or folder `relative` (what `key` names) is not one of the deps of each
+    of `stages`, nor inside one: DVC would not re-run those stages when it changes. One line names every stage
+    that lacks it; a stage `dvc_file` does not declare has no rule."""
+    lacking = []
+    for stage in stages:
+        deps = stage_deps(root, stage, dvc_file)
+        if deps is not None and not any(
+            relative == dep or dep in relative.parents or dep == PurePosixPath(".") for dep in deps
+        ):
+            lacking.append(stage)
+    if lacking:
+        named = f"stage {lacking[0]}" if len(lacking) == 1 else f"stages {', '.join(lacking[:-1])} and {lacking[-1]}"
         raise UserCodeError(
-            f"{key}: {relative} is not a dependency of stage {stage}, so DVC would not re-run it when "
-            f"it changes; add `- {relative}` under deps of stage {stage} in {dvc_file}"
+            f"{key}: {relative} is not a dependency of {named}, so DVC would not re-run "
+            f"{'it' if len(lacking) == 1 else 'them'} when it changes; add `- {relative}` under deps of {named} "
+            f"in {dvc_file}"
         )
 
 
@@ -189,7 +199,7 @@ def require_loader_inputs(inputs: list[str], kwargs: dict[str, Any], stage: str,
                 )
             continue
         if path.is_relative_to(project) and path != project:
-            require_path_dep(PurePosixPath(path.relative_to(project).as_posix()), key, stage, project)
+            require_path_dep(PurePosixPath(path.relative_to(project).as_posix()), key, (stage,), project)
 
 
 def _dvc_added(root: Path, relative: str) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params
-from tracking.config.project import DVC_FILE, TRAIN
+from tracking.config.project import DVC_FILE, MODEL_STAGES, TRAIN
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.arrays import Arrays, Shapes, map_arrays, shapes
 from tracking.data.hashing import weights_sha256
@@ -40,9 +40,11 @@ from tracking.training.building import call_builder, check_output, compile_model
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
     """The team's code `stage` trains with (model.builder, a "module:name" train.loss or train.metrics entry) is a
-    DVC dep of it."""
+    DVC dep of it and, for a stage of the default pipeline, of every stage that builds the model
+    (`MODEL_STAGES`): the first to run names them all."""
+    stages = MODEL_STAGES if dvc_file == DVC_FILE and stage in MODEL_STAGES else (stage,)
     for key, spec in team_code(params):
-        require_stage_dep(load_callable(spec, key, root), key, stage, root, dvc_file)
+        require_stage_dep(load_callable(spec, key, root), key, stages, root, dvc_file)
 
 
 @dataclass(frozen=True)
