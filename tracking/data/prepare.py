@@ -12,16 +12,21 @@ from tracking.config.project import PINS_DIR, PREPARE, PREPARED
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
 from tracking.data.arrays import Arrays, n_rows, rows
 from tracking.data.dataset import Source, build_manifest, check_pin, load_data, write_splits
+from tracking.determinism.settings import configure_environment
 from tracking.errors import DataError
 from tracking.store.location import project_root
 
 
 def prepare_data(params: Params) -> None:
     """Write the prepared splits of the project's data: a loader and the files it reads must be the stage's deps
-    (so `dvc status` sees them change), and a pinned `data.sha256` must match what was read."""
+    (so `dvc status` sees them change), and a pinned `data.sha256` must match what was read. A loader runs under
+    the process settings of `determinism` (its params are the stage's too)."""
     root = project_root()
     if params.data.loader is not None:
-        require_stage_dep(load_callable(params.data.loader, "data.loader", root), "data.loader", PREPARE, root)
+        # The team's module may import Keras or TensorFlow: with the backend and the numerics (oneDNN off, XLA's
+        # flags) the training stages run with, and TensorFlow's start-up lines as quiet as theirs.
+        configure_environment(params.determinism)
+        require_stage_dep(load_callable(params.data.loader, "data.loader", root), "data.loader", (PREPARE,), root)
         require_loader_inputs(params.data.inputs, params.data.kwargs, PREPARE, root)
     source = load_data(params.data, root)
     splits = split(source, params.data, params.data.split_seed)
