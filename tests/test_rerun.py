@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, client_for, project_env, run, runs_of, write_params
+from conftest import add_deps, assert_user_error, client_for, project_env, run, runs_of, write_params
 from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
+from tracking.config.project import MODEL_STAGES
 from tracking.errors import RerunError
 from tracking.inspect.restore import write_logged_params
 from tracking.inspect.worktree import apply_diff
@@ -122,6 +123,33 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert list(temp.glob("tracking-rerun-*")) == []
     assert len(run(["git", "worktree", "list"], clone).stdout.splitlines()) == 1
     assert_untouched(clone, files, status)
+
+
+BUILDER = """
+import keras
+
+
+def build(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(keras.layers.Flatten()(inputs)))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_trained_beside_its_uncommitted_module_is_refused_in_one_line(project: Path):
+    """A team trains before committing its new models/net.py (untracked, so in neither the commit nor the logged
+    diff): the rerun names the file and the fix before any stage runs, instead of a stage failing on a missing
+    module."""
+    (project / "models").mkdir()
+    (project / "models/net.py").write_text(BUILDER)
+    write_params(project, model={"builder": "models.net:build", "kwargs": {}})
+    add_deps(project, "models/net.py", *MODEL_STAGES)
+    run(["dvc", "repro", "train"], project)
+    (original,) = runs_of(project)
+    done = rerun(project, original.info.run_id)
+    assert_user_error(done, "trained with models/net.py untracked", "commit the file(s), train again")
+    assert "rerun [2/6]" not in done.stdout  # refused before the code step: nothing applied, nothing trained
+    assert len(runs_of(project)) == 1
 
 
 def test_unknown_run_is_one_line_and_exit_2(project: Path):

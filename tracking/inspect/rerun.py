@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tracking.config.project import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
@@ -80,6 +80,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
 
     with temporary_worktree(root, commit) as project:
         changed = apply_diff(project, original.diff, original.run_id)
+        _require_committed_deps(client, original.run_id, commit, project)
         _step(
             "code",
             f"applied the logged uncommitted diff ({len(changed)} file(s): {', '.join(changed)})"
@@ -119,6 +120,28 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     client.set_tag(new_id, RERUN_OF_TAG, original.run_id)
     new = load_run(client, new_id)
     return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))
+
+
+def _require_committed_deps(client: Any, run_id: str, commit: str, project: Path) -> None:
+    """Refuse a run trained beside untracked files the re-run stages depend on (a team's module it had not yet
+    committed): neither its commit nor its logged diff holds them, so the stages would fail on a missing module."""
+    from tracking.inspect.diff.runs import read_artifact
+    from tracking.provenance.dvc import stage_deps
+
+    record = read_artifact(client, run_id, "provenance/provenance.json", json.loads) or {}
+    untracked = [PurePosixPath(name) for name in record.get("git", {}).get("untracked_files", [])]
+    deps = {dep for stage in STAGES for dep in stage_deps(project, stage) or [] if dep != PurePosixPath(".")}
+    lacking = [
+        str(name)
+        for name in untracked
+        if any(name == dep or dep in name.parents for dep in deps) and not (project / name).exists()
+    ]
+    if lacking:
+        raise RerunError(
+            f"run {run_id} trained with {', '.join(lacking[:5])} untracked, a dep of its stages that neither its "
+            f"commit {commit[:12]} nor its logged diff holds, so it cannot be re-created",
+            fix="commit the file(s), train again (`dvc repro`) and re-run that run",
+        )
 
 
 def _step(name: str, detail: str) -> None:
