@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracking.config.project import NOISE_FILE, REPEATS_DIR
+from tracking.layout import NOISE_FILE, REPEATS_DIR
 from tracking.names import COMPUTE_PROCESS_TAG
 from tracking.yaml_text import yaml_editor
 

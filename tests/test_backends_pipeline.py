@@ -21,7 +21,7 @@ from conftest import add_deps, client_for, make_project, project_env, run, write
 from test_zoo import MODELS as ZOO_MODELS
 from test_zoo import ZOO
 
-from tracking.config.project import MODEL_STAGES
+from tracking.layout import MODEL_STAGES
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("TRACKING_TEST_BACKENDS"), reason="the pipeline on each backend: `make test-backends`"

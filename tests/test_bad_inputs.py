@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import BIN, TINY, client_for, make_project, project_env, run, write_params
 
-from tracking.config.project import MODEL_STAGES
+from tracking.layout import MODEL_STAGES
 from tracking.noise.record import NoiseRecord, Variant
 from tracking.yaml_text import parse_yaml, yaml_editor
 

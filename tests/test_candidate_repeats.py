@@ -11,8 +11,8 @@ import pytest
 from conftest import client_for, run, write_params
 
 from tracking.config.params import Params
-from tracking.config.project import REPEATS_DIR
 from tracking.determinism.seeds import resolve_seeds
+from tracking.layout import REPEATS_DIR
 from tracking.names import (
     BAND_VARIANT_TAG,
     CANDIDATE_REPEAT_TAG,

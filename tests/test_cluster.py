@@ -24,7 +24,7 @@ from servers import RayHead, free_port
 
 from tracking.config.baseline import freeze
 from tracking.config.params import ComputeParams
-from tracking.config.project import NOISE_FILE, REPEATS_DIR
+from tracking.layout import NOISE_FILE, REPEATS_DIR
 from tracking.names import (
     COMPUTE_ATTEMPT_TAG,
     COMPUTE_EXECUTOR_TAG,

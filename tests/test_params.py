@@ -135,9 +135,9 @@ def test_a_value_per_output_of_another_form_is_one_line_showing_both_forms(tmp_d
 def test_the_builders_the_library_names_are_the_stage_packages_own():
     """The default `model.builder` and the built-ins a run logged before builders named (`model.name`) load from
     the stage package: renaming its models module fails here, not in a team's first `tracking diff`."""
-    from tracking.config.project import BUILTIN_BUILDERS, DEFAULT_BUILDER
     from tracking.config.user_code import load_callable
     from tracking.inspect.diff.legacy import LEGACY_MODEL_KWARGS
+    from tracking.layout import BUILTIN_BUILDERS, DEFAULT_BUILDER
 
     assert Params().model.builder == DEFAULT_BUILDER
     for spec in (DEFAULT_BUILDER, *(BUILTIN_BUILDERS.format(name) for name in LEGACY_MODEL_KWARGS)):

@@ -12,10 +12,10 @@ import pytest
 from conftest import add_deps, assert_user_error, client_for, project_env, run, runs_of, write_params
 from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
-from tracking.config.project import MODEL_STAGES
 from tracking.errors import RerunError
 from tracking.inspect.restore import write_logged_params
 from tracking.inspect.worktree import apply_diff
+from tracking.layout import MODEL_STAGES
 
 _NOT_THE_TREE = ("mlflow.db", "mlartifacts", ".git", ".dvc/tmp")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import add_deps, make_project, run, runs_of, write_params
 
-from tracking.config.project import MODEL_STAGES
+from tracking.layout import MODEL_STAGES
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,7 @@ import pytest
 from conftest import add_deps, built_once, make_project, run, runs_of, write_params
 
 from tracking.config.baseline import freeze
-from tracking.config.project import MODEL_STAGES
+from tracking.layout import MODEL_STAGES
 from tracking.yaml_text import parse_yaml
 
 pytestmark = pytest.mark.slow

@@ -328,8 +328,8 @@ def _ratio(row: dict) -> str:
 def _plan(args: argparse.Namespace) -> None:
     """The planning line from the project's calibration: its band's std and size, at alpha / (compare metrics)."""
     from tracking.config.params import load_params
-    from tracking.config.project import NOISE_FILE
     from tracking.errors import RunStateError
+    from tracking.layout import NOISE_FILE
     from tracking.noise.power import plan
     from tracking.noise.record import NoiseRecord
     from tracking.store.location import project_root

@@ -2,7 +2,7 @@
 
 A name here is part of the run format: `tracking diff`, `tracking rerun` and the MLflow UI read runs logged
 by earlier versions through the same names (tracking/inspect/diff/legacy.py maps the few params that changed), so
-change a value only together with a migration. The pipeline's file paths live in tracking/config/project.py,
+change a value only together with a migration. The pipeline's file paths live in tracking/layout.py,
 environment variables in tracking/env.py.
 """
 

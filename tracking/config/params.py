@@ -26,8 +26,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from tracking.config.project import DEFAULT_BUILDER
 from tracking.errors import BadValue, ParamsError, UnknownKey
+from tracking.layout import DEFAULT_BUILDER
 from tracking.names import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, MAX_PARAM_VALUE_CHARS
 from tracking.yaml_text import flatten, param_text, parse_yaml
 

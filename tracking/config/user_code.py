@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
 
-from tracking.config.project import DVC_FILE
 from tracking.errors import UserCodeError
+from tracking.layout import DVC_FILE
 from tracking.provenance.dvc import added_outputs, stage_deps
 
 

@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
-from tracking.config.project import DVC_FILE, PINS_DIR, PREPARE
 from tracking.config.user_code import load_callable, source_file, team_call
 from tracking.data.arrays import SEPARATOR, Arrays, bad_key, flat, nested
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
+from tracking.layout import DVC_FILE, PINS_DIR, PREPARE
 from tracking.provenance.dvc import stage_deps
 from tracking.redaction import redact_name, redact_param, redact_text, secret_values
 from tracking.yaml_text import flatten

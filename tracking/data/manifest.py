@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION
-from tracking.config.project import PREPARE
 from tracking.data.arrays import Arrays, flat, n_rows, shapes, widths
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import DataError
+from tracking.layout import PREPARE
 
 MANIFEST = "manifest.json"
 # Where a run logs the manifest of its data among its MLflow artifacts.

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 from tracking.config.params import load_params
-from tracking.config.project import PINS_DIR, PREPARED
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.errors import ParamsError
+from tracking.layout import PINS_DIR, PREPARED
 from tracking.yaml_text import yaml_editor
 
 

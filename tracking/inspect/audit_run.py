@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tracking.config.params import Params
-from tracking.config.project import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_METRICS, AUDIT_REPORT, PREPARED
 from tracking.data.manifest import Manifest
 from tracking.determinism.backend import TENSORFLOW
 from tracking.determinism.process import reproducible_process
@@ -41,6 +40,7 @@ from tracking.inspect.audit import (
     unsupported_line,
 )
 from tracking.inspect.audit_report import figure, render, render_unsupported
+from tracking.layout import AUDIT, AUDIT_DVC_FILE, AUDIT_FIGURE, AUDIT_METRICS, AUDIT_REPORT, PREPARED
 from tracking.names import (
     AUDIT_KERNEL_NOISE_TAG,
     AUDIT_MODE_TAG,

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params, load_params
-from tracking.config.project import PREPARED
 from tracking.data.arrays import map_arrays, rows
 from tracking.data.dataset import load_splits
 from tracking.data.hashing import array_sha256, weights_sha256
@@ -41,6 +40,7 @@ from tracking.inspect.audit import (
     Trace,
     diagnose,
 )
+from tracking.layout import PREPARED
 from tracking.noise.variants import variant_setup
 from tracking.stage import run_main
 from tracking.store.location import project_root

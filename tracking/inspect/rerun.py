@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tracking.config.project import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
 from tracking.data.manifest import LOGGED_MANIFEST
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
+from tracking.layout import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
 from tracking.noise.policy import INCONCLUSIVE
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import Params
-from tracking.config.project import PREPARED
 from tracking.data.hashing import array_sha256, combine
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.errors import RerunError
+from tracking.layout import PREPARED
 from tracking.redaction import was_redacted
 from tracking.yaml_text import parse_yaml, yaml_editor
 

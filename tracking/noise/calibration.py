@@ -23,7 +23,6 @@ import numpy as np
 from tracking.compute.ray_executor import RayPool
 from tracking.config.baseline import load_baseline
 from tracking.config.params import CLASSIFICATION, LOCAL, RAY, REGRESSION, Params
-from tracking.config.project import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
 from tracking.data.arrays import columns
 from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
@@ -31,6 +30,7 @@ from tracking.determinism.process import process_environment, reproducible_proce
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record, gpu_present
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
+from tracking.layout import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
 from tracking.names import (
     COMPUTE_ATTEMPT_TAG,
     COMPUTE_EXECUTOR_TAG,

@@ -21,7 +21,11 @@ import numpy as np
 from tracking import startup
 from tracking.config.baseline import load_baseline
 from tracking.config.params import AUTO, Params
-from tracking.config.project import (
+from tracking.data.dataset import load_splits
+from tracking.data.manifest import Manifest
+from tracking.determinism.process import reproducible_process
+from tracking.errors import RunStateError
+from tracking.layout import (
     CALIBRATION_RUNS,
     COMPARE,
     COMPARE_METRICS,
@@ -33,10 +37,6 @@ from tracking.config.project import (
     PREPARED,
     RUN_FILE,
 )
-from tracking.data.dataset import load_splits
-from tracking.data.manifest import Manifest
-from tracking.determinism.process import reproducible_process
-from tracking.errors import RunStateError
 from tracking.names import (
     BAND_VARIANT_TAG,
     CANDIDATE_RUNS_TAG,

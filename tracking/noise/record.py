@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import CLASSIFICATION
-from tracking.config.project import CALIBRATE, NOISE_FILE
 from tracking.errors import RunStateError
+from tracking.layout import CALIBRATE, NOISE_FILE
 from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, band_from_values, strict
 
 REFRESH = f"re-run the calibration (`dvc repro --force {CALIBRATE}`)"

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.project import PREPARED, STAGE_PACKAGE
+from tracking.layout import PREPARED, STAGE_PACKAGE
 from tracking.provenance.dvc import stage_deps
 
 log = logging.getLogger(__name__)

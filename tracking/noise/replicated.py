@@ -21,10 +21,10 @@ from pathlib import Path
 
 from tracking.compute.ray_executor import RayPool
 from tracking.config.params import RAY, Params
-from tracking.config.project import COMPARE, REPEATS_DIR
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import gpu_present
+from tracking.layout import COMPARE, REPEATS_DIR
 from tracking.noise.calibration import (
     checked_model,
     repeat_identity,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION
-from tracking.config.project import NOISE_FILE
+from tracking.layout import NOISE_FILE
 from tracking.noise.groups import in_range
 from tracking.noise.power import NO_STD_INTERVAL
 from tracking.noise.record import NoiseRecord

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params
-from tracking.config.project import NOISE_FILE
 from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import ParamsError, RunStateError
+from tracking.layout import NOISE_FILE
 from tracking.names import CANDIDATES_GAP_PREFIX, CANDIDATES_T_PREFIX
 from tracking.noise.candidates import judge_churn, judge_values
 from tracking.noise.judging import judge

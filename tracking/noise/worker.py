@@ -27,11 +27,11 @@ import numpy as np
 from tracking.compute.placement import placement_tags
 from tracking.config.baseline import FROZEN_SECTIONS
 from tracking.config.params import Params
-from tracking.config.project import CALIBRATE, COMPARE, PREPARED
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record, gpu_present
+from tracking.layout import CALIBRATE, COMPARE, PREPARED
 from tracking.names import (
     BAND_VARIANT_TAG,
     CANDIDATE_REPEAT_TAG,

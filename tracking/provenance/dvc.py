@@ -10,9 +10,9 @@ from typing import Any
 
 from ruamel.yaml.error import YAMLError
 
-from tracking.config.project import DVC_FILE
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RepoError
+from tracking.layout import DVC_FILE
 from tracking.yaml_text import parse_yaml
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tracking.config.project import RUN_FILE, TRAIN
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError, WriteFault
+from tracking.layout import RUN_FILE, TRAIN
 from tracking.log import configure_unless_configured
 from tracking.names import (
     DATASET_CONTENT_TAG,

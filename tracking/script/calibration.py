@@ -22,9 +22,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tracking.config.project import CALIBRATE, DVC_FILE, NOISE_FILE
 from tracking.env import DVC_ROOT, DVC_STAGE, MLFLOW_TRACKING_URI, TRACKING_EXPERIMENT, TRACKING_REPEAT
 from tracking.errors import NoiseError, RepoError
+from tracking.layout import CALIBRATE, DVC_FILE, NOISE_FILE
 from tracking.names import (
     BAND_VARIANT_TAG,
     CONTROL_BIT_IDENTICAL_TAG,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracking.config.project import CALIBRATE, NOISE_FILE, RUN_FILE, TRAIN
 from tracking.errors import RunStateError
+from tracking.layout import CALIBRATE, NOISE_FILE, RUN_FILE, TRAIN
 
 # Each file that names a run: the key holding its id, and the stage that writes it (and re-creates the run).
 NAMED_BY = {RUN_FILE: ("run_id", TRAIN), NOISE_FILE: ("parent_run_id", CALIBRATE)}

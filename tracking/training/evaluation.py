@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params
-from tracking.config.project import (
+from tracking.data.arrays import Arrays, columns
+from tracking.data.dataset import load_split
+from tracking.data.manifest import Manifest
+from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.errors import RunStateError
+from tracking.layout import (
     CONFUSION,
     EVAL_METRICS,
     EVALUATE,
@@ -28,11 +33,6 @@ from tracking.config.project import (
     RUN_FILE,
     TRAIN,
 )
-from tracking.data.arrays import Arrays, columns
-from tracking.data.dataset import load_split
-from tracking.data.manifest import Manifest
-from tracking.determinism.process import reproducible_process, seed_frameworks
-from tracking.errors import RunStateError
 from tracking.provenance import to_tags
 from tracking.provenance.dvc import gather_dvc
 from tracking.run.tracker import Tracker

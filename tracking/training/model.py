@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import Params
-from tracking.config.project import DVC_FILE, MODEL_STAGES, TRAIN
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.arrays import Arrays, Shapes, map_arrays, shapes
 from tracking.data.hashing import weights_sha256
@@ -34,6 +33,7 @@ from tracking.determinism.seeding import (
 )
 from tracking.determinism.seeds import Seeds
 from tracking.errors import RunStateError
+from tracking.layout import DVC_FILE, MODEL_STAGES, TRAIN
 from tracking.redaction import redact_params
 from tracking.training.building import call_builder, check_output, compile_model, custom_objects, team_code
 

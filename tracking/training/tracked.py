@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import Params
-from tracking.config.project import PREPARED
 from tracking.data.arrays import rows
 from tracking.data.hashing import weights_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import EffectiveDeterminism, as_record
+from tracking.layout import PREPARED
 from tracking.provenance import capture
 from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import Params
-from tracking.config.project import HISTORY, MODEL, PREPARED, RUN_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
 from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
+from tracking.layout import HISTORY, MODEL, PREPARED, RUN_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
 from tracking.provenance.git import open_repository
 from tracking.provenance.reference import inputs_sha256, record, say_why_weights_differ
 from tracking.redaction import strip_credentials

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracking.config.project import CALIBRATE, NOISE_FILE
 from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
+from tracking.layout import CALIBRATE, NOISE_FILE
 from tracking.names import SCRIPT_COMMAND_TAG, WEIGHTS_TAG
 from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, BandChoice, Differences, changed_keys, choose_band
 from tracking.noise.record import NoiseRecord

@@ -8,9 +8,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from tracking.config.project import OUTPUT_FOLDERS
 from tracking.inspect.diff.changes import Change, GroupDiff, compare_fields
 from tracking.inspect.diff.runs import RunSnapshot
+from tracking.layout import OUTPUT_FOLDERS
 from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG
 
 # Files whose changes other groups already report (params, data pins), that DVC writes (dvc.lock, the .gitignore

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
-from tracking.config.project import BUILTIN_BUILDERS
 from tracking.determinism.seeds import derive_seed
+from tracking.layout import BUILTIN_BUILDERS
 from tracking.names import PROV_PREFIX
 
 # Before the split seed moved to `data.split_seed`, runs carried it under these names.

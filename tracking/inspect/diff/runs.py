@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracking.config.project import CALIBRATE, RUN_FILE
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.errors import RunNotFound, RunSelectionError, TrackingServerError
 from tracking.inspect.diff.legacy import upgrade_logged
+from tracking.layout import CALIBRATE, RUN_FILE
 from tracking.names import (
     GIT_COMMIT_TAG,
     MLFLOW_PARENT_RUN_TAG,
