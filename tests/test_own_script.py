@@ -199,6 +199,24 @@ def test_calibrating_a_command_that_logs_no_run_is_one_error_line(tmp_path: Path
     assert_user_error(done, "`python -c pass` (stage train) finished but logged no MLflow run", "tracking.start")
 
 
+# A model trained by a GradientTape loop, its optimizer outside the model (no `model.optimizer`), then handed to
+# `run.seeded`: re-drawing it would silently throw the training away. Its run ends FAILED with the block.
+TRAINED_BY_A_LOOP = """
+from tracking.errors import UsageError
+looped = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+with tf.GradientTape() as tape:
+    loss = keras.ops.mean((looped(x) - y) ** 2)
+keras.optimizers.SGD(0.01).apply(tape.gradient(loss, looped.trainable_weights), looped.trainable_weights)
+try:
+    with tracking.start(experiment='loop-misuse', seeds={'base': 42}) as run:
+        run.seeded(looped)
+except UsageError as err:
+    print('refused:', err)
+try:  # another hash seed than the process started with: a restart would run the runs above again, for ever
+    tracking.start(experiment='other-base', seeds={'base': 7})
+except UsageError as err:
+    print('refused:', err)
+"""
 # A loop's weighted, augmented batches of named inputs: `run.batches` twice with the same seeds, and the raw rows.
 WEIGHTED = """
 import tensorflow as tf
@@ -218,9 +236,10 @@ with tracking.start(experiment='weighted', seeds={'shuffle': 5, 'augment': 9}) a
 
 
 def test_run_batches_records_the_seeds_it_uses_and_seeding_a_trained_model_fails_its_run(team: Path):
-    """One process, three runs (one TensorFlow start-up for all): the first fits on `run.batches`, the second draws
+    """One process, four runs (one TensorFlow start-up for all): the first fits on `run.batches`, the second draws
     weighted and augmented batches of named inputs (the same twice, `seeds.augment` recorded as used, the weights
-    hashed as data), the third is handed the first's model, already trained, to seed."""
+    hashed as data), the third is handed a model a GradientTape loop trained (its optimizer outside the model), the
+    fourth the first's model, already trained by `fit`: both are refused, and their runs end FAILED."""
     code = (
         "import tracking, keras, numpy as np\n"
         "x, y = np.arange(24, dtype='float32').reshape(12, 2), np.ones(12, dtype='float32')\n"
@@ -228,7 +247,7 @@ def test_run_batches_records_the_seeds_it_uses_and_seeding_a_trained_model_fails
         "    model = run.seeded(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]))\n"
         "    model.compile(loss='mse')\n"
         "    model.fit(run.batches(x, y, 4, 2), epochs=2, steps_per_epoch=3, shuffle=False, verbose=0)\n"
-        f"{WEIGHTED}"
+        f"{WEIGHTED}{TRAINED_BY_A_LOOP}"
         "run = tracking.start(experiment='misuse', seeds={'shuffle': 5})\n"
         "run.seeded(model)\n"
     )
@@ -236,6 +255,12 @@ def test_run_batches_records_the_seeds_it_uses_and_seeding_a_trained_model_fails
     done = subprocess.run([sys.executable, "-c", code], cwd=team, env=env, capture_output=True, text=True)
     assert_user_error(done, "run.seeded(): the model already trained 6 step(s)")
     assert "weighted batch: 3 arrays; again the same: True ; noise in (0, 1): True" in done.stdout, done.stdout
+    assert "refused: run.seeded(): 1 weight(s) of the model" in done.stdout, done.stdout
+    assert "are not what their initializers drew" in done.stdout
+    assert (
+        f"refused: tracking.start(): an earlier run of this process set it up with PYTHONHASHSEED={derive_seed(42, 'hash')}"
+        in done.stdout
+    )
     client = client_for(team)
     (weighted,) = client.search_runs([client.get_experiment_by_name("weighted").experiment_id])
     assert weighted.info.status == "FINISHED" and weighted.data.tags["prov.seeds.augment"] == "9"
@@ -249,6 +274,10 @@ def test_run_batches_records_the_seeds_it_uses_and_seeding_a_trained_model_fails
     )
     (failed,) = client.search_runs([client.get_experiment_by_name("misuse").experiment_id])
     assert failed.info.status == "FAILED" and "already trained" in failed.data.tags["error"]
+    (looped,) = client.search_runs([client.get_experiment_by_name("loop-misuse").experiment_id])
+    assert looped.info.status == "FAILED"
+    assert looped.data.tags["prov.seeds.shuffle"].startswith("script: its own order (no Keras fit seen")
+    assert client.get_experiment_by_name("other-base") is None  # refused before any run opened
 
 
 ZOO = REPO / "tests" / "zoo"
@@ -298,24 +327,13 @@ def test_a_model_of_named_inputs_and_outputs_logs_every_array_and_its_weights(tm
 
 
 TAPE_PARAMS = "train:\n  seed: 7\n  epochs: 3\n  batch_size: 64\n  learning_rate: 0.005\n"
-# A model trained by a GradientTape loop, its optimizer outside the model (no `model.optimizer`), then handed to
-# `run.seeded`: re-drawing it would silently throw the training away.
-TRAINED_BY_A_LOOP = (
-    "import keras, numpy as np, tensorflow as tf, tracking\n"
-    "x, y = np.arange(24, dtype='float32').reshape(12, 2), np.ones(12, dtype='float32')\n"
-    "model, optimizer = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), keras.optimizers.SGD(0.01)\n"
-    "with tf.GradientTape() as tape:\n"
-    "    loss = keras.ops.mean((model(x) - y) ** 2)\n"
-    "optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)\n"
-    "run = tracking.start(experiment='loop-misuse', seeds={'base': 'train.seed'})\n"
-    "run.seeded(model)\n"
-)
 
 
 def test_a_gradient_tape_loop_is_recorded_calibrated_judged_and_rerun_bit_identical(tmp_path: Path):
     """keras-io's training loop from scratch (no `fit`, batches from `run.batches`, the optimizer outside the model)
     through its own dvc.yaml: seeds, declared outputs and per-epoch metrics recorded; CONTROL repeats bit-identical,
-    the run judged within noise and re-run bit for bit; a model such a loop trained is refused by `run.seeded`."""
+    the run judged within noise and re-run bit for bit (a model such a loop trained is refused by `run.seeded`:
+    tested with `run.batches`, below)."""
     team = own_project(tmp_path / "team", "own_gradient_tape.py", TAPE_PARAMS)
     run(["dvc", "repro", "--quiet"], team)
     run(["git", "add", "-A"], team)
@@ -340,14 +358,6 @@ def test_a_gradient_tape_loop_is_recorded_calibrated_judged_and_rerun_bit_identi
     )
     rerun = run(["tracking", "rerun", found.info.run_id], team).stdout
     assert "weights: bit-identical" in rerun and "verdict: weights are bit-identical" in rerun
-
-    done = subprocess.run(
-        [sys.executable, "-c", TRAINED_BY_A_LOOP], cwd=team, env=no_restart(7), capture_output=True, text=True
-    )
-    assert_user_error(done, "run.seeded(): 1 weight(s) of the model", "are not what their initializers drew")
-    (failed,) = client.search_runs([client.get_experiment_by_name("loop-misuse").experiment_id])
-    assert failed.info.status == "FAILED"
-    assert failed.data.tags["prov.seeds.shuffle"].startswith("script: its own order (no Keras fit seen")
 
 
 # A script that had turned MLflow's autolog on before adopting tracking.start (Keras's and TensorFlow's parts both).

@@ -17,14 +17,25 @@ from tracking.determinism.settings import configure_environment, import_time_env
 from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS, XLA_FLAGS
 from tracking.errors import UsageError
 
+# The start-up variables a run of this process was set up with: a later run that asks for others cannot have them
+# (a restart would run the earlier runs again, and they would restart it back: for ever).
+_set_up: dict[str, str] = {}
+
 
 def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
     """Restart this interpreter once when its hash seed, or a variable its backend already read at start-up
     (TensorFlow's oneDNN switch, XLA's flags), is not what the run asks for; then set the backend's import-time
-    variables (tracking/determinism/settings.py)."""
+    variables (tracking/determinism/settings.py). A second run of the process that asks for other ones is refused."""
     wanted = {PYTHONHASHSEED: str(seeds.hash), **import_time_environment(determinism)}
     late = started(determinism.backend)
     lost = [name for name in missing(wanted) if name == PYTHONHASHSEED or late]
+    if lost and _set_up:
+        raise UsageError(
+            "tracking.start(): an earlier run of this process set it up with "
+            + ", ".join(f"{name}={_set_up.get(name, 'unset')}" for name in lost)
+            + f", and this run asks for {', '.join(f'{name}={wanted[name]}' for name in lost)}",
+            fix="give the runs of one process the same seeds.base and determinism, or start each in its own process",
+        )
     if lost:
         if not restartable():
             raise UsageError(
@@ -35,6 +46,7 @@ def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
             )
         restart({TF_CPP_MIN_LOG_LEVEL: "2", **os.environ, **wanted})  # TensorFlow's start-up chatter, as our stages
     configure_environment(determinism)
+    _set_up.update({name: os.environ.get(name, "unset") for name in wanted})
 
 
 def missing(wanted: dict[str, str]) -> list[str]:
