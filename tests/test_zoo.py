@@ -11,8 +11,8 @@ library's seeding: initial weights, and the draws of a training-mode call on a f
 
 The costly checks (`dvc exp run train -S seeds.<name>=<n>` per seed, about 12 CPU seconds each; `tracking rerun`,
 about 20; a learning rate 100 times smaller judged against an ALGO band, about 25 plus the ALGO repeats) run for
-one or two models in `make test`: the CCT's `seeds.init` through DVC, the VAE's rerun, text classification's
-smaller learning rate. `make test-zoo` (TRACKING_TEST_ZOO=1) runs all of them for every model and every seed:
+one model in `make test`: the CCT's `seeds.init` through DVC, text classification's smaller learning rate
+(`tracking rerun` is the examples' and tests/test_rerun.py's there). `make test-zoo` (TRACKING_TEST_ZOO=1) runs all of them for every model and every seed:
 about 25 CPU minutes beyond the suite's zoo (the whole run: 17 min 28 s on 2 cores), which the suite's 20-minute
 budget cannot take.
 """
@@ -110,7 +110,7 @@ MODELS = {
             seeds_through_dvc=True,
         ),
         # Two epochs: the train stage's validation pass after the first draws from the Sampling layer's generator.
-        Model("vae", {"train": {"epochs": 2}}, frozenset({"dropout"}), rerun=True, adds_to_loss=True),
+        Model("vae", {"train": {"epochs": 2}}, frozenset({"dropout"}), adds_to_loss=True),
         Model("custom_fit"),
         Model(
             "regression",
