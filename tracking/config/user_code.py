@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from tracking.errors import UserCodeError
 from tracking.layout import DVC_FILE
-from tracking.provenance.dvc import added_outputs, stage_deps
+from tracking.provenance.dvc import added_outputs, stage_deps, within
 
 
 def load_callable(spec: str, key: str, root: Path) -> Callable[..., Any]:
@@ -165,9 +165,7 @@ def require_path_dep(
     lacking = []
     for stage in stages:
         deps = stage_deps(root, stage, dvc_file)
-        if deps is not None and not any(
-            relative == dep or dep in relative.parents or dep == PurePosixPath(".") for dep in deps
-        ):
+        if deps is not None and not within(relative, deps):
             lacking.append(stage)
     if lacking:
         named = f"stage {lacking[0]}" if len(lacking) == 1 else f"stages {', '.join(lacking[:-1])} and {lacking[-1]}"
@@ -205,4 +203,4 @@ def require_loader_inputs(inputs: list[str], kwargs: dict[str, Any], stage: str,
 def _dvc_added(root: Path, relative: str) -> bool:
     """Whether `dvc add` tracks `relative`, or a folder holding it."""
     path = PurePosixPath(relative)
-    return any(out == path or out in path.parents for outs in added_outputs(root).values() for out in outs)
+    return any(within(path, outs) for outs in added_outputs(root).values())

@@ -32,7 +32,7 @@ from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.layout import DVC_FILE, PINS_DIR, PREPARE
-from tracking.provenance.dvc import stage_deps
+from tracking.provenance.dvc import stage_deps, within
 from tracking.redaction import redact_name, redact_param, redact_text, secret_values
 from tracking.yaml_text import flatten
 
@@ -135,7 +135,7 @@ def _warn_untracked(source: str, path: Path, root: Path) -> None:
     resolved = path.resolve()
     if resolved.is_relative_to(project):
         relative = PurePosixPath(resolved.relative_to(project).as_posix())
-        if any(relative == dep or dep in relative.parents for dep in deps):
+        if within(relative, deps):
             return
         where = f"not under a dependency of stage {PREPARE} in {DVC_FILE}"
     else:

@@ -126,16 +126,12 @@ def _require_committed_deps(client: Any, run_id: str, commit: str, project: Path
     """Refuse a run trained beside untracked files the re-run stages depend on (a team's module it had not yet
     committed): neither its commit nor its logged diff holds them, so the stages would fail on a missing module."""
     from tracking.inspect.diff.runs import read_artifact
-    from tracking.provenance.dvc import stage_deps
+    from tracking.provenance.dvc import stage_deps, within
 
     record = read_artifact(client, run_id, "provenance/provenance.json", json.loads) or {}
     untracked = [PurePosixPath(name) for name in record.get("git", {}).get("untracked_files", [])]
     deps = {dep for stage in STAGES for dep in stage_deps(project, stage) or [] if dep != PurePosixPath(".")}
-    lacking = [
-        str(name)
-        for name in untracked
-        if any(name == dep or dep in name.parents for dep in deps) and not (project / name).exists()
-    ]
+    lacking = [str(name) for name in untracked if within(name, deps) and not (project / name).exists()]
     if lacking:
         raise RerunError(
             f"run {run_id} trained with {', '.join(lacking[:5])} untracked, a dep of its stages that neither its "

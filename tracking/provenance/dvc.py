@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -178,6 +179,11 @@ def locked_out_md5(project: Path, ref: str, out: str) -> str | None:
         return None
     outs = [found for stage in (lock.get("stages") or {}).values() for found in stage.get("outs") or []]
     return next((found.get("md5") for found in outs if found.get("path") == out), None)
+
+
+def within(path: PurePosixPath, deps: Iterable[PurePosixPath]) -> bool:
+    """Whether the project path `path` is one of `deps` or inside one (a folder dep covers what it holds; `.` all)."""
+    return any(path == dep or dep in path.parents for dep in deps)
 
 
 def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:
