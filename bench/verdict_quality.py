@@ -212,23 +212,24 @@ def covered(hits: int, trials: int) -> str:
 
 
 def gap_intervals(rng: np.random.Generator, trials: int) -> None:
-    """How often the gap's printed interval (Welch's, `tracking.noise.twosample.welch`, from MIN_GAP_RUNS candidate
-    runs on) covers the true gap, where the change left the spread alone and where it doubled it; beside it the
-    pooled t's interval it replaced."""
-    from tracking.noise.twosample import MIN_GAP_RUNS, pooled_t, welch
+    """How often the gap's printed interval (`tracking.noise.twosample.gap_interval`, from MIN_GAP_RUNS candidate
+    runs on) covers the true gap, where the change left the spread alone and where it doubled it; beside it
+    Welch's and the pooled t's intervals it replaced."""
+    from tracking.noise.twosample import MIN_GAP_RUNS, gap_interval, pooled_t, welch
 
-    print(f"the gap's 95% interval covers the true gap (Welch's, printed from {MIN_GAP_RUNS} candidate runs on):")
+    print(f"the gap's 95% interval covers the true gap (printed from {MIN_GAP_RUNS} candidate runs on):")
     for noise, draw in COVERAGE_NOISE.items():
         for spread in (1.0, 2.0):
             for n, runs in ((3, 3), (5, 3), (20, 3), (5, 5), (20, 5), (20, 10)):
-                hits = {"Welch": 0, "pooled": 0}
+                hits = {"printed": 0, "Welch": 0, "pooled": 0}
                 for _ in range(trials):
                     band, candidates = draw(rng, n), spread * draw(rng, runs) + 1.0
-                    for name, test in (("Welch", welch), ("pooled", pooled_t)):
+                    for name, test in (("printed", gap_interval), ("Welch", welch), ("pooled", pooled_t)):
                         found = test(band, candidates, ALPHA)
                         hits[name] += found.low <= 1.0 <= found.high
                 print(
-                    f"  {noise}, spread x{spread:g}, n={n}, N={runs}: Welch {covered(hits['Welch'], trials)} | "
+                    f"  {noise}, spread x{spread:g}, n={n}, N={runs}: {covered(hits['printed'], trials)} | "
+                    f"Welch (replaced) {wilson(hits['Welch'], trials)} | "
                     f"pooled t (replaced) {wilson(hits['pooled'], trials)}"
                 )
 

@@ -84,9 +84,12 @@ def test_two_sample_tests_match_scipy(n: int, m: int):
     found = judge_values("acc", a, b, 0.05, "c", "max")
     assert found.test == POOLED and found.candidates == m and found.z == pytest.approx(student.statistic)
     assert found.delta == pytest.approx(b.mean() - a.mean())
-    # The gap's interval is Welch's (it holds where the change moved the spread), from 3 candidate runs on.
-    welch_interval = stats.ttest_ind(b, a, equal_var=False).confidence_interval(0.95)
-    assert found.interval == (pytest.approx(tuple(welch_interval)) if m >= 3 else None)
+    # The gap's interval: Welch's standard error on degrees of freedom between Welch-Satterthwaite's and equal
+    # spreads', from 3 candidate runs on (test_the_gap_interval_at_the_edges).
+    welch_test = stats.ttest_ind(b, a, equal_var=False)
+    equal = (1 / n + 1 / m) ** 2 / ((1 / n) ** 2 / (n - 1) + (1 / m) ** 2 / (m - 1))
+    half = stats.t.ppf(0.975, math.sqrt(welch_test.df * equal)) * (b.mean() - a.mean()) / welch_test.statistic
+    assert found.interval == (None if m < 3 else pytest.approx((found.delta - half, found.delta + half)))
 
 
 def test_permutation_p_by_brute_force_and_with_ties():
@@ -326,19 +329,25 @@ def test_plan_refuses_a_shift_that_is_not_a_finite_number():
 
 @pytest.mark.parametrize("runs", [1, 2, 3, 5, 20])
 def test_the_gap_interval_at_the_edges(runs):
-    """Issue 34: the gap's interval is Welch's from 3 candidate runs on (it holds where a change moved the spread),
-    and none where it would rest on no spread: one or two candidate runs, a tied band, a non-finite candidate."""
+    """Issue 34: the gap's interval is from 3 candidate runs on: Welch's standard error (it holds where a change
+    moved the spread) on the geometric mean of Welch-Satterthwaite's degrees of freedom and equal spreads' (for
+    20 and N runs), and none where it would rest on no spread: one or two candidate runs, a tied band, a
+    non-finite candidate."""
     rng = np.random.default_rng(runs)
     band, candidates = list(0.9 + 0.01 * rng.standard_normal(20)), list(0.8 + 0.02 * rng.standard_normal(runs))
     found = judge_values("acc", band, candidates, 0.05, "c")
+    equal = (1 / 20 + 1 / runs) ** 2 / ((1 / 20) ** 2 / 19 + (1 / runs) ** 2 / max(runs - 1, 1))
     if runs < 3:
         assert found.interval is None
     else:
-        expected = stats.ttest_ind(candidates, band, equal_var=False).confidence_interval(0.95)
-        assert found.interval == pytest.approx(tuple(expected)) and found.interval[0] < found.delta < found.interval[1]
-    if runs >= 3:  # tied candidates: Welch's interval rests on the band's spread alone, n - 1 degrees of freedom
+        welch = stats.ttest_ind(candidates, band, equal_var=False)
+        half = stats.t.ppf(0.975, math.sqrt(welch.df * equal)) * np.mean(candidates - np.mean(band)) / welch.statistic
+        gap = np.mean(candidates) - np.mean(band)
+        assert found.interval == pytest.approx((gap - half, gap + half))
+        assert found.interval[0] < found.delta < found.interval[1]
+    if runs >= 3:  # tied candidates: the standard error is the band's alone, Welch-Satterthwaite's df n - 1
         tied = judge_values("acc", band, [0.8] * runs, 0.05, "c")
-        half = stats.t.ppf(0.975, 19) * np.std(band, ddof=1) / math.sqrt(20)
+        half = stats.t.ppf(0.975, math.sqrt(19 * equal)) * np.std(band, ddof=1) / math.sqrt(20)
         assert tied.interval == pytest.approx((tied.delta - half, tied.delta + half))
     assert judge_values("acc", [0.9] * 5, candidates, 0.05, "c").interval is None  # a band without spread
     assert judge_values("acc", [0.9] * 5, [0.9] * runs, 0.05, "c", exact=True).interval is None  # CONTROL, tied
@@ -346,7 +355,7 @@ def test_the_gap_interval_at_the_edges(runs):
         assert judge_values("acc", band, [*candidates[:-1], bad], 0.05, "c").interval is None
     with_bad_band = judge_values("acc", [*band, math.nan, math.inf], candidates, 0.05, "c")
     assert with_bad_band.interval == found.interval and "2 of 22 runs left out" in with_bad_band.note
-    # an accuracy's gap lies within ±1, however wide Welch's interval (here -1.64 to +0.84)
+    # an accuracy's gap lies within ±1, however wide its interval (here -1.64 to +0.84 before clipping)
     wide = judge_values("test_accuracy", band[:5], [0.0, 1.0, 0.5], 0.05, "c")
     assert wide.interval[0] == -1.0 and -1 < wide.interval[1] < 1
 

@@ -21,7 +21,14 @@ from tracking.noise import tails
 from tracking.noise.groups import gap_in_range, left_out
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
 from tracking.noise.statistics import band_from_values
-from tracking.noise.twosample import MIN_GAP_RUNS, permutation_p, pooled_t, probability_of_beating, welch
+from tracking.noise.twosample import (
+    MIN_GAP_RUNS,
+    gap_interval,
+    permutation_p,
+    pooled_t,
+    probability_of_beating,
+    welch,
+)
 
 
 def judge_values(
@@ -104,10 +111,16 @@ def _judge_values(
         note="",
         permutation_p=permutation_p(baseline, candidates),
         welch_p=separate.p_value,
-        interval=gap_in_range(metric, (separate.low, separate.high)) if len(candidates) >= MIN_GAP_RUNS else None,
+        interval=_interval(metric, baseline, candidates, alpha) if len(candidates) >= MIN_GAP_RUNS else None,
         **common,
     )
     return _with_beats(found, baseline, candidates, mode)
+
+
+def _interval(metric: str, baseline: np.ndarray, candidates: np.ndarray, alpha: float) -> tuple[float, float] | None:
+    """The gap's printed 1-α interval (`gap_interval`), within what a gap of the metric can be."""
+    found = gap_interval(baseline, candidates, alpha)
+    return None if found.low is None else gap_in_range(metric, (found.low, found.high))
 
 
 def _with_beats(found: Judgement, baseline: np.ndarray, candidates: np.ndarray, mode: str | None) -> Judgement:

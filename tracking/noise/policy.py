@@ -154,7 +154,7 @@ class Judgement:
 
     `z` is the test's t statistic (the gap over its estimated standard deviation, not a count of band stds) and
     `test` names it: `prediction` (one candidate run) or `pooled_t` (several, with Welch's and the
-    exact permutation p beside it). `interval` is the gap's 1-α Welch interval, only from `MIN_GAP_RUNS` candidate
+    exact permutation p beside it). `interval` is the gap's 1-α interval (`gap_interval`), only from `MIN_GAP_RUNS` candidate
     runs on (`tracking.noise.twosample`), `detectable` the smallest true shift the test detects with 80% power at
     the level Holm's first step uses, the measured std's own error counted (set by `judge_family`), `beats` the
     probability that a candidate run beats a baseline run, without an interval (metrics with a mode).

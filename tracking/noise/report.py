@@ -98,7 +98,7 @@ def _sees(row: dict[str, Any], runs: int) -> str:
         f"{row['detectable']:.4g} ({row['detectable'] / band['std']:.2f} band stds) is detected 80% of the time"
     )
     if row["interval"] is not None:
-        text += f"; gap {row['delta']:+.4g}, {1 - alpha:.0%} Welch interval {row['interval'][0]:+.4g} to {row['interval'][1]:+.4g}"
+        text += f"; gap {row['delta']:+.4g}, {1 - alpha:.0%} interval {row['interval'][0]:+.4g} to {row['interval'][1]:+.4g}"
     if row.get("beats"):
         beats = row["beats"]
         text += f"; a candidate run beats a band run with probability {beats['probability']:.2f} ({BEATS_UNBOUNDED})"
