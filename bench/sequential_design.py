@@ -1,12 +1,16 @@
-"""Candidate runs until decided (`compare.candidate_repeats: auto`, issue 34) against the fixed design of 3 candidate
-runs, by Monte Carlo through the public functions: `tracking.judge` for the fixed design,
+"""Candidate runs until decided (`compare.candidate_repeats: auto`, issue 34) against fixed designs of 1 to 12
+candidate runs, by Monte Carlo through the public functions: `tracking.judge` for each fixed design,
 `tracking.noise.sequential.until_decided` for the sequential one (the rule the compare stage applies after each run).
 
-Each trial draws a band of n runs (normal noise, test_accuracy 0.9 with std 0.00667, so that its default
-min_effect, 0.02, is 3 true band stds and no named min_effect turns a gap into `within_tolerance`) and up to `cap`
-candidate runs shifted down by 0, 1, 2 or 3 true band stds. Per design and shift: how often the verdict is
-`exceeds_noise` (the false-alarm rate at shift 0, the power at the others), `within_noise` and `inconclusive`,
-each with its 95% Wilson interval, and the mean number of candidate runs trained (the train stage's included).
+Each trial draws a band of n runs and 12 candidate runs shifted down by 0, 1, 2 or 3 true band stds (test_accuracy
+0.9, one metric, its std such that the default min_effect, 0.02, is the setting's number of true stds: 0.00667 for
+3, and no named min_effect turns a gap into `within_tolerance`), under normal noise or t(3) noise scaled to unit
+std; every design judges the same draws. Per design and
+shift: how often the verdict is `exceeds_noise` (the false-alarm rate at shift 0, the power at the others),
+`within_noise` and `inconclusive`, each with its 95% Wilson interval, and the mean number of candidate runs
+trained (the train stage's included). Then the fixed design that matches the sequential one (the fewest runs that
+leave no shift undecided at most as often and detect the shift that matters at least as often) and the trainings
+the sequential design saves against it at each shift.
 Run from the project root: `nice -n 10 .venv/bin/python bench/sequential_design.py [--trials 2000]`.
 """
 
@@ -16,6 +20,7 @@ import argparse
 import math
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +28,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tracking
-from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN
+from tracking.noise.policy import ACCURACY_MIN_EFFECT, EXCEEDS, INCONCLUSIVE, WITHIN
 from tracking.noise.sequential import until_decided
 
-METRIC, MEAN, STD = "test_accuracy", 0.9, 0.02 / 3
+METRIC, MEAN = "test_accuracy", 0.9
 ALPHA = 0.05
 SHIFTS = (0, 1, 2, 3)
-FIXED = 3
+MOST_FIXED = 12
+WORDS = (EXCEEDS, WITHIN, INCONCLUSIVE)
 
 
 def wilson(hits: int, trials: int) -> str:
@@ -41,43 +47,101 @@ def wilson(hits: int, trials: int) -> str:
     return f"{rate:.3f} ({max(centre - half, 0):.3f}-{min(centre + half, 1):.3f})"
 
 
-def cell(n: int, shift: float, cap: int | None, trials: int, seed: int) -> tuple[dict[str, int], float]:
-    """Verdict counts and the mean candidate runs over `trials`: the fixed design (`cap` None) or the sequential
-    one with `cap`."""
+def _draw(rng: np.random.Generator, noise: str, size: int) -> np.ndarray:
+    if noise == "t3":
+        return rng.standard_t(3, size) / math.sqrt(3)  # t(3) scaled to unit std
+    return rng.standard_normal(size)
+
+
+def cell(task: tuple[str, int, float, float, int, int, int]) -> dict[str, dict[str, int] | float]:
+    """Verdict counts per design (`fixed N` for N = 1 to MOST_FIXED, `auto`) and the sequential design's mean runs,
+    over `trials` draws of one setting (noise, band runs, min_effect in true stds, shift in true stds)."""
+    noise, n, min_effect, shift, cap, trials, seed = task
     rng = np.random.default_rng(seed)
-    counts = {EXCEEDS: 0, WITHIN: 0, INCONCLUSIVE: 0}
+    std = ACCURACY_MIN_EFFECT / min_effect  # the default min_effect is `min_effect` true stds; none is named
+    counts: dict[str, dict[str, int]] = {name: dict.fromkeys(WORDS, 0) for name in _designs()}
     runs = 0
+    options = {"modes": {METRIC: "max"}}
     for _ in range(trials):
-        band = {METRIC: list(MEAN + STD * rng.standard_normal(n))}
-        drawn = list(MEAN - shift * STD + STD * rng.standard_normal(cap or FIXED))
-        if cap is None:
-            verdict, used = tracking.judge(band, {METRIC: drawn}, modes={METRIC: "max"}, alpha=ALPHA).verdict, FIXED
-        else:
-            found = until_decided(band, {METRIC: drawn}, cap=cap, alpha=ALPHA, modes={METRIC: "max"})
-            verdict, used = found.verdict.verdict, found.runs
-        counts[verdict] = counts.get(verdict, 0) + 1
-        runs += used
-    return counts, runs / trials
+        band = {METRIC: list(MEAN + std * _draw(rng, noise, n))}
+        drawn = list(MEAN - shift * std + std * _draw(rng, noise, max(MOST_FIXED, cap)))
+        for fixed in range(1, MOST_FIXED + 1):
+            verdict = tracking.judge(band, {METRIC: drawn[:fixed]}, alpha=ALPHA, **options).verdict
+            counts[f"fixed {fixed}"][verdict] += 1
+        found = until_decided(band, {METRIC: drawn[:cap]}, cap=cap, alpha=ALPHA, **options)
+        counts["auto"][found.verdict.verdict] += 1
+        runs += found.runs
+    return {**counts, "auto runs": runs / trials}
+
+
+def _designs() -> list[str]:
+    return [*(f"fixed {fixed}" for fixed in range(1, MOST_FIXED + 1)), "auto"]
+
+
+def matched(results: dict[float, dict], min_effect: float) -> int | None:
+    """The fewest fixed runs that leave no shift undecided at most as often, and detect the shift that matters at
+    least as often, as the sequential design does (None: not even MOST_FIXED). Both hold their false alarms to
+    alpha; the fixed design spends all of it, the sequential one less (the table shows both)."""
+    calm, shifted = results[0], results[min_effect]
+    for fixed in range(1, MOST_FIXED + 1):
+        name = f"fixed {fixed}"
+        if (
+            calm[name][INCONCLUSIVE] <= calm["auto"][INCONCLUSIVE]
+            and shifted[name][EXCEEDS] >= shifted["auto"][EXCEEDS]
+        ):
+            return fixed
+    return None
+
+
+def _change(runs: float, fixed: int) -> str:
+    """The sequential design's mean trainings against the fixed design's, in words."""
+    change = runs / fixed - 1
+    return f"{-change:.0%} fewer" if change <= 0 else f"{change:.0%} more"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
-    parser.add_argument("--band-runs", type=int, nargs="+", default=[5, 3])
-    parser.add_argument("--caps", type=int, nargs="+", default=[10, 5])
+    parser.add_argument(
+        "--settings", nargs="+", default=["5:3", "10:2"], help="band runs:min_effect in true stds, e.g. 5:3"
+    )
+    parser.add_argument("--noises", nargs="+", default=["normal", "t3"])
+    parser.add_argument("--cap", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    print(f"{args.trials} trials a cell, alpha {ALPHA}, min_effect 0.02 = 3 band stds (test_accuracy's default)")
-    print("| band runs | design | shift (band stds) | exceeds_noise | within_noise | inconclusive | mean trainings |")
-    print("| ---: | --- | ---: | --- | --- | --- | ---: |")
+    print(f"{args.trials} trials a cell, alpha {ALPHA}, one metric, auto capped at {args.cap} runs")
     started = time.perf_counter()
-    for n in args.band_runs:
-        for design in (None, *args.caps):
-            name = f"fixed {FIXED}" if design is None else f"auto, cap {design}"
-            for index, shift in enumerate(SHIFTS):
-                counts, mean = cell(n, shift, design, args.trials, seed=1000 * n + index)
-                rates = " | ".join(wilson(counts[word], args.trials) for word in (EXCEEDS, WITHIN, INCONCLUSIVE))
-                print(f"| {n} | {name} | {shift} | {rates} | {mean:.2f} |", flush=True)
-    print(f"{time.perf_counter() - started:.0f} s")
+    tasks = []
+    for setting in args.settings:
+        n, min_effect = int(setting.split(":")[0]), float(setting.split(":")[1])
+        for noise in args.noises:
+            for index, shift in enumerate(sorted({*SHIFTS, min_effect})):
+                seed = 100_000 * n + 1000 * index + (7 if noise == "t3" else 0)
+                tasks.append((noise, n, min_effect, shift, args.cap, args.trials, seed))
+    with ProcessPoolExecutor(args.workers) as pool:
+        done = dict(zip(tasks, pool.map(cell, tasks), strict=True))
+    for setting in args.settings:
+        n, min_effect = int(setting.split(":")[0]), float(setting.split(":")[1])
+        for noise in args.noises:
+            results = {task[3]: found for task, found in done.items() if task[:3] == (noise, n, min_effect)}
+            print(f"\n### {noise} noise, {n} band runs, min_effect {min_effect:g} true stds\n")
+            print("| design | shift (true stds) | exceeds_noise | within_noise | inconclusive | mean trainings |")
+            print("| --- | ---: | --- | --- | --- | ---: |")
+            for name in _designs():
+                for shift, found in sorted(results.items()):
+                    rates = " | ".join(wilson(found[name][word], args.trials) for word in WORDS)
+                    mean = found["auto runs"] if name == "auto" else float(name.split()[1])
+                    print(f"| {name} | {shift:g} | {rates} | {mean:.2f} |")
+            fixed = matched(results, min_effect)
+            if fixed is None:
+                print(f"\nno fixed design of at most {MOST_FIXED} runs matches auto")
+                continue
+            saved = ", ".join(
+                f"{shift:g}: {found['auto runs']:.2f} ({_change(found['auto runs'], fixed)})"
+                for shift, found in sorted(results.items())
+            )
+            print(f"\nmatched fixed design: {fixed} runs; auto's mean trainings by shift: {saved}")
+    print(f"\n{time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

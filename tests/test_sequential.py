@@ -58,6 +58,18 @@ def test_no_shift_within_a_narrow_band_stops_within_noise_before_the_cap():
     assert found.stop == DECIDED and found.verdict.verdict == WITHIN and found.runs < 10
 
 
+def test_a_small_gap_stops_within_noise_by_equivalence_before_the_power_would():
+    """Tight candidate runs around the band's mean: from the third run the gap's interval at the look's level lies
+    inside ±min_effect (two one-sided tests), while the test's power at min_effect would want 8 runs."""
+    runs = [0.901, 0.899, 0.9005, 0.8995, 0.9, 0.9]
+    second = look({"a": BAND}, {"a": runs[:2]}, cap=10, min_effect={"a": 0.02})
+    assert second.stop is None and "6 more candidate runs (8 in all)" in second.verdict.inconclusive[0]
+    found = until_decided({"a": BAND}, {"a": runs}, cap=10, min_effect={"a": 0.02})
+    assert (found.runs, found.stop, found.verdict.verdict) == (3, DECIDED, WITHIN)
+    check = found.verdict.checks[0]
+    assert check.detectable > 0.02 and "the gap's 98.7% interval, -0.01637 to 0.01671, lies inside it" in check.note
+
+
 def test_undecided_at_the_cap_is_inconclusive_and_says_what_would_decide_it():
     runs = [0.90, 0.905, 0.895]
     found = until_decided({"a": BAND}, {"a": runs}, cap=3, min_effect={"a": 0.01})

@@ -158,7 +158,11 @@ def test_within_noise_only_where_the_test_sees_the_shift_that_matters():
     assert judge_family([judge(0.70, wide)], 0.05, {"test_accuracy": 1.5})[0].verdict == WITHIN
     several = judge_values("test_accuracy", [0.980, 0.985, 0.990, 0.985, 0.982], [0.984, 0.986, 0.983], 0.05, "c")
     assert judge_family([several], 0.05, {})[0].verdict == WITHIN  # detects 0.011 < 0.02
-    decided = judge_family([several], 0.05, {"test_accuracy": 0.008})[0]
+    # blind to 0.008 (it detects 0.010), but the gap's 95% interval, -0.0058 to 0.0057, lies inside ±0.008
+    equivalent = judge_family([several], 0.05, {"test_accuracy": 0.008})[0]
+    assert equivalent.verdict == WITHIN and equivalent.detectable > 0.008
+    assert "interval, -0.005805 to 0.005671, lies inside it (two one-sided tests)" in equivalent.note
+    decided = judge_family([several], 0.05, {"test_accuracy": 0.005})[0]
     assert decided.verdict == INCONCLUSIVE and "more candidate runs (" in decided.note
     # a metric that is not an accuracy: a tenth of the band mean by default; a band centred on 0 sees no shift
     loss = band_from_values("test_loss", [0.300, 0.302, 0.298, 0.301, 0.299], 0.05, "c")

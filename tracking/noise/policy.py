@@ -33,8 +33,9 @@ reports call it t. Several candidate runs are judged by the two-sample
 test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
 Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise but below the
 metric's named `compare.min_effect` is `within_tolerance`; a gap within noise is `within_noise` only where the
-test detects the smallest shift that matters (named, or its default: `min_effect`) with 80% power, else
-`inconclusive`, saying which runs would decide it: the verdict has three outcomes, beyond noise, within it, or not yet known. A value
+test detects the smallest shift that matters (named, or its default: `min_effect`) with 80% power, or where the
+gap's 1-α interval lies inside ± that shift (`equivalence`: two one-sided tests), else `inconclusive`, saying
+which runs would decide it: the verdict has three outcomes, beyond noise, within it, or not yet known. A value
 that is not a number is `inconclusive`, with its reason, and stays out of Holm's ordering (it never hides
 behind, or is hidden by, another metric).
 
@@ -262,8 +263,8 @@ def judge_family(
 
     `min_effects` None: a family reported beside the verdict, judged on noise alone. A mapping (empty or not): the
     family that decides the verdict, each metric held to its smallest shift that matters (`min_effect`): a gap
-    within noise is `within_noise` only where the test detects that shift with 80% power (or the band is
-    CONTROL's, which sees any shift), otherwise `inconclusive`, saying what would decide it; a significant gap
+    within noise is `within_noise` only where the test detects that shift with 80% power or the gap's 1-alpha
+    interval lies inside ± it (or the band is CONTROL's, which sees any shift), otherwise `inconclusive`, saying what would decide it; a significant gap
     below the metric's entry in `min_effects` is `within_tolerance`.
     """
     from tracking.noise.power import detectable_shift
@@ -280,16 +281,18 @@ def judge_family(
             seen = detectable_shift(found.band.n, found.candidates, level, found.reference_runs)
             found = replace(found, detectable=seen * found.band.std)
         if min_effects is not None:
-            found = _held_to(
-                found, min_effects.get(found.metric), *min_effect(found.metric, found.band.mean, min_effects), level
-            )
+            tolerance, origin = min_effect(found.metric, found.band.mean, min_effects)
+            found = _held_to(found, min_effects.get(found.metric), tolerance, origin, level, alpha)
         out.append(found)
     return out
 
 
-def _held_to(found: Judgement, named: float | None, tolerance: float, origin: str, level: float) -> Judgement:
+def _held_to(
+    found: Judgement, named: float | None, tolerance: float, origin: str, level: float, alpha: float
+) -> Judgement:
     """`found` held to the smallest shift that matters (`tolerance`, from `origin`), its test at `level`: a gap
-    within noise whose test could not see that shift is inconclusive, with the runs that would decide it; a gap
+    within noise is `within_noise` where the test sees that shift 80% of the time, or where the gap's 1-`alpha`
+    interval lies inside ±tolerance (`equivalence`), else inconclusive, with the runs that would decide it; a gap
     beyond noise but below the shift the team `named` in compare.min_effect is within tolerance (a default never
     turns a gap beyond noise into tolerance). CONTROL's zero spread (scale 0) is a measurement: any gap there is
     drift, however small, and an equal value is seen to be equal."""
@@ -302,12 +305,33 @@ def _held_to(found: Judgement, named: float | None, tolerance: float, origin: st
         return replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
     if found.verdict != WITHIN or found.detectable is None or found.detectable <= tolerance:
         return found
+    seen = equivalence(found, tolerance, alpha)
+    if seen is not None:
+        note = (
+            f"within ±{tolerance:.4g} ({origin}): the gap's {100 * (1 - alpha):.3g}% interval, {seen[0]:.4g} to {seen[1]:.4g}, "
+            "lies inside it (two one-sided tests)"
+        )
+        return replace(found, note="; ".join(filter(None, [found.note, note])))
     note = (
         f"within noise, but blind to a shift of {tolerance:.4g} ({origin}): the test detects "
         f"{found.detectable:.4g} 80% of the time; "
         f"{deciding_runs(tolerance, found.band.std, found.band.n, found.candidates, level)}"
     )
     return replace(found, verdict=INCONCLUSIVE, note="; ".join(filter(None, [found.note, note])))
+
+
+def equivalence(found: Judgement, tolerance: float, alpha: float) -> tuple[float, float] | None:
+    """The gap's 1-`alpha` interval where it lies inside ±`tolerance`, else None: Schuirmann's (1987) two one-sided
+    tests at alpha/2 each, with the verdict's own statistic and critical t (`tracking.noise.tails`), so a true
+    shift of `tolerance` or more is called within it at most alpha/2 of the time."""
+    from tracking.noise import tails
+
+    if found.scale is None or found.scale <= 0 or tolerance <= 0 or not math.isfinite(found.delta):
+        return None
+    around = None if found.reference_runs == found.band.n else found.reference_runs
+    half = tails.critical(alpha, found.band.n, found.candidates, around) * found.scale
+    low, high = found.delta - half, found.delta + half
+    return (low, high) if -tolerance <= low and high <= tolerance else None
 
 
 def family_verdict(judgements: Sequence[Judgement]) -> str:
