@@ -61,6 +61,8 @@ LOSS, LOSS_STD = 0.3, 0.02
 # Shifts, in measured band stds, that `tracking plan` at 5 calibration runs meets with each kind of option: more
 # candidate runs or more calibration runs with one (4.3), more candidate runs (2.8), as many of each (1.7).
 PLANNED = (4.3, 2.8, 1.7)
+# The band runs of the false-alarms section (`--band-runs` picks some: one process a cell on a many-core machine).
+FALSE_ALARM_BANDS = (3, 5, 10, 20)
 # compare.min_effect where only false alarms are counted: far beyond any gap, so that no verdict asks what would
 # decide it (the runs `tracking.noise.power.deciding_runs` searches cost a trial more than its test).
 FAR = 1e6
@@ -314,7 +316,9 @@ def null_cells(rng: np.random.Generator, trials: int) -> None:
         )
 
 
-def false_alarms(rng: np.random.Generator, trials: int) -> None:
+def false_alarms(
+    rng: np.random.Generator, trials: int, noises: list[str] | None = None, bands: list[int] | None = None
+) -> None:
     """False alarms with no true shift under every noise model, 3 to 20 band runs and 1, 3 and 5 candidate runs:
     each metric's own test at alpha (test_accuracy under the model, test_loss normal) and the Holm family (a metric
     beyond noise after Holm). The target: the upper end of each interval at most alpha + 1 point."""
@@ -323,8 +327,8 @@ def false_alarms(rng: np.random.Generator, trials: int) -> None:
         f"alpha | test_loss's (normal) | the Holm family; * an upper end above {ALPHA + 0.01:.2f}, ! a lower end "
         f"above {ALPHA}"
     )
-    for noise in NOISE:
-        for n in (3, 5, 10, 20):
+    for noise in noises or list(NOISE):
+        for n in bands or FALSE_ALARM_BANDS:
             for runs in (1, 3, 5):
                 hits = np.zeros(3, dtype=int)
                 for _ in range(trials):
@@ -385,6 +389,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000, help="independent trials per cell (default 2000)")
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only this section (repeatable)")
+    parser.add_argument(
+        "--noise", choices=list(NOISE), action="append", help="false-alarms: only this noise model (repeatable)"
+    )
+    parser.add_argument(
+        "--band-runs", type=int, choices=FALSE_ALARM_BANDS, action="append", help="false-alarms: only these band runs"
+    )
     parser.add_argument("--real", action="store_true", help="also train a tiny model (slow)")
     parser.add_argument("--real-repeats", type=int, default=5, help="real band runs (default 5)")
     parser.add_argument("--real-candidates", type=int, default=10, help="real seed-only candidates (default 10)")
@@ -398,7 +408,18 @@ def main() -> None:
     )
     for name, section in SECTIONS.items():
         if args.only is None or name in args.only:
-            section(np.random.default_rng([34, list(SECTIONS).index(name)]), trials)
+            rng = np.random.default_rng(
+                [
+                    34,
+                    list(SECTIONS).index(name),
+                    *(list(NOISE).index(noise) for noise in args.noise or []),
+                    *(args.band_runs or []),
+                ]
+            )
+            if name == "false-alarms":
+                false_alarms(rng, trials, args.noise, args.band_runs)
+            else:
+                section(rng, trials)
     print(f"simulation: {time.perf_counter() - started:.0f} s")
     if args.real:
         real(args)
