@@ -31,10 +31,10 @@ def main() -> None:
 
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
-    from tracking.noise.calibration import open_calibration
     from tracking.noise.variants import variant_setup
     from tracking.noise.worker import RepeatWorker
     from tracking.run.tracker import Tracker
+    from tracking.stages.calibrate import open_calibration
     from tracking.training.fitting import fit_model
 
     train, val = splits["train"], splits.get("val")

@@ -69,10 +69,10 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int, t
     builders_without_stage_guard()
     from tracking.config.params import Params
     from tracking.data.dataset import load_source
-    from tracking.data.prepare import split
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.determinism.settings import as_record, build_record
     from tracking.noise.variants import algo_seeds
+    from tracking.stages.prepare import split
 
     builder, kwargs = MODELS[model]
     kwargs = {**kwargs, **(TINY_WIDTHS[model] if tiny else {})}

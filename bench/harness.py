@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tracking.config.params import Params, load_params
 from tracking.data.dataset import build_manifest, load_source
 from tracking.data.manifest import Manifest
-from tracking.data.prepare import split
 from tracking.determinism.process import reproducible_process
 from tracking.determinism.seeds import Seeds
+from tracking.stages.prepare import split
 from tracking.store.location import project_root
 
 

@@ -50,11 +50,11 @@ def main() -> None:
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
     from tracking.run.tracker import Tracker
+    from tracking.stages.train import write_outputs
     from tracking.store.location import connect
     from tracking.training.fitting import fit_model
     from tracking.training.model import BuildInputs, prepare_model
     from tracking.training.tracked import tracked_training
-    from tracking.training.train import write_outputs
 
     started = time.perf_counter()
     connect(root, "bench-overhead")

@@ -256,10 +256,10 @@ def std_intervals(rng: np.random.Generator, trials: int) -> None:
 
 
 def cost_intervals(rng: np.random.Generator, trials: int) -> None:
-    """How often the audit's cost of determinism interval (`tracking.inspect.audit.cost_interval`) covers the true
+    """How often the audit's cost of determinism interval (`tracking.inspect.audit_measures.cost_interval`) covers the true
     ratio: each pair of repeats shares the machine's load, and the pair's ratio moves by the noise model (a 10%
     log-scale spread), its 40 steps by 3% each."""
-    from tracking.inspect.audit import cost_interval
+    from tracking.inspect.audit_measures import cost_interval
 
     print("the audit's cost of determinism, 95% interval from its paired repeats, covers the true ratio (1.3x):")
     for noise, draw in COVERAGE_NOISE.items():
@@ -429,11 +429,11 @@ def real(args: argparse.Namespace) -> None:
     """Train a tiny model as a band and as seed-only candidates, and judge each candidate as compare does."""
     from tracking.config.params import load_params
     from tracking.data.dataset import load_source
-    from tracking.data.prepare import split
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.noise.statistics import pairwise_churn
     from tracking.noise.variants import variant_setup
     from tracking.noise.verdict import judge_candidate
+    from tracking.stages.prepare import split
     from tracking.training.model import BuildInputs, RepeatedModel
     from tracking.training.repeat import train_and_score
 

@@ -1,12 +1,12 @@
 """Stage `audit` (and `tracking audit`): train the current config R times with op determinism on and R times off
-(`tracking.run_audit`)."""
+(`tracking.stages.audit`)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
-from tracking import at_least, load_params, run_audit, run_main
+from tracking.stages import at_least, load_params, run_audit, run_main
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -1,9 +1,9 @@
 """DVC stage `calibrate`: train the frozen baseline `calibration.repeats` times per noise variant
-(`tracking.calibrate`)."""
+(`tracking.stages.calibrate`)."""
 
 from __future__ import annotations
 
-from tracking import calibrate, load_params, run_main
+from tracking.stages import calibrate, load_params, run_main
 
 
 def main() -> None:

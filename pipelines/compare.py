@@ -1,12 +1,12 @@
 """DVC stage `compare`: judge the candidate run against the noise band that fits it, log the verdict to its MLflow
-run and write metrics/compare.json, the report and its plots (`tracking.compare_candidate`). Exits 1 when
+run and write metrics/compare.json, the report and its plots (`tracking.stages.compare`). Exits 1 when
 `compare.fail_on_drift` is true and the verdict is drift in the worse direction."""
 
 from __future__ import annotations
 
 import sys
 
-from tracking import compare_candidate, load_params, run_main
+from tracking.stages import compare_candidate, load_params, run_main
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """DVC stage `prepare`: load the source or loader, split it with `data.split_seed`, check the pin, write the arrays
-(`tracking.prepare_data`)."""
+(`tracking.stages.prepare`)."""
 
 from __future__ import annotations
 
-from tracking import load_params, prepare_data, run_main
+from tracking.stages import load_params, prepare_data, run_main
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """DVC stage `train`: open the pipeline's MLflow run, log params and provenance, train, save the model
-(`tracking.train_model`)."""
+(`tracking.stages.train`)."""
 
 from __future__ import annotations
 
-from tracking import load_params, run_main, train_model
+from tracking.stages import load_params, run_main, train_model
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO, assert_user_error, client_for, make_project, run, runs_of, write_params
 
-from tracking.inspect.audit import cost_interval, diagnose, first_divergence, pairwise_sad, unsupported_line
+from tracking.inspect.audit_measures import cost_interval, diagnose, first_divergence, pairwise_sad, unsupported_line
 
 AUDIT = [sys.executable, "-m", "tracking", "audit", "--repeats", "3", "--steps", "3"]
 NOISY_BUILDER = '''\

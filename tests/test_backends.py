@@ -15,11 +15,11 @@ import pytest
 from tracking.config.params import DeterminismParams
 from tracking.determinism import jax_backend, settings
 from tracking.determinism.backend import EffectiveDeterminism, select
+from tracking.entry import run_main
 from tracking.env import KERAS_BACKEND, XLA_FLAGS
 from tracking.errors import UsageError
 from tracking.inspect.diff.groups import group_diffs
 from tracking.inspect.diff.runs import RunSnapshot
-from tracking.stage import run_main
 
 REPO = Path(__file__).resolve().parents[1]
 

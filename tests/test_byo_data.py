@@ -102,7 +102,7 @@ def test_named_inputs_are_kept_stored_and_hashed_by_name(tmp_path: Path):
     its structure; every array is in the manifest under its name, and renaming a key changes the content hash."""
     from tracking.config.params import DataParams
     from tracking.data.dataset import load_split, write_splits
-    from tracking.data.prepare import split
+    from tracking.stages.prepare import split
 
     def prepared(source, folder: str):
         splits = split(source, DataParams(source="unused.npz"), 1)
@@ -150,7 +150,7 @@ def test_sample_weights_are_split_stored_and_hashed_as_data(tmp_path: Path):
     them and part of the content hash: other weights are other data."""
     from tracking.config.params import DataParams
     from tracking.data.dataset import load_split, write_splits
-    from tracking.data.prepare import split
+    from tracking.stages.prepare import split
 
     def prepared(weights: str):
         body = f"y = np.arange(n) % 2\n    return {{'x': np.ones((n, 3)), 'y': y, 'sample_weight': {weights}}}"

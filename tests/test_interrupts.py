@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import project_env
 
+from tracking.entry import run_main
 from tracking.run.lifecycle import record_killed
-from tracking.stage import run_main
 
 
 def test_tracking_diff_interrupted_while_waiting_for_its_server_owns_no_run(tmp_path: Path):

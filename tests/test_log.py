@@ -10,7 +10,7 @@ import sys
 from conftest import assert_user_error, project_env
 
 WARN = (
-    "import logging; from tracking.stage import run_main; "
+    "import logging; from tracking.entry import run_main; "
     "run_main(lambda: logging.getLogger('tracking.store.journal').warning('server %s lost', 'x'))"
 )
 

@@ -358,8 +358,8 @@ def test_a_loaders_error_and_a_builders_do_not_print_the_credential_they_were_gi
     """Each error names the code and its error, shown as `say_error` shows every user error: the credential
     values its params gave it (named as credentials, whatever they look like) and any token are taken out."""
     from tracking.data.dataset import load_from_loader
+    from tracking.entry import say_error
     from tracking.errors import UserCodeError
-    from tracking.stage import say_error
     from tracking.training.building import call_builder
 
     (tmp_path / "team_failing_code.py").write_text(

@@ -10,8 +10,8 @@ import pytest
 
 from tracking.config.params import Params
 from tracking.data.manifest import Manifest
-from tracking.noise.calibration import repeat_identity
 from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
+from tracking.stages.calibrate import repeat_identity
 
 DVC_YAML = "stages:\n  calibrate:\n    cmd: python3 -m pipelines.calibrate\n    deps: [data/prepared, models/net.py]\n"
 

@@ -50,7 +50,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     run(["git", "commit", "-qm", "results of the pipeline"], project)
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
-    train = clone / "tracking/training/train.py"
+    train = clone / "tracking/stages/train.py"
     train.write_text(train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) '))
     write_params(clone, train={"learning_rate": 0.002})
     run(["dvc", "repro", "evaluate"], clone)
@@ -68,7 +68,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     )
     assert [line for line in record["git"]["diff"].splitlines() if line.startswith("diff --git")] == [
         "diff --git a/params.yaml b/params.yaml",
-        "diff --git a/tracking/training/train.py b/tracking/training/train.py",
+        "diff --git a/tracking/stages/train.py b/tracking/stages/train.py",
     ]
     run(["git", "add", "-A"], clone)
     run(["git", "commit", "-qm", "after the run"], clone)
@@ -90,7 +90,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     files = snapshot(clone)
     done = rerun(clone, original.info.run_id)
     assert done.returncode == 0, done.stderr
-    assert "applied the logged uncommitted diff (2 file(s): params.yaml, tracking/training/train.py)" in done.stdout
+    assert "applied the logged uncommitted diff (2 file(s): params.yaml, tracking/stages/train.py)" in done.stdout
     assert "trained (uncommitted edit)" in done.stdout and "edited after the run" not in done.stdout
     assert "weights: bit-identical" in done.stdout
     assert_untouched(clone, files, status)

@@ -13,6 +13,7 @@ import ast
 import json
 import re
 import sys
+from importlib.util import resolve_name
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,11 @@ PACKAGES = ("pipelines", "tracking")
 PLUMBING = {
     "pipelines/__init__.py": "empty package marker",
     "tracking/__init__.py": "re-exports only",
+    "tracking/stages/__init__.py": "re-exports only",
     "tracking/errors.py": "exception types and exit status",
     "tracking/log.py": "how library messages are shown",
     "tracking/names.py": "the names of the tags written to MLflow",
-    "tracking/stage.py": "entry point: error lines, exit status, argparse types",
+    "tracking/entry.py": "entry point: error lines, exit status, argparse types",
     "tracking/startup.py": "the stage-start timing line",
     "tracking/run/lifecycle.py": "signal handling that ends a run KILLED",
     "tracking/run/tracker.py": "the MLflow run",
@@ -78,23 +80,27 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-def public_modules() -> dict[str, str]:
-    """`tracking`'s public names (`tracking._PUBLIC`, read from its source) and the module that defines each."""
-    tree = ast.parse((REPO / "tracking/__init__.py").read_text())
+# The facades whose names load their modules on first use: the team's API and the stages'.
+FACADES = ("tracking", "tracking.stages")
+
+
+def public_modules(facade: str) -> dict[str, str]:
+    """A facade's public names (its `_PUBLIC`, read from its source) and the module that defines each."""
+    tree = ast.parse((REPO / facade.replace(".", "/") / "__init__.py").read_text())
     table = next(
         node.value
         for node in tree.body
         if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "_PUBLIC" for target in node.targets)
     )
-    return {name: f"tracking{module}" for name, module in ast.literal_eval(table).items()}
+    return {name: resolve_name(module, facade) for name, module in ast.literal_eval(table).items()}
 
 
-PUBLIC = public_modules()
+PUBLIC = {facade: public_modules(facade) for facade in FACADES}
 
 
 def imported_names(path: Path) -> set[str]:
     """Modules `path` may load: every import statement at any depth, their parent packages, the defining module of
-    each public name taken from `tracking` (which loads it on first use), and dotted string constants naming a
+    each public name taken from a facade (which loads it on first use), and dotted string constants naming a
     project module (what `subprocess` starts with `python -m`)."""
     package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
     names: set[str] = set()
@@ -106,8 +112,8 @@ def imported_names(path: Path) -> set[str]:
             module = ".".join(part for part in (base, node.module or "") if part)
             names.add(module)
             names.update(f"{module}.{alias.name}" for alias in node.names)
-            if module == "tracking":
-                names.update(PUBLIC[alias.name] for alias in node.names if alias.name in PUBLIC)
+            if module in PUBLIC:
+                names.update(PUBLIC[module][alias.name] for alias in node.names if alias.name in PUBLIC[module])
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -172,14 +178,14 @@ def test_the_exempt_list_names_real_modules_and_no_stage_code():
 
 def test_closure_follows_public_names_to_the_modules_that_define_them():
     closure = import_closure("pipelines.train")
-    assert "tracking/training/train.py" in closure and "tracking/training/fitting.py" in closure
-    assert closure["tracking/training/train.py"] == "pipelines/train.py"
+    assert "tracking/stages/train.py" in closure and "tracking/training/fitting.py" in closure
+    assert closure["tracking/stages/train.py"] == "pipelines/train.py"
 
 
 @pytest.mark.parametrize("stage", sorted(path.stem for path in (REPO / "pipelines").glob("[!_]*.py")))
 def test_stages_import_only_the_library_public_names(stage: str):
-    """The library's public names are the ones the stages import, so what a team's script uses cannot rot apart
-    from what the pipeline runs."""
+    """A stage imports the stages' names (`tracking.stages`) and a builder module the team's (`tracking`), never
+    an internal module, so the pipeline's entry points are declared in one place."""
     tree = ast.parse((REPO / "pipelines" / f"{stage}.py").read_text())
     internal = [
         f"{node.module}.{alias.name}" if isinstance(node, ast.ImportFrom) else alias.name
@@ -187,20 +193,24 @@ def test_stages_import_only_the_library_public_names(stage: str):
         if isinstance(node, (ast.Import, ast.ImportFrom))
         for alias in node.names
         if (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0] == "tracking"
-        and not (isinstance(node, ast.ImportFrom) and node.module == "tracking" and alias.name in PUBLIC)
+        and not (isinstance(node, ast.ImportFrom) and alias.name in PUBLIC.get(node.module, {}))
     ]
-    assert not internal, f"pipelines/{stage}.py imports library internals: {internal}; export them from tracking"
+    assert not internal, f"pipelines/{stage}.py imports library internals: {internal}; declare them in tracking.stages"
 
 
 def test_every_public_name_loads_from_its_module_without_tensorflow_or_mlflow():
     code = (
-        "import sys, tracking\n"
-        "for name in tracking.__all__:\n"
-        "    found = getattr(tracking, name)\n"
-        "    assert getattr(found, '__module__', None) in (None, 'tracking' + tracking._PUBLIC[name]), name\n"
-        "print(sorted(tracking.__all__) == sorted(tracking._PUBLIC), 'tensorflow' in sys.modules, 'mlflow' in sys.modules)"
+        "import importlib, sys\n"
+        "from importlib.util import resolve_name\n"
+        "for facade in sys.argv[1:]:\n"
+        "    module = importlib.import_module(facade)\n"
+        "    for name in module.__all__:\n"
+        "        found = getattr(module, name)\n"
+        "        assert getattr(found, '__module__', None) in (None, resolve_name(module._PUBLIC[name], facade)), name\n"
+        "    assert sorted(module.__all__) == sorted(module._PUBLIC), facade\n"
+        "print('tensorflow' in sys.modules, 'mlflow' in sys.modules)"
     )
-    assert run([sys.executable, "-c", code], REPO).stdout.split() == ["True", "False", "False"]
+    assert run([sys.executable, "-c", code, *FACADES], REPO).stdout.split() == ["False", "False"]
 
 
 def test_closure_follows_function_level_imports_and_python_m_children():

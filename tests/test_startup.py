@@ -44,7 +44,7 @@ def test_the_line_is_a_line_of_its_own_after_stdout_and_outside_an_open_progress
     """Said at the first step while the calibrate stage's bar is drawn, it landed after the bar on the same line,
     and ahead of what the stage had printed to stdout before it."""
     code = (
-        "import sys\nfrom tqdm import tqdm\nfrom tracking import startup\nfrom tracking.stage import run_main\n"
+        "import sys\nfrom tqdm import tqdm\nfrom tracking import startup\nfrom tracking.entry import run_main\n"
         "def main():\n"
         "    print('stdout before')\n"
         "    with tqdm(total=3, desc='calibrate', file=sys.stderr) as bar:\n"

@@ -1,10 +1,10 @@
 """Reproducible Keras training under DVC with its provenance logged to MLflow.
 
-The public surface is small and loads on first use (`tracking.Tracker` imports its module then), so that
+The public surface is small and loads on first use (`tracking.judge` imports its module then), so that
 `tracking --help` and the stages' own imports stay fast; TensorFlow and MLflow load only inside the functions
 that need them. The Keras callback lives in `tracking.training.callback`, which imports Keras.
 `tracking.start` opens the run of a team's own training script (tracking/script/run.py); the DVC stages in
-`pipelines/` call one public function each (`prepare_data`, `train_model`, ...).
+`pipelines/` call one function each of `tracking.stages` (one module per stage: `prepare_data`, `train_model`, ...).
 Importing the package turns MLflow's usage telemetry off (unless the user turned it on): every stage and
 command of ours imports it before MLflow.
 """
@@ -16,31 +16,16 @@ from tracking.env import telemetry_off_by_default
 
 telemetry_off_by_default()
 
-# Each public name and the module that defines it (relative to this package). A DVC stage imports only these
-# (tests/test_stage_deps.py): the pipeline's steps in data-flow order, then the pieces a team's script or stage uses.
+# The team's API, each name and the module that defines it (relative to this package): a team's own script (`start`), its builders (the task
+# names), runs judged from plain numbers (`judge`, `Verdict`) and the errors (`TrackingError`). The DVC stages'
+# names are `tracking.stages`'.
 _PUBLIC = {
-    "prepare_data": ".data.prepare",
-    "train_model": ".training.train",
-    "evaluate_model": ".training.evaluation",
-    "calibrate": ".noise.calibration",
-    "compare_candidate": ".noise.compare",
+    "start": ".script.run",
     "judge": ".noise.judging",
     "Verdict": ".noise.judging",
-    "run_audit": ".inspect.audit_run",
-    "run_main": ".stage",
-    "at_least": ".stage",
-    "Params": ".config.params",
-    "load_params": ".config.params",
+    "TrackingError": ".errors",
     "CLASSIFICATION": ".config.params",
     "REGRESSION": ".config.params",
-    "reproducible_process": ".determinism.process",
-    "seed_frameworks": ".determinism.process",
-    "Seeds": ".determinism.seeds",
-    "resolve_seeds": ".determinism.seeds",
-    "TrackingError": ".errors",
-    "start": ".script.run",
-    "ScriptRun": ".script.run",
-    "Tracker": ".run.tracker",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracking.stage import at_least, run_main
+from tracking.entry import at_least, run_main
 
 log = logging.getLogger(__name__)
 
@@ -348,9 +348,9 @@ def _plan(args: argparse.Namespace) -> None:
 
 
 def _audit(args: argparse.Namespace) -> None:
-    """Audit the project's configuration in this process, as its `audit` stage does (tracking/inspect/audit_run.py)."""
+    """Audit the project's configuration in this process, as its `audit` stage does (tracking/stages/audit.py)."""
     from tracking.config.params import load_params
-    from tracking.inspect.audit_run import run_audit
+    from tracking.stages.audit import run_audit
     from tracking.store.location import project_root
 
     run_audit(load_params(project_root() / "params.yaml"), args.repeats, args.steps)

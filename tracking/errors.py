@@ -95,7 +95,7 @@ class StoreFault(TrackingError):
 
 class WriteFault(TrackingError):
     """A file a command opens or writes cannot be: the project was made read-only or not the user's, or its disk
-    filled, while the command ran. Said with the file's path instead of a traceback (`tracking.stage.run_main`)."""
+    filled, while the command ran. Said with the file's path instead of a traceback (`tracking.entry.run_main`)."""
 
     @classmethod
     def of(cls, error: BaseException) -> WriteFault | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.inspect.audit import cost_text
+from tracking.inspect.audit_measures import cost_text
 
 PUBLISHED_GPU_COST = "1.0x to 7.5x"
 

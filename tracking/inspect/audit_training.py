@@ -31,7 +31,8 @@ from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import as_record, is_determinism_error
-from tracking.inspect.audit import (
+from tracking.entry import run_main
+from tracking.inspect.audit_measures import (
     DONE,
     GO,
     READY,
@@ -42,7 +43,6 @@ from tracking.inspect.audit import (
 )
 from tracking.layout import PREPARED
 from tracking.noise.variants import variant_setup
-from tracking.stage import run_main
 from tracking.store.location import project_root
 from tracking.training.augment import augment_function, step_seed
 from tracking.training.batches import batch_orders

@@ -2,7 +2,7 @@
 
 One candidate run detects little: with 5 calibration repeats the two default metrics see a true shift of 5 band
 stds 80% of the time, three candidate runs one of 2.9 (docs/noise-statistics.md). So the compare stage trains the
-candidate N - 1 more times through the calibration's machinery (tracking/noise/calibration.py, worker.py): the
+candidate N - 1 more times through the calibration's machinery (tracking/stages/calibrate.py, worker.py): the
 candidate's own params, its seeds varied as its band's variant varies them (on the `candidate` draws, so a
 candidate that keeps the baseline's seeds never repeats a band run's), in this process or on Ray
 (`compute.executor`), each a child of the candidate's MLflow run. Every finished run is kept as a calibration
@@ -25,7 +25,11 @@ from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import gpu_present
 from tracking.layout import COMPARE, REPEATS_DIR
-from tracking.noise.calibration import (
+from tracking.noise.policy import CONTROL
+from tracking.noise.repeats import KeptRepeat, RepeatStore, repeat_key
+from tracking.noise.worker import CANDIDATE, Job, RepeatSpec, RepeatWorker
+from tracking.run.tracker import Tracker
+from tracking.stages.calibrate import (
     checked_model,
     repeat_identity,
     repeat_spec,
@@ -33,10 +37,6 @@ from tracking.noise.calibration import (
     worker_credentials,
     worker_environment,
 )
-from tracking.noise.policy import CONTROL
-from tracking.noise.repeats import KeptRepeat, RepeatStore, repeat_key
-from tracking.noise.worker import CANDIDATE, Job, RepeatSpec, RepeatWorker
-from tracking.run.tracker import Tracker
 from tracking.store.location import tracking_uri
 from tracking.training.model import RepeatedModel, require_code_deps
 

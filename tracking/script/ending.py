@@ -33,7 +33,7 @@ def user_errors_in_one_line() -> None:
         if not isinstance(error, TrackingError):
             previous(kind, error, tb)
             return
-        from tracking.stage import say_error
+        from tracking.entry import say_error
 
         say_error(error)
         atexit._run_exitfuncs()  # the run ends FAILED before the exit status is forced
@@ -49,7 +49,7 @@ def end_at_exit(end: Callable[[BaseException | None], None]) -> Callable[[], Non
         try:
             end(_uncaught[-1] if _uncaught else None)
         except TrackingError as err:  # the store failed the run's last writes: the script did not succeed
-            from tracking.stage import say_error
+            from tracking.entry import say_error
 
             say_error(err)
             _exit(USER_ERROR_EXIT)

@@ -25,7 +25,7 @@ from tracking.determinism.backend import TENSORFLOW
 from tracking.determinism.process import reproducible_process
 from tracking.env import TRACKING_PROJECT_ROOT
 from tracking.errors import AuditError, UnsupportedOpError, UsageError
-from tracking.inspect.audit import (
+from tracking.inspect.audit_measures import (
     DONE,
     GO,
     MODE_LABELS,

@@ -1,0 +1,30 @@
+"""The pipeline's stages, one module per stage named after it, and the names a DVC stage (`pipelines/*.py`)
+imports: each stage's function, the params loader, and the entry point that turns a user error into one line and
+an exit status. Each name loads its module on first use, so a stage process loads its own stage's code only; the
+team's API is `tracking`'s.
+"""
+
+from importlib import import_module
+from typing import Any
+
+# Each stage's name and the module that defines it (relative to this package), in data-flow order, then what every
+# stage uses. A DVC stage imports only these (tests/test_stage_deps.py).
+_PUBLIC = {
+    "prepare_data": ".prepare",
+    "train_model": ".train",
+    "evaluate_model": ".evaluate",
+    "calibrate": ".calibrate",
+    "compare_candidate": ".compare",
+    "run_audit": ".audit",
+    "load_params": "..config.params",
+    "run_main": "..entry",
+    "at_least": "..entry",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'tracking.stages' has no attribute {name!r}")
+    return getattr(import_module(_PUBLIC[name], __name__), name)
