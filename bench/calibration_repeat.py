@@ -31,8 +31,8 @@ def main() -> None:
 
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
-    from tracking.noise.variants import variant_setup
-    from tracking.noise.worker import RepeatWorker
+    from tracking.repeats.variants import variant_setup
+    from tracking.repeats.worker import RepeatWorker
     from tracking.run.tracker import Tracker
     from tracking.stages.calibrate import open_calibration
     from tracking.training.fitting import fit_model

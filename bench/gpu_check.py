@@ -71,7 +71,7 @@ def child(backend: str, model: str, determinism: bool, runs: int, epochs: int, t
     from tracking.data.dataset import load_source
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.determinism.settings import as_record, build_record
-    from tracking.noise.variants import algo_seeds
+    from tracking.repeats.variants import algo_seeds
     from tracking.stages.prepare import split
 
     builder, kwargs = MODELS[model]

@@ -50,7 +50,7 @@ def bare_training(bench: Bench, variant: str, repeat: int, gpu: bool) -> Any:
     """Train `variant`'s repeat `repeat` of the configuration untracked, as a team's own script would: seed,
     build, compile and fit; return the model."""
     from tracking.determinism.process import seed_frameworks
-    from tracking.noise.variants import variant_setup
+    from tracking.repeats.variants import variant_setup
     from tracking.training.fitting import train_model
     from tracking.training.model import BuildInputs
 

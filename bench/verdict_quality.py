@@ -431,8 +431,8 @@ def real(args: argparse.Namespace) -> None:
     from tracking.data.dataset import load_source
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.noise.statistics import pairwise_churn
-    from tracking.noise.variants import variant_setup
     from tracking.noise.verdict import judge_candidate
+    from tracking.repeats.variants import variant_setup
     from tracking.stages.prepare import split
     from tracking.training.model import BuildInputs, RepeatedModel
     from tracking.training.repeat import train_and_score

@@ -20,8 +20,8 @@ from tracking.names import (
     MLFLOW_PARENT_RUN_TAG,
     NOISE_VARIANT_TAG,
 )
-from tracking.noise.replicated import extra_runs
-from tracking.noise.variants import variant_setup
+from tracking.repeats.candidate_runs import extra_runs
+from tracking.repeats.variants import variant_setup
 
 
 def test_candidate_draws_are_not_the_calibrations_and_control_trains_none():

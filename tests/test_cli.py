@@ -26,7 +26,7 @@ def test_provenance_command_outside_a_project_is_one_line(tmp_path):
 
 
 def test_ray_is_imported_only_by_the_ray_executor():
-    code = "import sys, pipelines.calibrate, tracking.noise.worker, tracking.compute.ray_executor; print('ray' in sys.modules)"
+    code = "import sys, pipelines.calibrate, tracking.repeats.worker, tracking.compute.ray_executor; print('ray' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -297,7 +297,7 @@ from pathlib import Path
 
 from tracking.compute.ray_executor import RayPool
 from tracking.config.params import ComputeParams
-from tracking.stages.calibrate import worker_credentials, worker_environment
+from tracking.repeats.running import worker_credentials, worker_environment
 
 
 class Seen:

@@ -10,8 +10,8 @@ import pytest
 
 from tracking.config.params import Params
 from tracking.data.manifest import Manifest
-from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
-from tracking.stages.calibrate import repeat_identity
+from tracking.repeats.kept import KeptRepeat, RepeatStore, code_version, repeat_key
+from tracking.repeats.planning import repeat_identity
 
 DVC_YAML = "stages:\n  calibrate:\n    cmd: python3 -m pipelines.calibrate\n    deps: [data/prepared, models/net.py]\n"
 
@@ -62,7 +62,7 @@ def test_the_key_follows_the_baseline_the_data_and_the_code_not_where_or_how_man
 def test_installed_product_code_counts_where_no_dvc_yaml_lists_it(project: Path) -> None:
     files = code_version(project, "calibrate")["files"]
     assert "models/net.py" in files and "notes.md" not in files
-    assert "tracking/noise/worker.py" in files and "tracking/noise/repeats.py" in files  # installed outside `project`
+    assert "tracking/repeats/worker.py" in files and "tracking/repeats/kept.py" in files  # installed outside `project`
 
 
 def test_a_repeat_is_kept_whole_in_a_folder_git_ignores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

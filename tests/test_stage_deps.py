@@ -215,7 +215,7 @@ def test_every_public_name_loads_from_its_module_without_tensorflow_or_mlflow():
 
 def test_closure_follows_function_level_imports_and_python_m_children():
     assert "tracking/training/callback.py" in import_closure("pipelines.train")  # imported inside a function
-    assert "tracking/noise/variants.py" in import_closure(
+    assert "tracking/repeats/variants.py" in import_closure(
         "pipelines.audit"
     )  # via `python -m tracking.inspect.audit_training`
 

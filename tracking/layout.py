@@ -60,7 +60,7 @@ CONFUSION = Path("plots/confusion.json")
 # repeat's predictions and weights.
 NOISE_FILE = Path("calibration/noise.json")
 CALIBRATION_RUNS = OUTPUTS / "calibration.npz"
-# calibrate: every finished repeat, kept under the key of what determined it (tracking/noise/repeats.py), so a
+# calibrate: every finished repeat, kept under the key of what determined it (tracking/repeats/kept.py), so a
 # killed calibration resumes and more repeats train only the new ones. Not a DVC out: DVC would delete it.
 REPEATS_DIR = Path("calibration/repeats")
 

@@ -68,7 +68,7 @@ VERDICT_TAG = "noise.verdict"
 BAND_VARIANT_TAG = "noise.band_variant"
 REASON_TAG = "noise.reason"
 SECONDARY_EXCEEDING_TAG = "noise.secondary_exceeding"
-REPEAT_KEY_TAG = "noise.repeat_key"  # what determines a repeat's result (tracking/noise/repeats.py)
+REPEAT_KEY_TAG = "noise.repeat_key"  # what determines a repeat's result (tracking/repeats/kept.py)
 REUSED_REPEATS_TAG = "noise.reused_repeats"  # on the parent: how many repeats an earlier calibration trained
 # A candidate's extra runs (`compare.candidate_repeats`), children of its run: their index (1 to N-1), and under
 # BAND_VARIANT_TAG the variant whose seeds and kernel noise they vary (never NOISE_VARIANT_TAG: no band holds them).

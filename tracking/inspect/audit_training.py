@@ -42,7 +42,7 @@ from tracking.inspect.audit_measures import (
     diagnose,
 )
 from tracking.layout import PREPARED
-from tracking.noise.variants import variant_setup
+from tracking.repeats.variants import variant_setup
 from tracking.store.location import project_root
 from tracking.training.augment import augment_function, step_seed
 from tracking.training.batches import batch_orders

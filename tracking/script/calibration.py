@@ -5,7 +5,7 @@ nothing varied, so the runs must be bit-identical), in a temporary git worktree 
 uncommitted diff (the team's outputs are never overwritten), each run a child of one MLflow parent run tagged
 `noise.role = calibration`. The script learns its variant, repeat and parent through the environment
 (tracking/script/repeat.py). Each repeat is kept in the store under the key of everything that decides it (the
-stage's code by content, the params, the numerical libraries, variant and index: tracking/noise/repeats.py), so an
+stage's code by content, the params, the numerical libraries, variant and index: tracking/repeats/kept.py), so an
 interrupted calibration resumes and more repeats train only the new ones.
 
 The parent carries `calibration/noise.json` with the bands of every metric the runs logged, as the calibrate stage
@@ -70,8 +70,8 @@ def calibrate_script(
 ) -> NoiseRecord:
     """Calibrate the script's stage at `root`; return the noise record logged on the parent run."""
     from tracking.inspect.worktree import apply_diff, temporary_worktree
-    from tracking.noise.repeats import code_version, repeat_key
     from tracking.provenance.git import gather_git, open_repository
+    from tracking.repeats.kept import code_version, repeat_key
     from tracking.run.tracker import Tracker
     from tracking.store.location import tracking_uri
 

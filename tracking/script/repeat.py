@@ -3,7 +3,7 @@
 `tracking calibrate` tells each run of the script through `TRACKING_REPEAT` which parent run it belongs to, its
 variant and its index.
 
-An ALGO repeat varies every seed the run hands out (tracking/noise/variants.py's `ALGO_SOURCES`) and `seeds.base`
+An ALGO repeat varies every seed the run hands out (tracking/repeats/variants.py's `ALGO_SOURCES`) and `seeds.base`
 too, since what the script decides itself (Keras's own shuffle, a model it did not pass to `run.seeded`) draws
 from the global streams `seeds.base` seeds; the hash seed follows. A CONTROL repeat keeps every seed.
 """
@@ -18,7 +18,7 @@ from tracking.determinism.seeds import Seeds
 from tracking.env import TRACKING_REPEAT
 from tracking.errors import SettingError
 from tracking.names import NOISE_REPEAT_TAG, NOISE_VARIANT_TAG, REPEAT_KEY_TAG
-from tracking.noise.variants import ALGO_SOURCES, algo_seeds
+from tracking.repeats.variants import ALGO_SOURCES, algo_seeds
 
 # The variants a script's calibration offers: seeds varied, or nothing varied (kernel noise needs our own fit).
 SCRIPT_VARIANTS = ("algo", "control")

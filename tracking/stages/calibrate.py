@@ -1,18 +1,17 @@
 """Calibration: the frozen baseline trained `calibration.repeats` times per noise variant, as children of one MLflow
 parent run, and the bands, churn and weight distances of each variant summarised from them.
 
-The variants, and how each repeat's seeds and kernel noise are set, are in `tracking/noise/variants.py`; one repeat's
-training is `tracking/noise/worker.py`. Repeats run in this process one after another (`compute.executor: local`) or
+The variants, and how each repeat's seeds and kernel noise are set, are in `tracking/repeats/variants.py`; one repeat's
+training is `tracking/repeats/worker.py`. Repeats run in this process one after another (`compute.executor: local`) or
 on the workers of a Ray cluster (`ray`). Every finished repeat is kept under the key of what determined it
-(tracking/noise/repeats.py): a calibration that was killed, or given more repeats, trains only what it lacks.
+(tracking/repeats/kept.py): a calibration that was killed, or given more repeats, trains only what it lacks.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import ExitStack
 from itertools import product
 from pathlib import Path
@@ -26,40 +25,32 @@ from tracking.config.params import CLASSIFICATION, LOCAL, RAY, REGRESSION, Param
 from tracking.data.arrays import columns
 from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
-from tracking.determinism.process import process_environment, reproducible_process, seed_frameworks
+from tracking.determinism.process import reproducible_process
 from tracking.determinism.seeds import Seeds
-from tracking.determinism.settings import as_record, gpu_present
-from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
+from tracking.determinism.settings import gpu_present
 from tracking.layout import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
 from tracking.names import (
-    COMPUTE_ATTEMPT_TAG,
     COMPUTE_EXECUTOR_TAG,
     CONTROL_BIT_IDENTICAL_TAG,
-    MLFLOW_PARENT_RUN_TAG,
     NOISE_ROLE_TAG,
-    REPEAT_KEY_TAG,
     REUSED_REPEATS_TAG,
-    status_is,
-    tag_is,
 )
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
-from tracking.noise.repeats import KeptRepeat, RepeatStore, code_version, repeat_key
 from tracking.noise.statistics import (
     churn_measure,
     off_diagonal_summary,
     pairwise_disagreement,
     pairwise_weight_distance,
 )
-from tracking.noise.variants import op_determinism
-from tracking.noise.worker import CALIBRATION, TRAINING_SECTIONS, Job, RepeatSpec, RepeatWorker, label, trained_on
-from tracking.provenance import capture
 from tracking.provenance.git import open_repository
-from tracking.provenance.software import installed_packages
 from tracking.redaction import redact_params
+from tracking.repeats.kept import RepeatStore, repeat_key
+from tracking.repeats.planning import checked_model, repeat_identity, repeat_spec
+from tracking.repeats.running import train_and_keep, worker_credentials, worker_environment
+from tracking.repeats.worker import RepeatSpec, RepeatWorker, label, trained_on
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root, tracking_uri
-from tracking.store.stale import end_failed
-from tracking.training.model import BuildInputs, RepeatedModel, require_code_deps
+from tracking.training.model import require_code_deps
 
 log = logging.getLogger(__name__)
 
@@ -108,133 +99,6 @@ def open_calibration(
     parent.log_provenance(spec.record, spec.packages)
     parent.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
     return spec
-
-
-def repeat_spec(
-    params: Params,
-    trained: Params,
-    base_seeds: Seeds,
-    root: Path,
-    data: tuple[Manifest, dict[str, dict]],
-    parent_run_id: str,
-    executor: str,
-    role: str = CALIBRATION,
-) -> RepeatSpec:
-    """Seed the frameworks and capture provenance once: what every repeat of `trained` shares (`role`: whose
-    repeats, tracking/noise/worker.py)."""
-    manifest, splits = data
-    effective = seed_frameworks(trained, base_seeds)
-    record = capture(root, base_seeds.as_dict(), as_record(trained.determinism, effective), stages=("prepare",))
-    return RepeatSpec(
-        params, trained, base_seeds, root, manifest, splits, record, installed_packages(), parent_run_id, executor, role
-    )
-
-
-def repeat_identity(
-    params: Params, baseline: Params, manifest: Manifest, root: Path, gpu: bool, stage: str = CALIBRATE
-) -> dict[str, Any]:
-    """What determines every repeat's result but its variant and index: the baseline's training sections, the
-    data, the code (the deps of `stage`, the one that trains them), kernel-noise simulation and whether GPUs train
-    (`compute.accelerator_type` names which)."""
-    return {
-        "baseline": {key: value for key, value in baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
-        "data_sha256": manifest.content_sha256,
-        "code": code_version(root, stage),
-        "simulate_impl_noise": params.calibration.simulate_impl_noise,
-        "gpu": params.compute.accelerator_type or gpu,
-    }
-
-
-def train_locally(
-    spec: RepeatSpec, models: RepeatedModel, jobs: list[Job], show: Callable[[str], None]
-) -> Iterator[tuple[Job, KeptRepeat]]:
-    """The local executor: every repeat in this process, one after another, those that share a built model
-    together (the order changes no repeat's weights)."""
-    worker = RepeatWorker.in_this_process(spec, models)
-    for job in sorted(jobs, key=lambda job: op_determinism(job[0])):
-        show(f"{worker.where()} {label(job, spec.role)}")
-        yield job, worker.run(job)
-
-
-def train_and_keep(
-    spec: RepeatSpec,
-    pending: list[Job],
-    executor: tuple[RayPool | None, RepeatedModel | None],
-    parent: Tracker,
-    store: RepeatStore,
-    finished: dict[Job, KeptRepeat],
-    bar: Any,
-) -> None:
-    """Train the `pending` repeats on the pool (the executor's first part) or in this process with its models,
-    keep each in `store` and `finished` as it ends (so a killed stage resumes there), and count it on the `bar`."""
-    pool, models = executor
-    show = bar.set_postfix_str
-    trained = train_on_ray(pool, spec, pending, parent, show) if pool else train_locally(spec, models, pending, show)
-    for job, kept in trained:
-        store.save(job[2], kept)
-        finished[job] = kept
-        bar.update()
-    show("")
-
-
-def train_on_ray(
-    pool: RayPool, spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
-) -> Iterator[tuple[Job, KeptRepeat]]:
-    """The Ray executor: repeats on the pool's workers; a repeat whose worker died ends FAILED and is tried again."""
-    experiment_id = parent.client.get_run(parent.run_id).info.experiment_id
-    retries = spec.params.compute.max_retries
-
-    def on_lost(job: Job, attempt: int, why: str) -> None:
-        left = retries + 1 - attempt
-        then = f"trying again ({left} tr{'y' if left == 1 else 'ies'} left)" if left > 0 else "no tries left"
-        found = parent.client.search_runs(
-            [experiment_id],
-            " and ".join(
-                (
-                    tag_is(MLFLOW_PARENT_RUN_TAG, spec.parent_run_id),
-                    tag_is(REPEAT_KEY_TAG, job[2]),
-                    tag_is(COMPUTE_ATTEMPT_TAG, attempt),
-                    status_is("RUNNING"),
-                )
-            ),
-        )
-        for run in found:
-            end_failed(
-                parent.client, run.info.run_id, f"the {spec.stage} stage", f"its worker died mid-repeat ({why}); {then}"
-            )
-        log.warning("%s repeat %s: its worker died (%s); %s", spec.role, label(job, spec.role), why, then)
-
-    def named(job: Job) -> str:
-        return label(job, spec.role)
-
-    yield from pool.run(spec, jobs, named, on_lost, show, affinity=lambda job: op_determinism(job[0]))
-
-
-def checked_model(
-    baseline: Params, base_seeds: Seeds, data: tuple[dict[str, Any], dict[str, dict]], root: Path
-) -> RepeatedModel:
-    """The baseline's model, prepared (built, seeded, compiled and checked) for the repeats to reuse."""
-    manifest, splits = data
-    seed_frameworks(baseline, base_seeds)
-    models = RepeatedModel(BuildInputs.of(manifest, splits["train"], root))
-    models.prepare(baseline, base_seeds)
-    return models
-
-
-def worker_environment() -> dict[str, str]:
-    """What a Ray worker starts with: this process's determinism settings and the DVC experiment it belongs to.
-    Ray writes these to its logs: nothing secret."""
-    passed = (DVC_EXP_NAME, DVC_EXP_BASELINE_REV, TRACKING_LOGLEVEL)
-    return {**{name: value for name, value in os.environ.items() if name in passed}, **process_environment()}
-
-
-def worker_credentials(uri: str) -> dict[str, str]:
-    """What a Ray worker is handed before its set-up, never written down: this process's MLflow settings, the
-    store (whose URI may hold a password) and any credentials for it."""
-    return {
-        **{name: value for name, value in os.environ.items() if name.startswith("MLFLOW_")},
-        MLFLOW_TRACKING_URI: uri,
-    }
 
 
 def calibrate(params: Params) -> None:

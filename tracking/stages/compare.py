@@ -2,7 +2,7 @@
 log the verdict to the candidate's MLflow run, and write metrics/compare.json, the report and its plots.
 `compare.fail_on_drift` fails the stage only on drift in the worse direction of a metric's mode, or a CONTROL
 candidate that is not bit-identical. The candidate is `compare.candidate_repeats` runs: the train stage's and the
-extra runs trained through the calibration's machinery (tracking/noise/replicated.py), kept and resumed as
+extra runs trained through the calibration's machinery (tracking/repeats/candidate_runs.py), kept and resumed as
 calibration repeats are; with several, each metric's verdict is the two-sample comparison. Under
 `compare.candidate_repeats: auto` the runs train one at a time until the sequential design
 (tracking/noise/sequential.py) decides, and the verdict is judged at its last look's nominal level.
@@ -48,8 +48,6 @@ from tracking.names import (
 from tracking.noise.judged_view import VIEW_TAG, view_state
 from tracking.noise.policy import CONTROL
 from tracking.noise.record import NoiseRecord
-from tracking.noise.repeats import KeptRepeat
-from tracking.noise.replicated import extra_runs, train_candidate_repeats
 from tracking.noise.run_page import describe_verdict, judged_metrics
 from tracking.noise.sequential import Look, look
 from tracking.noise.verdict import (
@@ -61,6 +59,8 @@ from tracking.noise.verdict import (
     primary_inputs,
     verdict_metrics,
 )
+from tracking.repeats.candidate_runs import extra_runs, train_candidate_repeats
+from tracking.repeats.kept import KeptRepeat
 from tracking.run.tracker import Tracker
 from tracking.store.location import open_client, project_root, tracking_uri
 from tracking.store.recorded import read_run_file, require_recorded_runs
@@ -182,7 +182,7 @@ def replicate(
     decided: Callable[[list[KeptRepeat]], bool] | None,
 ) -> tuple[list[KeptRepeat], int]:
     """The candidate's extra runs against `variant` (none with one candidate run or under CONTROL), trained or kept
-    (tracking/noise/replicated.py) as children of its MLflow run, until `decided` says so where it is given; and
+    (tracking/repeats/candidate_runs.py) as children of its MLflow run, until `decided` says so where it is given; and
     how many were kept from an earlier stage."""
     if not extra_runs(params, variant):
         return [], 0

@@ -2,11 +2,11 @@
 
 One candidate run detects little: with 5 calibration repeats the two default metrics see a true shift of 5 band
 stds 80% of the time, three candidate runs one of 2.9 (docs/noise-statistics.md). So the compare stage trains the
-candidate N - 1 more times through the calibration's machinery (tracking/stages/calibrate.py, worker.py): the
+candidate N - 1 more times through the calibration's machinery (planning.py, running.py, worker.py): the
 candidate's own params, its seeds varied as its band's variant varies them (on the `candidate` draws, so a
 candidate that keeps the baseline's seeds never repeats a band run's), in this process or on Ray
 (`compute.executor`), each a child of the candidate's MLflow run. Every finished run is kept as a calibration
-repeat is (tracking/noise/repeats.py, under the compare stage's code), so an interrupted stage resumes where it
+repeat is (tracking/repeats/kept.py, under the compare stage's code), so an interrupted stage resumes where it
 stopped and a re-run judges without training. Under CONTROL the extra runs would be copies of the candidate (same
 seeds, op determinism): none is trained. Under `compare.candidate_repeats: auto` they train one at a time, until
 the sequential design (tracking/noise/sequential.py) says the runs so far decide the verdict.
@@ -26,17 +26,11 @@ from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import gpu_present
 from tracking.layout import COMPARE, REPEATS_DIR
 from tracking.noise.policy import CONTROL
-from tracking.noise.repeats import KeptRepeat, RepeatStore, repeat_key
-from tracking.noise.worker import CANDIDATE, Job, RepeatSpec, RepeatWorker
+from tracking.repeats.kept import KeptRepeat, RepeatStore, repeat_key
+from tracking.repeats.planning import checked_model, repeat_identity, repeat_spec
+from tracking.repeats.running import train_and_keep, worker_credentials, worker_environment
+from tracking.repeats.worker import CANDIDATE, Job, RepeatSpec, RepeatWorker
 from tracking.run.tracker import Tracker
-from tracking.stages.calibrate import (
-    checked_model,
-    repeat_identity,
-    repeat_spec,
-    train_and_keep,
-    worker_credentials,
-    worker_environment,
-)
 from tracking.store.location import tracking_uri
 from tracking.training.model import RepeatedModel, require_code_deps
 

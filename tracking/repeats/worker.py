@@ -9,7 +9,7 @@ stage's process-level settings, so a repeat's weights do not depend on where it 
 
 The compare stage trains a candidate's extra runs (`compare.candidate_repeats`) with the same workers: a spec whose
 role is `candidate` trains the candidate's params, not the baseline, on the candidate's own seed draws, as
-children of the candidate's run (tracking/noise/replicated.py).
+children of the candidate's run (tracking/repeats/candidate_runs.py).
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from tracking.names import (
     NOISE_VARIANT_TAG,
     REPEAT_KEY_TAG,
 )
-from tracking.noise.repeats import KeptRepeat
-from tracking.noise.variants import variant_setup
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
+from tracking.repeats.kept import KeptRepeat
+from tracking.repeats.variants import variant_setup
 from tracking.run.tracker import Tracker
 from tracking.training.model import BuildInputs, RepeatedModel, with_model
 from tracking.training.repeat import train_and_score
 
-# A repeat to train: its variant, its index and its key (tracking/noise/repeats.py).
+# A repeat to train: its variant, its index and its key (tracking/repeats/kept.py).
 Job = tuple[str, int, str]
 # What a spec's repeats are: the calibration's (the frozen baseline, retrained) or a candidate's extra runs.
 CALIBRATION, CANDIDATE = "calibration", "candidate"

@@ -1,0 +1,66 @@
+"""A repeat's plan: what every repeat of one training shares (`RepeatSpec`: params, seeds, data, provenance), what
+decides each one's result but its variant and index (`repeat_identity`, the key a kept repeat is found under), and
+the model prepared once for the repeats to reuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tracking.config.params import Params
+from tracking.data.manifest import Manifest
+from tracking.determinism.process import seed_frameworks
+from tracking.determinism.seeds import Seeds
+from tracking.determinism.settings import as_record
+from tracking.layout import CALIBRATE
+from tracking.provenance import capture
+from tracking.provenance.software import installed_packages
+from tracking.repeats.kept import code_version
+from tracking.repeats.worker import CALIBRATION, TRAINING_SECTIONS, RepeatSpec
+from tracking.training.model import BuildInputs, RepeatedModel
+
+
+def repeat_spec(
+    params: Params,
+    trained: Params,
+    base_seeds: Seeds,
+    root: Path,
+    data: tuple[Manifest, dict[str, dict]],
+    parent_run_id: str,
+    executor: str,
+    role: str = CALIBRATION,
+) -> RepeatSpec:
+    """Seed the frameworks and capture provenance once: what every repeat of `trained` shares (`role`: whose
+    repeats, tracking/repeats/worker.py)."""
+    manifest, splits = data
+    effective = seed_frameworks(trained, base_seeds)
+    record = capture(root, base_seeds.as_dict(), as_record(trained.determinism, effective), stages=("prepare",))
+    return RepeatSpec(
+        params, trained, base_seeds, root, manifest, splits, record, installed_packages(), parent_run_id, executor, role
+    )
+
+
+def repeat_identity(
+    params: Params, baseline: Params, manifest: Manifest, root: Path, gpu: bool, stage: str = CALIBRATE
+) -> dict[str, Any]:
+    """What determines every repeat's result but its variant and index: the baseline's training sections, the
+    data, the code (the deps of `stage`, the one that trains them), kernel-noise simulation and whether GPUs train
+    (`compute.accelerator_type` names which)."""
+    return {
+        "baseline": {key: value for key, value in baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
+        "data_sha256": manifest.content_sha256,
+        "code": code_version(root, stage),
+        "simulate_impl_noise": params.calibration.simulate_impl_noise,
+        "gpu": params.compute.accelerator_type or gpu,
+    }
+
+
+def checked_model(
+    baseline: Params, base_seeds: Seeds, data: tuple[dict[str, Any], dict[str, dict]], root: Path
+) -> RepeatedModel:
+    """The baseline's model, prepared (built, seeded, compiled and checked) for the repeats to reuse."""
+    manifest, splits = data
+    seed_frameworks(baseline, base_seeds)
+    models = RepeatedModel(BuildInputs.of(manifest, splits["train"], root))
+    models.prepare(baseline, base_seeds)
+    return models
