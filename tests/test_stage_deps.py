@@ -47,6 +47,7 @@ PLUMBING = {
     "tracking/store/stale.py": "runs left RUNNING",
     "tracking/provenance/__init__.py": "provenance record",
     "tracking/provenance/dvc.py": "provenance: DVC lock hashes",
+    "tracking/dvc_files.py": "the DVC files read: stage deps and declared outputs, for checks and provenance",
     "tracking/provenance/environment.py": "provenance: environment variables",
     "tracking/provenance/git.py": "provenance: git commit and diff",
     "tracking/provenance/hardware.py": "provenance: CPU, GPU, OS",

@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
 
+from tracking.dvc_files import added_outputs, stage_deps, within
 from tracking.errors import UserCodeError
 from tracking.layout import DVC_FILE
-from tracking.provenance.dvc import added_outputs, stage_deps, within
 
 
 def load_callable(spec: str, key: str, root: Path) -> Callable[..., Any]:

@@ -30,9 +30,9 @@ from tracking.config.user_code import load_callable, source_file, team_call
 from tracking.data.arrays import SEPARATOR, Arrays, bad_key, flat, nested
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
+from tracking.dvc_files import stage_deps, within
 from tracking.errors import DataError, DataPinMismatch, UserCodeError
 from tracking.layout import DVC_FILE, PINS_DIR, PREPARE
-from tracking.provenance.dvc import stage_deps, within
 from tracking.redaction import redact_name, redact_param, redact_text, secret_values
 from tracking.yaml_text import flatten
 

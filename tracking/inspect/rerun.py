@@ -125,8 +125,8 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
 def _require_committed_deps(client: Any, run_id: str, commit: str, project: Path) -> None:
     """Refuse a run trained beside untracked files the re-run stages depend on (a team's module it had not yet
     committed): neither its commit nor its logged diff holds them, so the stages would fail on a missing module."""
+    from tracking.dvc_files import stage_deps, within
     from tracking.inspect.diff.runs import read_artifact
-    from tracking.provenance.dvc import stage_deps, within
 
     record = read_artifact(client, run_id, "provenance/provenance.json", json.loads) or {}
     untracked = [PurePosixPath(name) for name in record.get("git", {}).get("untracked_files", [])]

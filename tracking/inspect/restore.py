@@ -195,7 +195,7 @@ def checkout_stage_inputs(project: Path, stage: str, cache: str, env: dict[str, 
     import subprocess
     import sys
 
-    from tracking.provenance.dvc import added_outputs, stage_deps
+    from tracking.dvc_files import added_outputs, stage_deps
 
     deps = stage_deps(project, stage) or []
     targets = [

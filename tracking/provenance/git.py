@@ -20,8 +20,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tracking.dvc_files import declared_outputs
 from tracking.errors import RepoError
-from tracking.provenance.dvc import declared_outputs
 from tracking.redaction import redact_lines, redact_name, strip_credentials
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tracking.dvc_files import declared_stages, stage_deps
 from tracking.env import TRACKING_RERUN_OF
 from tracking.layout import PARAMS_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
-from tracking.provenance.dvc import declared_stages, stage_deps
 from tracking.provenance.hardware import gather_cpu
 from tracking.provenance.software import installed_version
 from tracking.yaml_text import flatten, parse_yaml

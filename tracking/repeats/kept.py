@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from tracking.dvc_files import stage_deps
 from tracking.layout import PREPARED, STAGE_PACKAGE
-from tracking.provenance.dvc import stage_deps
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tracking.dvc_files import declared_stages
 from tracking.env import DVC_ROOT, DVC_STAGE, MLFLOW_TRACKING_URI, TRACKING_EXPERIMENT, TRACKING_REPEAT
 from tracking.errors import NoiseError, RepoError
 from tracking.layout import CALIBRATE, DVC_FILE, NOISE_FILE
@@ -40,7 +41,6 @@ from tracking.names import (
     tag_is,
 )
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
-from tracking.provenance.dvc import declared_stages
 from tracking.redaction import redact_params
 from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
 

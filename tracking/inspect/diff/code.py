@@ -100,8 +100,8 @@ def _declared_outputs(repo: Path | None) -> set[str]:
         return set()
     from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 
+    from tracking.dvc_files import declared_outputs
     from tracking.errors import RepoError
-    from tracking.provenance.dvc import declared_outputs
 
     try:
         top = Path(Repo(repo, search_parent_directories=True).working_tree_dir or repo)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
+from tracking.dvc_files import declared_outputs
 from tracking.errors import RunNotFound, RunSelectionError, TrackingServerError
 from tracking.inspect.diff.legacy import upgrade_logged
 from tracking.layout import CALIBRATE, RUN_FILE
@@ -26,7 +27,7 @@ from tracking.names import (
     RERUN_OF_TAG,
     tag_is,
 )
-from tracking.provenance.dvc import declared_outputs, locked_out_md5
+from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,151 @@
+"""The house's floors (issue 37): every import in `tracking/` goes down a floor or stays in its room, every room is
+placed, and no modules import each other in a circle. The floors are written once, in docs/architecture.md's
+"Floors" table, which this test reads; the imports are read from the source (every import statement at any depth,
+function-level ones too), so a lazy import cannot hide an arrow."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from conftest import REPO
+
+LIBRARY = REPO / "tracking"
+GROUND = 0
+
+
+def floors() -> dict[str, int]:
+    """Each room's floor, from the table under docs/architecture.md's "## Floors"."""
+    text = (REPO / "docs/architecture.md").read_text()
+    section = text.split("## Floors", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for floor, rooms in re.findall(r"^\| (\d+) \| (.+) \|$", section, flags=re.M):
+        for room in re.findall(r"`([\w.]+)`", rooms):
+            found[room] = int(floor)
+    return found
+
+
+def module_name(path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def room_of(module: str) -> str:
+    """`tracking.noise.policy` -> `noise`; `tracking.cli` -> `cli`; `tracking` (its `__init__`) -> `__init__`."""
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def modules() -> dict[str, set[str]]:
+    """Each library module and the library modules it imports."""
+    known = {module_name(path) for path in LIBRARY.rglob("*.py")}
+    graph = {}
+    for path in LIBRARY.rglob("*.py"):
+        name = module_name(path)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    source = node.module or ""
+                targets.add(source)
+                targets.update(f"{source}.{alias.name}" for alias in node.names)
+        graph[name] = {target for target in targets if target in known and target != name}
+    return graph
+
+
+def climbs(graph: dict[str, set[str]], placed: dict[str, int]) -> list[str]:
+    """The imports that climb a floor or leave their room sideways (the ground floor's rooms excepted)."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = room_of(module)
+        for target in sorted(targets):
+            there = room_of(target)
+            if there == here or (placed[here] == placed[there] == GROUND):
+                continue
+            if placed[there] >= placed[here]:
+                found.append(f"{module} (floor {placed[here]}) imports {target} (floor {placed[there]})")
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def unplaced(graph: Iterable[str], placed: dict[str, int]) -> list[str]:
+    return sorted({room_of(module) for module in graph} - set(placed))
+
+
+def test_every_room_is_placed_on_a_floor():
+    assert not unplaced(modules(), floors()), "place these rooms in docs/architecture.md's Floors table"
+
+
+def test_no_import_climbs_a_floor():
+    found = climbs(modules(), floors())
+    assert not found, "imports that climb a floor or cross one sideways:\n" + "\n".join(found)
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert circles(modules()) == []
+
+
+def test_the_checks_catch_a_climb_a_sideways_arrow_and_a_circle():
+    """The same checks on a made-up house: they can fail."""
+    placed = {"noise": 3, "training": 5, "compute": 3, "env": 0, "errors": 0}
+    graph = {
+        "tracking.noise.policy": {"tracking.training.fitting", "tracking.env"},
+        "tracking.compute.pool": {"tracking.noise.policy"},
+        "tracking.training.fitting": {"tracking.noise.policy"},
+        "tracking.env": {"tracking.errors"},
+        "tracking.errors": set(),
+    }
+    assert climbs(graph, placed) == [
+        "tracking.compute.pool (floor 3) imports tracking.noise.policy (floor 3)",
+        "tracking.noise.policy (floor 3) imports tracking.training.fitting (floor 5)",
+    ]
+    assert circles(graph) == [["tracking.noise.policy", "tracking.training.fitting"]]
+    assert unplaced({"tracking.repeats.kept": set()}, placed) == ["repeats"]
