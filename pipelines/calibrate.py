@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from tracking.stages import calibrate, load_params, run_main
+from tracking.stages import calibrate_baseline, load_params, run_main
 
 
 def main() -> None:
-    calibrate(load_params())
+    calibrate_baseline(load_params())
 
 
 if __name__ == "__main__":

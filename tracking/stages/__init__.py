@@ -13,7 +13,7 @@ _PUBLIC = {
     "prepare_data": ".prepare",
     "train_model": ".train",
     "evaluate_model": ".evaluate",
-    "calibrate": ".calibrate",
+    "calibrate_baseline": ".calibrate",
     "compare_candidate": ".compare",
     "run_audit": ".audit",
     "load_params": "..config.params",

@@ -101,7 +101,7 @@ def open_calibration(
     return spec
 
 
-def calibrate(params: Params) -> None:
+def calibrate_baseline(params: Params) -> None:
     """The calibrate stage's work: train the missing repeats of every variant (kept ones are reused), log them as
     children of one MLflow parent run, and write the calibration (`calibration/noise.json`, the stacked
     predictions and weights)."""
