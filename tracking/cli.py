@@ -223,7 +223,7 @@ def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | Non
     from tracking.errors import UsageError
     from tracking.script.params import read_params
     from tracking.script.process import reproducible_script
-    from tracking.script.run import script_record
+    from tracking.script.provenance_record import script_record
 
     mapping: dict[str, str | int] = {}
     for pair in pairs:
