@@ -30,7 +30,7 @@ _PUBLIC = {
     "run_main": ".stage",
     "at_least": ".stage",
     "Params": ".config.params",
-    "load_params": ".config.params",
+    "load_params": ".config.params_file",
     "CLASSIFICATION": ".config.params",
     "REGRESSION": ".config.params",
     "reproducible_process": ".determinism.process",

@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _provenance(args: argparse.Namespace) -> None:
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.errors import ParamsError
     from tracking.provenance.git import open_repository
@@ -254,7 +254,7 @@ def _pin_data(args: argparse.Namespace) -> None:
 
 def _baseline(args: argparse.Namespace) -> None:
     from tracking.config.baseline import freeze
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.store.location import project_root
 
     root = project_root()
@@ -327,7 +327,7 @@ def _ratio(row: dict) -> str:
 
 def _plan(args: argparse.Namespace) -> None:
     """The planning line from the project's calibration: its band's std and size, at alpha / (compare metrics)."""
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.errors import RunStateError
     from tracking.layout import NOISE_FILE
     from tracking.noise.power import plan
@@ -349,7 +349,7 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _audit(args: argparse.Namespace) -> None:
     """Audit the project's configuration in this process, as its `audit` stage does (tracking/inspect/audit_run.py)."""
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.inspect.audit_run import run_audit
     from tracking.store.location import project_root
 
