@@ -11,7 +11,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracking.config.params import Params, load_params
+from tracking.config.params import Params
+from tracking.config.params_file import load_params
 from tracking.data.dataset import build_manifest, load_source
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process

@@ -427,7 +427,7 @@ def main() -> None:
 
 def real(args: argparse.Namespace) -> None:
     """Train a tiny model as a band and as seed-only candidates, and judge each candidate as compare does."""
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.data.dataset import load_source
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.noise.statistics import pairwise_churn

@@ -1522,7 +1522,7 @@ def test_a_value_out_of_bounds_or_of_the_wrong_type_is_one_line_naming_the_key(
     tmp_path: Path, key: str, value: object, expected: str
 ):
     """In-process, as every stage loads params.yaml first: nothing else runs before this line."""
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.errors import ParamsError
 
     section, name = key.split(".")

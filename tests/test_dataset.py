@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from tracking.data.dataset import Source, build_manifest, check_pin, load_source
+from tracking.data.dataset import build_manifest, check_pin, load_source
 from tracking.data.hashing import array_sha256, weights_sha256
 from tracking.data.manifest import Manifest
+from tracking.data.source import Source
 from tracking.errors import DataError, DataPinMismatch
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracking.config.params import Params, check_class_weight, load_params
+from tracking.config.params import Params, check_class_weight
+from tracking.config.params_file import load_params
 from tracking.data.dataset import load_source
 from tracking.data.hashing import weights_sha256
 from tracking.determinism.process import seed_frameworks

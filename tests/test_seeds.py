@@ -6,7 +6,8 @@ import sys
 import pytest
 from conftest import REPO
 
-from tracking.config.params import DEFAULT_SPLIT_SEED, Params, SeedParams, load_params
+from tracking.config.params import DEFAULT_SPLIT_SEED, Params, SeedParams
+from tracking.config.params_file import load_params
 from tracking.determinism.seeds import derive_seed, resolve_seeds
 from tracking.inspect.diff import RunSnapshot
 from tracking.inspect.diff.groups import group_diffs

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY, client_for, make_project, run, write_params
 
-from tracking.config.params import load_params
+from tracking.config.params_file import load_params
 from tracking.yaml_text import flatten
 
 pytestmark = pytest.mark.slow

@@ -34,6 +34,7 @@ PLUMBING = {
     "tracking/startup.py": "the stage-start timing line",
     "tracking/run/lifecycle.py": "signal handling that ends a run KILLED",
     "tracking/run/tracker.py": "the MLflow run",
+    "tracking/run/log_calls.py": "what the MLflow run records",
     "tracking/training/callback.py": "per-epoch metrics to MLflow, Ctrl-C check",
     "tracking/store/location.py": "where the MLflow store is",
     "tracking/store/sqlite.py": "SQLite store locking",

@@ -89,7 +89,7 @@ def test_quick_epochs_reach_the_store_in_few_writes_with_every_step(root, monkey
 
 def test_slow_epochs_are_in_the_store_while_the_run_is_open(root, monkeypatch):
     """Queued epochs are written every `METRICS_FLUSH_S` during training, not only at its end."""
-    monkeypatch.setattr("tracking.run.tracker.METRICS_FLUSH_S", 0.2)
+    monkeypatch.setattr("tracking.run.log_calls.METRICS_FLUSH_S", 0.2)
     writes = metric_writes(monkeypatch)
     with Tracker("t", root) as tracker:
         for step in range(10):

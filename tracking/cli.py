@@ -1,7 +1,8 @@
-"""The `tracking` command: provenance, data pinning, the baseline, noise bands and planning, diff/rerun/audit of runs, store
-repair, offline sync.
+"""The `tracking` command: its parser, and provenance, data pinning, the baseline, diff/rerun/audit of runs, a team's
+script calibrated and judged, the plots page.
 
-Imports stay inside the commands so that `tracking --help` starts fast.
+The noise commands (bands, compare-groups, plan) are in tracking/cli_noise.py and the store's (doctor, sync) in
+tracking/cli_store.py. Imports stay inside the commands so that `tracking --help` starts fast.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tracking.cli_noise import bands_command, compare_groups_command, plan_command
+from tracking.cli_store import doctor_command, sync_command
 from tracking.entry import at_least, run_main
 
 log = logging.getLogger(__name__)
 
-DEFAULT_METRICS = ["test_accuracy", "test_loss"]
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
 RUN_REF_HELP = (
     "MLflow run id or its first 8 characters, the run's name (train-29bdb4), a DVC experiment name (the run's "
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     bands = commands.add_parser("bands", help="print, as JSON, each metric's noise band over existing MLflow runs")
     _selection(bands)
     bands.add_argument("--filter", default="", help="MLflow filter string, e.g. \"tags.noise.variant = 'algo'\"")
-    bands.set_defaults(handler=_bands)
+    bands.set_defaults(handler=bands_command)
     groups = commands.add_parser(
         "compare-groups", help="compare two groups of MLflow runs: spreads, Welch and Brown-Forsythe tests"
     )
@@ -63,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--a", required=True, help="MLflow filter string selecting group A")
     groups.add_argument("--b", required=True, help="MLflow filter string selecting group B")
     groups.add_argument("--json", action="store_true", help="print JSON instead of text")
-    groups.set_defaults(handler=_compare_groups)
+    groups.set_defaults(handler=compare_groups_command)
     planning = commands.add_parser(
         "plan", help="the calibration and candidate repeats that detect a shift, from the measured band"
     )
@@ -73,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     planning.add_argument("--metric", default="test_accuracy", help="the metric (default: test_accuracy)")
     planning.add_argument("--variant", default="algo", help="the calibration variant whose band (default: algo)")
     planning.add_argument("--power", type=_probability, default=0.8, help="the detection rate wanted (default: 0.8)")
-    planning.set_defaults(handler=_plan)
+    planning.set_defaults(handler=plan_command)
     audit = commands.add_parser(
         "audit", help="train the config R times with op determinism on and off; compare them step by step"
     )
@@ -137,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="find runs a killed process left RUNNING and mark this host's ones FAILED"
     )
     doctor.add_argument("--dry-run", action="store_true", help="only report what would be marked FAILED")
-    doctor.set_defaults(handler=_doctor)
+    doctor.set_defaults(handler=doctor_command)
     sync = commands.add_parser(
         "sync", help="upload runs kept offline while the tracking server was lost (.tracking/offline/)"
     )
@@ -145,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tracking-uri",
         help="server to upload to (default: MLFLOW_TRACKING_URI, else the server each run was kept for)",
     )
-    sync.set_defaults(handler=_sync)
+    sync.set_defaults(handler=sync_command)
     page = commands.add_parser(
         "plots-page", help="write the page `dvc plots show` fills, with Vega inside it, so charts draw offline"
     )
@@ -186,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _provenance(args: argparse.Namespace) -> None:
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.determinism.process import reproducible_process, seed_frameworks
     from tracking.errors import ParamsError
     from tracking.provenance.git import open_repository
@@ -223,7 +225,7 @@ def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | Non
     from tracking.errors import UsageError
     from tracking.script.params import read_params
     from tracking.script.process import reproducible_script
-    from tracking.script.run import script_record
+    from tracking.script.provenance_record import script_record
 
     mapping: dict[str, str | int] = {}
     for pair in pairs:
@@ -254,7 +256,7 @@ def _pin_data(args: argparse.Namespace) -> None:
 
 def _baseline(args: argparse.Namespace) -> None:
     from tracking.config.baseline import freeze
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.store.location import project_root
 
     root = project_root()
@@ -270,86 +272,9 @@ def _at_root(path: Path, root: Path) -> Path:
     return path if path.is_absolute() or path.exists() else root / path
 
 
-def _bands(args: argparse.Namespace) -> None:
-    from tracking.noise.groups import bands
-    from tracking.store.location import find_project, open_client
-
-    open_client(find_project())
-    result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
-    sys.stdout.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
-
-
-def _compare_groups(args: argparse.Namespace) -> None:
-    from tracking.noise.groups import compare_metric_groups, fetch_metric_values
-    from tracking.noise.statistics import strict
-    from tracking.store.location import find_project, open_client
-
-    open_client(find_project())
-    metrics = args.metric or DEFAULT_METRICS
-    group_a = fetch_metric_values(args.experiment, args.a, metrics)
-    group_b = fetch_metric_values(args.experiment, args.b, metrics)
-    compared = compare_metric_groups(
-        {metric: group_a[metric].values for metric in metrics},
-        {metric: group_b[metric].values for metric in metrics},
-        args.alpha,
-    )
-    result = {
-        metric: {**row, "skipped_a": group_a[metric].skipped, "skipped_b": group_b[metric].skipped}
-        for metric, row in compared.items()
-    }
-    if args.json:
-        sys.stdout.write(json.dumps(strict(result), indent=2, allow_nan=False) + "\n")
-        return
-    lines = []
-    for metric, row in result.items():
-        lines.append(
-            f"{metric}: A n={row['n_a']} mean={row['mean_a']:.6g} std={row['std_a']:.4g} | "
-            f"B n={row['n_b']} mean={row['mean_b']:.6g} std={row['std_b']:.4g} | std ratio A/B {_ratio(row)}"
-        )
-        lines.append(f"  {row['verdict']}")
-        if row["brown_forsythe_power_at_ratio"] is not None:
-            lines.append(
-                f"  at n={row['n_a']} vs {row['n_b']}, Brown-Forsythe detects a true ratio of "
-                f"{row['std_ratio_a_over_b']:.3g} {row['brown_forsythe_power_at_ratio']:.0%} of the time "
-                "at the level Holm's first step tests (simulated, normal runs)"
-            )
-    sys.stdout.write("\n".join(lines) + "\n")
-
-
-def _ratio(row: dict) -> str:
-    """The std ratio as compare-groups prints it, with why it has no interval."""
-    from tracking.noise.groups import NO_RATIO_INTERVAL
-
-    if row["std_ratio_a_over_b"] is None:
-        return "undefined"
-    return f"{row['std_ratio_a_over_b']:.3g} ({NO_RATIO_INTERVAL})"
-
-
-def _plan(args: argparse.Namespace) -> None:
-    """The planning line from the project's calibration: its band's std and size, at alpha / (compare metrics)."""
-    from tracking.config.params import load_params
-    from tracking.errors import RunStateError
-    from tracking.layout import NOISE_FILE
-    from tracking.noise.power import plan
-    from tracking.noise.record import NoiseRecord
-    from tracking.store.location import project_root
-
-    root = project_root()
-    params = load_params(root / "params.yaml")
-    noise = NoiseRecord.read(root / NOISE_FILE)
-    band = noise.variant(args.variant).bands.get(args.metric)
-    if band is None:
-        raise RunStateError(
-            f"{NOISE_FILE} has no {args.variant} band for {args.metric}",
-            fix=f"name a metric it bands ({', '.join(noise.variant(args.variant).bands)})",
-        )
-    level = params.compare.alpha / len(params.compare_metrics())
-    sys.stdout.write(plan(args.metric, args.shift, band["std"], band["n"], level, args.power).sentence() + "\n")
-
-
 def _audit(args: argparse.Namespace) -> None:
     """Audit the project's configuration in this process, as its `audit` stage does (tracking/stages/audit.py)."""
-    from tracking.config.params import load_params
+    from tracking.config.params_file import load_params
     from tracking.stages.audit import run_audit
     from tracking.store.location import project_root
 
@@ -411,73 +336,3 @@ def _plots_page(args: argparse.Namespace) -> None:
 
     path = write_plots_page(project_root() / ".dvc")
     print(f"wrote {path}: `dvc plots show` draws its charts offline")
-
-
-def _doctor(args: argparse.Namespace) -> None:
-    from mlflow.exceptions import MlflowException
-
-    from tracking.errors import TrackingServerError
-    from tracking.store.faults import store_fault
-    from tracking.store.journal import kept_offline
-    from tracking.store.location import find_project, open_client, shown, tracking_uri
-    from tracking.store.sqlite import database_path
-    from tracking.store.stale import ENDED, repair_stale_runs
-
-    root = find_project()  # outside a project, the store MLFLOW_TRACKING_URI names (tracking_uri says if unset)
-    uri = tracking_uri(root)
-    database = database_path(uri)
-    uri = shown(uri)  # printed from here on: without a user:password@
-    if database is not None and not database.is_file():
-        print(f"{uri}: no store yet, so no run left RUNNING to repair")
-        _print_missing_runs(None, root, uri)
-        return
-    client = open_client(root)
-    try:
-        stale, running = repair_stale_runs(
-            client,
-            by="tracking doctor",
-            dry_run=args.dry_run,
-            kept_offline=kept_offline(root) if root is not None else frozenset(),
-        )
-    except MlflowException as err:
-        raise store_fault(err, uri) or TrackingServerError(
-            f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
-            "start the server or fix MLFLOW_TRACKING_URI"
-        ) from err
-    print(
-        f"{uri}: {len(running)} run(s) RUNNING, {len(stale)} of them left by a process that is gone "
-        "or whose heartbeat went silent"
-    )
-    for run in running:
-        action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict in ENDED else "left alone"
-        print(f"  {run.describe()} -> {action}")
-    _print_missing_runs(client, root, uri)
-
-
-def _print_missing_runs(client: object, root: Path | None, uri: str) -> None:
-    """`tracking doctor`'s lines for the runs the project's outputs name and the store lacks, with the fix."""
-    from tracking.store.recorded import fix_for, missing_runs
-
-    gone = missing_runs(client, root) if root is not None else []
-    if gone:
-        print(f"{len(gone)} run(s) named by the project's outputs are gone from the store; {fix_for(gone)}:")
-    for recorded in gone:
-        print(f"  {recorded.describe(uri)}")
-
-
-def _sync(args: argparse.Namespace) -> None:
-    import os
-
-    from tracking.env import MLFLOW_TRACKING_URI
-    from tracking.store.location import find_project
-    from tracking.store.sync import sync_all
-
-    root = find_project()
-    if root is None:  # runs are kept offline in a project's .tracking/offline/; none is here
-        print(f"nothing to sync: {Path.cwd()} is not inside a DVC project, whose .tracking/offline/ would hold runs")
-        return
-    done = sync_all(root, args.tracking_uri or os.environ.get(MLFLOW_TRACKING_URI))
-    for synced in done:
-        print(synced.line)
-    if not done:
-        print("nothing to sync: no run is kept offline in .tracking/offline/")

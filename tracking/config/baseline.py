@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracking.config.params import Params, load_params
+from tracking.config.params import Params
+from tracking.config.params_file import load_params
 from tracking.errors import ParamsError
 from tracking.yaml_text import yaml_editor
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tracking.config.params import load_params
+from tracking.config.params_file import load_params
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.errors import ParamsError
 from tracking.layout import PINS_DIR, PREPARED

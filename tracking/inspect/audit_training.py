@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import Params, load_params
+from tracking.config.params import Params
+from tracking.config.params_file import load_params
 from tracking.data.arrays import map_arrays, rows
 from tracking.data.dataset import load_splits
 from tracking.data.hashing import array_sha256, weights_sha256

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -30,32 +28,23 @@ from typing import Any
 
 from tracking.config.params import DeterminismParams
 from tracking.determinism import backend
-from tracking.determinism.seeds import Seeds
 from tracking.env import DVC_STAGE, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import ParamsError, UsageError
 from tracking.names import RERUN_OF_TAG
 from tracking.script.ending import end_at_exit, user_errors_in_one_line
+from tracking.script.fit_arrays import first_rows, for_mlflow, manifest_shapes, named_arrays
+from tracking.script.initial_weights import created_weights, moved_weights
+from tracking.script.model_outputs import declared_outputs
 from tracking.script.params import ScriptParams, read_params
 from tracking.script.process import reproducible_script
+from tracking.script.provenance_record import script_record
 from tracking.script.repeat import ScriptRepeat, repeat_from_env
+from tracking.script.seed_use import DECIDED_BY_SCRIPT, OWN_ORDER, ReadSeeds
 
 log = logging.getLogger(__name__)
 
 # The stage tag of a run whose script DVC did not start.
 SCRIPT_STAGE = "script"
-# Who decided a source of randomness the script did not hand to the run, as its `prov.seeds.<source>` says.
-DECIDED_BY_SCRIPT = {
-    "init": "script: the model's own initializers (not passed to run.seeded), drawn from seeds.base",
-    "dropout": "script: the model's own generators (not passed to run.seeded), drawn from seeds.base",
-    "augment": "script: the model's own generators (not passed to run.seeded), drawn from seeds.base",
-    "shuffle": "script: Keras fit's own order (run.batches not used), drawn from seeds.base",
-}
-# `prov.seeds.shuffle` of a run whose models were not trained by Keras's `fit` (a `GradientTape` loop, say).
-OWN_ORDER = "script: its own order (no Keras fit seen, run.batches not used), drawn from seeds.base"
-
-# What a model's outputs are, as `run.log_model(outputs=...)` declares them; `unknown` when nothing declares them.
-OUTPUT_KINDS = ("logits", "probabilities", "values")
-UNKNOWN_OUTPUTS = "unknown"
 
 
 def start(
@@ -341,13 +330,13 @@ class ScriptRun:
             arrays=hashes,
             target_shape=None if target is None else [int(size) for size in target.shape[1:]],
             n_samples={"train": samples.pop()},
-            shapes=_shapes("train", xs),
+            shapes=manifest_shapes("train", xs),
             n_outputs=classes or sum(int(np.prod(array.shape[1:], dtype=np.int64)) for array in ys.values()),
             n_classes=classes,
         )
-        targets = None if y is None else _for_mlflow(y, ys)
-        tracker.log_dataset(manifest, _for_mlflow(x, xs), targets, location=self.root, context="training")
-        self._example = _first_rows(x)
+        targets = None if y is None else for_mlflow(y, ys)
+        tracker.log_dataset(manifest, for_mlflow(x, xs), targets, location=self.root, context="training")
+        self._example = first_rows(x)
         one_hot = (
             target is not None
             and target.ndim == 2
@@ -387,149 +376,3 @@ class ScriptRun:
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Metrics of the run (a test score, a final loss)."""
         self._open().log_metrics(dict(metrics), step=step)
-
-
-class ReadSeeds:
-    """A run's `Seeds` as its script reads them: reading a source (`init`, `shuffle`, `dropout`, `augment`) records
-    it as used by the run."""
-
-    def __init__(self, seeds: Seeds, used: dict[str, Any]) -> None:
-        self._seeds, self._used = seeds, used
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._seeds, name)
-        if name in DECIDED_BY_SCRIPT:
-            self._used[name] = value
-        return value
-
-    def __repr__(self) -> str:
-        return f"ReadSeeds({self._seeds!r})"
-
-
-def declared_outputs(model: Any, outputs: str | Mapping[str, str] | None, classifier: bool | None) -> str:
-    """`prov.model.outputs`: what the script declares (a kind, or `name: kind` per output), else what the compiled
-    loss declares of a classifier's outputs (a Keras loss's `from_logits`, a loss named by string) or `values` for
-    targets that are not class labels, else `unknown`: an uncompiled model, a loss per output or a loss function of
-    the script's own declare nothing, and predicting would move the generators of a model that draws at inference."""
-    from tracking.training.scoring import declared_output_kind
-
-    if outputs is not None:
-        declared = dict(outputs) if isinstance(outputs, Mapping) else {"": outputs}
-        names = list(getattr(model, "output_names", None) or [])
-        wrong = [f"{name}={kind!r}" for name, kind in declared.items() if kind not in OUTPUT_KINDS]
-        wrong += [f"{name!r} is not an output" for name in declared if name and names and name not in names]
-        if wrong:
-            raise UsageError(
-                f"run.log_model(outputs=...): {', '.join(wrong)}",
-                fix=f"name one of {', '.join(OUTPUT_KINDS)}, or map output names ({', '.join(names)}) to them",
-            )
-        return "; ".join(f"{name}: {kind}" if name else kind for name, kind in declared.items())
-    loss = getattr(model, "loss", None)
-    if loss is None or isinstance(loss, (Mapping, list, tuple)) or classifier is None:
-        return UNKNOWN_OUTPUTS
-    return (declared_output_kind(model) or UNKNOWN_OUTPUTS) if classifier else "values"
-
-
-def named_arrays(prefix: str, data: Any) -> dict[str, Any]:
-    """The arrays of `data` as `fit` takes it, by name: one array as `prefix`, a dict's under `prefix/<key>`, a
-    list's or tuple's under `prefix/<index>`."""
-    import numpy as np
-
-    if isinstance(data, Mapping):
-        return {f"{prefix}/{key}": np.asarray(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return {f"{prefix}/{index}": np.asarray(value) for index, value in enumerate(data)}
-    return {prefix: np.asarray(data)}
-
-
-def _shapes(split: str, xs: dict[str, Any]) -> dict[str, list[int]]:
-    """The manifest's feature shapes: the split's, as our prepare stage records them, or each named input's."""
-    if len(xs) == 1 and f"{split}/x" in xs:
-        return {split: [int(size) for size in xs[f"{split}/x"].shape[1:]]}
-    return {name: [int(size) for size in array.shape[1:]] for name, array in xs.items()}
-
-
-def _for_mlflow(data: Any, arrays: dict[str, Any]) -> Any:
-    """`data` as MLflow's dataset takes it: one array, or a dict of arrays by the key or index it came under."""
-    if len(arrays) == 1 and not isinstance(data, (Mapping, list, tuple)):
-        return next(iter(arrays.values()))
-    return {name.rsplit("/", 1)[1]: array for name, array in arrays.items()}
-
-
-def _first_rows(data: Any) -> Any:
-    """The first two samples of `x`, kept in its structure (a dict or list of arrays), for the model's signature."""
-    import numpy as np
-
-    if isinstance(data, Mapping):
-        return {key: np.asarray(value)[:2] for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [np.asarray(value)[:2] for value in data]
-    return np.asarray(data)[:2]
-
-
-def moved_weights(created: Any) -> list[str]:
-    """The trainable weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that
-    no longer hold that initializer's draw (the draw repeats exactly): the paths of weights a training moved, whatever ran
-    it (`fit`, a `GradientTape` loop with its optimizer outside the model) or that were set or loaded."""
-    import numpy as np
-    from keras.src.initializers.random_initializers import RandomInitializer
-
-    moved = []
-    for layer, variable, initializer in created.weights:
-        # Only the layer's own initializer object drew the weight; one named by a string is drawn afresh each time.
-        own = any(getattr(layer, name, None) is initializer for name in initializer_names(variable.name))
-        seeded = isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int)
-        if own and seeded and variable.trainable:
-            drawn = np.asarray(initializer(variable.shape, dtype=variable.dtype))
-            if not np.array_equal(drawn, np.asarray(variable)):
-                moved.append(variable.path)
-    return moved
-
-
-def created_weights(model: Any) -> Any:
-    """The weights of a built model with the initializer each was drawn from, found by Keras's naming (a layer's
-    `kernel` from its `kernel_initializer`); one whose initializer is not found is left out and reported by the
-    seeding as randomness no seed covers."""
-    from keras import initializers
-
-    from tracking.determinism.seeding import Created, walk_layers
-
-    created = Created(missing="with no initializer the layer names after it (`<weight>_initializer`)")
-    for layer in walk_layers(model):
-        for variable in layer._trainable_variables + layer._non_trainable_variables:
-            names = [name for name in initializer_names(variable.name) if getattr(layer, name, None) is not None]
-            if names:
-                initializer = getattr(layer, names[0])
-                created.weights.append((layer, variable, initializers.get(initializer)))
-    return created
-
-
-def initializer_names(weight: str) -> tuple[str, ...]:
-    """The layer attributes that may hold a weight's initializer, by Keras's naming: `<weight>_initializer`, and for
-    a `<kind>_kernel` also `<kind>_initializer` (an RNN cell's `recurrent_kernel` is drawn by its
-    `recurrent_initializer`, a separable convolution's `depthwise_kernel` by its `depthwise_initializer`)."""
-    kind = weight.removesuffix("_kernel")
-    return (f"{weight}_initializer",) if kind == weight else (f"{weight}_initializer", f"{kind}_initializer")
-
-
-def script_record(
-    root: Path,
-    params: ScriptParams,
-    determinism: DeterminismParams,
-    effective: Any,
-    seeds: dict[str, Any],
-    stage: str | None,
-) -> dict[str, Any]:
-    """What a script's run records (`provenance.json`, the `prov.*` tags): our record (tracking/provenance) with
-    `seeds` as given, the running DVC `stage`'s deps hashed now, and the script's stage, command and seeds' origins."""
-    from tracking.determinism.settings import as_record
-    from tracking.provenance import capture
-
-    record = capture(root, seeds, as_record(determinism, effective), running=stage)
-    record["script"] = {
-        "stage": stage or "",
-        "command": shlex.join(sys.orig_argv[1:]),
-        "params": Path(os.path.relpath(params.path, root)).as_posix(),
-        "seeds_from": dict(params.origins),
-    }
-    return record

@@ -16,7 +16,7 @@ _PUBLIC = {
     "calibrate_baseline": ".calibrate",
     "compare_candidate": ".compare",
     "run_audit": ".audit",
-    "load_params": "..config.params",
+    "load_params": "..config.params_file",
     "run_main": "..entry",
     "at_least": "..entry",
 }

@@ -10,7 +10,8 @@ import numpy as np
 from tracking.config.params import CLASSIFICATION, DataParams, Params
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
 from tracking.data.arrays import Arrays, n_rows, rows
-from tracking.data.dataset import Source, build_manifest, check_pin, load_data, write_splits
+from tracking.data.dataset import build_manifest, check_pin, load_data, write_splits
+from tracking.data.source import Source
 from tracking.determinism.settings import configure_environment
 from tracking.errors import DataError
 from tracking.layout import PINS_DIR, PREPARE, PREPARED

@@ -1,0 +1,79 @@
+"""The `tracking` commands over the store itself: `doctor` (runs left RUNNING ended FAILED, runs the project's
+outputs name and the store lacks) and `sync` (runs kept in the offline journal uploaded). Kept apart from
+tracking/cli.py's parser; imports stay inside the commands so that `tracking --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def doctor_command(args: argparse.Namespace) -> None:
+    from mlflow.exceptions import MlflowException
+
+    from tracking.errors import TrackingServerError
+    from tracking.store.faults import store_fault
+    from tracking.store.journal import kept_offline
+    from tracking.store.location import find_project, open_client, shown, tracking_uri
+    from tracking.store.sqlite import database_path
+    from tracking.store.stale import ENDED, repair_stale_runs
+
+    root = find_project()  # outside a project, the store MLFLOW_TRACKING_URI names (tracking_uri says if unset)
+    uri = tracking_uri(root)
+    database = database_path(uri)
+    uri = shown(uri)  # printed from here on: without a user:password@
+    if database is not None and not database.is_file():
+        print(f"{uri}: no store yet, so no run left RUNNING to repair")
+        print_missing_runs(None, root, uri)
+        return
+    client = open_client(root)
+    try:
+        stale, running = repair_stale_runs(
+            client,
+            by="tracking doctor",
+            dry_run=args.dry_run,
+            kept_offline=kept_offline(root) if root is not None else frozenset(),
+        )
+    except MlflowException as err:
+        raise store_fault(err, uri) or TrackingServerError(
+            f"MLflow tracking store {uri} cannot be read ({str(err).splitlines()[0][:200]}); "
+            "start the server or fix MLFLOW_TRACKING_URI"
+        ) from err
+    print(
+        f"{uri}: {len(running)} run(s) RUNNING, {len(stale)} of them left by a process that is gone "
+        "or whose heartbeat went silent"
+    )
+    for run in running:
+        action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict in ENDED else "left alone"
+        print(f"  {run.describe()} -> {action}")
+    print_missing_runs(client, root, uri)
+
+
+def print_missing_runs(client: object, root: Path | None, uri: str) -> None:
+    """`tracking doctor`'s lines for the runs the project's outputs name and the store lacks, with the fix."""
+    from tracking.store.recorded import fix_for, missing_runs
+
+    gone = missing_runs(client, root) if root is not None else []
+    if gone:
+        print(f"{len(gone)} run(s) named by the project's outputs are gone from the store; {fix_for(gone)}:")
+    for recorded in gone:
+        print(f"  {recorded.describe(uri)}")
+
+
+def sync_command(args: argparse.Namespace) -> None:
+    import os
+
+    from tracking.env import MLFLOW_TRACKING_URI
+    from tracking.store.location import find_project
+    from tracking.store.sync import sync_all
+
+    root = find_project()
+    if root is None:  # runs are kept offline in a project's .tracking/offline/; none is here
+        print(f"nothing to sync: {Path.cwd()} is not inside a DVC project, whose .tracking/offline/ would hold runs")
+        return
+    done = sync_all(root, args.tracking_uri or os.environ.get(MLFLOW_TRACKING_URI))
+    for synced in done:
+        print(synced.line)
+    if not done:
+        print("nothing to sync: no run is kept offline in .tracking/offline/")
