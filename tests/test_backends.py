@@ -18,7 +18,7 @@ from tracking.determinism.backend import EffectiveDeterminism, select
 from tracking.entry import run_main
 from tracking.env import KERAS_BACKEND, XLA_FLAGS
 from tracking.errors import UsageError
-from tracking.inspect.diff.groups import group_diffs
+from tracking.inspect.diff.ranked_groups import group_diffs
 from tracking.inspect.diff.runs import RunSnapshot
 
 REPO = Path(__file__).resolve().parents[1]

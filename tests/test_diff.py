@@ -14,8 +14,8 @@ from tracking.inspect.diff import RunDiff, RunSnapshot
 from tracking.inspect.diff.bands import band_for, differences
 from tracking.inspect.diff.changes import Change, GroupDiff
 from tracking.inspect.diff.code import code_group, split_diff
+from tracking.inspect.diff.conclusion import conclude
 from tracking.inspect.diff.metrics import metric_deltas
-from tracking.inspect.diff.verdict import conclude
 from tracking.names import WEIGHTS_TAG
 from tracking.noise.policy import INCONCLUSIVE, choose_band
 from tracking.noise.record import NoiseRecord
@@ -269,7 +269,7 @@ def test_split_diff_keeps_each_file_part():
 
 def test_control_with_different_weights_and_equal_metrics_is_drift_in_every_word():
     """Issue 26: this read `exceeds_noise` and "inside the CONTROL band (0.0 sigma): noise"."""
-    from tracking.inspect.diff.report import render
+    from tracking.inspect.diff.output import render
 
     metrics = {"test_accuracy": 356 / 360, "test_loss": 0.05}
     a = snapshot(metrics, **DET, **{"prov.weights_sha256": "a" * 64})
@@ -291,7 +291,7 @@ def test_control_with_different_weights_and_equal_metrics_is_drift_in_every_word
 
 
 def test_diff_text_names_the_t_statistic_and_never_prints_p_as_zero():
-    from tracking.inspect.diff.report import render
+    from tracking.inspect.diff.output import render
 
     a, b = snapshot({"test_accuracy": 0.98}, **DET), snapshot({"test_accuracy": 0.10}, **DET)
     spread = {"mean": 0.98, "std": 0.001, "n": 20, "source": "calibration:algo"}
@@ -309,7 +309,7 @@ def test_diff_text_names_the_t_statistic_and_never_prints_p_as_zero():
 
 def test_better_or_worse_is_read_from_the_gap_t_is_from():
     """B above A but below the baseline's mean, t from that mean: the row read "better" beside a negative t."""
-    from tracking.inspect.diff.report import render
+    from tracking.inspect.diff.output import render
 
     a, b = snapshot({"test_accuracy": 0.95}, **DET), snapshot({"test_accuracy": 0.96}, **DET)
     spread = {"mean": 0.98, "std": 0.005, "n": 5, "source": "calibration:algo"}

@@ -59,7 +59,7 @@ def test_a_code_folder_named_data_is_code_and_the_projects_data_folder_is_data()
 
 
 def test_where_runs_train_and_how_they_are_judged_are_not_hyperparameters():
-    from tracking.inspect.diff.groups import group_diffs
+    from tracking.inspect.diff.ranked_groups import group_diffs
 
     def run(**params: str) -> RunSnapshot:
         return RunSnapshot("0" * 32, "r", "1", "FINISHED", params, metrics={}, tags={}, manifest=None, diff="")

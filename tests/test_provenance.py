@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tracking.inspect.diff.groups import group_diffs
+from tracking.inspect.diff.ranked_groups import group_diffs
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.provenance import to_tags
 from tracking.provenance.environment import gather_environment

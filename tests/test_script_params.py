@@ -10,7 +10,7 @@ import pytest
 from tracking.determinism.seeds import derive_seed
 from tracking.errors import ParamsError
 from tracking.provenance.dvc import gather_dvc, stage_hashes_now
-from tracking.script.params import read_params
+from tracking.script.team_params import read_params
 
 
 def write(path: Path, text: str) -> Path:

@@ -10,8 +10,8 @@ from tracking.config.params import DEFAULT_SPLIT_SEED, Params, SeedParams
 from tracking.config.params_file import load_params
 from tracking.determinism.seeds import derive_seed, resolve_seeds
 from tracking.inspect.diff import RunSnapshot
-from tracking.inspect.diff.groups import group_diffs
 from tracking.inspect.diff.legacy import upgrade_logged
+from tracking.inspect.diff.ranked_groups import group_diffs
 from tracking.inspect.restore import params_from_logged
 
 

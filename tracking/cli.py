@@ -223,9 +223,9 @@ def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | Non
     from tracking.config.params import DeterminismParams
     from tracking.determinism.process import apply_determinism
     from tracking.errors import UsageError
-    from tracking.script.params import read_params
-    from tracking.script.process import reproducible_script
+    from tracking.script.interpreter_setup import reproducible_script
     from tracking.script.provenance_record import script_record
+    from tracking.script.team_params import read_params
 
     mapping: dict[str, str | int] = {}
     for pair in pairs:
@@ -283,7 +283,7 @@ def _audit(args: argparse.Namespace) -> None:
 
 def _diff(args: argparse.Namespace) -> None:
     from tracking.inspect.diff import diff_runs, load_run
-    from tracking.inspect.diff.report import render
+    from tracking.inspect.diff.output import render
     from tracking.store.location import find_project, open_client
 
     root = find_project()
@@ -318,7 +318,7 @@ def _calibrate(args: argparse.Namespace) -> None:
 
 
 def _judge(args: argparse.Namespace) -> None:
-    from tracking.inspect.diff.report import render
+    from tracking.inspect.diff.output import render
     from tracking.script.calibration import judge_script
     from tracking.store.location import open_client, project_root
 

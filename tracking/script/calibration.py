@@ -4,7 +4,7 @@ The calibration runs the script's DVC stage command `repeats` times per variant 
 nothing varied, so the runs must be bit-identical), in a temporary git worktree of the project at HEAD with its
 uncommitted diff (the team's outputs are never overwritten), each run a child of one MLflow parent run tagged
 `noise.role = calibration`. The script learns its variant, repeat and parent through the environment
-(tracking/script/repeat.py). Each repeat is kept in the store under the key of everything that decides it (the
+(tracking/script/repeat_context.py). Each repeat is kept in the store under the key of everything that decides it (the
 stage's code by content, the params, the numerical libraries, variant and index: tracking/repeats/kept.py), so an
 interrupted calibration resumes and more repeats train only the new ones.
 
@@ -42,7 +42,7 @@ from tracking.names import (
 )
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.redaction import redact_params
-from tracking.script.repeat import SCRIPT_VARIANTS, ScriptRepeat
+from tracking.script.repeat_context import SCRIPT_VARIANTS, ScriptRepeat
 
 log = logging.getLogger(__name__)
 

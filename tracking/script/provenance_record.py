@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import DeterminismParams
-from tracking.script.params import ScriptParams
+from tracking.script.team_params import ScriptParams
 
 
 def script_record(

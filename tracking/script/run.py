@@ -34,12 +34,12 @@ from tracking.names import RERUN_OF_TAG
 from tracking.script.ending import end_at_exit, user_errors_in_one_line
 from tracking.script.fit_arrays import first_rows, for_mlflow, manifest_shapes, named_arrays
 from tracking.script.initial_weights import created_weights, moved_weights
+from tracking.script.interpreter_setup import reproducible_script
 from tracking.script.model_outputs import declared_outputs
-from tracking.script.params import ScriptParams, read_params
-from tracking.script.process import reproducible_script
 from tracking.script.provenance_record import script_record
-from tracking.script.repeat import ScriptRepeat, repeat_from_env
+from tracking.script.repeat_context import ScriptRepeat, repeat_from_env
 from tracking.script.seed_use import DECIDED_BY_SCRIPT, OWN_ORDER, ReadSeeds
+from tracking.script.team_params import ScriptParams, read_params
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
-from tracking.inspect.diff.groups import CAUSES, name_causes
+from tracking.inspect.diff.ranked_groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
 from tracking.layout import CALIBRATE, NOISE_FILE
 from tracking.names import SCRIPT_COMMAND_TAG, WEIGHTS_TAG

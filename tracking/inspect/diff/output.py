@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from tracking.inspect.diff.changes import Change, GroupDiff
+from tracking.inspect.diff.conclusion import RunDiff
 from tracking.inspect.diff.metrics import around_baseline_mean
-from tracking.inspect.diff.verdict import RunDiff
 from tracking.names import WEIGHTS_TAG
 from tracking.noise.power import NO_STD_INTERVAL
 from tracking.noise.statistics import format_p

@@ -8,8 +8,8 @@ from typing import Any
 
 from tracking.inspect.diff.bands import choose_calibrated_band
 from tracking.inspect.diff.changes import GroupDiff
-from tracking.inspect.diff.groups import CAUSES, GROUP_ORDER, group_diffs, name_causes
 from tracking.inspect.diff.metrics import MetricDelta, logged_compare_metrics, metric_deltas
+from tracking.inspect.diff.ranked_groups import CAUSES, GROUP_ORDER, group_diffs, name_causes
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.names import DVC_EXP_NAME_TAG, WEIGHTS_TAG
 from tracking.noise.policy import CONTROL, EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE, overall_verdict
