@@ -26,8 +26,8 @@ from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import gpu_present
 from tracking.layout import COMPARE, REPEATS_DIR
 from tracking.noise.policy import CONTROL
-from tracking.repeats.kept import KeptRepeat, RepeatStore, repeat_key
-from tracking.repeats.planning import checked_model, repeat_identity, repeat_spec
+from tracking.repeats.kept import KeptRepeat, RepeatStore
+from tracking.repeats.planning import checked_model, kept_before, planned, repeat_identity, repeat_spec
 from tracking.repeats.running import train_and_keep, worker_credentials, worker_environment
 from tracking.repeats.worker import CANDIDATE, Job, RepeatSpec, RepeatWorker
 from tracking.run.tracker import Tracker
@@ -64,10 +64,7 @@ def train_candidate_repeats(
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
         gpu = pool.gpus_per_run > 0 if pool else gpu_present()
         identity = {**repeat_identity(params, params, manifest, root, gpu, stage=COMPARE), "role": CANDIDATE}
-        plan = [
-            (variant, repeat, repeat_key(identity, variant, repeat))
-            for repeat in range(1, extra_runs(params, variant) + 1)
-        ]
+        plan = planned(identity, ((variant, repeat) for repeat in range(1, extra_runs(params, variant) + 1)))
         step = 1 if decided else max(len(plan), 1)
         finished: dict[Job, KeptRepeat] = {}
         reused = 0
@@ -77,7 +74,7 @@ def train_candidate_repeats(
             if decided and decided([finished[job] for job in plan[:start]]):
                 break
             chunk = plan[start : start + step]
-            kept = {job: found for job in chunk if (found := store.load(job[2])) is not None}
+            kept = kept_before(store, chunk)
             finished |= kept
             reused += len(kept)
             bar.update(len(kept))

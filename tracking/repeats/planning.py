@@ -1,9 +1,11 @@
 """A repeat's plan: what every repeat of one training shares (`RepeatSpec`: params, seeds, data, provenance), what
-decides each one's result but its variant and index (`repeat_identity`, the key a kept repeat is found under), and
-the model prepared once for the repeats to reuse."""
+decides each one's result but its variant and index (`repeat_identity`), the repeats to train under their keys
+(`planned`) and those kept from earlier runs (`kept_before`), and the model prepared once for the repeats to reuse. The
+calibrate stage, the candidate's extra runs and a team script's calibration plan their repeats here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,8 @@ from tracking.determinism.settings import as_record
 from tracking.layout import CALIBRATE
 from tracking.provenance import capture
 from tracking.provenance.software import installed_packages
-from tracking.repeats.kept import code_version
-from tracking.repeats.worker import CALIBRATION, TRAINING_SECTIONS, RepeatSpec
+from tracking.repeats.kept import KeptRepeat, RepeatStore, code_version, repeat_key
+from tracking.repeats.worker import CALIBRATION, TRAINING_SECTIONS, Job, RepeatSpec
 from tracking.training.model import BuildInputs, RepeatedModel
 
 
@@ -64,3 +66,13 @@ def checked_model(
     models = RepeatedModel(BuildInputs.of(manifest, splits["train"], root))
     models.prepare(baseline, base_seeds)
     return models
+
+
+def planned(identity: dict[str, Any], repeats: Iterable[tuple[str, int]]) -> list[Job]:
+    """The repeats (variant, index) to train, each under its key: the `identity` they share, their variant and index."""
+    return [Job(variant, repeat, repeat_key(identity, variant, repeat)) for variant, repeat in repeats]
+
+
+def kept_before(store: RepeatStore, jobs: Iterable[Job]) -> dict[Job, KeptRepeat]:
+    """The `jobs` kept in `store` by an earlier run under the same key: reused, never trained again."""
+    return {job: kept for job in jobs if (kept := store.load(job.key)) is not None}

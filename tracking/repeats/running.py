@@ -28,7 +28,7 @@ def train_locally(
     """The local executor: every repeat in this process, one after another, those that share a built model
     together (the order changes no repeat's weights)."""
     worker = RepeatWorker.in_this_process(spec, models)
-    for job in sorted(jobs, key=lambda job: op_determinism(job[0])):
+    for job in sorted(jobs, key=lambda job: op_determinism(job.variant)):
         show(f"{worker.where()} {label(job, spec.role)}")
         yield job, worker.run(job)
 
@@ -48,7 +48,7 @@ def train_and_keep(
     show = bar.set_postfix_str
     trained = train_on_ray(pool, spec, pending, parent, show) if pool else train_locally(spec, models, pending, show)
     for job, kept in trained:
-        store.save(job[2], kept)
+        store.save(job.key, kept)
         finished[job] = kept
         bar.update()
     show("")
@@ -69,7 +69,7 @@ def train_on_ray(
             " and ".join(
                 (
                     tag_is(MLFLOW_PARENT_RUN_TAG, spec.parent_run_id),
-                    tag_is(REPEAT_KEY_TAG, job[2]),
+                    tag_is(REPEAT_KEY_TAG, job.key),
                     tag_is(COMPUTE_ATTEMPT_TAG, attempt),
                     status_is("RUNNING"),
                 )
@@ -84,7 +84,7 @@ def train_on_ray(
     def named(job: Job) -> str:
         return label(job, spec.role)
 
-    yield from pool.run(spec, jobs, named, on_lost, show, affinity=lambda job: op_determinism(job[0]))
+    yield from pool.run(spec, jobs, named, on_lost, show, affinity=lambda job: op_determinism(job.variant))
 
 
 def worker_environment() -> dict[str, str]:

@@ -48,15 +48,24 @@ from tracking.run.tracker import Tracker
 from tracking.training.model import BuildInputs, RepeatedModel, with_model
 from tracking.training.repeat import train_and_score
 
-# A repeat to train: its variant, its index and its key (tracking/repeats/kept.py).
-Job = tuple[str, int, str]
+
+@dataclass(frozen=True)
+class Job:
+    """A repeat to train: its variant, its index within the variant, and its key (everything that decides its
+    result, `tracking.repeats.kept.repeat_key`), under which it is kept and found again."""
+
+    variant: str
+    repeat: int
+    key: str
+
+
 # What a spec's repeats are: the calibration's (the frozen baseline, retrained) or a candidate's extra runs.
 CALIBRATION, CANDIDATE = "calibration", "candidate"
 
 
 def label(job: Job, role: str = CALIBRATION) -> str:
     """How a repeat is named in runs and progress: `<variant> #<index>`, or `candidate #<index> (<variant>)`."""
-    return f"{job[0]} #{job[1]}" if role == CALIBRATION else f"candidate #{job[1]} ({job[0]})"
+    return f"{job.variant} #{job.repeat}" if role == CALIBRATION else f"candidate #{job.repeat} ({job.variant})"
 
 
 @dataclass(frozen=True)
@@ -64,12 +73,12 @@ class RepeatSpec:
     """What every repeat of one calibration shares, sent once to every worker: the configuration, the data, the
     calibration's one provenance capture and the MLflow run the repeats are children of.
 
-    `baseline` is what the repeats train: the frozen baseline, or for a candidate's repeats (`role` CANDIDATE) the
+    `trained` is what the repeats train: the frozen baseline, or for a candidate's repeats (`role` CANDIDATE) the
     candidate's own params.
     """
 
     params: Params
-    baseline: Params
+    trained: Params
     base_seeds: Seeds
     root: Path
     manifest: Manifest
@@ -132,8 +141,8 @@ class RepeatWorker:
     def setup(self, spec: RepeatSpec, models: RepeatedModel | None = None) -> None:
         """Set the process up as the stage's own (a no-op where it already is), seed the frameworks, gather this
         machine's hardware for the repeats' provenance, and make the model the repeats reuse (or take `models`)."""
-        reproducible_process(spec.baseline)
-        seed_frameworks(spec.baseline, spec.base_seeds)
+        reproducible_process(spec.trained)
+        seed_frameworks(spec.trained, spec.base_seeds)
         self.spec = spec
         self.root = spec.root if spec.root.is_dir() else Path.cwd()  # another node has the project elsewhere
         self.record = {**spec.record, "cpu": gather_cpu(), "gpu": gather_gpus(), "os": gather_os()}
@@ -152,14 +161,14 @@ class RepeatWorker:
 
     def run(self, job: Job, attempt: int = 1) -> KeptRepeat:
         """Train and score one repeat (`attempt` counts tries after lost workers) as a child of the calibration run."""
-        variant, repeat, key = job
+        variant, repeat, key = job.variant, job.repeat, job.key
         s = self.spec
         train = s.splits["train"]
         candidate = s.role == CANDIDATE
         run_params, seeds, within, source = variant_setup(
             variant,
             repeat,
-            s.baseline,
+            s.trained,
             s.base_seeds,
             s.params.calibration.simulate_impl_noise,
             self.gpu,

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import subprocess
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,8 @@ def calibrate_script(
     """Calibrate the script's stage at `root`; return the noise record logged on the parent run."""
     from tracking.inspect.worktree import apply_diff, temporary_worktree
     from tracking.provenance.git import gather_git, open_repository
-    from tracking.repeats.kept import code_version, repeat_key
+    from tracking.repeats.kept import code_version
+    from tracking.repeats.planning import planned
     from tracking.run.tracker import Tracker
     from tracking.store.location import tracking_uri
 
@@ -107,23 +109,21 @@ def calibrate_script(
         reused: set[str] = set()
         with temporary_worktree(root, git["commit"]) as project:
             apply_diff(project, git.get("diff") or "", parent.run_id)
-            for variant in variants:
-                for index in range(repeats):
-                    key = repeat_key(identity, variant, index)
-                    kept = _finished(client, experiment_id, key)
+            for job in planned(identity, product(variants, range(repeats))):
+                kept = _finished(client, experiment_id, job.key)
+                if kept is None:
+                    repeat = ScriptRepeat(parent.run_id, job.variant, job.repeat, job.key)
+                    log.info("calibrate [%s %d/%d]: %s", job.variant, job.repeat + 1, repeats, command)
+                    _run(command, project / wdir.relative_to(root), {**env, TRACKING_REPEAT: repeat.to_env()})
+                    kept = _finished(client, experiment_id, job.key)
                     if kept is None:
-                        repeat = ScriptRepeat(parent.run_id, variant, index, key)
-                        log.info("calibrate [%s %d/%d]: %s", variant, index + 1, repeats, command)
-                        _run(command, project / wdir.relative_to(root), {**env, TRACKING_REPEAT: repeat.to_env()})
-                        kept = _finished(client, experiment_id, key)
-                        if kept is None:
-                            raise NoiseError(
-                                f"`{command}` (stage {stage}) finished but logged no MLflow run for the calibration",
-                                fix="open the run in the script with tracking.start(...) (docs/library.md)",
-                            )
-                    else:
-                        reused.add(kept.info.run_id)
-                    runs[variant].append(kept)
+                        raise NoiseError(
+                            f"`{command}` (stage {stage}) finished but logged no MLflow run for the calibration",
+                            fix="open the run in the script with tracking.start(...) (docs/library.md)",
+                        )
+                else:
+                    reused.add(kept.info.run_id)
+                runs[job.variant].append(kept)
         noise = noise_record(runs, repeats, reused, parent.run_id)
         parent.log_json(noise.as_dict(), NOISE_FILE.as_posix())
         tags = {REUSED_REPEATS_TAG: len(reused)}

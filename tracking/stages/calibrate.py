@@ -44,8 +44,8 @@ from tracking.noise.statistics import (
 )
 from tracking.provenance.git import open_repository
 from tracking.redaction import redact_params
-from tracking.repeats.kept import RepeatStore, repeat_key
-from tracking.repeats.planning import checked_model, repeat_identity, repeat_spec
+from tracking.repeats.kept import RepeatStore
+from tracking.repeats.planning import checked_model, kept_before, planned, repeat_identity, repeat_spec
 from tracking.repeats.running import train_and_keep, worker_credentials, worker_environment
 from tracking.repeats.worker import RepeatSpec, RepeatWorker, label, trained_on
 from tracking.run.tracker import Tracker
@@ -134,12 +134,9 @@ def calibrate_baseline(params: Params) -> None:
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
         gpu = pool.gpus_per_run > 0 if pool else gpu_present()
         identity = repeat_identity(params, baseline, manifest, root, gpu)
-        plan = [
-            (variant, repeat, repeat_key(identity, variant, repeat))
-            for variant, repeat in product(params.calibration.variants, range(params.calibration.repeats))
-        ]
+        plan = planned(identity, product(params.calibration.variants, range(params.calibration.repeats)))
         store = RepeatStore(root / REPEATS_DIR)
-        finished = {job: kept for job in plan if (kept := store.load(job[2])) is not None}
+        finished = kept_before(store, plan)
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
         if pool and pending:
