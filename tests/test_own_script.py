@@ -235,11 +235,14 @@ with tracking.start(experiment='weighted', seeds={'shuffle': 5, 'augment': 9}) a
 """
 
 
-def test_run_batches_records_the_seeds_it_uses_and_seeding_a_trained_model_fails_its_run(team: Path):
+def test_run_batches_records_the_seeds_it_uses_and_seeding_a_trained_model_fails_its_run(team: Path, tmp_path: Path):
     """One process, four runs (one TensorFlow start-up for all): the first fits on `run.batches`, the second draws
     weighted and augmented batches of named inputs (the same twice, `seeds.augment` recorded as used, the weights
     hashed as data), the third is handed a model a GradientTape loop trained (its optimizer outside the model), the
-    fourth the first's model, already trained by `fit`: both are refused, and their runs end FAILED."""
+    fourth the first's model, already trained by `fit`: both are refused, and their runs end FAILED. In a copy of
+    the project: runs logged at the fixture's commit would become the latest that `tracking judge HEAD` finds in
+    test_calibrate_the_script_resume_it_and_judge_a_run, whichever worker runs first."""
+    team = shutil.copytree(team, tmp_path / "team", symlinks=True)
     code = (
         "import tracking, keras, numpy as np\n"
         "x, y = np.arange(24, dtype='float32').reshape(12, 2), np.ones(12, dtype='float32')\n"
