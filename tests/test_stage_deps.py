@@ -27,6 +27,7 @@ PLUMBING = {
     "pipelines/__init__.py": "empty package marker",
     "tracking/__init__.py": "re-exports only",
     "tracking/stages/__init__.py": "re-exports only",
+    "tracking/facade.py": "the facades' names loaded on first use",
     "tracking/errors.py": "exception types and exit status",
     "tracking/log.py": "how library messages are shown",
     "tracking/names.py": "the names of the tags written to MLflow",

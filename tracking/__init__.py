@@ -9,16 +9,14 @@ Importing the package turns MLflow's usage telemetry off (unless the user turned
 command of ours imports it before MLflow.
 """
 
-from importlib import import_module
-from typing import Any
-
 from tracking.env import telemetry_off_by_default
+from tracking.facade import lazy_names
 
 telemetry_off_by_default()
 
-# The team's API, each name and the module that defines it (relative to this package): a team's own script (`start`), its builders (the task
-# names), runs judged from plain numbers (`judge`, `Verdict`) and the errors (`TrackingError`). The DVC stages'
-# names are `tracking.stages`'.
+# The team's API, each name and the module that defines it (relative to this package): a team's own script
+# (`start`), its builders (the task names), runs judged from plain numbers (`judge`, `Verdict`) and the errors
+# (`TrackingError`). The DVC stages' names are `tracking.stages`'.
 _PUBLIC = {
     "start": ".script.run",
     "judge": ".noise.judging",
@@ -30,8 +28,4 @@ _PUBLIC = {
 
 __all__ = sorted(_PUBLIC)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'tracking' has no attribute {name!r}")
-    return getattr(import_module(_PUBLIC[name], __name__), name)
+__getattr__ = lazy_names(__name__, _PUBLIC)

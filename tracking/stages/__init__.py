@@ -4,8 +4,7 @@ an exit status. Each name loads its module on first use, so a stage process load
 team's API is `tracking`'s.
 """
 
-from importlib import import_module
-from typing import Any
+from tracking.facade import lazy_names
 
 # Each stage's name and the module that defines it (relative to this package), in data-flow order, then what every
 # stage uses. A DVC stage imports only these (tests/test_stage_deps.py).
@@ -23,8 +22,4 @@ _PUBLIC = {
 
 __all__ = sorted(_PUBLIC)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'tracking.stages' has no attribute {name!r}")
-    return getattr(import_module(_PUBLIC[name], __name__), name)
+__getattr__ = lazy_names(__name__, _PUBLIC)
