@@ -44,6 +44,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -406,7 +407,8 @@ def main() -> None:
         f"through tracking.judge; {len(METRICS)} metrics ({', '.join(METRICS)}), Holm at alpha {ALPHA}, "
         f"compare.min_effect {MIN_EFFECT_STDS:g} band stds; {trials} independent trials a cell, 95% Wilson intervals"
     )
-    for name, section in SECTIONS.items():
+    chosen = {**SECTIONS, "false-alarms": partial(false_alarms, noises=args.noise, bands=args.band_runs)}
+    for name, section in chosen.items():
         if args.only is None or name in args.only:
             rng = np.random.default_rng(
                 [
@@ -416,10 +418,7 @@ def main() -> None:
                     *(args.band_runs or []),
                 ]
             )
-            if name == "false-alarms":
-                false_alarms(rng, trials, args.noise, args.band_runs)
-            else:
-                section(rng, trials)
+            section(rng, trials)
     print(f"simulation: {time.perf_counter() - started:.0f} s")
     if args.real:
         real(args)

@@ -328,7 +328,7 @@ def equivalence(found: Judgement, tolerance: float, alpha: float) -> tuple[float
 
     if found.scale is None or found.scale <= 0 or tolerance <= 0 or not math.isfinite(found.delta):
         return None
-    around = None if found.reference_runs == found.band.n else found.reference_runs
+    around = tails.other_runs(found.reference_runs, found.band.n)
     half = tails.critical(alpha, found.band.n, found.candidates, around) * found.scale
     low, high = found.delta - half, found.delta + half
     return (low, high) if -tolerance <= low and high <= tolerance else None

@@ -60,7 +60,7 @@ def power(
     df = runs + candidates - 2
     kappa = math.sqrt(1 / (runs if reference is None else reference) + 1 / candidates)
     # A reference of the test's own band runs is the band's mean (the verdict passes its reference_runs).
-    critical = tails.critical(alpha, runs, candidates, None if reference in (None, runs) else reference)
+    critical = tails.critical(alpha, runs, candidates, tails.other_runs(reference, runs))
     share, weights = _beta_nodes(n - 1, df - (n - 1))
     shift = size / kappa * (share * df / (n - 1)) ** 0.5
     flagged = stats.t.sf(critical - shift, df) + stats.t.cdf(-critical - shift, df)

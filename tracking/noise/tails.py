@@ -77,6 +77,12 @@ def _simulated(runs: int, candidates: int) -> tuple[int, int]:
     return min(runs, SIMULATED_MOST), min(candidates, SIMULATED_MOST)
 
 
+def other_runs(reference: int | None, runs: int) -> int | None:
+    """The `reference` that `p_value` and `critical` take for a test whose reference averages `reference` runs: None
+    where that is the band's own mean (unset, or its `runs` runs), else the count of other runs it averages."""
+    return None if reference in (None, runs) else reference
+
+
 def p_value(t: float, runs: int, candidates: int, reference: int | None = None) -> float:
     """The two-sided p of the verdict's statistic `t`: the largest of its t distribution's (runs + candidates - 2
     degrees of freedom) and the share of simulated statistics at least as large under each of `SHAPES`."""
