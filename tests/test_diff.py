@@ -225,6 +225,26 @@ def test_files_dvc_writes_and_declared_outputs_are_not_code(tmp_path: Path):
     assert code_group(snapshot(**DET), written, tmp_path, set()).changes == []
 
 
+def test_dvc_files_read_every_path_as_written(tmp_path: Path):
+    """Paths YAML would type (a float, a boolean, a date) stay the file's text; a merge key is merged; bad YAML is
+    the project's one-line error."""
+    from tracking.dvc_files import declared_outputs, stage_deps
+    from tracking.errors import RepoError
+
+    (tmp_path / "dvc.yaml").write_text(
+        "shared: &shared\n  deps: [on, 1e5]\nstages:\n  train:\n    cmd: python train.py\n    deps: [2024-01-02, yes]\n"
+        "    outs: [no, 1e-5, {off: {cache: false}}]\n  fit:\n    <<: *shared\n    cmd: python fit.py\n"
+    )
+    run(["git", "init", "-q"], tmp_path)
+    assert [str(dep) for dep in stage_deps(tmp_path, "train")] == ["2024-01-02", "yes"]
+    assert [str(dep) for dep in stage_deps(tmp_path, "fit")] == ["on", "1e5"]
+    (tmp_path / "dvc.yaml").write_text("stages:\n  train:\n    outs: [no, 1e-5, {off: {cache: false}}]\n")
+    assert declared_outputs(tmp_path, tmp_path) == ["1e-5", "dvc.lock", "no", "off"]
+    (tmp_path / "dvc.yaml").write_text("stages:\n  train: [unclosed\n")
+    with pytest.raises(RepoError, match=r"is not a valid dvc\.yaml"):
+        declared_outputs(tmp_path, tmp_path)
+
+
 def test_tied_band_cannot_judge_through_diff():
     a, b = (
         snapshot({"test_accuracy": 356 / 360, "test_loss": 0.05}, **DET),

@@ -1,6 +1,6 @@
 """The project's DVC files as the library reads them: the stages a dvc.yaml declares, their deps, the outputs
 they declare, and the `dvc add` pointers (on the ground floor: config, data, provenance, repeats and inspect read
-them alike). Read as plain YAML (milliseconds); a templated dvc.yaml goes through DVC's API, which resolves it."""
+them alike). Read as plain YAML (a millisecond); a templated dvc.yaml goes through DVC's API, which resolves it."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ruamel.yaml.error import YAMLError
-
 from tracking.errors import RepoError
 from tracking.layout import DVC_FILE
-from tracking.yaml_text import parse_yaml
+from tracking.yaml_text import parse_dvc_file
 
 _OUTPUT_SECTIONS = ("outs", "metrics", "plots")
 
@@ -39,13 +37,13 @@ def declared_outputs(root: Path, top: Path) -> list[str]:
         folder = prefix / PurePosixPath(name).parent
         found.add(normal_path(folder / "dvc.lock"))
         try:
-            for stage in ((parse_yaml(text) or {}).get("stages") or {}).values():
+            for stage in ((parse_dvc_file(text) or {}).get("stages") or {}).values():
                 wdir = folder / stage.get("wdir", ".")
                 for section in _OUTPUT_SECTIONS:
                     for entry in stage.get(section) or []:
                         for path in entry if isinstance(entry, dict) else [entry]:
                             found.add(normal_path(wdir / path))
-        except (YAMLError, AttributeError, TypeError) as err:
+        except (ValueError, AttributeError, TypeError) as err:
             raise RepoError(
                 f"{root / name} is not a valid dvc.yaml ({str(err).splitlines()[0]}); "
                 "fix it (`dvc stage list` checks it)"
@@ -86,7 +84,7 @@ def added_outputs(root: Path) -> dict[str, list[PurePosixPath]]:
     )
     found: dict[str, list[PurePosixPath]] = {}
     for name in sorted({name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name}):
-        outs = (parse_yaml((root / name).read_text(encoding="utf-8")) or {}).get("outs") or []
+        outs = (parse_dvc_file((root / name).read_text(encoding="utf-8")) or {}).get("outs") or []
         folder = PurePosixPath(name).parent
         found[name] = [PurePosixPath(normal_path(folder / str(out["path"]))) for out in outs if "path" in out]
     return found
@@ -98,14 +96,14 @@ def normal_path(path: PurePosixPath) -> str:
 
 
 def declared_stages(root: Path, dvc_file: str = DVC_FILE) -> dict[str, Any]:
-    """The stages `root / dvc_file` declares, by name, as plain YAML holds them ({} without the file)."""
+    """The stages `root / dvc_file` declares, by name, each scalar as its text ({} without the file)."""
     path = root / dvc_file
     return _stages(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def _stages(text: str) -> dict[str, Any]:
     """The `stages` mapping of a dvc.yaml's text, by name ({} when it declares none)."""
-    return (parse_yaml(text) or {}).get("stages") or {}
+    return (parse_dvc_file(text) or {}).get("stages") or {}
 
 
 def within(path: PurePosixPath, deps: Iterable[PurePosixPath]) -> bool:
@@ -116,7 +114,7 @@ def within(path: PurePosixPath, deps: Iterable[PurePosixPath]) -> bool:
 def stage_deps(root: Path, stage: str, dvc_file: str = DVC_FILE) -> list[PurePosixPath] | None:
     """The deps of `stage` in `root / dvc_file` as paths relative to `root`; None when that file does not declare it.
 
-    Read as plain YAML (milliseconds); a templated dvc.yaml (`${...}`, `foreach`, `matrix`) goes through DVC's
+    Read as plain YAML (a millisecond); a templated dvc.yaml (`${...}`, `foreach`, `matrix`) goes through DVC's
     API, which resolves it (about a second).
     """
     path = root / dvc_file

