@@ -40,10 +40,10 @@ def test_journal_numbers_writes_keeps_files_and_drops_a_torn_last_line(tmp_path)
         os.umask(umask)
     modes = [oct(path.stat().st_mode & 0o777) for path in (tmp_path / ".tracking", folder, folder / "journal.jsonl")]
     assert modes == ["0o700", "0o700", "0o600"], "a journal holds whole runs: its owner's only"
-    journal.append(batch(params={"a": "1"}, metrics=[("m", 0.5, 1000, 0)]), online=True)
-    journal.append(artifact(source, "notes"))
+    journal.write(batch(params={"a": "1"}, metrics=[("m", 0.5, 1000, 0)]), online=True)
+    journal.write(artifact(source, "notes"))
     source.unlink()  # the journal holds its own copy
-    journal.append(end("FINISHED", 2000))
+    journal.write(end("FINISHED", 2000))
     journal.close()
     with open(folder / "journal.jsonl", "a") as handle:
         handle.write('{"seq": 4, "op": "ba')  # a crash in the middle of a line
@@ -76,10 +76,10 @@ def _kept_run(root: Path, run_id: str) -> Path:
             "reason": "[Errno 111] Connection refused",
         },
     )
-    journal.append(batch(params={"train.epochs": "2"}, metrics=[("epoch_loss", 0.9, 1000, 0)]), online=True)
-    journal.append(batch(metrics=[("epoch_loss", 0.5, 2000, 1)]))
-    journal.append(artifact(root / "curve.txt", "plots"))
-    journal.append(end("FINISHED", 3000))
+    journal.write(batch(params={"train.epochs": "2"}, metrics=[("epoch_loss", 0.9, 1000, 0)]), online=True)
+    journal.write(batch(metrics=[("epoch_loss", 0.5, 2000, 1)]))
+    journal.write(artifact(root / "curve.txt", "plots"))
+    journal.write(end("FINISHED", 3000))
     journal.close()
     return folder
 

@@ -9,7 +9,7 @@ from conftest import client_for
 
 from tracking.errors import RunStateError, TrackingServerError
 from tracking.run.tracker import Tracker
-from tracking.store.journal import StoreSink
+from tracking.store.sinks import RunSink
 
 
 def status(root, run_id):
@@ -63,14 +63,14 @@ def test_background_metrics_keep_their_order_and_steps(root):
 def metric_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many metrics each write to the store carried, from here on (the writes still reach the store)."""
     counts: list[int] = []
-    write = StoreSink.write
+    write = RunSink.write
 
-    def counted(self: StoreSink, op: dict) -> None:
+    def counted(self: RunSink, op: dict) -> None:
         if op["op"] == "batch" and op["metrics"]:
             counts.append(len(op["metrics"]))
         write(self, op)
 
-    monkeypatch.setattr(StoreSink, "write", counted)
+    monkeypatch.setattr(RunSink, "write", counted)
     return counts
 
 

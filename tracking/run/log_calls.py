@@ -1,5 +1,5 @@
 """What an open run records: params (secrets redacted), metrics (epochs gathered into few writes), tags,
-provenance, the data set, files and the Keras model, each as writes to the run's `StoreSink` (the MLflow store,
+provenance, the data set, files and the Keras model, each as writes to the run's `RunSink` (the MLflow store,
 or the offline journal while the server is lost). `Tracker` (tracking/run/tracker.py) owns the run's life and
 inherits these calls, so where a record goes is decided in the sink and not by each call.
 """
@@ -36,9 +36,9 @@ from tracking.provenance import to_tags
 from tracking.provenance.git import encode_diff
 from tracking.redaction import redact_param
 from tracking.run.writer import BackgroundWriter
-from tracking.store.journal import StoreSink
 from tracking.store.operations import artifact, batch, inputs
 from tracking.store.operations import model as model_op
+from tracking.store.sinks import RunSink
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +49,38 @@ DATASET_DIGEST_CHARS = 32  # MLflow's datasets.digest column holds at most 36 ch
 METRICS_FLUSH_S = 1.0
 
 
+class QueuedMetrics:
+    """Metric values that need not wait (every epoch's), kept in the order they were logged until the background
+    writer takes them: the first at once, then at most every `METRICS_FLUSH_S`."""
+
+    def __init__(self) -> None:
+        self._values: list[list[Any]] = []
+        self._lock = threading.Lock()
+        self._next_flush = 0.0
+
+    def add(self, values: list[list[Any]]) -> bool:
+        """Queue `values`; True when a flush is due."""
+        with self._lock:
+            self._values.extend(values)
+        if time.monotonic() < self._next_flush:
+            return False
+        self._next_flush = time.monotonic() + METRICS_FLUSH_S
+        return True
+
+    def take(self) -> list[list[Any]]:
+        """Every value queued so far, in order; the queue is left empty."""
+        with self._lock:
+            taken, self._values = self._values, []
+        return taken
+
+
 class RunLogCalls:
     """The `log_*` calls of an open run, written through its sink; the background writer takes those that need
     not wait (epochs' metrics)."""
 
-    _sink: StoreSink
+    _sink: RunSink
     _writer: BackgroundWriter
-    _queued_metrics: list[list[Any]]
-    _queued_lock: threading.Lock
-    _next_flush: float
+    _queued: QueuedMetrics
 
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true).
@@ -84,16 +107,12 @@ class RunLogCalls:
         if wait:
             self._sink.write(op)
             return
-        with self._queued_lock:
-            self._queued_metrics.extend(op["metrics"])
-        if time.monotonic() >= self._next_flush:
-            self._next_flush = time.monotonic() + METRICS_FLUSH_S
+        if self._queued.add(op["metrics"]):
             self._writer.submit(self._flush_metrics)
 
     def _flush_metrics(self) -> None:
         """Write the metrics queued so far, in the order they were logged (on the background writer)."""
-        with self._queued_lock:
-            queued, self._queued_metrics = self._queued_metrics, []
+        queued = self._queued.take()
         if queued:
             self._sink.write(batch(metrics=queued))
 

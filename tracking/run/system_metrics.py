@@ -6,7 +6,7 @@ UI shows them in the run's System metrics tab), and reads its own `MLFLOW_SYSTEM
 sample and writes through a client of its own (a lost server would cost each sample a timeout and a warning,
 and nothing would reach the journal), and it drops the last interval's sample when stopped, so a run shorter
 than the interval records nothing. Here a thread of ours samples at the end of each interval and once more
-as the run ends, and writes each sample through the run's `StoreSink`: to the server while it answers, then
+as the run ends, and writes each sample through the run's `RunSink`: to the server while it answers, then
 to the offline journal with the rest of the run.
 """
 
@@ -35,7 +35,7 @@ class SystemMetrics:
     """Samples MLflow's system metrics on a daemon thread every `SAMPLING_INTERVAL_S`, and once more on `stop`."""
 
     def __init__(self, run_id: str, uri: str, write: Callable[[Op], None], resume: bool = False) -> None:
-        """`write` takes each sample (the run's `StoreSink.write`); `resume` goes on from the run's last step."""
+        """`write` takes each sample (the run's `RunSink.write`); `resume` goes on from the run's last step."""
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         logging.getLogger(MLFLOW_SYSTEM_METRICS_LOGGER).setLevel(logging.ERROR)

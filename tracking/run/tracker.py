@@ -3,25 +3,22 @@
 It checks the store answers before work starts, takes the run's records (params, provenance, data, metrics:
 tracking/run/log_calls.py), and ends the run honestly: FINISHED on success, FAILED on an error, KILLED on Ctrl-C
 or SIGTERM, never left RUNNING. Writes name the run explicitly (MLflow's fluent API keeps the active run per
-thread), so they may run on the background writer while training goes on. Every write goes through a
-`StoreSink`: if the tracking server is lost mid-run, training goes on and the whole run is kept in the offline
-journal for `tracking sync`.
+thread), so they may run on the background writer while training goes on. Every write goes through the run's
+`RunSink` (tracking/store/sinks.py): if the tracking server is lost mid-run, training goes on and the whole run
+is kept in the offline journal for `tracking sync`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tracking.env import DVC_EXP_NAME
-from tracking.errors import RunStateError, StoreFault, TrackingError, TrackingServerError, WriteFault
-from tracking.layout import RUN_FILE, TRAIN
+from tracking.errors import StoreFault, TrackingError, TrackingServerError, WriteFault
+from tracking.layout import TRAIN
 from tracking.log import configure_unless_configured
 from tracking.names import (
     ERROR_TAG,
@@ -36,20 +33,15 @@ from tracking.run.lifecycle import (
     record_killed,
     status_for,
 )
-from tracking.run.log_calls import RunLogCalls
+from tracking.run.log_calls import QueuedMetrics, RunLogCalls
+from tracking.run.opening import end_stale_runs, resumable, run_name, sync_kept_offline
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.faults import describe, server_unavailable, store_fault
-from tracking.store.journal import (
-    StoreSink,
-    has_journal,
-    journal_folder,
-    kept_offline,
-    remove_ended_spools,
-)
 from tracking.store.location import connect, project_root, shown, tracking_uri
-from tracking.store.operations import apply, batch, end
-from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags, repair_stale_runs
+from tracking.store.operations import batch, end
+from tracking.store.sinks import MlflowSink, RunSink
+from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +81,7 @@ class Tracker(RunLogCalls):
         self._kept_end_time: int | None = None
         self._system: SystemMetrics | None = None
         self._interrupts = interrupts_raise()
-        self._queued_metrics: list[list[Any]] = []
-        self._queued_lock = threading.Lock()
-        self._next_flush = 0.0
+        self._queued = QueuedMetrics()
 
     def __enter__(self) -> Tracker:
         from mlflow.tracking import MlflowClient
@@ -101,11 +91,11 @@ class Tracker(RunLogCalls):
         self.experiment_id = experiment_id = connect(self.root, self.experiment)
         self.client = MlflowClient()
         if self.run_id is not None:  # first, so the run a lost server left RUNNING is not taken for a stale one
-            self.run_id = self._sync_kept_offline(self.run_id)
+            self.run_id = sync_kept_offline(self.client, self.root, self.uri, self.run_id)
         if not self.nested:
-            self._repair_stale_runs()
+            end_stale_runs(self.client, self.root, self.uri, self.stage)
         if self.run_id is not None:
-            self._check_resumable(self.run_id)
+            self._kept_end_time = resumable(self.client, self.uri, self.run_id, self.keep_end_time)
         self._interrupts.__enter__()
         resuming, run = self.run_id is not None, None
         try:
@@ -143,7 +133,9 @@ class Tracker(RunLogCalls):
         try:
             if self.run_id is not None:
                 # Before it is RUNNING again, so it never looks owned by the stage that opened it.
-                apply(self.client, self.run_id, batch(tags={key: str(value) for key, value in owner.items()}))
+                MlflowSink(self.client, self.run_id).write(
+                    batch(tags={key: str(value) for key, value in owner.items()})
+                )
                 if ERROR_TAG in self.client.get_run(self.run_id).data.tags:  # an earlier process's end, now over
                     self.client.delete_tag(self.run_id, ERROR_TAG)
                 run = mlflow.start_run(run_id=self.run_id, log_system_metrics=False)
@@ -167,29 +159,8 @@ class Tracker(RunLogCalls):
                 f"({describe(err)}); start the server and re-run"
             ) from err
         self.run_id = run.info.run_id
-        self._sink = StoreSink(self.client, self.run_id, self.root, self.uri, self.experiment)
+        self._sink = RunSink(MlflowSink(self.client, self.run_id), self.root, self.uri, self.experiment)
         return run
-
-    def _repair_stale_runs(self) -> None:
-        """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line; remove
-        the spools of ended runs that their stage could not remove."""
-        from mlflow.exceptions import MlflowException
-
-        try:
-            stale, _ = repair_stale_runs(
-                self.client, by=f"the {self.stage} stage", kept_offline=kept_offline(self.root)
-            )
-            remove_ended_spools(self.client, self.root)
-        except MlflowException as err:
-            raise store_fault(err, self.uri) or TrackingServerError(
-                f"checking {shown(self.uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
-            ) from err
-        if stale:
-            log.warning(
-                "marked %d run(s) that a killed process left RUNNING as FAILED (%s); see `tracking doctor`",
-                len(stale),
-                ", ".join(run.run_id for run in stale),
-            )
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         try:
@@ -256,17 +227,6 @@ class Tracker(RunLogCalls):
         if report is not None:
             log.warning(report)
 
-    def _sync_kept_offline(self, run_id: str) -> str:
-        """Upload what an earlier stage of this run kept offline before resuming it; return the run's id there."""
-        folder = journal_folder(self.root, run_id)
-        if not has_journal(folder):
-            return run_id
-        from tracking.store.sync import sync_journal
-
-        done = sync_journal(folder, self.client, self.uri)
-        log.info(done.line)
-        return done.run_id
-
     def _close_writer(self) -> TrackingError | None:
         """Wait for background writes; a failed one comes back as a `TrackingError` (`_end` reports it on stderr)."""
         try:
@@ -286,43 +246,6 @@ class Tracker(RunLogCalls):
     def uri(self) -> str:
         return tracking_uri(self.root or project_root())
 
-    def _check_resumable(self, run_id: str) -> None:
-        """The run to resume (the train stage's, named by outputs/run.json) must be in the store and not deleted:
-        DVC takes the outputs naming it as up to date after `rm mlflow.db`, so this stage is the first to see it."""
-        from mlflow.exceptions import MlflowException
-
-        from tracking.store.recorded import RecordedRun, fix_for
-
-        try:
-            info = self.client.get_run(run_id).info
-            gone = info.lifecycle_stage == "deleted"
-            if self.keep_end_time and info.status == "FINISHED":
-                self._kept_end_time = info.end_time
-        except MlflowException as err:
-            if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
-                raise
-            gone = True
-        if gone:
-            recorded = RecordedRun(RUN_FILE, run_id, TRAIN)
-            raise RunStateError(
-                f"{recorded.describe(shown(self.uri))} (the store was deleted or replaced, or the run deleted), "
-                "so DVC takes the outputs as up to date",
-                fix=fix_for([recorded]),
-            )
-
     def in_background(self, write: Callable[[], object]) -> None:
         """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
         self._writer.submit(write)
-
-
-def run_name(stage: str) -> str:
-    """The name of a run no caller named: the DVC experiment's (`dvc exp run` sets it), else the stage and six
-    random hex digits, e.g. `train-3f9a1c`.
-
-    Never MLflow's own name: the store draws it from Python's `random`, which `seed_frameworks` seeded before the
-    run opens, so every `dvc repro` drew the same name (and a SQLite store's draw, made in this process, moved the
-    seeded stream a server's does not). `secrets` reads the operating system's randomness and leaves the seeded
-    streams as they were."""
-    import secrets
-
-    return os.environ.get(DVC_EXP_NAME) or f"{stage}-{secrets.token_hex(3)}"

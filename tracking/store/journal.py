@@ -1,41 +1,31 @@
 """The offline journal: what a run would have written to a lost MLflow server, kept on disk in order.
 
-While the server answers, `StoreSink` writes each operation (tracking/store/operations.py) to it and remembers
-it: an artifact file as a copy in `.tracking/spool/<run_id>/` (its own path may be a temporary file, deleted
-once written; the kernel makes the copy, so a file of any size costs no memory), the model by reference.
-On the first write that fails because the server is gone (connection refused or reset, timeout, 5xx after
-retries), the loss is reported once on stderr, training goes on, and the whole run so far plus every later
-write are appended to `.tracking/offline/<run_id>/journal.jsonl` as numbered JSON lines (`online: true` for
-those the server had acknowledged), with a copy of each file under `files/` (spooled copies are moved there).
-So the journal alone holds the complete run, even if the server's store lost what it had. `tracking sync`
-(tracking/store/sync.py) replays it. Any other failure is a real error and is raised.
+A run's sink (tracking/store/sinks.py) switches to it on the first write that fails because the server is gone
+(connection refused or reset, timeout, 5xx after retries): the whole run so far plus every later write are
+appended to `.tracking/offline/<run_id>/journal.jsonl` as numbered JSON lines (`online: true` for those the server
+had acknowledged), with a copy of each file under `files/`. So the journal alone holds the complete run, even if
+the server's store lost what it had. `tracking sync` (tracking/store/sync.py) replays it into the server. Until
+then, an artifact the server took is kept as a copy in `.tracking/spool/<run_id>/` (its own path may be a
+temporary file, deleted once written); this module also removes the spools of ended runs.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import logging
 import os
 import shutil
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from tracking.store.faults import describe, server_unavailable, store_fault
-from tracking.store.location import shown
-from tracking.store.operations import Op, apply
+from tracking.store.operations import Op
 from tracking.store.sqlite import PRIVATE_FILE, private_folder
-
-log = logging.getLogger(__name__)
 
 OFFLINE = Path(".tracking/offline")
 SYNCED = Path(".tracking/synced")
 SPOOL = Path(".tracking/spool")
 JOURNAL = "journal.jsonl"
 FILES = "files"
-SPOOLED = "spooled"  # marks an artifact op whose path is StoreSink's own copy, moved (not copied) into a journal
+SPOOLED = "spooled"  # marks an artifact op whose path is the run sink's own copy, moved (not copied) into a journal
 
 
 def journal_folder(root: Path, run_id: str) -> Path:
@@ -95,7 +85,7 @@ class Journal:
         if not existing:
             self._write({"seq": 0, "op": "run", **header})
 
-    def append(self, op: Op, online: bool = False) -> None:
+    def write(self, op: Op, online: bool = False) -> None:
         """Append `op`; `online` marks one the server had acknowledged before it was lost."""
         self._seq += 1
         record = {key: value for key, value in op.items() if key not in ("model", SPOOLED)}
@@ -162,107 +152,3 @@ def read_journal(folder: Path) -> tuple[dict[str, Any], list[Op]]:
         if "path" in op:
             op["path"] = str(folder / op["path"])
     return header, ops
-
-
-class StoreSink:
-    """Where one run's operations go: to the server while it answers, then to the offline journal. The run's
-    `BackgroundWriter` (tracking/run/writer.py) is the thread that hands them over; this decides where they land."""
-
-    def __init__(self, client: Any, run_id: str, root: Path, uri: str, experiment: str) -> None:
-        self.client = client
-        self.run_id = run_id
-        self.root = root
-        self.uri = uri
-        self.experiment = experiment
-        self.journal: Journal | None = None
-        self._written: list[Op] = []
-        self._spool = root / SPOOL / run_id
-        self._spooled = itertools.count()
-        self._lock = threading.Lock()
-
-    @property
-    def offline(self) -> bool:
-        return self.journal is not None
-
-    def write(self, op: Op) -> None:
-        """Write `op` to the server, or to the journal once the server is lost; a store fault (a full disk, a
-        damaged or read-only store) is raised as a `StoreFault`, never journaled."""
-        try:
-            self._write(op)
-        except Exception as err:
-            fault = store_fault(err, self.uri)
-            if fault is None:
-                raise
-            raise fault from err
-
-    def _write(self, op: Op) -> None:
-        if self.journal is None:
-            try:
-                apply(self.client, self.run_id, op)
-            except Exception as err:
-                if not server_unavailable(err):
-                    raise
-                self.lose(err)
-            else:
-                remembered = self._remember(op)
-                with self._lock:
-                    if self.journal is None:
-                        self._written.append(remembered)
-                    else:
-                        self.journal.append(remembered, online=True)
-                return
-        with self._lock:
-            self.journal.append(op)
-
-    def _remember(self, op: Op) -> Op:
-        """What is needed to journal `op` later: an artifact's file copied into the spool, since its own path may
-        be a temporary file deleted once written, whatever its size (the kernel copies it: no memory is held)."""
-        if op["op"] != "artifact":
-            return op
-        source = Path(op["path"])
-        target = self._spool / f"{next(self._spooled):06d}" / source.name
-        private_folder(target.parent)
-        shutil.copy2(source, target)
-        return {**op, "path": str(target), SPOOLED: True}
-
-    def lose(self, error: BaseException) -> None:
-        """Switch to the journal (once), saying so on stderr; later writes never try the server again."""
-        with self._lock:
-            if self.journal is not None:
-                return
-            reason = describe(error)
-            folder = journal_folder(self.root, self.run_id)
-            header = {
-                "run_id": self.run_id,
-                "experiment": self.experiment,
-                "tracking_uri": shown(self.uri),  # `tracking sync` takes credentials from the environment
-                "lost_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "reason": reason,
-            }
-            self.journal = Journal(folder, header)
-            for done in self._written:
-                self.journal.append(done, online=True)
-            self._written.clear()
-            shutil.rmtree(self._spool, ignore_errors=True)
-            log.warning(
-                "MLflow server %s lost during run %s (%s); training goes on, the run's records are kept in %s",
-                shown(self.uri),
-                self.run_id,
-                reason,
-                folder.relative_to(self.root),
-            )
-
-    def close(self) -> str | None:
-        """Close the journal; return the line that tells what it holds and how to upload it (None if online)."""
-        self._written.clear()
-        shutil.rmtree(self._spool, ignore_errors=True)
-        if self.journal is None:
-            return None
-        self.journal.close()
-        folder = self.journal.folder.relative_to(self.root)
-        journal = self.journal
-        return (
-            f"MLflow server lost during run {self.run_id}; the whole run ({journal.metric_values} metric values, "
-            f"{journal.artifacts} artifacts, {journal.operations} writes, {journal.after_loss} of them after the loss) "
-            f"is kept in {folder}; upload it with `tracking sync`"
-        )

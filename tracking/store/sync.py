@@ -23,7 +23,8 @@ from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURC
 from tracking.store.faults import describe, server_unavailable
 from tracking.store.journal import SYNCED, pending_journals, read_journal
 from tracking.store.location import EXPERIMENT_KIND, shown
-from tracking.store.operations import Op, apply
+from tracking.store.operations import Op
+from tracking.store.sinks import MlflowSink
 from tracking.store.sqlite import private_folder
 
 PROGRESS = "progress.json"
@@ -105,6 +106,7 @@ class _Replay:
     def __init__(self, client: Any, run_id: str) -> None:
         self.client = client
         self.run_id = run_id
+        self.sink = MlflowSink(client, run_id)
         self.skipped = self.metric_values = self.artifacts = 0
         self._history: dict[str, set[tuple[int, int, float]]] = {}
 
@@ -113,7 +115,7 @@ class _Replay:
             op = {**op, "metrics": self._new_metrics(op["metrics"])}
         if op["op"] == "model" and self._has_model(op["name"]):
             return
-        apply(self.client, self.run_id, op)
+        self.sink.write(op)
         self.artifacts += op["op"] in ("artifact", "model")
 
     def _new_metrics(self, metrics: list[list]) -> list[list]:

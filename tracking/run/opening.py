@@ -1,0 +1,97 @@
+"""Before a run opens: what an earlier stage of it kept offline is uploaded, the runs killed processes left
+RUNNING are ended FAILED, a run to resume is checked to be in the store, and a new run gets its name. The
+`Tracker` (tracking/run/tracker.py) calls these in that order, each against the store behind `client`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracking.env import DVC_EXP_NAME
+from tracking.errors import RunStateError, TrackingServerError
+from tracking.layout import RUN_FILE, TRAIN
+from tracking.store.faults import store_fault
+from tracking.store.journal import has_journal, journal_folder, kept_offline, remove_ended_spools
+from tracking.store.location import shown
+from tracking.store.stale import repair_stale_runs
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+log = logging.getLogger(__name__)
+
+
+def sync_kept_offline(client: MlflowClient, root: Path, uri: str, run_id: str) -> str:
+    """Upload what an earlier stage of run `run_id` kept offline before resuming it; return the run's id there."""
+    folder = journal_folder(root, run_id)
+    if not has_journal(folder):
+        return run_id
+    from tracking.store.sync import sync_journal
+
+    done = sync_journal(folder, client, uri)
+    log.info(done.line)
+    return done.run_id
+
+
+def end_stale_runs(client: MlflowClient, root: Path, uri: str, stage: str) -> None:
+    """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line; remove
+    the spools of ended runs that their stage could not remove."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        stale, _ = repair_stale_runs(client, by=f"the {stage} stage", kept_offline=kept_offline(root))
+        remove_ended_spools(client, root)
+    except MlflowException as err:
+        raise store_fault(err, uri) or TrackingServerError(
+            f"checking {shown(uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
+        ) from err
+    if stale:
+        log.warning(
+            "marked %d run(s) that a killed process left RUNNING as FAILED (%s); see `tracking doctor`",
+            len(stale),
+            ", ".join(run.run_id for run in stale),
+        )
+
+
+def resumable(client: MlflowClient, uri: str, run_id: str, keep_end_time: bool) -> int | None:
+    """Check that the run to resume (the train stage's, named by outputs/run.json) is in the store and not deleted:
+    DVC takes the outputs naming it as up to date after `rm mlflow.db`, so this stage is the first to see it.
+    Return its end time when `keep_end_time` and it is FINISHED (the resuming stage puts it back), else None."""
+    from mlflow.exceptions import MlflowException
+
+    from tracking.store.recorded import RecordedRun, fix_for
+
+    kept = None
+    try:
+        info = client.get_run(run_id).info
+        gone = info.lifecycle_stage == "deleted"
+        if keep_end_time and info.status == "FINISHED":
+            kept = info.end_time
+    except MlflowException as err:
+        if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        gone = True
+    if gone:
+        recorded = RecordedRun(RUN_FILE, run_id, TRAIN)
+        raise RunStateError(
+            f"{recorded.describe(shown(uri))} (the store was deleted or replaced, or the run deleted), "
+            "so DVC takes the outputs as up to date",
+            fix=fix_for([recorded]),
+        )
+    return kept
+
+
+def run_name(stage: str) -> str:
+    """The name of a run no caller named: the DVC experiment's (`dvc exp run` sets it), else the stage and six
+    random hex digits, e.g. `train-3f9a1c`.
+
+    Never MLflow's own name: the store draws it from Python's `random`, which `seed_frameworks` seeded before the
+    run opens, so every `dvc repro` drew the same name (and a SQLite store's draw, made in this process, moved the
+    seeded stream a server's does not). `secrets` reads the operating system's randomness and leaves the seeded
+    streams as they were."""
+    import secrets
+
+    return os.environ.get(DVC_EXP_NAME) or f"{stage}-{secrets.token_hex(3)}"
