@@ -4,7 +4,9 @@ In a fresh clone of this repository (its committed HEAD, this checkout's `.venv`
 `dvc repro -f -s calibrate` twice from nothing kept, once as committed (`compute.executor: local`) and once with
 `compute.executor: ray` (a private Ray using every core). Prints each wall time, the speed-up (target: at
 least 1.6 on 2 cores), how many worker processes trained, and whether both gave the same weights, repeat for
-repeat. Then this machine's own ceiling, with no Ray and no tracking: the same bare training (the default
+repeat, and where each executor's time went (read back from the repeats' MLflow runs): before the first repeat
+(the stage's start, and with Ray the cluster's and its workers'), the repeats, after the last one, and how busy the
+workers kept. Then this machine's own ceiling, with no Ray and no tracking: the same bare training (the default
 configuration's ALGO repeats, untracked) in one process alone, then in one process per core at once; the rate
 they reach together over the rate of one alone bounds any executor's speed-up here (cores that share a physical
 core or memory bandwidth give less than their count).
@@ -35,15 +37,51 @@ TARGET = 1.6
 BARE_TRAININGS = 4  # per process, after one warm-up
 
 
-def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict]:
-    """Wall time of `dvc repro -f -s calibrate` from nothing kept, and the noise file it wrote."""
+def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, float]]:
+    """Wall time of `dvc repro -f -s calibrate` from nothing kept, the noise file it wrote, and its timeline."""
     shutil.rmtree(clone / REPEATS_DIR, ignore_errors=True)
+    began = time.time()
     started = time.perf_counter()
     done = subprocess.run(["dvc", "repro", "-f", "-s", "calibrate"], cwd=clone, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"dvc repro calibrate failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return elapsed, json.loads((clone / NOISE_FILE).read_text())
+    noise = json.loads((clone / NOISE_FILE).read_text())
+    return elapsed, noise, timeline(clone, noise, began, began + elapsed)
+
+
+def timeline(clone: Path, noise: dict, began: float, ended: float) -> dict[str, float]:
+    """Where a calibration's wall time went, from its repeats' runs in the clone's store (their start and end
+    times): seconds before the first repeat opened its run, from then to the last repeat's end (the span), and
+    after; the mean repeat; and the share of the span its worker processes spent in repeats."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{clone / 'mlflow.db'}")
+    spans, busy = [], {}
+    for run in noise["runs"]:
+        info = client.get_run(run["run_id"]).info
+        start, end = info.start_time / 1000, info.end_time / 1000
+        spans.append((start, end))
+        worker = run["where"][COMPUTE_PROCESS_TAG]
+        busy[worker] = busy.get(worker, 0.0) + end - start
+    first, last = min(start for start, _ in spans), max(end for _, end in spans)
+    span = last - first
+    return {
+        "before": first - began,
+        "span": span,
+        "after": ended - last,
+        "repeat": sum(end - start for start, end in spans) / len(spans),
+        "workers": len(busy),
+        "busy": sum(busy.values()) / (len(busy) * span),
+    }
+
+
+def timeline_line(name: str, parts: dict[str, float]) -> str:
+    return (
+        f"{name}: {parts['before']:.1f} s before the first repeat, {parts['span']:.1f} s of repeats "
+        f"({parts['repeat']:.2f} s each; {parts['workers']:.0f} worker process(es) {parts['busy']:.0%} busy), "
+        f"{parts['after']:.1f} s after the last"
+    )
 
 
 def set_executor(clone: Path, executor: str) -> None:
@@ -119,9 +157,9 @@ def main() -> None:
         (clone / ".venv").symlink_to(REPO / ".venv")
         subprocess.run(["dvc", "repro", "prepare"], cwd=clone, env=env, check=True, capture_output=True)
 
-        local_s, local = calibrate(clone, env)
+        local_s, local, local_parts = calibrate(clone, env)
         set_executor(clone, "ray")
-        ray_s, ray = calibrate(clone, env)
+        ray_s, ray, ray_parts = calibrate(clone, env)
         cores = os.cpu_count() or 1
         alone_s, together_s = ceiling(clone, env, cores)
 
@@ -134,11 +172,20 @@ def main() -> None:
     print(f"ray executor:   {ray_s:.1f} s ({workers} worker processes, a private Ray started and stopped)")
     print(f"speed-up: {speedup:.2f}x (target >= {TARGET}) {'OK' if speedup >= TARGET else 'UNDER TARGET'}")
     print(f"same weights, repeat for repeat: {same}")
+    print(timeline_line("local", local_parts))
+    print(timeline_line("ray  ", ray_parts))
     limit = cores * alone_s / together_s
     print(
         f"this machine's ceiling, no Ray, no tracking: {BARE_TRAININGS} bare trainings take {alone_s:.1f} s in one "
         f"process alone and {together_s:.1f} s in each of {cores} at once: {limit:.2f}x the rate of one "
         f"(the Ray speed-up is {speedup / limit:.0%} of it)"
+    )
+    repeats_speedup = local_parts["span"] / ray_parts["span"]
+    ideal = local_parts["before"] + local_parts["after"] + local_parts["span"] / limit
+    print(
+        f"the repeats alone: {repeats_speedup:.2f}x ({repeats_speedup / limit:.0%} of the ceiling); with the stage's "
+        f"own {local_parts['before'] + local_parts['after']:.1f} s before and after the repeats unchanged, an executor "
+        f"at the ceiling takes {ideal:.1f} s: {local_s / ideal:.2f}x ({local_s / ideal / limit:.0%} of the ceiling)"
     )
 
 
