@@ -56,7 +56,7 @@ def test_journal_numbers_writes_keeps_files_and_drops_a_torn_last_line(tmp_path)
     assert pending_journals(tmp_path) == [folder]
 
     again = Journal(folder, {"run_id": "r1"})  # a later stage of the same run goes on numbering
-    again.append(batch(tags={"t": "v"}))
+    again.write(batch(tags={"t": "v"}))
     again.close()
     assert [op["seq"] for op in read_journal(folder)[1]] == [1, 2, 3, 4]
     assert json.loads((folder / "journal.jsonl").read_text().splitlines()[0])["reason"] == "r"
