@@ -27,9 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 BIN = Path(sys.executable).parent
+# The template's model: the builder its params.yaml names (the library has no default), for tests that train it.
+TEMPLATE_BUILDER = parse_yaml((REPO / "params.yaml").read_text())["model"]["builder"]
 TINY = {
     "mlflow": {"experiment": "test"},
-    "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
+    "model": {"builder": TEMPLATE_BUILDER, "kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
     "train": {"epochs": 2, "batch_size": 64},
     "calibration": {"repeats": 3},
     "compare": {"candidate_repeats": 1},  # one candidate run: tests/test_candidate_repeats.py sets more

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, assert_user_error, client_for, make_project, run, runs_of, write_params
+from conftest import REPO, TEMPLATE_BUILDER, assert_user_error, client_for, make_project, run, runs_of, write_params
 
 from tracking.inspect.audit_measures import cost_interval, diagnose, first_divergence, pairwise_sad, unsupported_line
 
@@ -95,7 +95,7 @@ def test_diagnose_finds_the_layer_whose_call_raised():
 
 
 CNN = {
-    "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
+    "model": {"builder": TEMPLATE_BUILDER, "kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.2}},
     "train": {"epochs": 2, "batch_size": 64},
 }
 # Another builder, task, loss and optimizer: the step loop must use what params.yaml configures, not a fixed one.

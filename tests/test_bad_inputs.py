@@ -57,6 +57,15 @@ def params(**sections: dict) -> Setup:
     return setup
 
 
+def without_builder(root: Path) -> None:
+    """params.yaml with no `model.builder`: the library has no default model to fall back on."""
+    path = root / "params.yaml"
+    tree = parse_yaml(path.read_text())
+    del tree["model"]["builder"]
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml_editor().dump(tree, handle)
+
+
 def npz(**arrays: np.ndarray) -> Setup:
     """A user data set at data/mine.npz, named by data.source."""
 
@@ -400,6 +409,13 @@ CASES = [
         stage("calibrate"),
         "calibration.repeats: expected greater than or equal to 3, got 0",
         "fix it in params.yaml",
+    ),
+    case(
+        "builder-unset",
+        without_builder,
+        stage("train"),
+        "model.builder: not set, and training builds the model it names (the library has no default model)",
+        "name the builder in params.yaml, `model.builder: package.module:function` (docs/configuration.md)",
     ),
     case(
         "builder-not-module-function",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TEMPLATE_BUILDER
 
 from tracking.config.params import Params, check_class_weight
 from tracking.config.params_file import load_params
@@ -37,7 +38,10 @@ def flip_and_jitter(x, y, seed):
 def images_only(x, y, seed):
     return tf.image.stateless_random_flip_left_right(x, seed)
 """
-TINY = {"model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8}}, "train": {"epochs": 1, "batch_size": 64}}
+TINY = {
+    "model": {"builder": TEMPLATE_BUILDER, "kwargs": {"filters": [4, 4, 4], "dense_units": 8}},
+    "train": {"epochs": 1, "batch_size": 64},
+}
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,10 @@
 """The house's floors (issue 37): every import in `tracking/` goes down a floor or stays in its room, every room is
 placed, and no modules import each other in a circle. The floors are written once, in docs/architecture.md's
 "Floors" table, which this test reads; the imports are read from the source (every import statement at any depth,
-function-level ones too), so a lazy import cannot hide an arrow."""
+function-level ones too), so a lazy import cannot hide an arrow.
+
+Nor does the library name the stage package (`pipelines`, the template's stages and models) in a string: the
+project names its modules in params.yaml and dvc.yaml, so renaming them never breaks the library."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from conftest import REPO
 
 LIBRARY = REPO / "tracking"
 GROUND = 0
+# The stage package as a word: alone, or in a module path or "module:function" spec.
+STAGE_PACKAGE = re.compile(r"\bpipelines\b")
 
 
 def floors() -> dict[str, int]:
@@ -151,3 +156,46 @@ def test_the_checks_catch_a_climb_a_sideways_arrow_and_a_circle():
     ]
     assert circles(graph) == [["tracking.noise.policy", "tracking.training.fitting"]]
     assert unplaced({"tracking.repeats.kept": set()}, placed) == ["repeats"]
+
+
+def stage_package_strings(source: str) -> list[str]:
+    """The string constants of `source` that name the stage package, docstrings left out (they, and comments,
+    may say where the template's stages live); the literal parts of an f-string count."""
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(first.value)
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node not in docstrings
+        and STAGE_PACKAGE.search(node.value)
+    ]
+
+
+def test_the_library_never_names_the_stage_package():
+    found = {
+        str(path.relative_to(REPO)): named
+        for path in sorted(LIBRARY.rglob("*.py"))
+        if (named := stage_package_strings(path.read_text()))
+    }
+    assert not found, "the library names the stage package; let params.yaml or dvc.yaml name it:\n" + str(found)
+
+
+def test_the_stage_package_check_catches_a_name_and_spares_docstrings():
+    """The check on the strings the library once held (tracking/layout.py, tracking/config/params.py): it can fail."""
+    source = '''"""The stages in `pipelines/` read these paths."""
+STAGE_PACKAGE = "pipelines"
+BUILTIN_BUILDERS = f"{STAGE_PACKAGE}.models:{{}}"
+
+
+def default():
+    """`pipelines.models:small_cnn`, named in a docstring."""
+    return "pipelines.models:small_cnn"  # pipelines.models, named in a comment
+'''
+    assert stage_package_strings(source) == ["pipelines", "pipelines.models:small_cnn"]

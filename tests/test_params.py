@@ -133,13 +133,27 @@ def test_a_value_per_output_of_another_form_is_one_line_showing_both_forms(tmp_d
         load_text(tmp_dir, "train:\n  loss_weights: {priority: -1.0}\n")
 
 
-def test_the_builders_the_library_names_are_the_stage_packages_own():
-    """The default `model.builder` and the built-ins a run logged before builders named (`model.name`) load from
-    the stage package: renaming its models module fails here, not in a team's first `tracking diff`."""
+def test_the_template_s_builders_load_from_the_module_its_params_yaml_names():
+    """The builder params.yaml names, and the built-ins a run logged before builders named (`model.name`, read in
+    that module by `tracking diff`): renaming the models module fails here, not in a team's first diff."""
     from tracking.config.user_code import load_callable
-    from tracking.inspect.diff.legacy import LEGACY_MODEL_KWARGS
-    from tracking.layout import BUILTIN_BUILDERS, DEFAULT_BUILDER
+    from tracking.inspect.diff.legacy import LEGACY_MODEL_KWARGS, project_builders
 
-    assert Params().model.builder == DEFAULT_BUILDER
-    for spec in (DEFAULT_BUILDER, *(BUILTIN_BUILDERS.format(name) for name in LEGACY_MODEL_KWARGS)):
-        assert callable(load_callable(spec, "model.builder", REPO_PARAMS.parent)), spec
+    spec = load_params(REPO_PARAMS).model.builder
+    module = project_builders(REPO_PARAMS.parent)
+    assert spec is not None and spec.startswith(f"{module}:")
+    for builder in (spec, *(f"{module}:{name}" for name in LEGACY_MODEL_KWARGS)):
+        assert callable(load_callable(builder, "model.builder", REPO_PARAMS.parent)), builder
+
+
+def test_training_without_a_builder_is_one_line_naming_the_key_and_the_fix():
+    """The library has no default model: `Params()` constructs, and what trains it asks params.yaml for one."""
+    from tracking.config.params import model_builder
+
+    assert Params().model.builder is None
+    with pytest.raises(ParamsError) as raised:
+        model_builder(Params())
+    assert str(raised.value) == (
+        "model.builder: not set, and training builds the model it names (the library has no default model); "
+        "name the builder in params.yaml, `model.builder: package.module:function` (docs/configuration.md)"
+    )

@@ -63,6 +63,26 @@ def test_installed_product_code_counts_where_no_dvc_yaml_lists_it(project: Path)
     files = code_version(project, "calibrate")["files"]
     assert "models/net.py" in files and "notes.md" not in files
     assert "tracking/repeats/worker.py" in files and "tracking/repeats/kept.py" in files  # installed outside `project`
+    assert code_version(project, "calibrate", "models.net:build")["files"] == files  # the project's own: a dep
+
+
+def test_a_builder_installed_outside_the_project_counts_with_its_whole_package(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installed = tmp_path_factory.mktemp("site")
+    (installed / "teamnets").mkdir()
+    (installed / "teamnets/__init__.py").write_text("")
+    (installed / "teamnets/cnn.py").write_text("def build(shape, n):\n    ...\n")
+    (installed / "teamnets/layers.py").write_text("SCALE = 1\n")
+    (installed / "onenet.py").write_text("def build(shape, n):\n    ...\n")
+    monkeypatch.syspath_prepend(str(installed))
+    files = code_version(project, "calibrate", "teamnets.cnn:build")["files"]
+    assert {"teamnets/__init__.py", "teamnets/cnn.py", "teamnets/layers.py", "models/net.py"} <= files.keys()
+    assert "onenet.py" in code_version(project, "calibrate", "onenet:build")["files"]
+    baseline = Params.model_validate({"model": {"builder": "teamnets.cnn:build"}})
+    key = repeat_key(identity(project, Params(), baseline), "algo", 0)
+    (installed / "teamnets/layers.py").write_text("SCALE = 2\n")
+    assert repeat_key(identity(project, Params(), baseline), "algo", 0) != key
 
 
 def test_a_repeat_is_kept_whole_in_a_folder_git_ignores(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

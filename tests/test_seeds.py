@@ -10,7 +10,7 @@ from tracking.config.params import DEFAULT_SPLIT_SEED, Params, SeedParams
 from tracking.config.params_file import load_params
 from tracking.determinism.seeds import derive_seed, resolve_seeds
 from tracking.inspect.diff import RunSnapshot
-from tracking.inspect.diff.legacy import upgrade_logged
+from tracking.inspect.diff.legacy import project_builders, upgrade_logged
 from tracking.inspect.diff.ranked_groups import group_diffs
 from tracking.inspect.restore import params_from_logged
 
@@ -64,7 +64,7 @@ def test_default_split_is_the_one_seeds_base_42_gave():
     ],
 )
 def test_runs_logged_with_seeds_split_read_it_as_data_split_seed(params, tags, split_seed):
-    upgraded, kept = upgrade_logged(params, tags)
+    upgraded, kept = upgrade_logged(params, tags, None)
     assert upgraded == {"seeds.base": "7", "data.split_seed": split_seed}
     assert "prov.seeds.split" not in kept and kept.get("prov.seeds.base") == tags.get("prov.seeds.base")
     assert Params.model_validate(params_from_logged(upgraded)).data.split_seed == int(split_seed)
@@ -99,7 +99,7 @@ def test_a_run_from_before_loss_weights_compiled_none():
     old = snapshot({"model.builder": "pipelines.models:small_cnn", "train.loss": "null"}, {})
     added = {"train.loss_weights": "null", "train.class_weight": "null", "train.augment": "null"}
     new = snapshot({**old.params, **added}, {})
-    assert upgrade_logged(old.params, {})[0] == new.params
+    assert upgrade_logged(old.params, {}, None)[0] == new.params
     assert [group.name for group in group_diffs(old, new) if group.changes] == []
     weighted = snapshot({**old.params, "train.loss_weights": "[1.0, 0.2]"}, {})
     assert [group.name for group in group_diffs(old, weighted) if group.changes] != []
@@ -107,7 +107,7 @@ def test_a_run_from_before_loss_weights_compiled_none():
 
 def test_runs_logged_since_are_read_as_they_are():
     params, tags = {"seeds.base": "7", "data.split_seed": "5"}, {"prov.seeds.base": "7"}
-    assert upgrade_logged(params, tags) == (params, tags)
+    assert upgrade_logged(params, tags, None) == (params, tags)
 
 
 def logged(flat: dict) -> dict[str, str]:
@@ -132,8 +132,25 @@ def test_diff_of_a_pre_builder_run_and_a_new_one_of_the_same_model_finds_nothing
         }
     )
     tags = {"prov.seeds.base": "42"}
-    assert [group.name for group in group_diffs(snapshot(old, tags), snapshot(new, tags)) if group.changes] == []
+    assert [group.name for group in group_diffs(snapshot(old, tags), snapshot(new, tags), REPO) if group.changes] == []
     narrower = snapshot({**old, "model.dense_units": "64"}, tags)
-    changed = [group for group in group_diffs(narrower, snapshot(new, tags)) if group.changes]
+    changed = [group for group in group_diffs(narrower, snapshot(new, tags), REPO) if group.changes]
     assert [group.name for group in changed] == ["params"]
     assert "model.kwargs.dense_units" in str(changed[0].changes)
+
+
+def test_a_pre_builder_run_is_read_in_the_module_the_project_names_or_as_logged(tmp_path):
+    """The template's built-ins live in the module of the builder params.yaml names; a project that names none
+    (or has no params.yaml) has no module to read `model.name` in, so the run's model is shown as logged."""
+    old = {"model.name": "mlp", "model.hidden_units": "[64]", "model.filters": "[32]", "train.augment": "true"}
+    module = project_builders(REPO)
+    upgraded, _ = upgrade_logged(old, {}, module)
+    assert upgraded["model.builder"] == f"{module}:mlp" and upgraded["model.kwargs.hidden_units"] == "[64]"
+    assert "model.name" not in upgraded and "model.kwargs.filters" not in upgraded
+    assert project_builders(tmp_path) is None and project_builders(None) is None
+    (tmp_path / "params.yaml").write_text("model:\n  builder: null\n")
+    assert project_builders(tmp_path) is None
+    (tmp_path / "params.yaml").write_text("model:\n  builder: team.models:build\n")
+    assert project_builders(tmp_path) == "team.models"
+    as_logged, _ = upgrade_logged(old, {}, None)
+    assert {key: as_logged[key] for key in old} == old and "model.builder" not in as_logged

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TEMPLATE_BUILDER
 
 from tracking.config.params import Params
 from tracking.data.dataset import load_source
@@ -17,7 +18,10 @@ from tracking.training.fitting import train_model
 from tracking.training.model import BuildInputs, build_model
 
 TINY = {
-    "model": {"kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3, "augment": True}},
+    "model": {
+        "builder": TEMPLATE_BUILDER,
+        "kwargs": {"filters": [4, 4, 4], "dense_units": 8, "dropout": 0.3, "augment": True},
+    },
     "train": {"epochs": 2, "batch_size": 64},
 }
 

@@ -11,15 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The package of the stage modules: stage `name` runs as `python -m pipelines.<name>` (`tracking audit` starts
-# the audit stage that way, so the library never imports the pipeline).
-STAGE_PACKAGE = "pipelines"
-# The template's built-in builders, in the stage package's `models` module: the default `model.builder`, and what
-# a run logged before builders named by `model.name` (tracking/inspect/diff/legacy.py). Named here alone, so a
-# renamed module is one edit (tests/test_params.py loads each).
-BUILTIN_BUILDERS = f"{STAGE_PACKAGE}.models:{{}}"
-DEFAULT_BUILDER = BUILTIN_BUILDERS.format("small_cnn")
-
 # Stage names: the keys under `stages:` in dvc.yaml, and what each stage's MLflow run records as `pipeline.stage`.
 PREPARE = "prepare"
 TRAIN = "train"

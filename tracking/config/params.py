@@ -21,7 +21,6 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from tracking.errors import BadValue, ParamsError
-from tracking.layout import DEFAULT_BUILDER
 from tracking.names import MAX_EXPERIMENT_NAME_CHARS
 from tracking.yaml_text import flatten
 
@@ -109,10 +108,21 @@ class DeterminismParams(_Section):
 
 
 class ModelParams(_Section):
-    """The model: a builder `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`."""
+    """The model: a builder `build(input_shape, n_outputs, **kwargs)` returning an uncompiled `keras.Model`. The
+    library has no default model: params.yaml names the builder (`model_builder` asks for it where training needs it)."""
 
-    builder: CallableSpec = DEFAULT_BUILDER
+    builder: CallableSpec | None = None
     kwargs: dict[str, Any] = {}
+
+
+def model_builder(params: Params) -> str:
+    """`model.builder`, which every training needs; a `ParamsError` saying how to name one where it is unset."""
+    if params.model.builder is None:
+        raise ParamsError(
+            "model.builder: not set, and training builds the model it names (the library has no default model)",
+            fix="name the builder in params.yaml, `model.builder: package.module:function` (docs/configuration.md)",
+        )
+    return params.model.builder
 
 
 # A name `compile()` takes for a loss or metric: a Keras identifier, "module:function", "module:Class" or "package>Class".

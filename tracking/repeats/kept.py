@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from tracking.dvc_files import stage_deps
-from tracking.layout import PREPARED, STAGE_PACKAGE
+from tracking.layout import PREPARED
 
 log = logging.getLogger(__name__)
 
-# The product's own packages (found, not imported): their code trains the repeats wherever they are installed.
-PRODUCT_PACKAGES = (STAGE_PACKAGE, __name__.split(".", 1)[0])
+# The library's own package: its code trains the repeats wherever it is installed.
+LIBRARY_PACKAGE = __name__.split(".", 1)[0]
 # The libraries whose version changes a repeat's numbers (the data's and the code's hashes cover the rest).
 NUMERIC_LIBRARIES = ("tensorflow", "tensorflow-cpu", "keras", "numpy")
 
@@ -50,11 +50,12 @@ def repeat_key(identity: dict[str, Any], variant: str, repeat: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def code_version(root: Path, stage: str) -> dict[str, Any]:
+def code_version(root: Path, stage: str, builder: str | None = None) -> dict[str, Any]:
     """The code a repeat trains with, by content: the stage's deps in dvc.yaml (less the prepared data, which its
-    hash covers), the product's packages where they are installed outside the project (every module, since no
-    dvc.yaml lists them), and the numerical libraries' versions. Without a dvc.yaml declaring the stage, the git
-    commit and uncommitted diff stand in for the deps."""
+    hash covers), the packages of the code that builds the model and runs the stage where they are installed
+    outside the project (every module, since no dvc.yaml lists them): the top-level package of `builder` (the
+    `model.builder` spec) and the library's own, and the numerical libraries' versions. Without a dvc.yaml
+    declaring the stage, the git commit and uncommitted diff stand in for the deps."""
     libraries = {}
     for name in NUMERIC_LIBRARIES:
         try:
@@ -62,14 +63,12 @@ def code_version(root: Path, stage: str) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             continue
     project = root.resolve()
+    packages = [LIBRARY_PACKAGE]
+    if builder is not None:
+        packages.insert(0, builder.partition(":")[0].split(".", 1)[0])
     files: dict[str, str] = {}
-    for package in PRODUCT_PACKAGES:
-        found = importlib.util.find_spec(package)
-        if found is None or not found.submodule_search_locations:
-            continue
-        folder = Path(found.submodule_search_locations[0]).resolve()
-        if not folder.is_relative_to(project):
-            files.update(_hashed(folder.parent, sorted(folder.rglob("*.py"))))
+    for package in packages:
+        files.update(_installed_outside(package, project))
     deps = stage_deps(root, stage)
     if deps is None:
         from tracking.provenance.git import gather_git
@@ -82,6 +81,26 @@ def code_version(root: Path, stage: str) -> dict[str, Any]:
         if dep != PREPARED and path.exists():
             files.update(_hashed(root, sorted(path.rglob("*")) if path.is_dir() else [path]))
     return {"libraries": libraries, "files": files}
+
+
+def _installed_outside(package: str, project: Path) -> dict[str, str]:
+    """The hashes of every module of top-level `package` (or of the one file of a top-level module) where it is
+    imported from outside `project`; none where it is the project's own (found at the project root first, as
+    `model.builder` is: a dep of the stage) or not installed."""
+    if (project / package).is_dir() or (project / f"{package}.py").is_file():
+        return {}
+    found = importlib.util.find_spec(package)
+    if found is None:
+        return {}
+    if found.submodule_search_locations:
+        top = Path(found.submodule_search_locations[0]).resolve()
+        paths = sorted(top.rglob("*.py"))
+    elif found.origin and Path(found.origin).is_file():
+        top = Path(found.origin).resolve()
+        paths = [top]
+    else:
+        return {}
+    return {} if top.is_relative_to(project) else _hashed(top.parent, paths)
 
 
 def _hashed(base: Path, paths: list[Path]) -> dict[str, str]:

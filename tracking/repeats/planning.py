@@ -46,12 +46,13 @@ def repeat_identity(
     params: Params, baseline: Params, manifest: Manifest, root: Path, gpu: bool, stage: str = CALIBRATE
 ) -> dict[str, Any]:
     """What determines every repeat's result but its variant and index: the baseline's training sections, the
-    data, the code (the deps of `stage`, the one that trains them), kernel-noise simulation and whether GPUs train
+    data, the code (the deps of `stage`, the one that trains them, and the baseline builder's package where it is
+    installed outside the project), kernel-noise simulation and whether GPUs train
     (`compute.accelerator_type` names which)."""
     return {
         "baseline": {key: value for key, value in baseline.flat().items() if key.split(".", 1)[0] in TRAINING_SECTIONS},
         "data_sha256": manifest.content_sha256,
-        "code": code_version(root, stage),
+        "code": code_version(root, stage, baseline.model.builder),
         "simulate_impl_noise": params.calibration.simulate_impl_noise,
         "gpu": params.compute.accelerator_type or gpu,
     }

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import Params
+from tracking.config.params import Params, model_builder
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.arrays import Arrays, Shapes, map_arrays, shapes
 from tracking.data.hashing import weights_sha256
@@ -41,7 +41,9 @@ from tracking.training.building import call_builder, check_output, compile_model
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:
     """The team's code `stage` trains with (model.builder, a "module:name" train.loss or train.metrics entry) is a
     DVC dep of it and, for a stage of the default pipeline, of every stage that builds the model
-    (`MODEL_STAGES`): the first to run names them all."""
+    (`MODEL_STAGES`): the first to run names them all. Without a `model.builder` the stage stops here, before any
+    run opens."""
+    model_builder(params)
     stages = MODEL_STAGES if dvc_file == DVC_FILE and stage in MODEL_STAGES else (stage,)
     for key, spec in team_code(params):
         require_stage_dep(load_callable(spec, key, root), key, stages, root, dvc_file)
@@ -101,21 +103,21 @@ class Built:
 
 def build_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
     """The model `model.builder` returns for `model.kwargs`, checked against the task and seeded by position."""
-
-    builder = load_callable(params.model.builder, "model.builder", inputs.root)
+    spec = model_builder(params)
+    builder = load_callable(spec, "model.builder", inputs.root)
     with capturing_weights() as created:
         model = call_builder(
             builder,
-            params.model.builder,
+            spec,
             inputs.input_shape,
             inputs.n_outputs,
             params.model.kwargs,
             {"seeds": seeds, "task": params.data.task, "train": inputs.read_only_train()},
         )
-    check_output(model, params.model.builder, params.data.task, inputs.n_outputs, inputs.target_shape)
+    check_output(model, spec, params.data.task, inputs.n_outputs, inputs.target_shape)
     report = seed_model(model, created, seeds, inputs.input_shape)
     described = {
-        **describe_callable(params.model.builder, builder, inputs.root),
+        **describe_callable(spec, builder, inputs.root),
         "kwargs": json.dumps(redact_params(params.model.kwargs, "model.kwargs."), sort_keys=True),
         **dtype_fields(model),
     }

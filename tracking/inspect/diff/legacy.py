@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tracking.config.params import CLASSIFICATION, DEFAULT_COMPARE_METRICS
+from tracking.config.params_file import load_params
 from tracking.determinism.seeds import derive_seed
-from tracking.layout import BUILTIN_BUILDERS
+from tracking.errors import ParamsError
+from tracking.layout import PARAMS_FILE
 from tracking.names import PROV_PREFIX
 
 # Before the split seed moved to `data.split_seed`, runs carried it under these names.
@@ -45,12 +48,28 @@ LEGACY_BACKEND_TAGS = {
 }
 
 
-def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def project_builders(root: Path | None) -> str | None:
+    """The module of the `model.builder` that the project at `root` names in its params.yaml: the template's
+    built-in builders all live in that one module, so a run logged before builders is read in it. None where the
+    project names no builder or has no params.yaml that reads (its old runs are then shown as logged)."""
+    if root is None or not (root / PARAMS_FILE).is_file():
+        return None
+    try:
+        builder = load_params(root / PARAMS_FILE).model.builder
+    except ParamsError:
+        return None
+    return None if builder is None else builder.partition(":")[0]
+
+
+def upgrade_logged(
+    params: dict[str, str], tags: dict[str, str], builders: str | None
+) -> tuple[dict[str, str], dict[str, str]]:
     """The params and tags of a run as today's pipeline names them (runs logged by it come back as they are).
 
     A run logged before builders has `model.name` (a built-in), the model settings and `train.augment`: they
-    become `model.builder` (`BUILTIN_BUILDERS`: `pipelines.models:<name>`) and `model.kwargs.<setting>` for the settings that
-    builder takes (`model.kwargs.augment` too), and the keys added since get the values such a run used
+    become `model.builder` (`<builders>:<name>`, `builders` the module of the project's built-ins,
+    `project_builders`) and `model.kwargs.<setting>` for the settings that builder takes (`model.kwargs.augment`
+    too); with no `builders` they stay as logged. The keys added since get the values such a run used
     (`train.loss: null` and so on), so `tracking diff` against a newer run of the same model finds nothing.
     A run of the template logged before `train.loss_weights`, `train.class_weight` or `train.augment` used none
     of them: each it lacks is `null`.
@@ -64,7 +83,7 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     the keys as logged: it re-creates the run at its own commit, whose schema has `seeds.split`.)
     """
     if LEGACY_MODEL_PARAM in params:
-        params = _upgrade_model(params)
+        params = _upgrade_model(params, builders)
     if TEMPLATE_PARAM in params and not ADDED_SINCE_BUILDERS.keys() <= params.keys():
         params = {**ADDED_SINCE_BUILDERS, **params}
     params, tags = _upgrade_backend(params, tags)
@@ -82,17 +101,19 @@ def upgrade_logged(params: dict[str, str], tags: dict[str, str]) -> tuple[dict[s
     return params, {key: value for key, value in tags.items() if key != LEGACY_SPLIT_TAG}
 
 
-def _upgrade_model(params: dict[str, str]) -> dict[str, str]:
-    """A pre-builder run's model params (`model.name`, `model.filters`, ..., `train.augment`) in today's names."""
+def _upgrade_model(params: dict[str, str], builders: str | None) -> dict[str, str]:
+    """A pre-builder run's params in today's names: its model (`model.name`, `model.filters`, ..., `train.augment`)
+    as a builder of the `builders` module and its kwargs (as logged without one), and the keys added since."""
     params = dict(params)
-    name = params.pop(LEGACY_MODEL_PARAM)
-    settings = {key: params.pop(f"model.{key}") for key in LEGACY_MODEL_SETTINGS if f"model.{key}" in params}
-    params["model.builder"] = BUILTIN_BUILDERS.format(name)
-    for key in LEGACY_MODEL_KWARGS.get(name, ()):
-        if key in settings:
-            params[f"model.kwargs.{key}"] = settings[key]
-    if LEGACY_AUGMENT_PARAM in params:
-        params["model.kwargs.augment"] = params.pop(LEGACY_AUGMENT_PARAM)
+    if builders is not None:
+        name = params.pop(LEGACY_MODEL_PARAM)
+        settings = {key: params.pop(f"model.{key}") for key in LEGACY_MODEL_SETTINGS if f"model.{key}" in params}
+        params["model.builder"] = f"{builders}:{name}"
+        for key in LEGACY_MODEL_KWARGS.get(name, ()):
+            if key in settings:
+                params[f"model.kwargs.{key}"] = settings[key]
+        if LEGACY_AUGMENT_PARAM in params:
+            params["model.kwargs.augment"] = params.pop(LEGACY_AUGMENT_PARAM)
     for key, value in ADDED_WITH_BUILDERS.items():
         params.setdefault(key, value)
     if LEGACY_COMPARE_METRICS in params and params[LEGACY_COMPARE_METRICS].startswith("["):

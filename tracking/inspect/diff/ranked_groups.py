@@ -7,6 +7,7 @@ from typing import Any
 
 from tracking.inspect.diff.changes import GroupDiff, compare_fields
 from tracking.inspect.diff.code import code_group, dvc_deps, shared_stages
+from tracking.inspect.diff.legacy import project_builders
 from tracking.inspect.diff.runs import RunSnapshot, in_todays_names
 
 GROUP_ORDER = ("backend", "data", "params", "seeds", "determinism", "code", "software", "hardware", "environment")
@@ -15,8 +16,10 @@ _NOT_TRAINING = ("mlflow.", "calibration.", "compare.", "compute.")  # where and
 
 
 def group_diffs(a: RunSnapshot, b: RunSnapshot, repo: Path | None = None) -> list[GroupDiff]:
-    """Every group of `GROUP_ORDER`, in that order, with runs of earlier versions read in today's names."""
-    a, b = in_todays_names(a), in_todays_names(b)
+    """Every group of `GROUP_ORDER`, in that order, with runs of earlier versions read in today's names (a run from
+    before builders in the module of the builder that `repo`, the project, names in its params.yaml)."""
+    builders = project_builders(repo)
+    a, b = in_todays_names(a, builders), in_todays_names(b, builders)
     stages = shared_stages(a, b)
     sources = {
         "backend": (_backend, "the framework Keras ran on: other kernels, other random streams"),

@@ -248,6 +248,7 @@ def read_artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
         ) from err
 
 
-def in_todays_names(run: RunSnapshot) -> RunSnapshot:
-    params, tags = upgrade_logged(run.params, run.tags)
+def in_todays_names(run: RunSnapshot, builders: str | None) -> RunSnapshot:
+    """`run` with its params and tags as today's pipeline names them (`builders`: tracking/inspect/diff/legacy.py)."""
+    params, tags = upgrade_logged(run.params, run.tags, builders)
     return replace(run, params=params, tags=tags)
