@@ -21,12 +21,15 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.store.faults import describe, server_unavailable, store_fault
 from tracking.store.location import shown
 from tracking.store.operations import Op, apply
 from tracking.store.sqlite import PRIVATE_FILE, private_folder
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ def kept_offline(root: Path) -> frozenset[str]:
     return frozenset(folder.name for folder in pending_journals(root))
 
 
-def remove_ended_spools(client: Any, root: Path) -> list[str]:
+def remove_ended_spools(client: MlflowClient, root: Path) -> list[str]:
     """Remove the spool of each run of `client`'s store that has ended, and return their ids. A stage removes its
     run's spool as the run ends, unless it cannot: SIGKILLed, or the project made read-only meanwhile. A run still
     RUNNING keeps its spool, and so does a folder naming no run of this store (another store's run)."""
@@ -168,7 +171,7 @@ class StoreSink:
     """Where one run's operations go: to the server while it answers, then to the offline journal. The run's
     `BackgroundWriter` (tracking/run/writer.py) is the thread that hands them over; this decides where they land."""
 
-    def __init__(self, client: Any, run_id: str, root: Path, uri: str, experiment: str) -> None:
+    def __init__(self, client: MlflowClient, run_id: str, root: Path, uri: str, experiment: str) -> None:
         self.client = client
         self.run_id = run_id
         self.root = root
