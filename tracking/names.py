@@ -1,4 +1,5 @@
-"""The names the product writes into MLflow, in one place: tag names, their prefixes, and MLflow's limits.
+"""The names the product writes into MLflow, in one place: tag names, their prefixes, MLflow's limits, and the
+clauses of filter strings that select runs by them (a value quoted once, `quoted`).
 
 A name here is part of the run format: `tracking diff`, `tracking rerun` and the MLflow UI read runs logged
 by earlier versions through the same names (tracking/inspect/diff/legacy.py maps the few params that changed), so

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from mlflow.entities import Experiment, Run
     from mlflow.tracking import MlflowClient
 
-# Runs per page of a search: MLflow's own default, and the most a tracking server hands back in one answer.
+# Runs per page of a search: MLflow's own default (`SEARCH_MAX_RESULTS_DEFAULT`).
 PAGE = 1000
 
 
@@ -35,44 +35,42 @@ def experiment_ids(client: MlflowClient) -> list[str]:
     return [found.experiment_id for found in client.search_experiments()]
 
 
-def newest_run(client: MlflowClient, experiment_ids: Sequence[str], filter_string: str) -> Run | None:
-    """The latest-started run of `experiment_ids` that `filter_string` selects; None when none does (or no
+def newest_run(client: MlflowClient, experiments: Sequence[str], filter_string: str) -> Run | None:
+    """The latest-started run of the experiments `experiments` (ids) that `filter_string` selects; None when none does (or no
     experiment is given)."""
-    if not experiment_ids:
+    if not experiments:
         return None
-    found = client.search_runs(
-        list(experiment_ids), filter_string=filter_string, order_by=[NEWEST_FIRST], max_results=1
-    )
+    found = client.search_runs(list(experiments), filter_string=filter_string, order_by=[NEWEST_FIRST], max_results=1)
     return found[0] if found else None
 
 
-def first_runs(client: MlflowClient, experiment_ids: Sequence[str], filter_string: str, limit: int) -> list[Run]:
-    """At most `limit` runs of `experiment_ids` that `filter_string` selects, in MLflow's order: enough to tell
+def first_runs(client: MlflowClient, experiments: Sequence[str], filter_string: str, limit: int) -> list[Run]:
+    """At most `limit` runs of `experiments` that `filter_string` selects, in MLflow's order: enough to tell
     one match from several."""
-    if not experiment_ids:
+    if not experiments:
         return []
-    return list(client.search_runs(list(experiment_ids), filter_string=filter_string, max_results=limit))
+    return list(client.search_runs(list(experiments), filter_string=filter_string, max_results=limit))
 
 
 def all_runs(
     client: MlflowClient,
-    experiment_ids: Sequence[str],
+    experiments: Sequence[str],
     filter_string: str = "",
     deleted_too: bool = False,
     page_size: int = PAGE,
 ) -> list[Run]:
-    """Every run of `experiment_ids` that `filter_string` selects, page after page of `page_size`; deleted runs
+    """Every run of `experiments` that `filter_string` selects, page after page of `page_size`; deleted runs
     too when `deleted_too`."""
     from mlflow.entities import ViewType
 
-    if not experiment_ids:
+    if not experiments:
         return []
     view = ViewType.ALL if deleted_too else ViewType.ACTIVE_ONLY
     runs: list[Run] = []
     token = None
     while True:
         page = client.search_runs(
-            list(experiment_ids), filter_string, run_view_type=view, max_results=page_size, page_token=token
+            list(experiments), filter_string, run_view_type=view, max_results=page_size, page_token=token
         )
         runs.extend(page)
         token = page.token
