@@ -36,8 +36,8 @@ def experiment_ids(client: MlflowClient) -> list[str]:
 
 
 def newest_run(client: MlflowClient, experiments: Sequence[str], filter_string: str) -> Run | None:
-    """The latest-started run of the experiments `experiments` (ids) that `filter_string` selects; None when none does (or no
-    experiment is given)."""
+    """The latest-started run of the experiments `experiments` (ids) that `filter_string` selects; None when none
+    does (or no experiment is given)."""
     if not experiments:
         return None
     found = client.search_runs(list(experiments), filter_string=filter_string, order_by=[NEWEST_FIRST], max_results=1)
