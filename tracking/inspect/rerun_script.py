@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from tracking.env import TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
 from tracking.names import RERUN_OF_TAG, SCRIPT_COMMAND_TAG, SCRIPT_PARAMS_TAG, SCRIPT_STAGE_TAG, tag_is
-from tracking.store.reads import newest_run
+from tracking.store.reads import experiment_by_id, newest_run
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -79,7 +79,7 @@ def rerun_script(
             + (left_out if others else ""),
         )
         _step("run", shlex.join(command[2:] if command[1:3] == ["-m", "dvc"] else ["python", *command[1:]]))
-        experiment = client.get_experiment(original.experiment_id).name
+        experiment = experiment_by_id(client, original.experiment_id).name
         done = subprocess.run(
             command, cwd=project, env={**env, TRACKING_EXPERIMENT: experiment, TRACKING_RERUN_OF: original.run_id}
         )

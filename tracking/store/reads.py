@@ -25,6 +25,11 @@ def run_by_id(client: MlflowClient, run_id: str) -> Run:
     return client.get_run(run_id)
 
 
+def experiment_by_id(client: MlflowClient, experiment_id: str) -> Experiment:
+    """The experiment `experiment_id`; MLflow's error when the store cannot give it."""
+    return client.get_experiment(experiment_id)
+
+
 def experiment_named(client: MlflowClient, name: str) -> Experiment | None:
     """The experiment called `name`, or None when the store has none."""
     return client.get_experiment_by_name(name)
