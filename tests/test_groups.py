@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from mlflow.tracking import MlflowClient
 from scipy import stats
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingError
@@ -20,7 +21,6 @@ NEW_SEEDS = [0.940, 0.962, 0.948, 0.958, 0.935, 0.955]
 def store(tmp_dir, monkeypatch):
     """A project folder whose MLflow store holds two groups of runs and one run without metrics."""
     import mlflow
-    from mlflow.tracking import MlflowClient
 
     (tmp_dir / ".dvc").mkdir()
     uri = f"sqlite:///{tmp_dir / 'mlflow.db'}"
@@ -38,7 +38,7 @@ def store(tmp_dir, monkeypatch):
 
 
 def test_bands_over_runs_match_numpy_and_count_skipped(store):
-    result = bands("groups", "tags.group = 'same'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
+    result = bands(MlflowClient(), "groups", "tags.group = 'same'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
     assert result["n"] == 5 and result["skipped_runs"] == 1 and result["ddof"] == 1
     assert result["mean"] == pytest.approx(np.mean(SAME_SEED)) and result["std"] == pytest.approx(
         np.std(SAME_SEED, ddof=1)
@@ -64,11 +64,11 @@ def test_errors(store):
     with pytest.raises(NoiseError, match="at least 2"):
         compare_groups([0.9], [0.9, 0.8], alpha=0.05)
     with pytest.raises(RunSelectionError, match="no runs in MLflow experiment 'groups' match filter"):
-        bands("groups", "tags.group = 'none'", ["test_accuracy"], alpha=0.05)
+        bands(MlflowClient(), "groups", "tags.group = 'none'", ["test_accuracy"], alpha=0.05)
     with pytest.raises(TrackingError, match="experiment 'nope' not found"):
-        bands("nope", "", ["test_accuracy"], alpha=0.05)
+        bands(MlflowClient(), "nope", "", ["test_accuracy"], alpha=0.05)
     with pytest.raises(TrackingError, match="rejected by MLflow"):
-        bands("groups", "tags.group === 'x'", ["test_accuracy"], alpha=0.05)
+        bands(MlflowClient(), "groups", "tags.group === 'x'", ["test_accuracy"], alpha=0.05)
 
 
 def test_command_line(store):
@@ -108,8 +108,6 @@ def test_command_line(store):
 def test_bands_refuse_a_mix_of_calibrations_and_variants_and_clip_to_the_range(store):
     """Issue 27 item 20: without a filter, baselines, experiments and calibration repeats were pooled into one band,
     and an accuracy band reached above 1."""
-    from mlflow.tracking import MlflowClient
-
     client = MlflowClient()
     experiment = client.get_experiment_by_name("groups").experiment_id
     parent = client.create_run(experiment, tags={"noise.role": "calibration"}).info.run_id
@@ -118,18 +116,21 @@ def test_bands_refuse_a_mix_of_calibrations_and_variants_and_clip_to_the_range(s
             run = client.create_run(experiment, tags={"noise.variant": variant, "mlflow.parentRunId": parent})
             client.log_metric(run.info.run_id, "test_accuracy", value)
     with pytest.raises(RunSelectionError, match="the runs of the experiment mix ") as found:
-        bands("groups", "", ["test_accuracy"], alpha=0.05)
+        bands(MlflowClient(), "groups", "", ["test_accuracy"], alpha=0.05)
     for part in ("3 repeats of variant control", "4 repeats of variant algo", "11 other runs", f"= '{parent}'"):
         assert part in str(found.value)
     # Issue 36: the suggested filter pastes into bash as printed (backquotes inside double quotes ran as commands).
     suggested = str(found.value).split("e.g. --filter ", 1)[1]
     pasted = subprocess.run(["bash", "-c", f"printf %s {suggested}"], capture_output=True, text=True, check=True)
     assert (
-        pasted.stderr == "" and bands("groups", pasted.stdout, ["test_accuracy"], alpha=0.05)["test_accuracy"]["n"] == 4
+        pasted.stderr == ""
+        and bands(MlflowClient(), "groups", pasted.stdout, ["test_accuracy"], alpha=0.05)["test_accuracy"]["n"] == 4
     )
     with pytest.raises(RunSelectionError, match="variant control"):
-        bands("groups", f"tags.`mlflow.parentRunId` = '{parent}'", ["test_accuracy"], alpha=0.05)
-    one = bands("groups", "tags.`noise.variant` = 'algo'", ["test_accuracy"], alpha=0.05)["test_accuracy"]
+        bands(MlflowClient(), "groups", f"tags.`mlflow.parentRunId` = '{parent}'", ["test_accuracy"], alpha=0.05)
+    one = bands(MlflowClient(), "groups", "tags.`noise.variant` = 'algo'", ["test_accuracy"], alpha=0.05)[
+        "test_accuracy"
+    ]
     assert one["n"] == 4 and one["high"] == 1.0 and one["clipped"].startswith("high 1.0") and one["low"] > 0.9
     assert "std_interval" not in one  # it covered 64-90% under t(3) noise (issue 34)
 

@@ -16,8 +16,8 @@ def bands_command(args: argparse.Namespace) -> None:
     from tracking.noise.groups import bands
     from tracking.store.location import find_project, open_client
 
-    open_client(find_project())
-    result = bands(args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
+    client = open_client(find_project())
+    result = bands(client, args.experiment, args.filter, args.metric or DEFAULT_METRICS, args.alpha)
     sys.stdout.write(json.dumps(result, indent=2, allow_nan=False) + "\n")
 
 
@@ -26,10 +26,10 @@ def compare_groups_command(args: argparse.Namespace) -> None:
     from tracking.noise.statistics import strict
     from tracking.store.location import find_project, open_client
 
-    open_client(find_project())
+    client = open_client(find_project())
     metrics = args.metric or DEFAULT_METRICS
-    group_a = fetch_metric_values(args.experiment, args.a, metrics)
-    group_b = fetch_metric_values(args.experiment, args.b, metrics)
+    group_a = fetch_metric_values(client, args.experiment, args.a, metrics)
+    group_b = fetch_metric_values(client, args.experiment, args.b, metrics)
     compared = compare_metric_groups(
         {metric: group_a[metric].values for metric in metrics},
         {metric: group_b[metric].values for metric in metrics},

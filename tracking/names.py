@@ -1,4 +1,5 @@
-"""The names the product writes into MLflow, in one place: tag names, their prefixes, and MLflow's limits.
+"""The names the product writes into MLflow, in one place: tag names, their prefixes, MLflow's limits, and the
+clauses of filter strings that select runs by them (a value quoted once, `quoted`).
 
 A name here is part of the run format: `tracking diff`, `tracking rerun` and the MLflow UI read runs logged
 by earlier versions through the same names (tracking/inspect/diff/legacy.py maps the few params that changed), so
@@ -7,6 +8,8 @@ environment variables in tracking/env.py.
 """
 
 from __future__ import annotations
+
+from tracking.errors import RunSelectionError
 
 # MLflow's limits (mlflow/utils/validation.py): the longest tag value we write (longer ones are cut to it), and
 # what a param may hold: params.yaml is refused before anything opens when a param would break them.
@@ -18,14 +21,39 @@ MAX_EXPERIMENT_NAME_CHARS = 500  # MAX_EXPERIMENT_NAME_LENGTH
 NEWEST_FIRST = "attributes.start_time DESC"
 
 
+def quoted(value: object) -> str:
+    """`value` as a string of an MLflow filter string: in single quotes, or in double quotes when it holds a single
+    quote. MLflow strips the quotes and reads nothing inside them as an escape, so a value holding both cannot be
+    written: a RunSelectionError."""
+    text = str(value)
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    raise RunSelectionError(
+        f"{text!r} holds both quote characters, which no MLflow filter string can match",
+        fix="select the run by its id",
+    )
+
+
 def tag_is(name: str, value: object, op: str = "=") -> str:
     """A clause of an MLflow filter string on the tag `name`, backquoted: our names hold dots."""
-    return f"tags.`{name}` {op} '{value}'"
+    return f"tags.`{name}` {op} {quoted(value)}"
+
+
+def tag_absent(name: str) -> str:
+    """A clause of an MLflow filter string selecting runs without the tag `name`."""
+    return f"tags.`{name}` IS NULL"
+
+
+def attribute_is(name: str, value: object, op: str = "=") -> str:
+    """A clause of an MLflow filter string on a run's attribute (`run_name`, `run_id`, `status`)."""
+    return f"attributes.{name} {op} {quoted(value)}"
 
 
 def status_is(status: str) -> str:
     """A clause of an MLflow filter string on a run's status (RUNNING, FINISHED, FAILED, KILLED)."""
-    return f"attributes.status = '{status}'"
+    return attribute_is("status", status)
 
 
 # The provenance record (`prov.<section>.<field>`, tracking/provenance/__init__.py::to_tags).

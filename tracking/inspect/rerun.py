@@ -17,7 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.data.manifest import LOGGED_MANIFEST
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT, TRACKING_RERUN_OF
@@ -25,6 +25,9 @@ from tracking.errors import RerunError
 from tracking.layout import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
 from tracking.noise.policy import INCONCLUSIVE
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 STAGES = (TRAIN, EVALUATE)
 STEPS = ("worktree", "code", "params", "data", *STAGES)
@@ -122,7 +125,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))
 
 
-def _require_committed_deps(client: Any, run_id: str, commit: str, project: Path) -> None:
+def _require_committed_deps(client: MlflowClient, run_id: str, commit: str, project: Path) -> None:
     """Refuse a run trained beside untracked files the re-run stages depend on (a team's module it had not yet
     committed): neither its commit nor its logged diff holds them, so the stages would fail on a missing module."""
     from tracking.dvc_files import stage_deps, within

@@ -13,21 +13,27 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tracking.env import TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
-from tracking.names import NEWEST_FIRST, RERUN_OF_TAG, SCRIPT_COMMAND_TAG, SCRIPT_PARAMS_TAG, SCRIPT_STAGE_TAG, tag_is
+from tracking.names import RERUN_OF_TAG, SCRIPT_COMMAND_TAG, SCRIPT_PARAMS_TAG, SCRIPT_STAGE_TAG, tag_is
+from tracking.store.reads import experiment_by_id, newest_run
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from tracking.inspect.diff import RunSnapshot
 
 STEPS = ("worktree", "code", "params", "run")
 
 
-def is_script_run(original: Any) -> bool:
+def is_script_run(original: RunSnapshot) -> bool:
     """Whether `original` (a `RunSnapshot`) is a run a team's script opened with `tracking.start`."""
     return SCRIPT_COMMAND_TAG in original.tags
 
 
-def script_command(original: Any) -> list[str]:
+def script_command(original: RunSnapshot) -> list[str]:
     """What re-creates the run: DVC's stage when DVC ran the script, else the script's own command line."""
     stage = original.tags.get(SCRIPT_STAGE_TAG)
     if stage:
@@ -45,7 +51,9 @@ def teams_params(logged: dict[str, str], path: Path) -> tuple[dict[str, str], li
     return {key: value for key, value in logged.items() if key in keys}, [key for key in logged if key not in keys]
 
 
-def rerun_script(client: Any, original: Any, root: Path, commit: str, env: dict[str, str]) -> Any:
+def rerun_script(
+    client: MlflowClient, original: RunSnapshot, root: Path, commit: str, env: dict[str, str]
+) -> RunSnapshot:
     """Re-create the script run `original` of the project at `root` at `commit`; return the new run's snapshot."""
     from tracking.inspect.diff import load_run
     from tracking.inspect.restore import write_logged_params
@@ -71,7 +79,7 @@ def rerun_script(client: Any, original: Any, root: Path, commit: str, env: dict[
             + (left_out if others else ""),
         )
         _step("run", shlex.join(command[2:] if command[1:3] == ["-m", "dvc"] else ["python", *command[1:]]))
-        experiment = client.get_experiment(original.experiment_id).name
+        experiment = experiment_by_id(client, original.experiment_id).name
         done = subprocess.run(
             command, cwd=project, env={**env, TRACKING_EXPERIMENT: experiment, TRACKING_RERUN_OF: original.run_id}
         )
@@ -80,15 +88,13 @@ def rerun_script(client: Any, original: Any, root: Path, commit: str, env: dict[
                 f"the re-created run's command failed (exit status {done.returncode}; its output is above); "
                 "the temporary worktree was removed"
             )
-    found = client.search_runs(
-        [original.experiment_id], tag_is(RERUN_OF_TAG, original.run_id), order_by=[NEWEST_FIRST], max_results=1
-    )
-    if not found:
+    found = newest_run(client, [original.experiment_id], tag_is(RERUN_OF_TAG, original.run_id))
+    if found is None:
         raise RerunError(
             f"the command `{shlex.join(command)}` ran but logged no run tagged {RERUN_OF_TAG}={original.run_id}; "
             "does the script still call tracking.start()?"
         )
-    return load_run(client, found[0].info.run_id)
+    return load_run(client, found.info.run_id)
 
 
 def _step(name: str, detail: str) -> None:

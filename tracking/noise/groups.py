@@ -13,13 +13,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
 from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
+from tracking.store.reads import all_runs, experiment_named
 
-_PAGE = 1000
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
+
 # The fewest runs per group for a spread verdict: with 2 runs each run's deviation from the group's median is the
 # same, so Brown-Forsythe compares two constants and calls any two spreads different (p < 1e-16); 3 is hardly
 # better (one deviation is 0).
@@ -45,14 +49,14 @@ class MetricValues:
     skipped: int
 
 
-def fetch_metric_values(experiment: str, filter_string: str, metrics: list[str]) -> dict[str, MetricValues]:
+def fetch_metric_values(
+    client: MlflowClient, experiment: str, filter_string: str, metrics: list[str]
+) -> dict[str, MetricValues]:
     """The latest value of each metric in every run of `experiment` matching `filter_string`."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient()
     try:
-        found = client.get_experiment_by_name(experiment)
+        found = experiment_named(client, experiment)
     except MlflowException as err:
         raise TrackingServerError(
             f"MLflow store cannot be read ({str(err).splitlines()[0]}); check MLFLOW_TRACKING_URI"
@@ -61,16 +65,8 @@ def fetch_metric_values(experiment: str, filter_string: str, metrics: list[str])
         raise RunSelectionError(
             f"MLflow experiment '{experiment}' not found; check --experiment (see `mlflow experiments search`)"
         )
-    runs, token = [], None
     try:
-        while True:
-            page = client.search_runs(
-                [found.experiment_id], filter_string=filter_string, max_results=_PAGE, page_token=token
-            )
-            runs.extend(page)
-            token = page.token
-            if not token:
-                break
+        runs = all_runs(client, [found.experiment_id], filter_string)
     except MlflowException as err:
         raise RunSelectionError(
             f"filter {filter_string!r} rejected by MLflow: {str(err).splitlines()[0]}; fix the filter string "
@@ -90,15 +86,13 @@ def fetch_metric_values(experiment: str, filter_string: str, metrics: list[str])
     return result
 
 
-def _refuse_a_mix(runs: list[Any], filter_string: str) -> None:
+def _refuse_a_mix(runs: list[Run], filter_string: str) -> None:
     """Stop when the runs mix calibration repeats of different calibrations or variants, or repeats with other runs:
     one band over them pools spreads that answer different questions (and the candidates' own changes)."""
-    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
     groups: dict[tuple[str, str], int] = {}
     for run in runs:
         variant = run.data.tags.get(NOISE_VARIANT_TAG)
-        key = (run.data.tags.get(MLFLOW_PARENT_RUN_ID, ""), variant) if variant else ("", "")
+        key = (run.data.tags.get(MLFLOW_PARENT_RUN_TAG, ""), variant) if variant else ("", "")
         groups[key] = groups.get(key, 0) + 1
     if len(groups) < 2:
         return
@@ -156,11 +150,13 @@ def in_range(band: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def bands(experiment: str, filter_string: str, metrics: list[str], alpha: float) -> dict[str, Any]:
+def bands(
+    client: MlflowClient, experiment: str, filter_string: str, metrics: list[str], alpha: float
+) -> dict[str, Any]:
     """The band of each metric over the selected runs, with the count of runs skipped for lacking it."""
     source = f"mlflow:{experiment}" + (f" [{filter_string}]" if filter_string else "")
     out = {}
-    for metric, found in fetch_metric_values(experiment, filter_string, metrics).items():
+    for metric, found in fetch_metric_values(client, experiment, filter_string, metrics).items():
         band = in_range(band_from_values(metric, found.values, alpha, source).as_dict())
         out[metric] = {**band, "skipped_runs": found.skipped}
         if left_out(found.values):

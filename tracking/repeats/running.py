@@ -11,11 +11,12 @@ from typing import Any
 from tracking.compute.ray_executor import RayPool
 from tracking.determinism.process import process_environment
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
-from tracking.names import COMPUTE_ATTEMPT_TAG, MLFLOW_PARENT_RUN_TAG, REPEAT_KEY_TAG, status_is, tag_is
+from tracking.names import COMPUTE_ATTEMPT_TAG, REPEAT_KEY_TAG, status_is, tag_is
 from tracking.repeats.kept import KeptRepeat, RepeatStore
 from tracking.repeats.variants import op_determinism
 from tracking.repeats.worker import Job, RepeatSpec, RepeatWorker, label
 from tracking.run.tracker import Tracker
+from tracking.store.reads import children_of, run_by_id
 from tracking.store.stale import end_failed
 from tracking.training.model import RepeatedModel
 
@@ -58,24 +59,16 @@ def train_on_ray(
     pool: RayPool, spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
 ) -> Iterator[tuple[Job, KeptRepeat]]:
     """The Ray executor: repeats on the pool's workers; a repeat whose worker died ends FAILED and is tried again."""
-    experiment_id = parent.client.get_run(parent.run_id).info.experiment_id
+    experiment_id = run_by_id(parent.client, parent.run_id).info.experiment_id
     retries = spec.params.compute.max_retries
 
     def on_lost(job: Job, attempt: int, why: str) -> None:
         left = retries + 1 - attempt
         then = f"trying again ({left} tr{'y' if left == 1 else 'ies'} left)" if left > 0 else "no tries left"
-        found = parent.client.search_runs(
-            [experiment_id],
-            " and ".join(
-                (
-                    tag_is(MLFLOW_PARENT_RUN_TAG, spec.parent_run_id),
-                    tag_is(REPEAT_KEY_TAG, job.key),
-                    tag_is(COMPUTE_ATTEMPT_TAG, attempt),
-                    status_is("RUNNING"),
-                )
-            ),
+        attempt_running = " and ".join(
+            (tag_is(REPEAT_KEY_TAG, job.key), tag_is(COMPUTE_ATTEMPT_TAG, attempt), status_is("RUNNING"))
         )
-        for run in found:
+        for run in children_of(parent.client, experiment_id, spec.parent_run_id, attempt_running):
             end_failed(
                 parent.client, run.info.run_id, f"the {spec.stage} stage", f"its worker died mid-repeat ({why}); {then}"
             )

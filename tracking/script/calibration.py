@@ -21,7 +21,7 @@ import os
 import subprocess
 from itertools import product
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tracking.dvc_files import declared_stages
 from tracking.env import DVC_ROOT, DVC_STAGE, MLFLOW_TRACKING_URI, TRACKING_EXPERIMENT, TRACKING_REPEAT
@@ -44,6 +44,13 @@ from tracking.names import (
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.redaction import redact_params
 from tracking.script.repeat_context import SCRIPT_VARIANTS, ScriptRepeat
+from tracking.store.reads import experiment_named, newest_run
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
+
+    from tracking.inspect.diff import RunDiff
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +111,8 @@ def calibrate_script(
         experiment, root, stage=CALIBRATE, run_name="calibration", tags={NOISE_ROLE_TAG: "calibration"}
     ) as parent:
         client = parent.client
-        experiment_id = client.get_experiment_by_name(experiment).experiment_id
-        runs: dict[str, list[Any]] = {variant: [] for variant in variants}
+        experiment_id = experiment_named(client, experiment).experiment_id
+        runs: dict[str, list[Run]] = {variant: [] for variant in variants}
         reused: set[str] = set()
         with temporary_worktree(root, git["commit"]) as project:
             apply_diff(project, git.get("diff") or "", parent.run_id)
@@ -133,15 +140,9 @@ def calibrate_script(
     return noise
 
 
-def _finished(client: Any, experiment_id: str, key: str) -> Any:
+def _finished(client: MlflowClient, experiment_id: str, key: str) -> Run | None:
     """The finished run kept under repeat `key` (the latest), or None."""
-    found = client.search_runs(
-        [experiment_id],
-        f"{tag_is(REPEAT_KEY_TAG, key)} and {status_is('FINISHED')}",
-        max_results=1,
-        order_by=["attributes.start_time DESC"],
-    )
-    return found[0] if found else None
+    return newest_run(client, [experiment_id], f"{tag_is(REPEAT_KEY_TAG, key)} and {status_is('FINISHED')}")
 
 
 def _run(command: str, folder: Path, env: dict[str, str]) -> None:
@@ -154,7 +155,7 @@ def _run(command: str, folder: Path, env: dict[str, str]) -> None:
         )
 
 
-def noise_record(runs: dict[str, list[Any]], repeats: int, reused: set[str], parent_run_id: str) -> NoiseRecord:
+def noise_record(runs: dict[str, list[Run]], repeats: int, reused: set[str], parent_run_id: str) -> NoiseRecord:
     """`calibration/noise.json` (tracking/noise/record.py) from the script's runs: each variant's bands of every
     metric its runs logged (the per-epoch ones aside), whether its weights are bit-identical, the baseline's params
     and data content hash. A script hands us no test predictions or weights, so no churn or weight distances."""
@@ -203,7 +204,7 @@ def noise_record(runs: dict[str, list[Any]], repeats: int, reused: set[str], par
     )
 
 
-def _data_sha256(run: Any) -> str | None:
+def _data_sha256(run: Run) -> str | None:
     """The content hash the run's `run.log_data` logged (its dataset input's `content_sha256` tag)."""
     for item in run.inputs.dataset_inputs if run.inputs else []:
         for tag in item.tags:
@@ -213,8 +214,8 @@ def _data_sha256(run: Any) -> str | None:
 
 
 def judge_script(
-    client: Any, root: Path, ref: str, metrics: list[str] | None, alpha: float, calibration: str | None
-) -> Any:
+    client: MlflowClient, root: Path, ref: str, metrics: list[str] | None, alpha: float, calibration: str | None
+) -> RunDiff:
     """The candidate run `ref` judged against the script's calibration: `tracking diff` of the calibrated baseline
     (a CONTROL repeat, else the first repeat) against it; the verdict is tagged on the candidate as compare tags its."""
     from tracking.inspect.diff import diff_runs, load_run

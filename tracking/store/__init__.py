@@ -1,1 +1,1 @@
-"""The tracking store: where runs go, SQLite sharing, runs left RUNNING, the offline journal and its sync."""
+"""The tracking store: where runs go, reads of runs, SQLite sharing, runs left RUNNING, the offline journal and its sync."""

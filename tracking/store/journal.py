@@ -15,10 +15,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.store.operations import Op
 from tracking.store.sqlite import PRIVATE_FILE, private_folder
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 OFFLINE = Path(".tracking/offline")
 SYNCED = Path(".tracking/synced")
@@ -48,7 +51,7 @@ def kept_offline(root: Path) -> frozenset[str]:
     return frozenset(folder.name for folder in pending_journals(root))
 
 
-def remove_ended_spools(client: Any, root: Path) -> list[str]:
+def remove_ended_spools(client: MlflowClient, root: Path) -> list[str]:
     """Remove the spool of each run of `client`'s store that has ended, and return their ids. A stage removes its
     run's spool as the run ends, unless it cannot: SIGKILLed, or the project made read-only meanwhile. A run still
     RUNNING keeps its spool, and so does a folder naming no run of this store (another store's run)."""

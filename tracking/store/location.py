@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
@@ -32,6 +32,9 @@ from tracking.store.sqlite import (
     rehome_artifacts,
     use_wal,
 )
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +110,7 @@ def default_artifact_location(uri: str) -> str | None:
     return None if database is None else private_folder(database.parent / DEFAULT_ARTIFACTS).as_uri()
 
 
-def open_client(root: Path | None) -> Any:
+def open_client(root: Path | None) -> MlflowClient:
     """An `MlflowClient` on the store of `tracking_uri(root)`, checked to answer (for commands that only read runs).
 
     A missing SQLite file is an error rather than a new, empty store created as a side effect; one that a

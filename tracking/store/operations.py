@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 Op = dict[str, Any]
 MLFLOW_UV_LOGGER = "mlflow.utils.uv_utils"
@@ -44,7 +47,7 @@ def end(status: str, end_time: int) -> Op:
     return {"op": "end", "status": status, "end_time": end_time}
 
 
-def apply(client: Any, run_id: str, op: Op) -> None:
+def apply(client: MlflowClient, run_id: str, op: Op) -> None:
     """Write `op` to the run `run_id` through `client` (file paths in `op` are local and absolute)."""
     kind = op["op"]
     if kind == "batch":
@@ -61,7 +64,7 @@ def apply(client: Any, run_id: str, op: Op) -> None:
         raise ValueError(f"unknown tracking operation {kind!r}")
 
 
-def _apply_batch(client: Any, run_id: str, op: Op) -> None:
+def _apply_batch(client: MlflowClient, run_id: str, op: Op) -> None:
     from mlflow.entities import Metric, Param, RunTag
 
     client.log_batch(
@@ -72,7 +75,7 @@ def _apply_batch(client: Any, run_id: str, op: Op) -> None:
     )
 
 
-def _apply_inputs(client: Any, run_id: str, op: Op) -> None:
+def _apply_inputs(client: MlflowClient, run_id: str, op: Op) -> None:
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     client.log_inputs(
@@ -84,7 +87,7 @@ def _apply_inputs(client: Any, run_id: str, op: Op) -> None:
     )
 
 
-def _apply_model(client: Any, run_id: str, op: Op) -> None:
+def _apply_model(client: MlflowClient, run_id: str, op: Op) -> None:
     """An MLflow model (Keras 3 flavour, loadable by every MLflow loader) from the live model, or from the `.keras` file a journal saved."""
     import mlflow
     import mlflow.keras

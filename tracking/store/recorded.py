@@ -13,10 +13,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.errors import RunStateError
 from tracking.layout import CALIBRATE, NOISE_FILE, RUN_FILE, TRAIN
+from tracking.store.reads import run_by_id
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 # Each file that names a run: the key holding its id, and the stage that writes it (and re-creates the run).
 NAMED_BY = {RUN_FILE: ("run_id", TRAIN), NOISE_FILE: ("parent_run_id", CALIBRATE)}
@@ -65,7 +69,9 @@ def recorded_runs(root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)) -> list
     return found
 
 
-def missing_runs(client: Any | None, root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)) -> list[RecordedRun]:
+def missing_runs(
+    client: MlflowClient | None, root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)
+) -> list[RecordedRun]:
     """The recorded runs the store behind `client` lacks or holds as deleted; all of them when `client` is None
     (no store at all: its file was deleted)."""
     from mlflow.exceptions import MlflowException
@@ -76,7 +82,7 @@ def missing_runs(client: Any | None, root: Path, files: tuple[Path, ...] = tuple
             gone.append(recorded)
             continue
         try:
-            run = client.get_run(recorded.run_id)
+            run = run_by_id(client, recorded.run_id)
         except MlflowException as err:
             if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
                 raise
@@ -93,7 +99,9 @@ def fix_for(gone: list[RecordedRun]) -> str:
     return f"re-create them with `dvc repro --force --single-item {stages}` then `dvc repro`"
 
 
-def require_recorded_runs(client: Any | None, root: Path, uri: str, files: tuple[Path, ...] = tuple(NAMED_BY)) -> None:
+def require_recorded_runs(
+    client: MlflowClient | None, root: Path, uri: str, files: tuple[Path, ...] = tuple(NAMED_BY)
+) -> None:
     """Stop with one line when a run that `files` name is gone from the store at `uri` (`client` None: no store)."""
     gone = missing_runs(client, root, files)
     if gone:

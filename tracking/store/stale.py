@@ -20,9 +20,13 @@ import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tracking.names import ERROR_TAG, HEARTBEAT_TAG, HOST_TAG, PID_TAG, REPAIRED_TAG, START_TAG, status_is
+from tracking.store.reads import all_runs
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 STALE = "stale"
 SILENT = "stale: no heartbeat"
@@ -109,40 +113,29 @@ def verdict(tags: dict[str, str], host: str, now: float) -> tuple[str, float | N
     return (SILENT if silent > HEARTBEAT_TIMEOUT_S else BEATING), silent
 
 
-def running_runs(client: Any) -> list[RunningRun]:
+def running_runs(client: MlflowClient) -> list[RunningRun]:
     """Every RUNNING run in the store, in every experiment, with its verdict."""
     from mlflow.entities import ViewType
 
     host, now = socket.gethostname(), time.time()
     found = []
     for experiment in client.search_experiments(view_type=ViewType.ALL):
-        token = None
-        while True:
-            page = client.search_runs(
-                [experiment.experiment_id],
-                status_is("RUNNING"),
-                run_view_type=ViewType.ALL,
-                page_token=token,
-            )
-            for run in page:
-                tags = run.data.tags
-                found.append(
-                    RunningRun(
-                        run.info.run_id,
-                        experiment.name,
-                        run.info.run_name or "",
-                        tags.get(HOST_TAG, ""),
-                        tags.get(PID_TAG, ""),
-                        *verdict(tags, host, now),
-                    )
+        for run in all_runs(client, [experiment.experiment_id], status_is("RUNNING"), deleted_too=True):
+            tags = run.data.tags
+            found.append(
+                RunningRun(
+                    run.info.run_id,
+                    experiment.name,
+                    run.info.run_name or "",
+                    tags.get(HOST_TAG, ""),
+                    tags.get(PID_TAG, ""),
+                    *verdict(tags, host, now),
                 )
-            token = page.token
-            if not token:
-                break
+            )
     return found
 
 
-def mark_failed(client: Any, run: RunningRun, by: str) -> None:
+def mark_failed(client: MlflowClient, run: RunningRun, by: str) -> None:
     """End a stale run as FAILED, saying why and who decided it."""
     if run.verdict == SILENT:
         why = (
@@ -157,7 +150,7 @@ def mark_failed(client: Any, run: RunningRun, by: str) -> None:
     end_failed(client, run.run_id, by, why)
 
 
-def end_failed(client: Any, run_id: str, by: str, why: str) -> None:
+def end_failed(client: MlflowClient, run_id: str, by: str, why: str) -> None:
     """End a RUNNING run whose process is gone as FAILED, with a note saying why, who decided it and when."""
     from mlflow.entities import RunTag
 
@@ -168,7 +161,7 @@ def end_failed(client: Any, run_id: str, by: str, why: str) -> None:
 
 
 def repair_stale_runs(
-    client: Any, by: str, dry_run: bool = False, kept_offline: frozenset[str] = frozenset()
+    client: MlflowClient, by: str, dry_run: bool = False, kept_offline: frozenset[str] = frozenset()
 ) -> tuple[list[RunningRun], list[RunningRun]]:
     """Mark FAILED (unless `dry_run`) this host's runs whose process is gone and any host's whose heartbeat went
     silent; return (those runs, every RUNNING run).

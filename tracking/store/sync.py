@@ -16,7 +16,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.errors import TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG, tag_is
@@ -26,6 +26,9 @@ from tracking.store.location import EXPERIMENT_KIND, shown
 from tracking.store.operations import Op
 from tracking.store.sinks import MlflowSink
 from tracking.store.sqlite import private_folder
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 PROGRESS = "progress.json"
 
@@ -67,7 +70,7 @@ def sync_all(root: Path, uri: str | None) -> list[Synced]:
     return done
 
 
-def sync_journal(folder: Path, client: Any, uri: str) -> Synced:
+def sync_journal(folder: Path, client: MlflowClient, uri: str) -> Synced:
     """Replay one journal into the server behind `client`, resuming after the last operation recorded as done."""
     from tqdm import tqdm
 
@@ -103,7 +106,7 @@ def sync_journal(folder: Path, client: Any, uri: str) -> Synced:
 class _Replay:
     """Applies journaled operations, skipping metric values and models the run already holds."""
 
-    def __init__(self, client: Any, run_id: str) -> None:
+    def __init__(self, client: MlflowClient, run_id: str) -> None:
         self.client = client
         self.run_id = run_id
         self.sink = MlflowSink(client, run_id)
@@ -141,7 +144,7 @@ class _Replay:
         return any(m.source_run_id == self.run_id and m.name == name and str(m.status) == "READY" for m in found)
 
 
-def _target_run(client: Any, header: dict[str, Any]) -> str:
+def _target_run(client: MlflowClient, header: dict[str, Any]) -> str:
     """The journal's own run when the server has it, else a new run in its experiment that names the original."""
     from mlflow.exceptions import MlflowException
 

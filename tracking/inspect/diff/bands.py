@@ -6,32 +6,33 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.errors import RunSelectionError
 from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.ranked_groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
 from tracking.layout import CALIBRATE, NOISE_FILE
-from tracking.names import SCRIPT_COMMAND_TAG, WEIGHTS_TAG
+from tracking.names import NOISE_ROLE_TAG, SCRIPT_COMMAND_TAG, WEIGHTS_TAG, status_is, tag_is
 from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, BandChoice, Differences, changed_keys, choose_band
 from tracking.noise.record import NoiseRecord
+from tracking.store.reads import newest_run
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 
 def find_calibration(
-    client: Any, experiment_ids: list[str], run_id: str | None = None
+    client: MlflowClient, experiment_ids: list[str], run_id: str | None = None
 ) -> tuple[str, NoiseRecord] | None:
     """The calibration parent run (`run_id`, else the latest finished one) and its `calibration/noise.json`."""
     if run_id is None:
-        found = client.search_runs(
-            sorted(set(experiment_ids)),
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-            filter_string="tags.`noise.role` = 'calibration' and attributes.status = 'FINISHED'",
+        found = newest_run(
+            client, sorted(set(experiment_ids)), f"{tag_is(NOISE_ROLE_TAG, 'calibration')} and {status_is('FINISHED')}"
         )
-        if not found:
+        if found is None:
             return None
-        run_id = found[0].info.run_id
+        run_id = found.info.run_id
     noise = read_artifact(client, run_id, NOISE_FILE.as_posix(), json.loads)
     if noise is None:
         raise RunSelectionError(
@@ -76,7 +77,7 @@ class ChosenBand:
 
 
 def choose_calibrated_band(
-    client: Any, groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot, calibration: str | None = None
+    client: MlflowClient, groups: list[GroupDiff], a: RunSnapshot, b: RunSnapshot, calibration: str | None = None
 ) -> ChosenBand:
     """The band of the calibration (`calibration`, else the latest) that fits the runs (`band_for`)."""
     found = find_calibration(client, [a.experiment_id, b.experiment_id], calibration)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.inspect.diff.bands import choose_calibrated_band
 from tracking.inspect.diff.changes import GroupDiff
@@ -14,6 +14,9 @@ from tracking.inspect.diff.runs import RunSnapshot
 from tracking.names import DVC_EXP_NAME_TAG, WEIGHTS_TAG
 from tracking.noise.policy import CONTROL, EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE, overall_verdict
 from tracking.noise.statistics import format_p
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class RunDiff:
 
 
 def diff_runs(
-    client: Any,
+    client: MlflowClient,
     a: RunSnapshot,
     b: RunSnapshot,
     metrics: list[str] | None = None,

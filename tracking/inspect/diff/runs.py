@@ -10,7 +10,7 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.data.manifest import LOGGED_MANIFEST, Manifest
 from tracking.dvc_files import declared_outputs
@@ -18,17 +18,25 @@ from tracking.errors import RunNotFound, RunSelectionError, TrackingServerError
 from tracking.inspect.diff.legacy import upgrade_logged
 from tracking.layout import CALIBRATE, RUN_FILE
 from tracking.names import (
+    DVC_EXP_NAME_TAG,
     GIT_COMMIT_TAG,
     MLFLOW_PARENT_RUN_TAG,
-    NEWEST_FIRST,
     NOISE_ROLE_TAG,
     OP_DETERMINISM_TAG,
     PROV_PREFIX,
     RERUN_OF_TAG,
+    STAGE_TAG,
+    attribute_is,
+    tag_absent,
     tag_is,
 )
 from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
+from tracking.store.reads import experiment_ids, first_runs, newest_run, run_by_id
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +77,7 @@ class RunSnapshot:
         return self.tags.get(OP_DETERMINISM_TAG, self.params.get("determinism.op_determinism")) == "true"
 
 
-def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
+def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> RunSnapshot:
     """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
     named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it), or the run whose id starts with `ref` (8 or
     more hex characters), or else the run that `outputs/run.json` names at `ref` in `project` (an experiment or git
@@ -93,25 +101,19 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
     run = None
     if _RUN_ID.match(ref):
         try:
-            run = client.get_run(ref)
+            run = run_by_id(client, ref)
         except MlflowException:
             run = None
     if run is None and _EXP_NAME.match(ref):
-        experiments = [found.experiment_id for found in client.search_experiments()]
         named = (
-            f"tags.`dvc.exp_name` = '{ref}' and tags.`pipeline.stage` != '{CALIBRATE}' and "
-            f"tags.`{MLFLOW_PARENT_RUN_TAG}` IS NULL"
+            f"{tag_is(DVC_EXP_NAME_TAG, ref)} and {tag_is(STAGE_TAG, CALIBRATE, '!=')} and "
+            f"{tag_absent(MLFLOW_PARENT_RUN_TAG)}"
         )
-        matches = (
-            client.search_runs(experiments, filter_string=named, order_by=["attributes.start_time DESC"], max_results=1)
-            if experiments
-            else []
-        )
-        run = matches[0] if matches else None
+        run = newest_run(client, experiment_ids(client), named)
     if run is None and _EXP_NAME.match(ref):
-        run = _only_run(client, ref, f"attributes.run_name = '{ref}'", "are named")
+        run = _only_run(client, ref, attribute_is("run_name", ref), "are named")
     if run is None and _ID_PREFIX.match(ref):
-        run = _only_run(client, ref, f"attributes.run_id LIKE '{ref}%'", "have ids that start with")
+        run = _only_run(client, ref, attribute_is("run_id", f"{ref}%", "LIKE"), "have ids that start with")
     if run is None and project is not None:
         run = _run_at_revision(client, project, ref)
     if run is None and project is not None and RUN_FILE.as_posix() not in declared_outputs(project, project):
@@ -142,18 +144,17 @@ def load_run(client: Any, ref: str, project: Path | None = None) -> RunSnapshot:
     )
 
 
-def _only_run(client: Any, ref: str, clause: str, sharing: str) -> Any | None:
+def _only_run(client: MlflowClient, ref: str, clause: str, sharing: str) -> Run | None:
     """The one run of any experiment that `clause` (an MLflow filter string) selects; None when none does, a
     RunSelectionError listing them when several do."""
-    experiments = [found.experiment_id for found in client.search_experiments()]
-    found = client.search_runs(experiments, filter_string=clause, max_results=10) if experiments else []
+    found = first_runs(client, experiment_ids(client), clause, limit=10)
     if len(found) > 1:
         ids = ", ".join(run.info.run_id for run in found)
         raise RunSelectionError(f"{len(found)} runs {sharing} '{ref}': {ids}", fix="give the one you mean by its id")
     return found[0] if found else None
 
 
-def _script_run_at_commit(client: Any, project: Path, ref: str) -> Any | None:
+def _script_run_at_commit(client: MlflowClient, project: Path, ref: str) -> Run | None:
     """The latest run (not a calibration's, nor a rerun) that a team's script logged at the commit git revision `ref`
     names; None where git resolves no such revision or nothing was logged there."""
     import git
@@ -162,15 +163,14 @@ def _script_run_at_commit(client: Any, project: Path, ref: str) -> Any | None:
         commit = git.Repo(project, search_parent_directories=True).commit(ref).hexsha
     except (git.BadName, ValueError):
         return None
-    experiments = [found.experiment_id for found in client.search_experiments()]
     at_commit = (
-        f"{tag_is(GIT_COMMIT_TAG, commit)} and tags.`{MLFLOW_PARENT_RUN_TAG}` IS NULL and "
-        f"tags.`{NOISE_ROLE_TAG}` IS NULL and tags.`{RERUN_OF_TAG}` IS NULL"
+        f"{tag_is(GIT_COMMIT_TAG, commit)} and {tag_absent(MLFLOW_PARENT_RUN_TAG)} and "
+        f"{tag_absent(NOISE_ROLE_TAG)} and {tag_absent(RERUN_OF_TAG)}"
     )
-    found = client.search_runs(experiments, at_commit, order_by=[NEWEST_FIRST], max_results=1) if experiments else []
+    found = newest_run(client, experiment_ids(client), at_commit)
     if found:
-        log.info("'%s': using run %s, the latest logged at commit %s", ref, found[0].info.run_id, commit[:8])
-    return found[0] if found else None
+        log.info("'%s': using run %s, the latest logged at commit %s", ref, found.info.run_id, commit[:8])
+    return found
 
 
 def _has_remote(project: Path) -> bool:
@@ -181,7 +181,7 @@ def _has_remote(project: Path) -> bool:
         return bool(repo.config.get("remote"))
 
 
-def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
+def _run_at_revision(client: MlflowClient, project: Path, ref: str) -> Run | None:
     """The run the project's `outputs/run.json` names at DVC revision `ref`, or None where DVC resolves no such
     revision or nothing trained there; RunNotFound where that revision's dvc.lock names a run file the cache lacks."""
     import dvc.api
@@ -206,7 +206,7 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
     except (DvcException, OSError):
         return None
     try:
-        run = client.get_run(named)
+        run = run_by_id(client, named)
     except MlflowException as err:
         if err.error_code != "RESOURCE_DOES_NOT_EXIST":
             raise TrackingServerError(
@@ -229,7 +229,7 @@ def _run_at_revision(client: Any, project: Path, ref: str) -> Any | None:
     return run
 
 
-def read_artifact(client: Any, run_id: str, path: str, parse: Any) -> Any:
+def read_artifact(client: MlflowClient, run_id: str, path: str, parse: Any) -> Any:
     """An artifact's parsed text, or None when the run has no such artifact."""
     from mlflow.exceptions import MlflowException
 

@@ -1,0 +1,68 @@
+"""Reads of runs (tracking/store/reads.py) on a real SQLite MLflow store: paging past one page, the newest run,
+a parent's children, and filter values holding quotes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracking.errors import RunSelectionError
+from tracking.names import MLFLOW_PARENT_RUN_TAG, attribute_is, quoted, status_is, tag_is
+from tracking.store.reads import all_runs, children_of, first_runs, newest_run
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """A SQLite store for the module's tests (creating one costs about a second)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path_factory.mktemp('reads') / 'mlflow.db'}")
+
+
+@pytest.fixture
+def store(client, request):
+    """An experiment of the test's own in the store, and a function that adds a finished run to it."""
+    experiment = client.create_experiment(request.node.name)
+
+    def add(name: str, start: int, **tags: str) -> str:
+        run_id = client.create_run(experiment, start_time=start, run_name=name, tags=tags).info.run_id
+        client.set_terminated(run_id)
+        return run_id
+
+    return client, experiment, add
+
+
+def test_every_run_comes_back_across_pages(store):
+    client, experiment, add = store
+    made = {add(f"run-{index}", 1000 + index, group="paged") for index in range(5)}
+    add("other", 2000, group="other")
+    assert len(first_runs(client, [experiment], tag_is("group", "paged"), limit=2)) == 2  # one page holds 2
+    paged = all_runs(client, [experiment], tag_is("group", "paged"), page_size=2)
+    assert len(paged) == 5 and {run.info.run_id for run in paged} == made
+    assert all_runs(client, [], tag_is("group", "paged")) == []
+
+
+def test_newest_run_and_a_parents_children(store):
+    client, experiment, add = store
+    parent = add("parent", 1000)
+    first = add("child", 1001, **{MLFLOW_PARENT_RUN_TAG: parent, "key": "a"})
+    latest = add("child", 1002, **{MLFLOW_PARENT_RUN_TAG: parent, "key": "b"})
+    add("stranger", 1003, key="a")
+    assert newest_run(client, [experiment], attribute_is("run_name", "child")).info.run_id == latest
+    assert newest_run(client, [experiment], attribute_is("run_name", "nobody")) is None
+    assert newest_run(client, [], "") is None
+    assert {run.info.run_id for run in children_of(client, experiment, parent)} == {first, latest}
+    keyed = children_of(client, experiment, parent, f"{tag_is('key', 'a')} and {status_is('FINISHED')}")
+    assert [run.info.run_id for run in keyed] == [first]
+
+
+def test_a_value_holding_a_quote_is_matched_exactly(store):
+    client, experiment, add = store
+    apostrophe = add("it's", 1000, note="it's")
+    double = add('say "hi"', 1001, note='say "hi"')
+    add("its", 1002, note="its")
+    assert newest_run(client, [experiment], attribute_is("run_name", "it's")).info.run_id == apostrophe
+    assert newest_run(client, [experiment], tag_is("note", "it's")).info.run_id == apostrophe
+    assert newest_run(client, [experiment], tag_is("note", 'say "hi"')).info.run_id == double
+    assert quoted("plain") == "'plain'" and quoted("it's") == '"it\'s"'
+    with pytest.raises(RunSelectionError, match="both quote characters"):
+        quoted("""it's "both\"""")
