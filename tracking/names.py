@@ -87,7 +87,10 @@ MLFLOW_NOTE_TAG = "mlflow.note.content"  # the run's description: markdown the U
 SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # + a key: an experiment's page state, opened by its link
 
 # Noise: the calibration's runs and the compare stage's verdict.
-NOISE_ROLE_TAG = "noise.role"  # "calibration" on the calibration's parent run
+NOISE_ROLE_TAG = "noise.role"
+CALIBRATION_ROLE = (
+    "calibration"  # NOISE_ROLE_TAG's value on a calibration's parent run: `tracking diff` finds bands by it
+)
 NOISE_VARIANT_TAG = "noise.variant"
 NOISE_REPEAT_TAG = "noise.repeat"
 IMPL_NOISE_TAG = "noise.impl_noise"  # where a repeat's kernel noise came from

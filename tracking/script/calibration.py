@@ -29,6 +29,7 @@ from tracking.errors import NoiseError, RepoError
 from tracking.layout import CALIBRATE, DVC_FILE, NOISE_FILE
 from tracking.names import (
     BAND_VARIANT_TAG,
+    CALIBRATION_ROLE,
     CONTROL_BIT_IDENTICAL_TAG,
     DATASET_CONTENT_TAG,
     NOISE_ROLE_TAG,
@@ -108,7 +109,7 @@ def calibrate_script(
         ),  # as DVC's queue sets it for a copy of the project: the repeats record what dvc repro would
     }
     with Tracker(
-        experiment, root, stage=CALIBRATE, run_name="calibration", tags={NOISE_ROLE_TAG: "calibration"}
+        experiment, root, stage=CALIBRATE, run_name="calibration", tags={NOISE_ROLE_TAG: CALIBRATION_ROLE}
     ) as parent:
         client = parent.client
         experiment_id = experiment_named(client, experiment).experiment_id

@@ -30,6 +30,7 @@ from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import gpu_present
 from tracking.layout import CALIBRATE, CALIBRATION_RUNS, NOISE_FILE, PREPARED, REPEATS_DIR
 from tracking.names import (
+    CALIBRATION_ROLE,
     COMPUTE_EXECUTOR_TAG,
     CONTROL_BIT_IDENTICAL_TAG,
     NOISE_ROLE_TAG,
@@ -128,7 +129,7 @@ def calibrate_baseline(params: Params) -> None:
                 root,
                 stage=CALIBRATE,
                 run_name="calibration",
-                tags={NOISE_ROLE_TAG: "calibration", COMPUTE_EXECUTOR_TAG: executor},
+                tags={NOISE_ROLE_TAG: CALIBRATION_ROLE, COMPUTE_EXECUTOR_TAG: executor},
             )
         )
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None

@@ -13,7 +13,7 @@ from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.ranked_groups import CAUSES, name_causes
 from tracking.inspect.diff.runs import RunSnapshot, read_artifact
 from tracking.layout import CALIBRATE, NOISE_FILE
-from tracking.names import NOISE_ROLE_TAG, SCRIPT_COMMAND_TAG, WEIGHTS_TAG, status_is, tag_is
+from tracking.names import CALIBRATION_ROLE, NOISE_ROLE_TAG, SCRIPT_COMMAND_TAG, WEIGHTS_TAG, status_is, tag_is
 from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, BandChoice, Differences, changed_keys, choose_band
 from tracking.noise.record import NoiseRecord
 from tracking.store.reads import newest_run
@@ -28,7 +28,9 @@ def find_calibration(
     """The calibration parent run (`run_id`, else the latest finished one) and its `calibration/noise.json`."""
     if run_id is None:
         found = newest_run(
-            client, sorted(set(experiment_ids)), f"{tag_is(NOISE_ROLE_TAG, 'calibration')} and {status_is('FINISHED')}"
+            client,
+            sorted(set(experiment_ids)),
+            f"{tag_is(NOISE_ROLE_TAG, CALIBRATION_ROLE)} and {status_is('FINISHED')}",
         )
         if found is None:
             return None
