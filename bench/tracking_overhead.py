@@ -1,8 +1,9 @@
 """Cost of tracking: the default model trained as the `train` stage does, with tracking off and on, alternating
 in one process.
 
-Prints each repeat's wall time, the median of the paired ratios tracked/untracked (target: at most 1.02), and
-the cost split in two: per epoch on the training thread (the metrics callback) and per run (opening the run,
+Prints each repeat's wall time with where its CPU went (this process, the machine's other processes, the
+hypervisor's steal: a run the machine slowed shows it there), the slowest run of each arm, the median of the
+paired ratios tracked/untracked (target: at most 1.02), and the cost split in two: per epoch on the training thread (the metrics callback) and per run (opening the run,
 logging the model, waiting for the background writes at its end). Tracked runs are made with MLflow's system
 metrics and without them; the ratio and the split use the one `compute.system_metrics` says (on by default,
 as users get it), and the paired ratio with/without is their own cost. The one-off per-process costs (importing MLflow, opening the store) are
@@ -17,6 +18,7 @@ Run from the project root: `.venv/bin/python bench/tracking_overhead.py [--repea
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from functools import partial
@@ -111,12 +113,11 @@ def main() -> None:
     for repeat in range(args.repeats):
         order = list(arms)
         for name in order[repeat % len(order) :] + order[: repeat % len(order)]:  # each arm first in turn
-            digest, parts = arms[name]()
+            digest, parts = measured(arms[name])
             digests.add(digest)
             times[name].append(parts)
         print(
-            f"repeat {repeat + 1}/{args.repeats}: "
-            + ", ".join(f"{name} {times[name][-1]['total']:.2f} s" for name in arms)
+            f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{name} {run_line(times[name][-1])}" for name in arms)
         )
 
     def median(name: str, part: str) -> float:
@@ -149,6 +150,12 @@ def main() -> None:
         f"{median(without_system, 'end'):.3f} s without"
     )
     print(f"weights identical in every run, tracked or not: {len(digests) == 1}")
+    for name in arms:
+        slowest = max(times[name], key=lambda parts: parts["total"])
+        print(
+            f"slowest {name}: {slowest['total'] / median(name, 'total'):.2f}x its median, {run_line(slowest)}; "
+            f"fit {slowest['fit']:.2f} s (median {median(name, 'fit'):.2f} s)"
+        )
     print(f"one-off per process: import mlflow {import_s:.2f} s, open the store {connect_s:.2f} s")
     costs = fixed_costs(bench, params, params.compute.system_metrics)
     total = sum(costs.values())
@@ -157,6 +164,31 @@ def main() -> None:
         + ", ".join(f"{part} {seconds:.3f}" for part, seconds in costs.items())
         + f"; in all {total:.3f} s (goal {FIXED_COST_GOAL} s) {'OK' if total <= FIXED_COST_GOAL else 'OVER GOAL'}"
     )
+
+
+def machine_seconds() -> tuple[float, float]:
+    """CPU seconds the whole machine has spent busy, and those the hypervisor gave other guests (steal), since
+    boot (/proc/stat's first line; Linux)."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in stat.readline().split()[1:9])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+def measured(arm: Any) -> tuple[str, dict[str, float]]:
+    """Run one arm and add where its wall time's CPU went: this process's CPU seconds (every thread), the other
+    processes' on this machine, and the seconds stolen from it by the hypervisor. A run slowed by the machine
+    shows it in `others` or `steal`; one slowed by its own work (a busy thread) in `cpu`."""
+    busy, steal = machine_seconds()
+    cpu = time.process_time()
+    digest, parts = arm()
+    cpu = time.process_time() - cpu
+    busy_after, steal_after = machine_seconds()
+    return digest, {**parts, "cpu": cpu, "others": max(0.0, busy_after - busy - cpu), "steal": steal_after - steal}
+
+
+def run_line(parts: dict[str, float]) -> str:
+    return f"{parts['total']:.2f} s (cpu {parts['cpu']:.1f}, others {parts['others']:.1f}, steal {parts['steal']:.1f})"
 
 
 def fixed_costs(bench: Any, params: Any, system_metrics: bool, runs: int = 5) -> dict[str, float]:
