@@ -42,6 +42,7 @@ PLUMBING = {
     "tracking/store/sqlite.py": "SQLite store locking",
     "tracking/store/faults.py": "a damaged, read-only or full store said as such",
     "tracking/store/recorded.py": "the runs the outputs name, checked against the store",
+    "tracking/store/reads.py": "runs and experiments read from the store",
     "tracking/run/writer.py": "background MLflow writes",
     "tracking/store/operations.py": "MLflow write operations",
     "tracking/run/system_metrics.py": "MLflow's system metrics of a training run",

@@ -142,7 +142,11 @@ def test_a_repeated_model_trains_as_a_fresh_build_does(digits):
     from tracking.training.model import RepeatedModel, prepare_model
 
     params = Params.model_validate(
-        {**TINY, "model": {"kwargs": {**TINY["model"]["kwargs"], "batch_norm": True}}, "seeds": {"base": 3}}
+        {
+            **TINY,
+            "model": {**TINY["model"], "kwargs": {**TINY["model"]["kwargs"], "batch_norm": True}},
+            "seeds": {"base": 3},
+        }
     )
     models = RepeatedModel(inputs(digits))
 
