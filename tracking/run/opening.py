@@ -16,6 +16,7 @@ from tracking.layout import RUN_FILE, TRAIN
 from tracking.store.faults import store_fault
 from tracking.store.journal import has_journal, journal_folder, kept_offline, remove_ended_spools
 from tracking.store.location import shown
+from tracking.store.reads import present_run
 from tracking.store.stale import repair_stale_runs
 
 if TYPE_CHECKING:
@@ -60,28 +61,17 @@ def resumable(client: MlflowClient, uri: str, run_id: str, keep_end_time: bool) 
     """Check that the run to resume (the train stage's, named by outputs/run.json) is in the store and not deleted:
     DVC takes the outputs naming it as up to date after `rm mlflow.db`, so this stage is the first to see it.
     Return its end time when `keep_end_time` and it is FINISHED (the resuming stage puts it back), else None."""
-    from mlflow.exceptions import MlflowException
-
     from tracking.store.recorded import RecordedRun, fix_for
 
-    kept = None
-    try:
-        info = client.get_run(run_id).info
-        gone = info.lifecycle_stage == "deleted"
-        if keep_end_time and info.status == "FINISHED":
-            kept = info.end_time
-    except MlflowException as err:
-        if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
-            raise
-        gone = True
-    if gone:
+    run = present_run(client, run_id)
+    if run is None:
         recorded = RecordedRun(RUN_FILE, run_id, TRAIN)
         raise RunStateError(
             f"{recorded.describe(shown(uri))} (the store was deleted or replaced, or the run deleted), "
             "so DVC takes the outputs as up to date",
             fix=fix_for([recorded]),
         )
-    return kept
+    return run.info.end_time if keep_end_time and run.info.status == "FINISHED" else None
 
 
 def run_name(stage: str) -> str:

@@ -40,6 +40,7 @@ from tracking.run.writer import BackgroundWriter
 from tracking.store.faults import describe, server_unavailable, store_fault
 from tracking.store.location import connect, project_root, shown, tracking_uri
 from tracking.store.operations import batch, end
+from tracking.store.reads import run_by_id
 from tracking.store.sinks import MlflowSink, RunSink
 from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags
 
@@ -136,7 +137,7 @@ class Tracker(RunLogCalls):
                 MlflowSink(self.client, self.run_id).write(
                     batch(tags={key: str(value) for key, value in owner.items()})
                 )
-                if ERROR_TAG in self.client.get_run(self.run_id).data.tags:  # an earlier process's end, now over
+                if ERROR_TAG in run_by_id(self.client, self.run_id).data.tags:  # an earlier process's end, now over
                     self.client.delete_tag(self.run_id, ERROR_TAG)
                 run = mlflow.start_run(run_id=self.run_id, log_system_metrics=False)
             else:
@@ -159,7 +160,7 @@ class Tracker(RunLogCalls):
                 f"({describe(err)}); start the server and re-run"
             ) from err
         self.run_id = run.info.run_id
-        self._sink = RunSink(MlflowSink(self.client, self.run_id), self.root, self.uri, self.experiment)
+        self._sink = RunSink(MlflowSink(self.client, self.run_id), self.run_id, self.root, self.uri, self.experiment)
         return run
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:

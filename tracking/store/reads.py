@@ -25,6 +25,20 @@ def run_by_id(client: MlflowClient, run_id: str) -> Run:
     return client.get_run(run_id)
 
 
+def present_run(client: MlflowClient, run_id: str) -> Run | None:
+    """The run `run_id`, or None where the store has no such run or holds it as deleted (a store deleted or
+    replaced under outputs that name its runs); any other error of the store is raised."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = run_by_id(client, run_id)
+    except MlflowException as err:
+        if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        return None
+    return None if run.info.lifecycle_stage == "deleted" else run
+
+
 def experiment_by_id(client: MlflowClient, experiment_id: str) -> Experiment:
     """The experiment `experiment_id`; MLflow's error when the store cannot give it."""
     return client.get_experiment(experiment_id)

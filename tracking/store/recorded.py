@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracking.errors import RunStateError
 from tracking.layout import CALIBRATE, NOISE_FILE, RUN_FILE, TRAIN
-from tracking.store.reads import run_by_id
+from tracking.store.reads import present_run
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -74,23 +74,11 @@ def missing_runs(
 ) -> list[RecordedRun]:
     """The recorded runs the store behind `client` lacks or holds as deleted; all of them when `client` is None
     (no store at all: its file was deleted)."""
-    from mlflow.exceptions import MlflowException
-
-    gone = []
-    for recorded in recorded_runs(root, files):
-        if client is None:
-            gone.append(recorded)
-            continue
-        try:
-            run = run_by_id(client, recorded.run_id)
-        except MlflowException as err:
-            if getattr(err, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
-                raise
-            gone.append(recorded)
-            continue
-        if run.info.lifecycle_stage == "deleted":
-            gone.append(recorded)
-    return gone
+    return [
+        recorded
+        for recorded in recorded_runs(root, files)
+        if client is None or present_run(client, recorded.run_id) is None
+    ]
 
 
 def fix_for(gone: list[RecordedRun]) -> str:

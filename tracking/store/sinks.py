@@ -61,15 +61,16 @@ class RunSink:
     While online, what the server took is remembered (an artifact as a copy in the run's spool), so that on the
     loss the journal starts with the whole run."""
 
-    def __init__(self, live: MlflowSink, root: Path, uri: str, experiment: str) -> None:
+    def __init__(self, live: Sink, run_id: str, root: Path, uri: str, experiment: str) -> None:
+        """`live`: where run `run_id`'s records go while its server answers (an `MlflowSink`)."""
         self.live = live
-        self.run_id = live.run_id
+        self.run_id = run_id
         self.root = root
         self.uri = uri
         self.experiment = experiment
         self.journal: Journal | None = None
         self._written: list[Op] = []
-        self._spool = root / SPOOL / live.run_id
+        self._spool = root / SPOOL / run_id
         self._spooled = itertools.count()
         self._lock = threading.Lock()
 
