@@ -299,7 +299,7 @@ class CompareParams(_Section):
     with 80% power is 5.02 band stds for one run, 2.88 for three and 2.33 for five; three buy most of that for
     two more trainings of an experiment (docs/noise-statistics.md). `auto`: one run at a time until the verdict
     is decided (`tracking.noise.sequential`), at most `candidate_repeats_max` runs. `min_effect`: per metric, the
-    smallest gap that matters; a gap beyond noise but smaller is `within_tolerance`.
+    smallest gap that matters; a gap beyond noise whose interval lies inside ± it is `within_tolerance`.
     """
 
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
