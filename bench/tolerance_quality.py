@@ -11,8 +11,8 @@ interval reaches alpha/2 or below (with 3 or more candidate runs under normal no
 alpha/2 itself, since the verdict's critical t is then the t distribution's).
 
 Run from the project root: `nice -n 10 .venv/bin/python bench/tolerance_quality.py [--trials 1000] [--noise NAME]`
-(`--noise` repeats; each noise model draws from its own seeded generator, so alone it prints what it prints in the
-whole run).
+(`--noise`, `--band-runs`, `--candidate-runs` repeat and pick cells; each noise model draws from its own seeded
+generator).
 """
 
 from __future__ import annotations
@@ -85,12 +85,14 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=47)
     parser.add_argument("--noise", choices=list(NOISE), action="append", help="the noise models (all by default)")
+    parser.add_argument("--band-runs", type=int, action="append", help=f"n (default {BAND_RUNS})")
+    parser.add_argument("--candidate-runs", type=int, action="append", help=f"N (default {CANDIDATE_RUNS})")
     args = parser.parse_args()
     print(f"within_tolerance at a true shift of min_effect, alpha {ALPHA}, {args.trials} trials a cell:")
     for noise in args.noise or NOISE:
         rng = np.random.default_rng([args.seed, list(NOISE).index(noise)])
-        for n in BAND_RUNS:
-            for runs in CANDIDATE_RUNS:
+        for n in args.band_runs or BAND_RUNS:
+            for runs in args.candidate_runs or CANDIDATE_RUNS:
                 for effect in MIN_EFFECTS:
                     print(cell(rng, noise, n, runs, effect, args.trials), flush=True)
 

@@ -308,7 +308,7 @@ class CompareParams(_Section):
     known_bands: dict[str, KnownBand] = {}
     candidate_repeats: Annotated[int | Literal["auto"], PlainValidator(_count_or_auto)] = 3
     candidate_repeats_max: Annotated[int, Field(ge=1, le=100)] = 10
-    min_effect: dict[str, Annotated[float, Field(gt=0)]] = {}
+    min_effect: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = {}
 
     def candidate_runs(self) -> int:
         """The most candidate runs a comparison trains: `candidate_repeats`, or under `auto` its cap."""

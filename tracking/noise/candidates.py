@@ -29,7 +29,7 @@ from tracking.noise.policy import (
     judge,
     judge_control,
 )
-from tracking.noise.statistics import band_from_values
+from tracking.noise.statistics import TIE, band_from_values
 from tracking.noise.twosample import (
     MIN_GAP_RUNS,
     gap_interval,
@@ -158,7 +158,7 @@ def judge_churn(matrix: np.ndarray, candidates: int, alpha: float, exact: bool =
             test=PERMUTATION,
             **common,
         )
-    p_value = float(np.mean(statistics >= observed - 1e-12))
+    p_value = float(np.mean(statistics >= observed - TIE * float(np.abs(statistics).max())))  # ties: one rule
     if 1 / len(splits) > alpha:
         return Judgement(
             p_value=None,

@@ -293,7 +293,7 @@ def _spreads(row: dict[str, Any]) -> tuple[str, str]:
     if row["spreads_differ"]:
         return f"spreads differ ({tested})", EXCEEDS
     power = row["brown_forsythe_power_at_ratio_that_matters"]
-    sees = f"it detects a std ratio of {SPREAD_RATIO:g} {power:.0%} of the time at n={row['n_a']} vs {row['n_b']}"
+    sees = f"it detects a std ratio of {SPREAD_RATIO:g} {power:.1%} of the time at n={row['n_a']} vs {row['n_b']}"
     if power >= POWER:
         return f"spreads agree ({tested}; {sees})", WITHIN
     return f"spreads inconclusive ({tested}; {sees}, under {POWER:.0%}: run more)", INCONCLUSIVE

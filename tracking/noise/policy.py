@@ -73,6 +73,15 @@ SOURCES: dict[str, frozenset[str]] = {
 WITHIN, EXCEEDS, INCONCLUSIVE = "within_noise", "exceeds_noise", "inconclusive"
 # Beyond noise but smaller than the metric's `compare.min_effect`: a real difference too small to matter.
 WITHIN_TOLERANCE = "within_tolerance"
+# What each outcome a user can get means, in the order a family's verdict takes them (`family_verdict`).
+OUTCOMES = {
+    EXCEEDS: "a metric moved beyond noise (under CONTROL: any run unequal to its identical runs)",
+    INCONCLUSIVE: "not decided: a metric could not be judged, or its test was blind to the shift that matters "
+    "(each says what would decide it)",
+    WITHIN_TOLERANCE: "a metric moved beyond noise, but the gap's interval lies inside ± its named "
+    "compare.min_effect: real, too small to act on",
+    WITHIN: "no metric moved beyond noise, and the comparison could see the shift that matters",
+}
 # The smallest shift that matters where `compare.min_effect` names none: two points of an accuracy (a metric whose
 # name holds "accuracy"), else a tenth of the band's mean. `within_noise` needs a test that detects it 80% of the time.
 ACCURACY_MIN_EFFECT = 0.02
