@@ -114,6 +114,10 @@ def test_compare_groups_has_three_outcomes_and_null_for_a_test_not_run():
     assert flat["welch_p"] is None and flat["means_differ"] is None and flat["spreads_differ"] is None
     assert flat["means_verdict"] == flat["spreads_verdict"] == INCONCLUSIVE and "differ" not in flat["verdict"]
     assert json.dumps(strict(flat), allow_nan=False)
+    # values so large their variance overflows (the SQL store's stand-in, passed in directly): no test, not "differ"
+    with np.errstate(all="ignore"):
+        huge = compare_metric_groups({"loss": [0.3, 0.31, 0.29, 1.797e308]}, {"loss": [0.3, 0.32, 0.28, 0.3]}, 0.05)
+    assert huge["loss"]["welch_p"] is None and "differ" not in huge["loss"]["verdict"]
 
 
 def test_identical_runs_and_inf_through_the_sql_store(tmp_dir, monkeypatch):

@@ -228,8 +228,8 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
         "std_ratio_a_over_b": finite(ratio),
         "brown_forsythe_power_at_ratio": None,  # set by compare_metric_groups, at the level its verdict tests
         "brown_forsythe_power_at_ratio_that_matters": None,  # SPREAD_RATIO either way, set there too
-        "welch_t": means.t,
-        "welch_p": means.p_value,
+        "welch_t": finite(means.t),  # None where values so large their variance overflows: no test, not "differ"
+        "welch_p": finite(means.p_value),
         "gap_interval": None if interval.low is None else [interval.low, interval.high],
         "brown_forsythe_w": None if spread is None else finite(spread.statistic),
         "brown_forsythe_p": None if spread is None else finite(spread.pvalue),
