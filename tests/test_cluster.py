@@ -16,6 +16,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -194,7 +195,7 @@ def test_a_repeat_whose_worker_dies_with_no_tries_left_fails_the_stage_in_one_li
     lines = output.strip().splitlines()
     error = next(line for line in lines if line.startswith("error: "))
     assert f"{victim.info.run_name}: its worker died on each of 1 tries" in error and "compute.max_retries" in error
-    assert status != 0 and "Traceback" not in output
+    assert status != 0 and "exited with 2" in output and "Traceback" not in output
     client = client_for(project)
     assert client.get_run(victim.info.run_id).info.status == "FAILED"
     assert "no tries left" in client.get_run(victim.info.run_id).data.tags[REPAIRED_TAG]
@@ -409,3 +410,48 @@ def test_a_calibration_on_ray_logs_to_a_password_protected_server_and_writes_the
     ]
     assert written == []
     assert list(head.temp.rglob("runtime_env_agent.log")) and list((tmp_path / "artifacts").rglob("*")), "grepped"
+
+
+# Files a project folder may hold beside its code, none of which a cluster's nodes may receive: credentials (a .env
+# file, a DVC remote's config.local, keys), the data, what stages write, the MLflow store and the offline journal.
+LEFT_HOME = [
+    ".env",
+    "pipelines/.env.local",
+    ".dvc/config.local",
+    "deploy/key.pem",
+    ".netrc",
+    "data/prepared/train.npz",
+    "outputs/model.keras",
+    "calibration/repeats/0123.npz",
+    "mlflow.db",
+    ".tracking/offline/run/journal.jsonl",
+]
+
+
+def test_the_project_s_upload_to_a_cluster_carries_its_code_and_leaves_secrets_and_data_home(tmp_path: Path) -> None:
+    """Ray's own packaging of the job's `working_dir` (what `ray.init` uploads to a cluster's nodes), with the
+    executor's `runtime_env`: every module of the library and the pipeline (`tracking/data/` too, which a bare
+    `data` pattern would drop), none of the files above, though git ignores none of them through a .gitignore
+    (Ray reads .gitignore files, not .git/info/exclude)."""
+    from ray._private.runtime_env.packaging import create_package
+
+    from tracking.compute.ray_executor import job_runtime_env
+
+    project = make_project(tmp_path / "project")
+    for name in LEFT_HOME:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("planted-secret-6a1f\n")
+    runtime_env = job_runtime_env(project)
+    package = tmp_path / "package.zip"
+    create_package(runtime_env["working_dir"], package, include_gitignore=True, excludes=runtime_env["excludes"])
+    with zipfile.ZipFile(package) as uploaded:
+        names = set(uploaded.namelist())
+        assert not [name for name in uploaded.namelist() if b"planted-secret-6a1f" in uploaded.read(name)]
+    code = {
+        path.relative_to(project).as_posix()
+        for path in project.rglob("*.py")
+        if not set(LEFT_HOME) & {path.relative_to(project).as_posix()}
+    }
+    assert "tracking/data/source.py" in code and code <= names, sorted(code - names)
+    assert {"dvc.yaml", "params.yaml", "baseline.yaml"} <= names
+    assert [name for name in LEFT_HOME if name in names] == []

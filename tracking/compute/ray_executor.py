@@ -4,12 +4,15 @@ Each worker is a Ray actor: one process, started with the environment the driver
 TensorFlow's import-time settings must be in place before its interpreter and TensorFlow start), started as
 early as the driver can (`start`) so its imports overlap the driver's own preparation, set up once with what
 the jobs share and then given job after job: TensorFlow's start-up is paid once per worker, not once per job. A worker that
-dies mid-job (SIGKILL, out of memory, a lost node) is replaced and its job tried again, up to
-`compute.max_retries` times. With `compute.address: null` a private Ray starts on this machine and stops with
-the pool, its servers (GCS, raylets, workers, the runtime-env agent) listening on 127.0.0.1 only; otherwise the
-pool joins the cluster there, and its actors end when the pool does. A private Ray keeps its session (logs, sockets)
-in a folder only this user can enter, removed when the pool ends. Credentials (the MLflow settings) reach each
-worker as an argument of its first call, never through Ray's `runtime_env`, whose variables Ray writes to its logs.
+dies mid-job (SIGKILL, out of memory, a lost node) is replaced where the live cluster has room and its job tried
+again on the first worker free, up to `compute.max_retries` times; a worker with no job left is released, so it
+holds no CPU that a retry or another job needs. With `compute.address: null` a private Ray starts on this machine
+and stops with the pool, its servers (GCS, raylets, workers, the runtime-env agent) listening on 127.0.0.1 only;
+otherwise the pool joins the cluster there, the project's code travels to its nodes as the job's `working_dir`
+(Ray takes directories at the job level only), and its actors end when the pool does. A private Ray keeps its
+session (logs, sockets) in a folder only this user can enter, removed when the pool ends. Credentials (the MLflow
+settings) reach each worker as an argument of its first call, never through Ray's `runtime_env`, whose variables
+Ray writes to its logs.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 from tracking.config.params import ComputeParams
 from tracking.env import RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, RAY_USAGE_STATS_ENABLED
 from tracking.errors import ComputeError, TrackingError
+from tracking.layout import OUTPUT_FOLDERS, PREPARED
+from tracking.store.journal import OFFLINE
 from tracking.store.location import is_local_store
 
 log = logging.getLogger(__name__)
@@ -38,8 +43,30 @@ START_ONE = "start one with `ray start --head` (docs/cluster.md) or set compute.
 # Where a private Ray's session folder goes: Ray's own default parent (its socket paths must stay short).
 PRIVATE_TEMP_PARENT = "/tmp"
 CONNECT_TIMEOUT_S = 5.0  # Ray itself retries an address that does not answer for many minutes
-# What a worker uploads with its job's code where the cluster has other nodes (Ray also honours .gitignore).
-UPLOAD_EXCLUDES = [".git", ".venv", ".dvc/cache", ".dvc/tmp", "mlruns", "mlartifacts", "mlflow.db*", "data", "outputs"]
+# What the project's upload to a cluster's nodes leaves out (gitignore patterns; Ray also honours .gitignore and
+# .rayignore): version control and environments, the DVC cache, the data (it reaches the workers through Ray's
+# object store) and what stages write, the MLflow store and the offline journal, and the files that hold
+# credentials (a DVC remote's, a .env file's, keys). A leading slash anchors a folder at the project's root, so
+# `/data` leaves the code in `tracking/data/` in.
+UPLOAD_EXCLUDES = [
+    ".git",
+    ".venv",
+    "/.dvc/cache",
+    "/.dvc/tmp",
+    "/.dvc/config.local",
+    f"/{PREPARED.parts[0]}",
+    *(f"/{folder}" for folder in OUTPUT_FOLDERS),
+    f"/{OFFLINE.parts[0]}",
+    "/mlruns",
+    "/mlartifacts",
+    "mlflow.db*",
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    ".netrc",
+    ".pgpass",
+]
 
 
 class RayPool:
@@ -50,6 +77,7 @@ class RayPool:
         self.uri = uri
         self.root = root
         self.temp: Path | None = None
+        self.idle: list[tuple[Any, Any]] = []  # the workers `start` started, none until then
 
     def __enter__(self) -> RayPool:
         os.environ.setdefault(RAY_USAGE_STATS_ENABLED, "0")  # nothing leaves the machine unasked
@@ -71,6 +99,8 @@ class RayPool:
         if address is None:  # Ray makes its folders 0777: they sit in one of ours (0700) that nobody else enters
             self.temp = Path(tempfile.mkdtemp(prefix="tracking-ray-", dir=PRIVATE_TEMP_PARENT))
             options["_temp_dir"] = str(self.temp / "ray")
+        else:  # any node, now or joining later, imports the project's code from this upload
+            options["runtime_env"] = job_runtime_env(self.root)
         try:
             # "local": a Ray of our own even where another runs here (None would join RAY_ADDRESS or the last
             # `ray start`).
@@ -151,22 +181,27 @@ class RayPool:
             return self.compute.gpus_per_run
         return 1.0 if self.resources.get("GPU", 0) > 0 else 0.0
 
+    def fits(self, resources: dict[str, float]) -> int:
+        """How many workers of `compute.cpus_per_run` and `gpus_per_run` the cluster's `resources` hold at once."""
+        fits = [int(resources.get("CPU", 0) // self.compute.cpus_per_run)]
+        if self.gpus_per_run > 0:
+            fits.append(int(resources.get("GPU", 0) // self.gpus_per_run))
+        return min(fits)
+
     def size(self, jobs: int) -> int:
         """Concurrent workers: `compute.workers`, or as many as the cluster's CPUs and GPUs fit; never more than
         the jobs."""
         if self.compute.workers is not None:
             return max(1, min(self.compute.workers, jobs))
-        fits = [int(self.resources.get("CPU", 0) // self.compute.cpus_per_run)]
-        if self.gpus_per_run > 0:
-            fits.append(int(self.resources.get("GPU", 0) // self.gpus_per_run))
-        if min(fits) < 1:
+        fits = self.fits(self.resources)
+        if fits < 1:
             raise ComputeError(
                 f"the Ray cluster ({self.resources.get('CPU', 0):g} CPUs, {self.resources.get('GPU', 0):g} GPUs) "
                 f"cannot fit one worker of compute.cpus_per_run {self.compute.cpus_per_run:g} and "
                 f"compute.gpus_per_run {self.gpus_per_run:g}",
                 fix="lower them or add nodes",
             )
-        return max(1, min(*fits, jobs))
+        return max(1, min(fits, jobs))
 
     def start(self, worker_class: type, jobs: int, env: dict[str, str], private: dict[str, str]) -> None:
         """Start the workers for `jobs` jobs now, each a process with `env` that starts its `worker_class()` (the
@@ -195,53 +230,82 @@ class RayPool:
     ) -> Iterator[tuple[Hashable, Any]]:
         """Set every started worker up with `spec` (its `private` variables, then `setup(spec)`, once), run
         each job as `run(job, attempt)` on them, and yield (job, result) as each finishes. A dead worker's job is
-        reported to `on_lost(job, attempt, why)` and tried again on a fresh worker; `show` gets a line of what
-        runs where. A worker is given jobs of one `affinity` (what it has set up for them) while there are any,
-        then those of an affinity no other worker holds. A job out of tries stops the rest from starting; the
-        running ones finish and are yielded before its `ComputeError` is raised."""
+        reported to `on_lost(job, attempt, why)` and tried again on the first worker free: one still up, or a
+        replacement started where the live cluster has room (a lost node's CPUs are gone), given a job only once it
+        is up, so no job waits on a worker that cannot be placed. A worker with no job left is released. `show`
+        gets a line of what runs where. A worker is given jobs of one `affinity` (what it has set up for them)
+        while there are any, then those of an affinity no other worker holds. A job out of tries stops the rest
+        from starting; the running ones finish and are yielded before its `ComputeError` is raised."""
         ray = self.ray
         spec_ref = ray.put(spec)
         idle = [self._set_up(worker, spec_ref) for worker in self.idle]
+        starting: dict[Any, tuple[Any, Any, Any]] = {}  # replacements by their `where()`, until it answers
         queue, attempts = deque(jobs), dict.fromkeys(jobs, 1)
         running: dict[Any, tuple[tuple[Any, Any, Any], Hashable]] = {}
         last: dict[Any, Hashable] = {}
         failure: ComputeError | None = None
-        while running or (queue and failure is None):
-            while idle and queue and failure is None:
-                worker = idle.pop()
-                held = {affinity(job) for _, job in running.values()}
-                job = _pick(queue, last.get(worker[0]), held, affinity)
-                last[worker[0]] = affinity(job)
-                running[worker[0].run.remote(job, attempts[job])] = (worker, job)
-            show(self._where(running, label))
-            (done,), _ = ray.wait(list(running), num_returns=1)
-            worker, job = running.pop(done)
-            try:
-                result = ray.get(done)
-            except ray.exceptions.RayActorError as err:
-                why = self._why(err)
-                on_lost(job, attempts[job], why)
-                if attempts[job] > self.compute.max_retries:
-                    failure = failure or ComputeError(
-                        f"{label(job)}: its worker died on each of {attempts[job]} tries (last: {why})",
-                        fix="see the failed child runs' `error` tag, or raise compute.max_retries",
-                    )
+        try:
+            while running or (queue and failure is None):
+                while idle and queue and failure is None:
+                    worker = idle.pop()
+                    held = {affinity(job) for _, job in running.values()}
+                    job = _pick(queue, last.get(worker[0]), held, affinity)
+                    last[worker[0]] = affinity(job)
+                    running[worker[0].run.remote(job, attempts[job])] = (worker, job)
+                if not queue or failure is not None:  # no job left to start: free their CPUs and GPUs
+                    self._release([*idle, *starting.values()])
+                    idle, starting = [], {}
+                show(self._where(running, label))
+                (done,), _ = ray.wait([*running, *starting], num_returns=1)
+                if done in starting:  # a replacement is up (or failed to start: its first job says so)
+                    idle.append(starting.pop(done))
                     continue
-                attempts[job] += 1
-                queue.appendleft(job)
-                idle.append(self._set_up(self._start(), spec_ref))
-                continue
-            except ray.exceptions.RayTaskError as err:
-                raise self._error(worker, err) from None
-            idle.append(worker)
-            yield job, result
+                worker, job = running.pop(done)
+                try:
+                    result = ray.get(done)
+                except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+                    ray.kill(worker[0])  # where only its result was lost with a node, the worker goes too
+                    why = self._why(err)
+                    on_lost(job, attempts[job], why)
+                    if attempts[job] > self.compute.max_retries:
+                        failure = failure or ComputeError(
+                            f"{label(job)}: its worker died on each of {attempts[job]} tries (last: {why})",
+                            fix="see the failed child runs' `error` tag, or raise compute.max_retries",
+                        )
+                        continue
+                    attempts[job] += 1
+                    queue.appendleft(job)
+                    if len(running) + len(idle) + len(starting) < self._wanted(len(running) + len(queue)):
+                        replacement = self._set_up(self._start(), spec_ref)
+                        starting[replacement[1]] = replacement
+                    continue
+                except ray.exceptions.RayTaskError as err:
+                    raise self._error(worker, err) from None
+                idle.append(worker)
+                yield job, result
+        finally:
+            self._release([*idle, *starting.values()])
         if failure is not None:
             raise failure  # after the running jobs finished and were handed over: nothing else is lost
 
+    def _wanted(self, jobs: int) -> int:
+        """Workers for `jobs` jobs (running or queued) now: as many as the live cluster holds (a lost node's
+        resources no longer count), within `compute.workers`; at least one, which waits for a node to join."""
+        room = self.fits(self.ray.cluster_resources())
+        if self.compute.workers is not None:
+            room = min(room, self.compute.workers)
+        return max(1, min(room, jobs))
+
+    def _release(self, workers: list[tuple[Any, Any, Any]]) -> None:
+        """End `workers` (idle, or not up yet), so they hold nothing another job or a retry needs."""
+        for worker in workers:
+            self.ray.kill(worker[0])
+
     def _runtime_env(self, env: dict[str, str]) -> dict[str, Any]:
-        """The workers' environment; the project's code travels with them where other nodes must import it."""
-        if self.remote_nodes:
-            return {"env_vars": env, "working_dir": str(self.root), "excludes": UPLOAD_EXCLUDES}
+        """The workers' environment variables (merged with the job's `runtime_env`, whose `working_dir` a joined
+        cluster's workers import the project from); a private Ray's workers import it from the project itself."""
+        if self.compute.address is not None:
+            return {"env_vars": env}
         return {"env_vars": {**env, "PYTHONPATH": os.pathsep.join([str(self.root), os.environ.get("PYTHONPATH", "")])}}
 
     def _start(self) -> tuple[Any, Any]:
@@ -283,6 +347,12 @@ class RayPool:
     def _why(err: Exception) -> str:
         """The first line of a Ray actor error: what killed the worker."""
         return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+
+
+def job_runtime_env(root: Path) -> dict[str, Any]:
+    """The job's `runtime_env` on a cluster the pool joins: the project at `root` as Ray's `working_dir`, which Ray
+    zips (less `UPLOAD_EXCLUDES`), uploads once and unpacks on each node its workers start on."""
+    return {"working_dir": str(root), "excludes": UPLOAD_EXCLUDES}
 
 
 def _set_environment(worker: object, variables: dict[str, str]) -> None:
