@@ -299,7 +299,7 @@ class CompareParams(_Section):
     with 80% power is 5.02 band stds for one run, 2.88 for three and 2.33 for five; three buy most of that for
     two more trainings of an experiment (docs/noise-statistics.md). `auto`: one run at a time until the verdict
     is decided (`tracking.noise.sequential`), at most `candidate_repeats_max` runs. `min_effect`: per metric, the
-    smallest gap that matters; a gap beyond noise but smaller is `within_tolerance`.
+    smallest gap that matters; a gap beyond noise whose interval lies inside ± it is `within_tolerance`.
     """
 
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
@@ -308,7 +308,7 @@ class CompareParams(_Section):
     known_bands: dict[str, KnownBand] = {}
     candidate_repeats: Annotated[int | Literal["auto"], PlainValidator(_count_or_auto)] = 3
     candidate_repeats_max: Annotated[int, Field(ge=1, le=100)] = 10
-    min_effect: dict[str, Annotated[float, Field(gt=0)]] = {}
+    min_effect: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = {}
 
     def candidate_runs(self) -> int:
         """The most candidate runs a comparison trains: `candidate_repeats`, or under `auto` its cap."""

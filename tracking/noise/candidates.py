@@ -19,8 +19,17 @@ import numpy as np
 
 from tracking.noise import tails
 from tracking.noise.groups import gap_in_range, left_out
-from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, PERMUTATION, POOLED, WITHIN, Judgement, judge
-from tracking.noise.statistics import band_from_values
+from tracking.noise.policy import (
+    EXCEEDS,
+    INCONCLUSIVE,
+    PERMUTATION,
+    POOLED,
+    WITHIN,
+    Judgement,
+    judge,
+    judge_control,
+)
+from tracking.noise.statistics import TIE, band_from_values
 from tracking.noise.twosample import (
     MIN_GAP_RUNS,
     gap_interval,
@@ -72,12 +81,16 @@ def _judge_values(
             note=f"{metric} is {named} in {len(bad)} of {len(candidates)} candidate runs: nothing to judge "
             "(look at those runs' training)",
         )
-    if len(candidates) == 1 or (band.std == 0 and not exact):
+    if exact and band.std == 0:
+        # CONTROL: any candidate run unequal to its identical runs is drift, however many runs there are.
+        return _with_beats(judge_control(candidates.tolist(), band), baseline, candidates, mode)
+    if len(candidates) == 1 or band.std == 0:
         # A band without spread judges nothing but CONTROL: the candidates' own spread alone would say what
         # reseeding the baseline does without having measured it.
         found = judge(float(candidates.mean()), band, exact=exact)
         return _with_beats(replace(found, candidates=len(candidates)), baseline, candidates, mode)
     test = pooled_t(baseline, candidates, alpha)
+    assert test.t is not None  # the band has spread (band.std > 0), so the pooled variance is not 0
     common = {
         "metric": metric,
         "value": float(candidates.mean()),
@@ -88,18 +101,6 @@ def _judge_values(
         "candidates": len(candidates),
         "test": POOLED,
     }
-    if test.t is None:  # no spread in the band (CONTROL: any other band returned above) nor the candidates
-        equal = test.difference == 0
-        verdict, divergence = (WITHIN, "equal to") if equal else (EXCEEDS, "differs from, which any drift does,")
-        found = Judgement(
-            scale=0.0,
-            z=None,
-            p_value=1.0 if equal else None,
-            verdict=verdict,
-            note=f"CONTROL: {divergence} the {band.n} identical runs",
-            **common,
-        )
-        return _with_beats(found, baseline, candidates, mode)
     separate = welch(baseline, candidates, alpha)
     # The pooled t's p, calibrated for heavier-tailed noise than the normal (`tracking.noise.tails`).
     p_value = tails.p_value(test.t, len(baseline), len(candidates))
@@ -157,7 +158,7 @@ def judge_churn(matrix: np.ndarray, candidates: int, alpha: float, exact: bool =
             test=PERMUTATION,
             **common,
         )
-    p_value = float(np.mean(statistics >= observed - 1e-12))
+    p_value = float(np.mean(statistics >= observed - TIE * float(np.abs(statistics).max())))  # ties: one rule
     if 1 / len(splits) > alpha:
         return Judgement(
             p_value=None,

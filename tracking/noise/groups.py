@@ -2,10 +2,12 @@
 
 Runs without the metric are skipped and counted; fewer than two runs is an error, and so are runs that mix
 calibrations, variants, or calibration repeats with other runs (one band over them pools different spreads).
-A band's interval is clipped to its metric's range. `compare_groups` puts two groups side by side: each std,
-their ratio (without an interval: `NO_RATIO_INTERVAL`), Welch's t-test on the means and the Brown-Forsythe test (Levene's test centred
-on the median) on the spreads, with the power the group sizes give it; `compare_metric_groups` corrects every
-metric's tests together (Holm).
+A band's interval is clipped to its metric's range; a band of identical runs has none. `compare_groups` puts two
+groups side by side: each std, their ratio (without an interval: `NO_RATIO_INTERVAL`), Welch's t-test on the means
+and the Brown-Forsythe test (Levene's test centred on the median) on the spreads, with the power the group sizes give
+it; `compare_metric_groups` corrects every metric's tests together (Holm) and gives means and spreads each one of
+judge's three outcomes: they differ, they agree (only where the test could see a difference that matters), or
+inconclusive.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
-from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm
-from tracking.store.reads import all_runs, experiment_named
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, min_effect
+from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm, tied
+from tracking.store.reads import all_runs, experiment_named, run_metrics
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -28,8 +31,9 @@ if TYPE_CHECKING:
 # same, so Brown-Forsythe compares two constants and calls any two spreads different (p < 1e-16); 3 is hardly
 # better (one deviation is 0).
 MIN_SPREAD_RUNS = 4
-# A group's std below this share of its values' magnitude is float residue (a tied group's 1e-17), not spread.
-RESIDUE = 1e-12
+# The smallest std ratio that matters (either way): "spreads agree" needs Brown-Forsythe to detect it 80% of the time.
+SPREAD_RATIO = 2.0
+POWER = 0.8
 # Why the std ratio has no interval (docs/noise-statistics.md#intervals-that-cover): issue 34's and the bench's
 # figures for the F interval and the stratified percentile bootstrap, the two it printed.
 NO_RATIO_INTERVAL = (
@@ -81,7 +85,7 @@ def fetch_metric_values(
         )
     result = {}
     for metric in metrics:
-        values = [run.data.metrics[metric] for run in runs if metric in run.data.metrics]
+        values = [logged[metric] for logged in map(run_metrics, runs) if metric in logged]
         result[metric] = MetricValues(metric, values, len(runs) - len(values))
     return result
 
@@ -157,8 +161,10 @@ def bands(
     source = f"mlflow:{experiment}" + (f" [{filter_string}]" if filter_string else "")
     out = {}
     for metric, found in fetch_metric_values(client, experiment, filter_string, metrics).items():
-        band = in_range(band_from_values(metric, found.values, alpha, source).as_dict())
-        out[metric] = {**band, "skipped_runs": found.skipped}
+        band = band_from_values(metric, found.values, alpha, source)
+        # Identical runs predict no interval for a new run: null bounds, and `interval` says why.
+        row = in_range(band.as_dict()) if band.std > 0 else {**band.as_dict(), "low": None, "high": None}
+        out[metric] = {**row, "skipped_runs": found.skipped}
         if left_out(found.values):
             out[metric]["left_out"] = left_out(found.values)
     return out
@@ -174,11 +180,10 @@ def left_out(values: Sequence[float], group: str = "") -> str:
 
 
 def _spread(values: list[float]) -> float:
-    """The sample std of finite values, 0 exactly for a tied group or float residue (`RESIDUE`)."""
+    """The sample std of finite values, 0 exactly for a tied group (the tie rule, `tied`: float residue too)."""
     import numpy as np
 
-    std = float(np.std(values, ddof=DDOF))
-    return 0.0 if std <= RESIDUE * max(abs(value) for value in values) else std
+    return 0.0 if tied(values) else float(np.std(values, ddof=DDOF))
 
 
 def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, Any]:
@@ -188,7 +193,7 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
     import numpy as np
     from scipy import stats
 
-    from tracking.noise.twosample import welch
+    from tracking.noise.twosample import gap_interval, welch
 
     dropped = "; ".join(filter(None, (left_out(a, "A"), left_out(b, "B"))))
     a, b = [value for value in a if math.isfinite(value)], [value for value in b if math.isfinite(value)]
@@ -199,18 +204,19 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
         )
     std_a, std_b = _spread(a), _spread(b)
     means = welch(b, a, alpha)  # candidate minus baseline: A - B, as scipy's ttest_ind(a, b)
-    tied = [name for name, std in (("A", std_a), ("B", std_b)) if std == 0]
+    interval = gap_interval(b, a, alpha)  # A - B's printed 1-alpha interval, as judge's
+    flat = [name for name, std in (("A", std_a), ("B", std_b)) if std == 0]
     notes = [dropped] if dropped else []
     if len(a) < MIN_SPREAD_RUNS or len(b) < MIN_SPREAD_RUNS:
         notes.append(
             f"no spread verdict: it needs at least {MIN_SPREAD_RUNS} runs per group, got {len(a)} and {len(b)}"
         )
-    elif len(tied) == 2:
+    if len(flat) == 2:
         notes.append("neither group has spread: no test of means or spreads")
-    spread = stats.levene(a, b, center="median") if len(a) >= MIN_SPREAD_RUNS <= len(b) and len(tied) < 2 else None
-    if tied:
-        notes.append(f"{' and '.join(tied)} tied (no spread): no std ratio")
-    ratio = None if tied else std_a / std_b
+    spread = stats.levene(a, b, center="median") if len(a) >= MIN_SPREAD_RUNS <= len(b) and len(flat) < 2 else None
+    if len(flat) == 1:
+        notes.append(f"{flat[0]} tied (no spread): no std ratio")
+    ratio = None if flat else std_a / std_b
     return {
         "n_a": len(a),
         "n_b": len(b),
@@ -221,8 +227,10 @@ def compare_groups(a: list[float], b: list[float], alpha: float) -> dict[str, An
         "ddof": DDOF,
         "std_ratio_a_over_b": finite(ratio),
         "brown_forsythe_power_at_ratio": None,  # set by compare_metric_groups, at the level its verdict tests
-        "welch_t": means.t,
-        "welch_p": means.p_value,
+        "brown_forsythe_power_at_ratio_that_matters": None,  # SPREAD_RATIO either way, set there too
+        "welch_t": finite(means.t),  # None where values so large their variance overflows: no test, not "differ"
+        "welch_p": finite(means.p_value),
+        "gap_interval": None if interval.low is None else [interval.low, interval.high],
         "brown_forsythe_w": None if spread is None else finite(spread.statistic),
         "brown_forsythe_p": None if spread is None else finite(spread.pvalue),
         "note": "; ".join(notes),
@@ -233,33 +241,62 @@ def compare_metric_groups(
     a: dict[str, list[float]], b: dict[str, list[float]], alpha: float
 ) -> dict[str, dict[str, Any]]:
     """`compare_groups` for each metric, with Holm-Bonferroni at `alpha` over every metric and test it prints (the
-    means' and the spreads' of each metric), and a plain verdict per metric."""
+    means' and the spreads' of each metric), and a verdict per metric: `means_differ` / `spreads_differ` say whether
+    Holm rejected (null: the test was not run), `means_verdict` / `spreads_verdict` give judge's three outcomes."""
     results = {metric: compare_groups(a[metric], b[metric], alpha) for metric in a}
     tests = [(metric, key) for metric in results for key in ("welch_p", "brown_forsythe_p")]
     tested = [(metric, key) for metric, key in tests if results[metric][key] is not None]
     rejected = dict(zip(tested, holm([results[m][k] for m, k in tested], alpha), strict=True))
     level = alpha / max(len(tested), 1)  # Holm's first step: the power of the verdict printed, a floor for later steps
     for metric, row in results.items():
+        runs = (row["n_a"], row["n_b"])
         if row["brown_forsythe_p"] is not None:
-            ratio, runs = row["std_ratio_a_over_b"], (row["n_a"], row["n_b"])
-            row["brown_forsythe_power_at_ratio"] = _spread_power(ratio, *runs, level)
-        row["means_differ"] = rejected.get((metric, "welch_p"), False)
-        row["spreads_differ"] = rejected.get((metric, "brown_forsythe_p"), False)
-        means = (
-            f"means {'differ' if row['means_differ'] else 'do not differ'} (Welch p={format_p(row['welch_p'])})"
-            if row["welch_p"] is not None
-            else "no test of means"
-        )
-        spreads = (
-            f"spreads {'differ' if row['spreads_differ'] else 'do not differ'} "
-            f"(Brown-Forsythe p={format_p(row['brown_forsythe_p'])})"
-            if row["brown_forsythe_p"] is not None
-            else "no spread verdict"
-        )
+            row["brown_forsythe_power_at_ratio"] = _spread_power(row["std_ratio_a_over_b"], *runs, level)
+            row["brown_forsythe_power_at_ratio_that_matters"] = min(
+                _spread_power(ratio, *runs, level) or 0.0 for ratio in (SPREAD_RATIO, 1 / SPREAD_RATIO)
+            )
+        row["means_differ"] = rejected.get((metric, "welch_p"))
+        row["spreads_differ"] = rejected.get((metric, "brown_forsythe_p"))
+        means, row["means_verdict"] = _means(metric, row, alpha)
+        spreads, row["spreads_verdict"] = _spreads(row)
         row["verdict"] = f"{means}; {spreads}; Holm over {len(tested)} tests at alpha={alpha}" + (
             f" ({row['note']})" if row["note"] else ""
         )
     return results
+
+
+def _means(metric: str, row: dict[str, Any], alpha: float) -> tuple[str, str]:
+    """The means' line and outcome: they differ (Holm rejects Welch's t), agree where the gap's 1-`alpha` interval
+    lies inside ± the smallest shift that matters (`tracking.noise.policy.min_effect`'s default: two one-sided tests,
+    as judge's equivalence), else inconclusive; without a test (neither group has spread), inconclusive."""
+    if row["welch_p"] is None:
+        return "means inconclusive: no test of means", INCONCLUSIVE
+    tested = f"Welch p={format_p(row['welch_p'])}"
+    if row["means_differ"]:
+        return f"means differ ({tested})", EXCEEDS
+    tolerance, origin = min_effect(metric, row["mean_b"], {})
+    low, high = row["gap_interval"] or (-math.inf, math.inf)
+    inside = tolerance > 0 and -tolerance <= low and high <= tolerance
+    seen = f"the gap's {100 * (1 - alpha):.3g}% interval, {low:.4g} to {high:.4g}"
+    if inside:
+        return f"means agree within ±{tolerance:.4g} ({tested}; {seen}, lies inside it: {origin})", WITHIN
+    return f"means inconclusive ({tested}; {seen}, reaches beyond ±{tolerance:.4g}: {origin})", INCONCLUSIVE
+
+
+def _spreads(row: dict[str, Any]) -> tuple[str, str]:
+    """The spreads' line and outcome: they differ (Holm rejects Brown-Forsythe), agree only where Brown-Forsythe
+    detects a std ratio of `SPREAD_RATIO` at least `POWER` of the time at these group sizes, else inconclusive;
+    without a test (too few runs, no spread in either group), inconclusive."""
+    if row["brown_forsythe_p"] is None:
+        return "spreads inconclusive: no spread verdict", INCONCLUSIVE
+    tested = f"Brown-Forsythe p={format_p(row['brown_forsythe_p'])}"
+    if row["spreads_differ"]:
+        return f"spreads differ ({tested})", EXCEEDS
+    power = row["brown_forsythe_power_at_ratio_that_matters"]
+    sees = f"it detects a std ratio of {SPREAD_RATIO:g} {power:.1%} of the time at n={row['n_a']} vs {row['n_b']}"
+    if power >= POWER:
+        return f"spreads agree ({tested}; {sees})", WITHIN
+    return f"spreads inconclusive ({tested}; {sees}, under {POWER:.0%}: run more)", INCONCLUSIVE
 
 
 def _spread_power(ratio: float | None, n_a: int, n_b: int, alpha: float) -> float | None:

@@ -7,15 +7,17 @@ the prediction test for one candidate run, the pooled two-sample t for several),
 Holm-corrected at `alpha` and held to their smallest shift that matters (`tracking.noise.policy.judge_family`),
 and the family gives one of three outcomes: `exceeds_noise`, `within_noise` (only where every test could see
 the shift that matters) or `inconclusive` (with what would decide it); `within_tolerance` for a gap beyond noise
-below a named `min_effect`.
+whose interval lies inside ± a named `min_effect` (real, too small to act on).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracking.errors import NoiseError
 from tracking.noise.candidates import judge_values
 from tracking.noise.policy import (
     EXCEEDS,
@@ -76,6 +78,7 @@ def judge(
     'exceeds_noise'
     """
     modes = modes or {}
+    _refuse_bad_inputs(band, candidates, min_effect or {})
     checks = []
     for metric, values in candidates.items():
         found = band[metric]
@@ -93,3 +96,24 @@ def judge(
         tuple(metric for metric in beyond if ways[metric] == "better"),
         tuple(f"{found.metric}: {found.note}" for found in judged if found.verdict == INCONCLUSIVE),
     )
+
+
+def _refuse_bad_inputs(
+    band: Mapping[str, Sequence[float] | Band],
+    candidates: Mapping[str, Sequence[float]],
+    min_effect: Mapping[str, float],
+) -> None:
+    """One line for what no verdict can come from: a candidate metric the band lacks, or a smallest shift that matters
+    that is not a number above 0 (no test sees a shift of 0, and NaN would be printed as one it detects)."""
+    missing = [metric for metric in candidates if metric not in band]
+    if missing:
+        raise NoiseError(
+            f"no band for {', '.join(missing)}: the band holds {', '.join(band) or 'no metric'}",
+            fix="give the band runs' values of every metric judged, or leave it out of the candidates",
+        )
+    for metric, value in min_effect.items():
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise NoiseError(
+                f"min_effect for {metric} is {value!r}: the smallest shift that matters must be a number above 0",
+                fix=f"name a positive shift for {metric} (compare.min_effect.{metric}) or leave it out for the default",
+            )

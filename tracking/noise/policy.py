@@ -31,8 +31,8 @@ raise false alarms; v is within noise when p > alpha, i.e. inside r +- c * s * s
 of that p (for m = n the prediction interval of one new run). z is a t statistic, not a count of band stds:
 reports call it t. Several candidate runs are judged by the two-sample
 test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
-Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise but below the
-metric's named `compare.min_effect` is `within_tolerance`; a gap within noise is `within_noise` only where the
+Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise whose 1-α interval
+lies inside ± the metric's named `compare.min_effect` is `within_tolerance`; a gap within noise is `within_noise` only where the
 test detects the smallest shift that matters (named, or its default: `min_effect`) with 80% power, or where the
 gap's 1-α interval lies inside ± that shift (`equivalence`: two one-sided tests), else `inconclusive`, saying
 which runs would decide it: the verdict has three outcomes, beyond noise, within it, or not yet known. A value
@@ -58,7 +58,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from tracking.noise.statistics import Band, finite, holm
+from tracking.noise.statistics import Band, finite, holm, same
 from tracking.redaction import redact_param
 
 ALGO, IMPL = "algo", "impl"
@@ -73,6 +73,15 @@ SOURCES: dict[str, frozenset[str]] = {
 WITHIN, EXCEEDS, INCONCLUSIVE = "within_noise", "exceeds_noise", "inconclusive"
 # Beyond noise but smaller than the metric's `compare.min_effect`: a real difference too small to matter.
 WITHIN_TOLERANCE = "within_tolerance"
+# What each outcome a user can get means, in the order a family's verdict takes them (`family_verdict`).
+OUTCOMES = {
+    EXCEEDS: "a metric moved beyond noise (under CONTROL: any run unequal to its identical runs)",
+    INCONCLUSIVE: "not decided: a metric could not be judged, or its test was blind to the shift that matters "
+    "(each says what would decide it)",
+    WITHIN_TOLERANCE: "a metric moved beyond noise, but the gap's interval lies inside ± its named "
+    "compare.min_effect: real, too small to act on",
+    WITHIN: "no metric moved beyond noise, and the comparison could see the shift that matters",
+}
 # The smallest shift that matters where `compare.min_effect` names none: two points of an accuracy (a metric whose
 # name holds "accuracy"), else a tenth of the band's mean. `within_noise` needs a test that detects it 80% of the time.
 ACCURACY_MIN_EFFECT = 0.02
@@ -80,6 +89,8 @@ RELATIVE_MIN_EFFECT = 0.1
 # The tests behind a verdict: one candidate run against the band (prediction), several (the pooled two-sample t).
 # Churn: the exact one-sided permutation test of the mean churn between candidate and band runs.
 PREDICTION, POOLED, PERMUTATION = "prediction", "pooled_t", "permutation"
+# The most distinct values a CONTROL note lists of the candidate runs that differ.
+SHOWN = 5
 # The params sections whose change is a cause: the data and the configuration trained.
 CONFIG_SECTIONS = ("data.", "model.", "train.")
 DETERMINISM = "determinism."
@@ -216,19 +227,52 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
         p_value = tails.p_value(z, band.n, 1, around)
         verdict, note = (WITHIN if p_value > band.alpha else EXCEEDS), ""
     elif exact:
-        scale = 0.0
-        if delta == 0:
-            z, p_value, verdict = 0.0, 1.0, WITHIN
-            note = f"CONTROL: equal to the {band.n} identical runs"
-        else:
-            verdict = EXCEEDS
-            note = f"CONTROL: differs from the {band.n} identical runs, which any drift does; no finite statistic"
+        return judge_control([value], band, None if around is None else reference)
     else:
         scale, verdict = None, INCONCLUSIVE
         note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
     return Judgement(
         band.metric, value, reference, runs, delta, scale, z, p_value, verdict, note, band,
     )  # fmt: skip
+
+
+def judge_control(values: Sequence[float], band: Band, reference: float | None = None) -> Judgement:
+    """Candidate runs' finite `values` against a CONTROL band without spread, around `reference` (one run's value)
+    or, when None, the band's value: its runs are identical by design, so zero spread is a measurement, and only a
+    value equal to it (the tie rule, `tracking.noise.statistics.same`) is noise. Any run that differs is drift,
+    however many runs there are (their own spread is not CONTROL's noise), with no finite statistic."""
+    runs = band.n if reference is None else 1
+    reference = band.mean if reference is None else reference
+    value = math.fsum(values) / len(values)
+    differ = [found for found in values if not same(found, reference)]
+    several = len(values) > 1
+    common = {
+        "metric": band.metric,
+        "value": value,
+        "reference": reference,
+        "reference_runs": runs,
+        "delta": value - reference,
+        "scale": 0.0,
+        "band": band,
+        "candidates": len(values),
+        "test": POOLED if several else PREDICTION,
+    }
+    identical = f"the {band.n} identical runs ({band.mean:.6g})"
+    if not differ:
+        equal = f"all {len(values)} candidate runs equal" if several else "equal to"
+        return Judgement(z=0.0, p_value=1.0, verdict=WITHIN, note=f"CONTROL: {equal} {identical}", **common)
+    counts = {found: differ.count(found) for found in sorted(differ)}
+    shown = [f"{found:.6g}" + (f" x{count}" if count > 1 else "") for found, count in counts.items()]
+    shown = shown if len(shown) <= SHOWN else [*shown[:SHOWN], "..."]
+    which = f"{len(differ)} of {len(values)} candidate runs ({', '.join(shown)})"
+    return Judgement(
+        z=None,
+        p_value=None,
+        verdict=EXCEEDS,
+        note=f"CONTROL: {which if several else 'the value'} differ{'' if several else 's'} from {identical}, "
+        "which any drift does; no finite statistic",
+        **common,
+    )
 
 
 def direction(delta: float, mode: str | None) -> str:
@@ -265,7 +309,7 @@ def judge_family(
     family that decides the verdict, each metric held to its smallest shift that matters (`min_effect`): a gap
     within noise is `within_noise` only where the test detects that shift with 80% power or the gap's 1-alpha
     interval lies inside ± it (or the band is CONTROL's, which sees any shift), otherwise `inconclusive`, saying what would decide it; a significant gap
-    below the metric's entry in `min_effects` is `within_tolerance`.
+    whose interval lies inside ± the metric's entry in `min_effects` is `within_tolerance`.
     """
     from tracking.noise.power import detectable_shift
 
@@ -293,16 +337,15 @@ def _held_to(
     """`found` held to the smallest shift that matters (`tolerance`, from `origin`), its test at `level`: a gap
     within noise is `within_noise` where the test sees that shift 80% of the time, or where the gap's 1-`alpha`
     interval lies inside ±tolerance (`equivalence`), else inconclusive, with the runs that would decide it; a gap
-    beyond noise but below the shift the team `named` in compare.min_effect is within tolerance (a default never
-    turns a gap beyond noise into tolerance). CONTROL's zero spread (scale 0) is a measurement: any gap there is
+    beyond noise whose interval lies inside ± the shift the team `named` in compare.min_effect is within tolerance
+    (`_tolerated`; a default never turns a gap beyond noise into tolerance). CONTROL's zero spread (scale 0) is a measurement: any gap there is
     drift, however small, and an equal value is seen to be equal."""
     from tracking.noise.power import deciding_runs
 
     if found.scale == 0:
         return found
-    if found.verdict == EXCEEDS and named is not None and abs(found.delta) < named:
-        note = f"beyond noise, but the gap {abs(found.delta):.4g} is below compare.min_effect {named:.4g}"
-        return replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
+    if found.verdict == EXCEEDS and named is not None:
+        return _tolerated(found, named, alpha)
     if found.verdict != WITHIN or found.detectable is None or found.detectable <= tolerance:
         return found
     seen = equivalence(found, tolerance, alpha)
@@ -320,23 +363,50 @@ def _held_to(
     return replace(found, verdict=INCONCLUSIVE, note="; ".join(filter(None, [found.note, note])))
 
 
-def equivalence(found: Judgement, tolerance: float, alpha: float) -> tuple[float, float] | None:
-    """The gap's 1-`alpha` interval where it lies inside ±`tolerance`, else None: Schuirmann's (1987) two one-sided
-    tests at alpha/2 each, with the verdict's own statistic and critical t (`tracking.noise.tails`), so a true
-    shift of `tolerance` or more is called within it at most alpha/2 of the time."""
+def _tolerated(found: Judgement, named: float, alpha: float) -> Judgement:
+    """A gap beyond noise is `within_tolerance` only where its 1-`alpha` interval excludes 0 and lies inside
+    ±`named` (`equivalence`), so a true shift of `named` is called tolerable at most alpha/2 of the time; else it
+    stays `exceeds_noise`, saying so when the gap itself came out below `named`."""
+    seen = equivalence(found, named, alpha)
+    interval = f"{100 * (1 - alpha):.3g}% interval"
+    if seen is not None and (seen[0] > 0 or seen[1] < 0):
+        note = (
+            f"beyond noise, too small to act on: the gap's {interval}, {seen[0]:.4g} to {seen[1]:.4g}, excludes 0 "
+            f"and lies inside ±{named:.4g} (compare.min_effect)"
+        )
+        return replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
+    if abs(found.delta) >= named:
+        return found
+    note = (
+        f"the gap {abs(found.delta):.4g} is below compare.min_effect {named:.4g}, but its {interval} does not lie "
+        "inside it: not shown to be too small to act on"
+    )
+    return replace(found, note="; ".join(filter(None, [found.note, note])))
+
+
+def _verdict_interval(found: Judgement, alpha: float) -> tuple[float, float] | None:
+    """The gap's 1-`alpha` interval with the verdict's own statistic and critical t (`tracking.noise.tails`); None
+    where the test has no finite scale (CONTROL, a band without spread, a value that is not a number)."""
     from tracking.noise import tails
 
-    if found.scale is None or found.scale <= 0 or tolerance <= 0 or not math.isfinite(found.delta):
+    if found.scale is None or found.scale <= 0 or not math.isfinite(found.delta):
         return None
     around = tails.other_runs(found.reference_runs, found.band.n)
     half = tails.critical(alpha, found.band.n, found.candidates, around) * found.scale
-    low, high = found.delta - half, found.delta + half
-    return (low, high) if -tolerance <= low and high <= tolerance else None
+    return found.delta - half, found.delta + half
+
+
+def equivalence(found: Judgement, tolerance: float, alpha: float) -> tuple[float, float] | None:
+    """The gap's 1-`alpha` interval (`_verdict_interval`) where it lies inside ±`tolerance`, else None: Schuirmann's
+    (1987) two one-sided tests at alpha/2 each, so a true shift of `tolerance` or more is called within it at most
+    alpha/2 of the time."""
+    seen = _verdict_interval(found, alpha) if tolerance > 0 else None
+    return seen if seen is not None and -tolerance <= seen[0] and seen[1] <= tolerance else None
 
 
 def family_verdict(judgements: Sequence[Judgement]) -> str:
     """`exceeds_noise` if any exceeds; else `inconclusive` if any could not be judged or could not see the shift
-    that matters; else `within_tolerance` if a gap was beyond noise but below its minimum effect; else
+    that matters; else `within_tolerance` if a gap was beyond noise but its interval inside ± its minimum effect; else
     `within_noise`."""
     verdicts = {found.verdict for found in judgements}
     return next((verdict for verdict in (EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE) if verdict in verdicts), WITHIN)

@@ -13,7 +13,7 @@ from typing import Any
 
 from tracking.names import MAX_TAG_CHARS
 from tracking.noise.judged_view import view_link
-from tracking.noise.policy import CONTROL
+from tracking.noise.policy import CONTROL, OUTCOMES
 from tracking.noise.statistics import format_p
 from tracking.noise.verdict import headline
 
@@ -23,7 +23,7 @@ REPORT_ARTIFACT = "compare/compare.md"
 
 def describe_verdict(result: dict[str, Any], experiment_id: str, run_id: str) -> str:
     """The candidate run's description (the compare stage's `result`): the verdict and its band, one line per metric
-    that decides it, then why that band and a link that opens the report among the run's artifacts. The UI shows the
+    that decides it, what each outcome means, then why that band and a link that opens the report among the run's artifacts. The UI shows the
     first lines until *Show more*: they hold the answer; the last links the experiment's runs charted on the judged
     metrics. Cut to the longest tag MLflow keeps."""
     runs = result["candidate_runs"]
@@ -41,6 +41,8 @@ def describe_verdict(result: dict[str, Any], experiment_id: str, run_id: str) ->
             if row["family"] == "primary"
         ),
         *(f"- Inconclusive: {line}." for line in result["inconclusive"]),
+        "",
+        "Outcomes: " + "; ".join(f"**{verdict}**: {meaning}" for verdict, meaning in OUTCOMES.items()) + ".",
         "",
         f"Why this band: {result['reason']}. Full report: [{REPORT_ARTIFACT}]({report}).",
         "",

@@ -6,6 +6,8 @@
 - Predictive churn is the fraction of examples whose predicted class differs between two runs
   (disagreement, not agreement); for regression its analogue is the mean absolute difference between two
   runs' test predictions divided by the standard deviation of the test targets (`REGRESSION_CHURN`).
+- Ties: two values closer than `TIE` of their magnitude are one value (`tied`, `same`), in every command that
+  judges, bands or compares: a spread inside float32's rounding error is residue, not noise.
 - Weight distance is the L2 distance between two runs' flattened weights, each scaled to unit length.
 - Pairwise matrices of both come from one matrix product, so 1,000 runs stay fast.
 
@@ -27,6 +29,16 @@ from tracking.errors import NoiseError
 DDOF = 1
 CLASSIFICATION_CHURN = "fraction of test predictions whose class differs between two runs"
 REGRESSION_CHURN = "mean absolute difference of two runs' test predictions / std of the test targets"
+# The tie rule: values closer than this share of the larger magnitude are one value. It is float32's rounding error,
+# 2**-24 (Keras computes metrics in float32; a value logged as float32(355/360) lies 6.6e-9 from the float64 one), so
+# float residue is never taken for spread, while values float32 tells apart (0.9 and 0.9000001) stay apart; 1e-12
+# (float64 residue alone) missed the float32 case.
+TIE = float(np.finfo(np.float32).eps) / 2
+# A band without spread has no interval that predicts a new run: what its zero width means instead.
+IDENTICAL = (
+    "none: the {n} runs are identical (no spread); as CONTROL only an equal value is noise, any other band of "
+    "identical runs judges nothing (raise the repeats)"
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,22 @@ class Band:
         return asdict(self)
 
 
+def residue(gap: float, magnitude: float) -> bool:
+    """Whether `gap` is float residue of values of size `magnitude` (`TIE`): the one tie rule."""
+    return abs(gap) <= TIE * abs(magnitude)
+
+
+def tied(values: Sequence[float]) -> bool:
+    """Whether the finite `values` are one value by the tie rule (`residue`), so they have no spread."""
+    array = np.asarray(values, dtype=float)
+    return residue(float(array.max() - array.min()), float(np.abs(array).max()))
+
+
+def same(a: float, b: float) -> bool:
+    """Whether two finite values are one value by the tie rule (`residue`)."""
+    return tied([a, b])
+
+
 def band_from_values(metric: str, values: Sequence[float], alpha: float, source: str) -> Band:
     """The band of `values` (one per run); at least two finite values are needed."""
     array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
@@ -56,21 +84,26 @@ def band_from_values(metric: str, values: Sequence[float], alpha: float, source:
             f"metric '{metric}' has {len(array)} run(s) in {source}; a band needs at least 2: "
             "select more runs or run more repeats"
         )
-    # Identical values have exactly that mean and no spread: a float sum divided by n can miss the mean by one ulp
-    # and leave a std of about 1e-16 (five runs at 355/360), which would judge any gap as far beyond noise.
-    if (array == array[0]).all():
-        return band_from_summary(metric, float(array[0]), 0.0, len(array), alpha, source)
+    # Tied values (`tied`) have no spread and their median as mean: a float sum divided by n can miss the mean by one
+    # ulp and leave a std of about 1e-16 (five runs at 355/360), or a float32 value 6.6e-9 off (`TIE`), either of which
+    # would judge any gap as far beyond noise.
+    if tied(array):
+        return band_from_summary(metric, float(np.median(array)), 0.0, len(array), alpha, source)
     return band_from_summary(metric, float(array.mean()), float(array.std(ddof=DDOF)), len(array), alpha, source)
 
 
 def band_from_summary(metric: str, mean: float, std: float, n: int, alpha: float, source: str) -> Band:
-    """A band from declared statistics (e.g. a published mean, std and n)."""
+    """A band from declared statistics (e.g. a published mean, std and n). A std within the tie rule's residue of
+    the mean (`residue`; a record written before the rule) is no spread: the band's runs are identical, and its
+    zero-width interval says so instead of predicting a new run."""
     from tracking.noise.tails import critical
 
-    if n < 2 or std < 0 or not 0 < alpha < 1:
+    if n < 2 or not std >= 0 or not 0 < alpha < 1:
         raise NoiseError(
             f"band for '{metric}' needs n >= 2, std >= 0 and 0 < alpha < 1; got n={n}, std={std}, alpha={alpha}"
         )
+    if residue(std, mean):
+        return Band(metric, n, mean, 0.0, alpha, mean, mean, source, interval=IDENTICAL.format(n=n))
     half = critical(alpha, n, 1) * std * math.sqrt(1 + 1 / n)
     return Band(metric=metric, n=n, mean=mean, std=std, alpha=alpha, low=mean - half, high=mean + half, source=source)
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracking.noise.statistics import TIE, tied
+
 EXACT_LIMIT = 100_000
 # The fewest candidate runs whose gap gets an interval. The gap's interval must hold when the change moved the
 # spread too, so it is Welch's, from the candidates' own spread; with 1 run there is none, and with 2 Welch's
@@ -95,13 +97,15 @@ def _arrays(baseline: Sequence[float], candidate: Sequence[float]) -> tuple[np.n
 
 
 def _mean(values: np.ndarray) -> float:
-    """The mean, exactly the value for equal values (a float sum divided by n can miss it by one ulp)."""
-    return float(values[0]) if (values == values[0]).all() else float(values.mean())
+    """The mean; for tied values (`tied`) their median, exactly the value for equal ones (a float sum divided by n
+    can miss it by one ulp)."""
+    return float(np.median(values)) if tied(values) else float(values.mean())
 
 
 def _variance(values: np.ndarray) -> float:
-    """The ddof=1 variance, exactly 0 for equal values (numpy's can leave ~1e-32 for ties) and for one value."""
-    return 0.0 if len(values) < 2 or (values == values[0]).all() else float(values.var(ddof=1))
+    """The ddof=1 variance, exactly 0 for tied values (`tied`: numpy's leaves ~1e-32 for equal values, float32
+    residue ~1e-17) and for one value."""
+    return 0.0 if len(values) < 2 or tied(values) else float(values.var(ddof=1))
 
 
 def permutation_p(baseline: Sequence[float], candidate: Sequence[float]) -> float | None:
@@ -116,9 +120,8 @@ def permutation_p(baseline: Sequence[float], candidate: Sequence[float]) -> floa
     chosen = pooled[splits].sum(axis=1)
     differences = chosen / size - (pooled.sum() - chosen) / (total - size)
     observed = b.mean() - a.mean()
-    # Equal splits can differ by rounding in the last bits: count them as at least as extreme.
-    tolerance = 1e-12 * max(1.0, float(np.abs(pooled).max()))
-    return float(np.mean(np.abs(differences) >= abs(observed) - tolerance))
+    # Splits whose differences are one value by the tie rule count as at least as extreme.
+    return float(np.mean(np.abs(differences) >= abs(observed) - TIE * float(np.abs(pooled).max())))
 
 
 def probability_of_beating(baseline: Sequence[float], candidate: Sequence[float], mode: str | None) -> float:

@@ -114,7 +114,7 @@ def judge_candidate(
     the candidate runs (first) and the band's runs. The primary family (the metrics of `compare.metrics`) decides
     the verdict; churn, per-class and per-group checks are families of their own, reported beside it. A CONTROL
     band's zero spread is a measurement (`exact`); any other band without spread is inconclusive, as is a metric
-    that is not a number. A gap beyond noise but below `compare.min_effect` is within tolerance.
+    that is not a number. A gap beyond noise whose interval lies inside ± `compare.min_effect` is within tolerance.
     """
     alpha = params.compare.alpha
     modes = {**params.compare_metrics(), "churn": "min"}

@@ -47,7 +47,7 @@ from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.redaction import redact_params
 from tracking.script.repeat_context import SCRIPT_VARIANTS, ScriptRepeat
-from tracking.store.reads import experiment_named, newest_run
+from tracking.store.reads import experiment_named, newest_run, run_metrics
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -175,7 +175,7 @@ def noise_record(runs: dict[str, list[Run]], repeats: int, reused: set[str], par
                     "run_id": run.info.run_id,
                     "weights_sha256": run.data.tags.get(WEIGHTS_TAG, ""),
                     "metrics": {  # by name: the bands are listed in this order
-                        name: value for name, value in sorted(run.data.metrics.items()) if not name.startswith("epoch_")
+                        name: value for name, value in sorted(run_metrics(run).items()) if not name.startswith("epoch_")
                     },
                     "seeds": {
                         key.removeprefix(SEEDS_PREFIX): value

@@ -7,6 +7,8 @@ MLflow loads only when a client is handed in, so importing this module stays che
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -37,6 +39,17 @@ def present_run(client: MlflowClient, run_id: str) -> Run | None:
             raise
         return None
     return None if run.info.lifecycle_stage == "deleted" else run
+
+
+def run_metrics(run: Run) -> dict[str, float]:
+    """The run's latest metric values as they were logged: MLflow's SQL store keeps an infinite value as the largest
+    float (±1.797e308) and hands that back, so it reads as infinite again here, for every command that judges."""
+    return {name: _logged(value) for name, value in run.data.metrics.items()}
+
+
+def _logged(value: float) -> float:
+    """`value` with the SQL store's stand-in for an infinity (±`sys.float_info.max`) read as that infinity."""
+    return math.copysign(math.inf, value) if abs(value) >= sys.float_info.max else value
 
 
 def experiment_by_id(client: MlflowClient, experiment_id: str) -> Experiment:

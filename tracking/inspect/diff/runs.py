@@ -32,7 +32,7 @@ from tracking.names import (
 )
 from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
-from tracking.store.reads import experiment_ids, first_runs, newest_run, run_by_id
+from tracking.store.reads import experiment_ids, first_runs, newest_run, run_by_id, run_metrics
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -135,7 +135,7 @@ def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> Run
         experiment_id=run.info.experiment_id,
         status=run.info.status,
         params=dict(run.data.params),
-        metrics=dict(run.data.metrics),
+        metrics=run_metrics(run),
         tags=dict(run.data.tags),
         manifest=read_artifact(
             client, run.info.run_id, LOGGED_MANIFEST, lambda text: Manifest.from_dict(json.loads(text), LOGGED_MANIFEST)
