@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -43,6 +44,7 @@ CHROMIUM_FLAGS = (
     "--hide-scrollbars",
 )
 RENDER_BUDGET_MS = 20000
+README_UI_COMMAND = "MLFLOW_DISABLE_TELEMETRY=true .venv/bin/mlflow ui "
 START_TIMEOUT_S = 240  # `mlflow ui` takes over a minute to start on 2 busy cores
 RUN_PAGE_WIDTH = 2400  # narrower, MLflow's Assistant panel pushes the run's description below its tags
 # What also turns MLflow's telemetry off (mlflow/telemetry/utils.py): left out of the UI's environment, so that
@@ -81,6 +83,22 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def readme_ui_flags() -> list[str]:
+    """The flags the README's `mlflow ui` command adds to the store and port (`--workers 1`), so the UI started here,
+    under a loaded test suite too, is the one a user starts."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (line,) = [line for line in readme.splitlines() if line.startswith(README_UI_COMMAND)]
+    words = shlex.split(line.removeprefix(README_UI_COMMAND))
+    flags = []
+    while words:
+        word = words.pop(0)
+        if word in ("--backend-store-uri", "--port"):
+            words.pop(0)
+        else:
+            flags.append(word)
+    return flags
+
+
 def start_ui(database: Path, port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     """`mlflow ui` on the SQLite store, answering on /health before this returns; `extra_env` is added to its
     environment (the browser test points its proxy variables at a socket that records any outbound request)."""
@@ -98,8 +116,7 @@ def start_ui(database: Path, port: int, extra_env: dict[str, str] | None = None)
             "127.0.0.1",
             "--port",
             str(port),
-            "--workers",
-            "1",
+            *readme_ui_flags(),
         ],
         env=env,
         stdout=subprocess.DEVNULL,

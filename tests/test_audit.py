@@ -151,6 +151,8 @@ def test_traced_steps_reproduce_keras_fit_bit_for_bit(config: dict):
 def test_audit_reports_bit_identity_divergence_matrices_and_logs_to_mlflow(audited):
     root, done, parent, summary = audited
     assert "deterministic bit-identical: yes" in done.stdout
+    # Issue 50: each trainer process said a start-up line of its own beside the stage's, with other figures.
+    assert len([line for line in done.stderr.splitlines() if ": started in " in line]) <= 1, done.stderr
     det, nondet = summary["modes"]["det"], summary["modes"]["nondet"]
     assert det["bit_identical"] and det["divergence"] is None and det["op_determinism"] is True
     assert not nondet["bit_identical"] and nondet["op_determinism"] is False

@@ -50,6 +50,25 @@ def test_a_repeat_carries_every_provenance_tag_the_candidate_has(calibrated: Pat
 
 
 @pytest.mark.slow
+def test_the_calibration_run_s_page_states_its_band(calibrated: Path):
+    """Issue 50: the calibration parent's page showed child links and 115 tags, no description and no metrics; the
+    band a user came for was only in the artifact calibration/noise.json."""
+    (parent,) = [found for found in runs_of(calibrated) if found.data.tags.get("noise.role") == "calibration"]
+    noise = json.loads((calibrated / "calibration/noise.json").read_text())
+    band = noise["variants"]["algo"]["bands"]["test_accuracy"]
+    for figure in ("n", "mean", "std", "low", "high"):
+        assert parent.data.metrics[f"band.algo.test_accuracy.{figure}"] == pytest.approx(band[figure], rel=1e-12)
+    assert {key.split(".")[2] for key in parent.data.metrics if key.startswith("band.")} == {
+        "test_accuracy",
+        "test_loss",
+    }
+    lines = parent.data.tags["mlflow.note.content"].splitlines()
+    assert lines[0] == "**Noise band: 3 calibration runs over 1 variant(s)**"
+    assert f"| algo | test_accuracy | 3 | {band['mean']:.4g} | {band['std']:.3g} | " in "\n".join(lines)
+    assert lines[-1] == "Every banded metric, each run and its seeds: the artifact `calibration/noise.json`."
+
+
+@pytest.mark.slow
 def test_diff_of_a_repeat_and_the_candidate_names_only_the_seeds(calibrated: Path):
     candidate, repeat = candidate_and_repeat(calibrated)
     done = run(

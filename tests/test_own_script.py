@@ -41,7 +41,11 @@ def _two_runs(folder: Path) -> None:
     with open(team / "train.py", "a") as handle:
         handle.write(EDIT)
     run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "edit train.py"], team)
-    run(["dvc", "repro"], team)
+    done = run(["dvc", "repro"], team)
+    (folder / SECOND_REPRO).write_text(done.stdout + done.stderr)
+
+
+SECOND_REPRO = "second-repro.out"  # what the second `dvc repro` printed
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +84,14 @@ def test_the_script_logs_our_provenance_from_its_own_params(team: Path):
     assert len(dataset.dataset.digest) == 32
     # Same code, data and seeds but for a comment: the same weights, bit for bit.
     assert first.data.tags["prov.weights_sha256"] == tags["prov.weights_sha256"]
+    # Issue 50: the script's run printed neither its id nor its name, which `tracking judge` and `rerun` take.
+    printed = (team.parent / SECOND_REPRO).read_text().splitlines()
+    run_id, name = second.info.run_id, second.info.run_name
+    assert f"tracking: MLflow run {name} ({run_id}) in experiment 'team'" in printed
+    assert (
+        f"tracking: run {run_id} finished; `tracking judge {run_id[:8]}` judges it against the project's "
+        in "\n".join(printed)
+    )
 
 
 # What only our builder schema has: `model.builder` and its kwargs, file and hash. A script's model is its own

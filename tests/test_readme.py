@@ -201,3 +201,17 @@ def test_the_audit_stage_lock_is_committed():
     listed = run(["git", "ls-files", "audit/dvc.lock"], REPO).stdout.split()
     assert listed == ["audit/dvc.lock"]
     assert "audit" in yaml.safe_load((REPO / "audit/dvc.lock").read_text())["stages"]
+
+
+def test_the_ui_command_make_run_prints_is_the_readme_s_and_the_browser_test_s():
+    """Issue 50: the README's `mlflow ui` never served a page on a loaded 2-core machine (4 workers killed 13 times);
+    the browser test started it with `--workers 1`. Make's hint, the README and the UI the tests start share flags."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from ui_screenshots import readme_ui_flags
+
+    flags = readme_ui_flags()
+    assert flags == ["--workers", "1"]
+    (hint,) = [line for line in (REPO / "Makefile").read_text().splitlines() if "bin/mlflow ui " in line]
+    assert hint.rstrip('"').endswith("--port 5000 " + " ".join(flags)), hint

@@ -13,7 +13,7 @@ from conftest import add_deps, assert_user_error, client_for, project_env, run, 
 from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
 from tracking.errors import RerunError
-from tracking.inspect.restore import write_logged_params
+from tracking.inspect.restore import params_step, write_logged_params
 from tracking.inspect.worktree import apply_diff
 from tracking.layout import MODEL_STAGES
 
@@ -192,7 +192,20 @@ def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):
         "model.kwargs.filters": "[4, 4, 4]",
         "compare.known_bands.test_accuracy.mean": "0.95",
     }
-    assert write_logged_params(path, logged)
+    differed = write_logged_params(path, logged)
+    assert differed == [
+        "compare.known_bands.test_accuracy.mean",
+        "data.sha256",
+        "mlflow.experiment",
+        "model.kwargs.filters",
+        "train.epochs",
+        "train.learning_rate",
+    ]
+    assert params_step("params.yaml", 6, differed) == (
+        "params.yaml rewritten to hold the 6 logged params: 6 differed from the file at the commit "
+        "(compare.known_bands.test_accuracy.mean, data.sha256, mlflow.experiment, model.kwargs.filters, train.epochs, "
+        "train.learning_rate)"
+    )
     text = path.read_text()
     assert "# kept" in text and "# kept too" in text
     assert dvc_parse_yaml(text, "params.yaml") == {
@@ -202,5 +215,6 @@ def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):
         "model": {"kwargs": {"filters": [4, 4, 4]}},
         "compare": {"known_bands": {"test_accuracy": {"mean": 0.95}}},
     }
-    assert not write_logged_params(path, logged)
+    assert write_logged_params(path, logged) == []  # issue 50: a rerun said "rewritten" whatever differed
+    assert params_step("params.yaml", 6, []) == "params.yaml at the commit already holds the 6 logged params"
     assert json.dumps(dvc_parse_yaml(text, "params.yaml")["train"]["learning_rate"]) == "1e-05"

@@ -73,3 +73,41 @@ def test_the_shared_view_charts_the_judged_metrics_first_and_shows_the_verdict_a
     assert [(chart["type"], chart["metricKey"]) for chart in charts] == [("BAR", "test_accuracy"), ("BAR", "test_loss")]
     assert {chart["metricSectionId"] for chart in charts} == {section["uuid"]}
     assert state["selectedColumns"] == ["tags.`noise.verdict`", "metrics.`test_accuracy`", "metrics.`test_loss`"]
+
+
+def test_the_calibration_page_tables_each_variant_s_band_and_says_identical_runs_are_identical():
+    """Issue 50: the calibration parent run's page had no description and no metrics (the band was only in an
+    artifact). The table's figures are the record's; a CONTROL band's zero spread reads as identical runs."""
+    from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
+    from tracking.noise.record import NoiseRecord, Variant, metric_bands
+
+    values = {"algo": [0.90, 0.91, 0.92], "control": [0.93, 0.93, 0.93]}
+    runs = [
+        {"variant": name, "metrics": {"test_accuracy": value, "test_accuracy_class_0": value}}
+        for name, found in values.items()
+        for value in found
+    ]
+    variants = {
+        name: Variant(
+            runs=[index for index, run in enumerate(runs) if run["variant"] == name],
+            bands=metric_bands([run for run in runs if run["variant"] == name], name),
+            churn={},
+            weight_distance={},
+            bit_identical=name == "control",
+            weights_sha256=["w"],
+        )
+        for name in values
+    }
+    noise = NoiseRecord(baseline={}, data_sha256="d", alpha=0.05, repeats=3, runs=runs, variants=variants)
+    shown = shown_metrics(noise, ["test_accuracy", "test_loss"])
+    assert shown == ["test_accuracy"]  # only what some variant bands; per-class rows stay in noise.json
+    assert shown_metrics(noise) == ["test_accuracy", "test_accuracy_class_0"]
+    algo = variants["algo"].bands["test_accuracy"]
+    metrics = band_metrics(noise, shown)
+    assert metrics["band.algo.test_accuracy.mean"] == algo["mean"] and metrics["band.control.test_accuracy.std"] == 0
+    assert len(metrics) == 2 * 5
+    lines = describe_band(noise, shown).splitlines()
+    assert lines[0] == "**Noise band: 6 calibration runs over 2 variant(s)**"
+    assert lines[4] == f"| algo | test_accuracy | 3 | 0.91 | 0.01 | {algo['low']:.4g} to {algo['high']:.4g} |"
+    assert lines[5] == "| control | test_accuracy | 3 | 0.93 | 0 | identical runs |"
+    assert "CONTROL repeats bit-identical: **true**." in lines

@@ -411,3 +411,33 @@ def test_a_design_beyond_the_simulated_sizes_takes_the_largest_simulated_one():
 
     assert critical(0.025, 100, 1) == critical(0.025, SIMULATED_MOST, 1) > stats.t.ppf(1 - 0.0125, 99)
     assert p_value(2.9, 100, 1) == p_value(2.9, SIMULATED_MOST, 1)
+
+
+def test_a_class_row_is_within_noise_only_where_the_verdict_would_say_so_and_is_marked_beside_it():
+    """Issue 50: reports/compare.md labelled class 0's drop 0.978 -> 0.593 `within_noise` (p 0.051 missed Holm's
+    level), and a reader took the row for the verdict."""
+    from tracking.config.params import Params
+    from tracking.noise.report import render_report
+    from tracking.noise.verdict import judge_candidate
+
+    band = {
+        "test_accuracy": [0.90, 0.91, 0.92, 0.91, 0.90],
+        "test_loss": [0.30, 0.31, 0.29, 0.30, 0.31],
+        "test_accuracy_class_0": [0.70, 0.98, 0.99, 0.60, 0.97],
+        "test_accuracy_class_1": [0.95, 0.96, 0.95, 0.96, 0.955],
+    }
+    candidate = {"test_accuracy": 0.91, "test_loss": 0.30, "test_accuracy_class_0": 0.593, "test_accuracy_class_1": 0.955}
+    variant = {
+        "name": "algo",
+        "bands": {name: band_from_values(name, v, 0.05, "t").as_dict() for name, v in band.items()},
+        "weights_sha256": ["abc"],
+    }
+    churn = np.full((6, 6), 0.02)
+    np.fill_diagonal(churn, 0.0)
+    result = judge_candidate(Params(), variant, band, [candidate], churn, ["x"], False)
+    rows = {row["metric"]: row for row in result["checks"]}
+    assert rows["test_accuracy_class_0"]["verdict"] == INCONCLUSIVE  # not significant, and blind to 2 points
+    assert rows["test_accuracy_class_1"]["verdict"] == WITHIN  # the band sees 2 points: equal is within noise
+    result |= {"band_variant": "algo", "reason": "r", "calibration_runs": 5, "candidate_churn": {"mean": 0, "max": 0}}
+    table = render_report(result)
+    assert "| inconclusive (beside the verdict) |" in table and "| within_noise (beside the verdict) |" in table

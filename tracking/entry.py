@@ -11,7 +11,6 @@ import sys
 from collections.abc import Callable
 
 from tracking import startup
-from tracking.determinism.settings import determinism_refusal
 from tracking.errors import USER_ERROR_EXIT, NondeterministicOpError, TrackingError, WriteFault
 from tracking.log import configure as configure_logging
 from tracking.run.lifecycle import Terminated, ended_killed
@@ -50,6 +49,8 @@ def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
         say_error(fault)
         sys.exit(USER_ERROR_EXIT)
     except Exception as err:  # the backend refused an op for want of a deterministic kernel: the op, in one line
+        from tracking.determinism.settings import determinism_refusal  # loads the params schema: not for --help
+
         refusal = determinism_refusal(err)
         if refusal is None:
             raise

@@ -205,4 +205,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_main(main)
+    run_main(main, startup_line=False)  # one line per audit: its trainers' start-up is the audit stage's work

@@ -76,6 +76,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         checkout_stage_inputs,
         dvc_cache,
         find_directory,
+        params_step,
         restore_prepared,
         write_logged_params,
     )
@@ -90,12 +91,8 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
             if changed
             else "no uncommitted changes were logged",
         )
-        rewritten = write_logged_params(project / "params.yaml", original.params)
-        _step(
-            "params",
-            f"params.yaml {'rewritten to hold' if rewritten else 'already holds'} the {len(original.params)} logged params "
-            "(seeds, determinism and every section)",
-        )
+        differed = write_logged_params(project / "params.yaml", original.params)
+        _step("params", params_step("params.yaml", len(original.params), differed))
         if not content:
             raise RerunError(
                 f"run {original.run_id} logged no data manifest ({LOGGED_MANIFEST}); it cannot be re-created"

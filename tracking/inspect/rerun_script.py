@@ -56,7 +56,7 @@ def rerun_script(
 ) -> RunSnapshot:
     """Re-create the script run `original` of the project at `root` at `commit`; return the new run's snapshot."""
     from tracking.inspect.diff import load_run
-    from tracking.inspect.restore import write_logged_params
+    from tracking.inspect.restore import params_step, write_logged_params
     from tracking.inspect.worktree import apply_diff, temporary_worktree
 
     command = script_command(original)
@@ -71,13 +71,9 @@ def rerun_script(
         )
         params = original.tags.get(SCRIPT_PARAMS_TAG) or "params.yaml"
         team, others = teams_params(original.params, project / params)
-        rewritten = write_logged_params(project / params, team)
-        left_out = f" ({len(others)} params that other code logged left out: {', '.join(sorted(others))})"
-        _step(
-            "params",
-            f"{params} {'rewritten to hold' if rewritten else 'already holds'} the {len(team)} logged params"
-            + (left_out if others else ""),
-        )
+        differed = write_logged_params(project / params, team)
+        left_out = f"; {len(others)} params that other code logged left out: {', '.join(sorted(others))}"
+        _step("params", params_step(params, len(team), differed) + (left_out if others else ""))
         _step("run", shlex.join(command[2:] if command[1:3] == ["-m", "dvc"] else ["python", *command[1:]]))
         experiment = experiment_by_id(client, original.experiment_id).name
         done = subprocess.run(

@@ -39,8 +39,8 @@ def params_from_logged(logged: dict[str, str]) -> dict[str, Any]:
     return tree
 
 
-def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
-    """Make params.yaml hold exactly the logged params; return whether it had to change.
+def write_logged_params(path: Path, logged: dict[str, str]) -> list[str]:
+    """Make params.yaml hold exactly the logged params; return the dotted keys it held otherwise (missing ones too).
 
     A param logged redacted (a secret) cannot be restored: that is a `RerunError`. Only values that differ are
     rewritten (comments, order and spelling of the rest are kept), and the file is checked to read back, as the
@@ -55,8 +55,10 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
             "cannot be re-created; have the loader read those secrets from the environment instead, and train again"
         )
     wanted = _canonical(params_from_logged(logged))
-    if _canonical(_read(path)) == wanted:
-        return False
+    before = _canonical(_read(path))
+    differed = sorted(key for key in wanted.keys() | before.keys() if wanted.get(key) != before.get(key))
+    if not differed:
+        return []
     editor = yaml_editor()
     document = (editor.load(path.read_text()) if path.is_file() else None) or CommentedMap()
     for key, value in _flatten(params_from_logged(logged)).items():
@@ -76,7 +78,19 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> bool:
         raise RerunError(
             f"params.yaml cannot be made to hold exactly the logged params (differing: {', '.join(differing)})"
         )
-    return True
+    return differed
+
+
+def params_step(file: str, logged: int, differed: list[str], shown: int = 6) -> str:
+    """What a rerun says of the params file it wrote: whether the file at the run's commit already held the logged
+    params, or which of them it held otherwise (a user rerunning a clean run at HEAD expects none)."""
+    if not differed:
+        return f"{file} at the commit already holds the {logged} logged params"
+    more = f" and {len(differed) - shown} more" if len(differed) > shown else ""
+    return (
+        f"{file} rewritten to hold the {logged} logged params: {len(differed)} differed from the file at the commit "
+        f"({', '.join(differed[:shown])}{more})"
+    )
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def render_report(result: dict[str, Any]) -> str:
         lines.append(
             f"| {row['family']} | {row['metric']} | {_number(row['value'], '.4f')} | {band['mean']:.4f} | {band['std']:.4f} | "
             f"[{band['low']:.4f}, {band['high']:.4f}] | {_number(row['delta'], '+.4f')} | {goal} | {_number(row['z'], '+.2f')} | "
-            f"{format_p(row['p_value'])} | {row['verdict']} |"
+            f"{format_p(row['p_value'])} | {row['verdict'] if row['family'] == 'primary' else _beside(row['verdict'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -107,6 +107,12 @@ def _sees(row: dict[str, Any], runs: int) -> str:
 
 def _number(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
+
+
+def _beside(verdict: str) -> str:
+    """A churn, per-class or per-group row's outcome, marked as not deciding the verdict (a reader took a class's
+    `within_noise` row for the verdict)."""
+    return f"{verdict} (beside the verdict)"
 
 
 def render_plots(

@@ -32,6 +32,7 @@ from tracking.names import (
     CALIBRATION_ROLE,
     CONTROL_BIT_IDENTICAL_TAG,
     DATASET_CONTENT_TAG,
+    MLFLOW_NOTE_TAG,
     NOISE_ROLE_TAG,
     PROV_PREFIX,
     REASON_TAG,
@@ -42,6 +43,7 @@ from tracking.names import (
     status_is,
     tag_is,
 )
+from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.redaction import redact_params
 from tracking.script.repeat_context import SCRIPT_VARIANTS, ScriptRepeat
@@ -134,7 +136,9 @@ def calibrate_script(
                 runs[job.variant].append(kept)
         noise = noise_record(runs, repeats, reused, parent.run_id)
         parent.log_json(noise.as_dict(), NOISE_FILE.as_posix())
-        tags = {REUSED_REPEATS_TAG: len(reused)}
+        shown = shown_metrics(noise)
+        parent.log_metrics(band_metrics(noise, shown))
+        tags = {REUSED_REPEATS_TAG: len(reused), MLFLOW_NOTE_TAG: describe_band(noise, shown)}
         if "control" in noise.variants:
             tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise.variants["control"].bit_identical).lower()
         parent.set_tags(tags)

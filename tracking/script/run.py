@@ -161,6 +161,11 @@ class ScriptRun:
                 self._resume_autolog()
             raise
         self._cancel_exit = end_at_exit(lambda error: self.__exit__(type(error), error, None))
+        if repeat is None:  # a calibration's repeats are counted by `tracking calibrate`, not named one by one
+            import mlflow
+
+            name = mlflow.active_run().info.run_name  # the run the tracker just started
+            log.info(f"tracking: MLflow run {name} ({tracker.run_id}) in experiment '{self.experiment}'")
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
@@ -174,6 +179,11 @@ class ScriptRun:
         finally:
             try:
                 tracker.__exit__(kind if error else None, error, tb)
+                if error is None and self.repeat is None:
+                    log.info(
+                        f"tracking: run {tracker.run_id} finished; `tracking judge {tracker.run_id[:8]}` judges it "
+                        "against the project's calibration (`tracking calibrate`)"
+                    )
             finally:
                 self._resume_autolog()
 

@@ -33,9 +33,11 @@ from tracking.names import (
     CALIBRATION_ROLE,
     COMPUTE_EXECUTOR_TAG,
     CONTROL_BIT_IDENTICAL_TAG,
+    MLFLOW_NOTE_TAG,
     NOISE_ROLE_TAG,
     REUSED_REPEATS_TAG,
 )
+from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.noise.statistics import (
     churn_measure,
@@ -172,10 +174,13 @@ def calibrate_baseline(params: Params) -> None:
             variants=summarise(runs, stacked_predictions, stacked_weights, STORED_ALPHA, task, target_std),
         )
         control = noise.variants.get("control")
+        shown = shown_metrics(noise, params.compare_metrics())
+        parent.log_metrics(band_metrics(noise, shown))
         parent.set_tags(
             {
                 CONTROL_BIT_IDENTICAL_TAG: str(control.bit_identical).lower() if control else "n/a",
                 REUSED_REPEATS_TAG: len(reused),
+                MLFLOW_NOTE_TAG: describe_band(noise, shown),
             }
         )
         # A NaN metric (a diverged repeat) is null, named in `non_finite`: strict JSON.

@@ -19,6 +19,7 @@ from tracking.redaction import strip_credentials
 from tracking.run.tracker import Tracker
 from tracking.store.location import connect, project_root
 from tracking.training.model import BuildInputs, prepare_model, require_code_deps
+from tracking.training.saved_model import save_model
 from tracking.training.tracked import final_metrics, tracked_training
 
 
@@ -65,7 +66,7 @@ def write_outputs(root: Path, model: Any, history: dict[str, list[float]], diges
     """Stage outputs, written only after training succeeded so no partial output looks valid."""
     for path in (MODEL, TRAIN_METRICS, HISTORY, TRAINED_ON):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-    model.save(root / MODEL)
+    save_model(model, root / MODEL)
     (root / TRAIN_METRICS).write_text(json.dumps({**final_metrics(history), "weights_sha256": digest}, indent=2) + "\n")
     with open(root / HISTORY, "w", newline="") as handle:
         writer = csv.writer(handle)

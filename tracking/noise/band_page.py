@@ -1,0 +1,59 @@
+"""The band as the calibration parent run's MLflow page shows it: a description (the `mlflow.note.content` tag, the
+first thing on the page) and one metric per figure, so a user who opens the calibration sees each variant's n, mean,
+std and interval rather than child links and tags, with the band kept in `calibration/noise.json`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tracking.layout import NOISE_FILE
+from tracking.names import MAX_TAG_CHARS
+from tracking.noise.policy import CONTROL
+from tracking.noise.record import NoiseRecord
+
+BAND_METRIC_PREFIX = "band"  # `band.<variant>.<metric>.<figure>` on the calibration parent run
+FIGURES = ("n", "mean", "std", "low", "high")
+
+
+def shown_metrics(noise: NoiseRecord, wanted: Iterable[str] | None = None) -> list[str]:
+    """The metrics the page shows: `wanted` (the compare stage's metrics) where some variant bands them, else every
+    metric some variant bands, in the order first banded."""
+    banded = list(dict.fromkeys(metric for variant in noise.variants.values() for metric in variant.bands))
+    chosen = [metric for metric in wanted or () if metric in banded]
+    return chosen or banded
+
+
+def band_metrics(noise: NoiseRecord, metrics: list[str]) -> dict[str, float]:
+    """`band.<variant>.<metric>.<figure>` for each variant and shown metric: what the chart view and a search filter
+    (`metrics."band.algo.test_accuracy.std" > 0.01`) read."""
+    return {
+        f"{BAND_METRIC_PREFIX}.{name}.{metric}.{figure}": float(variant.bands[metric][figure])
+        for name, variant in noise.variants.items()
+        for metric in metrics
+        if metric in variant.bands
+        for figure in FIGURES
+    }
+
+
+def describe_band(noise: NoiseRecord, metrics: list[str]) -> str:
+    """The calibration run's description: one table row per variant and metric, with the interval a new run of that
+    variant falls in, and where the whole record is."""
+    alpha = noise.alpha
+    lines = [
+        f"**Noise band: {len(noise.runs)} calibration runs over {len(noise.variants)} variant(s)**"
+        + (f", {len(noise.reused)} reused from earlier calibrations" if noise.reused else ""),
+        "",
+        f"| variant | metric | n | mean | std | {1 - alpha:.0%} interval for one new run |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for name, variant in noise.variants.items():
+        for metric in metrics:
+            band = variant.bands.get(metric)
+            if band is None:
+                continue
+            spread = "identical runs" if band["std"] == 0 else f"{band['low']:.4g} to {band['high']:.4g}"
+            lines.append(f"| {name} | {metric} | {band['n']} | {band['mean']:.4g} | {band['std']:.3g} | {spread} |")
+    if CONTROL in noise.variants:
+        lines += ["", f"CONTROL repeats bit-identical: **{str(noise.variants[CONTROL].bit_identical).lower()}**."]
+    lines += ["", f"Every banded metric, each run and its seeds: the artifact `{NOISE_FILE.as_posix()}`."]
+    return "\n".join(lines)[:MAX_TAG_CHARS]
