@@ -90,7 +90,9 @@ def shifted_statistics(
         centre = band.mean(axis=1) if reference is None else draw(rng, (DRAWS, reference)).mean(axis=1)
         scale = np.sqrt(spread / (runs + candidates - 2) * (1 / (reference or runs) + 1 / candidates))
         statistic = (chosen.mean(axis=1) - centre) / scale
-        found.append((statistic.astype(np.float32), (band[:, :measured].std(axis=1, ddof=1) / scale).astype(np.float32)))
+        found.append(
+            (statistic.astype(np.float32), (band[:, :measured].std(axis=1, ddof=1) / scale).astype(np.float32))
+        )
     return tuple(found)
 
 
