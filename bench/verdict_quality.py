@@ -453,6 +453,21 @@ def ceiling_intervals(rng: np.random.Generator, trials: int) -> None:
             print(f"  {examples} examples lower (true gap {truth:+.5f}), n={n}: " + " | ".join(cells))
 
 
+def detectable_shifts(rng: np.random.Generator, trials: int) -> None:
+    """The smallest true shift, in measured band stds, detected 80% of the time at Holm's first level for the two
+    default metrics under every shape the test is calibrated for (`tracking.noise.power.detectable_shift`; no
+    simulation here: `rng` and `trials` are the sections' common arguments)."""
+    from tracking.noise.power import detectable_shift
+
+    level = ALPHA / len(METRICS)
+    print(
+        f"detected 80% of the time at alpha {level:g}, in measured band stds (tracking.noise.power.detectable_shift):"
+    )
+    for n in FOUR_BANDS:
+        shifts = ", ".join(f"N={runs}: {detectable_shift(n, runs, level):.2f}" for runs in (1, 2, 3, 5, 10))
+        print(f"  n={n} calibration runs: {shifts}")
+
+
 def null_cells(rng: np.random.Generator, trials: int) -> None:
     """The verdict with no true shift at the default min_effect of 3 band stds: false alarms and each outcome."""
     print(
@@ -542,6 +557,7 @@ SECTIONS: dict[str, Callable[[np.random.Generator, int], None]] = {
     "own-false-alarms": own_false_alarms,
     "power-under-noise": power_under_noise,
     "ceiling-intervals": ceiling_intervals,
+    "detectable-shifts": detectable_shifts,
 }
 
 
