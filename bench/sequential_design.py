@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--noises", nargs="+", default=["normal", "t3"])
     parser.add_argument("--cap", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--shifts", nargs="+", type=float, default=list(SHIFTS), help="true shifts in band stds (min_effect is added)"
+    )
     args = parser.parse_args()
     print(f"{args.trials} trials a cell, alpha {ALPHA}, one metric, auto capped at {args.cap} runs")
     started = time.perf_counter()
@@ -115,7 +118,7 @@ def main() -> None:
     for setting in args.settings:
         n, min_effect = int(setting.split(":")[0]), float(setting.split(":")[1])
         for noise in args.noises:
-            for index, shift in enumerate(sorted({*SHIFTS, min_effect})):
+            for index, shift in enumerate(sorted({*args.shifts, min_effect})):
                 seed = 100_000 * n + 1000 * index + (7 if noise == "t3" else 0)
                 tasks.append((noise, n, min_effect, shift, args.cap, args.trials, seed))
     with ProcessPoolExecutor(args.workers) as pool:

@@ -4,11 +4,13 @@ candidate runs, effect sizes, power, churn's direction and the labels a verdict 
 import itertools
 import json
 import math
+from functools import partial
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from tracking.noise import tails
 from tracking.noise.candidates import judge_churn, judge_values
 from tracking.noise.policy import (
     EXCEEDS,
@@ -23,7 +25,7 @@ from tracking.noise.policy import (
 from tracking.noise.power import detectable_shift, plan, power
 from tracking.noise.statistics import band_from_summary, band_from_values, format_p
 from tracking.noise.tails import critical, p_value
-from tracking.noise.twosample import permutation_p, pooled_t, probability_of_beating, welch
+from tracking.noise.twosample import gap_interval, permutation_p, pooled_t, probability_of_beating, welch
 
 REPEATS = (3, 5, 10, 20)
 
@@ -197,13 +199,14 @@ def test_what_the_band_can_see():
     assert found.sentence().startswith("to detect a 2-point shift in test_accuracy with 80% power")
     assert "more than 100 repeats" in plan("test_accuracy", 0.001, 0.0058, 5, 0.025).sentence()
     # Issue 36: "5 calibration repeats, 78 candidate repeats" did not say whether both were needed.
-    assert found.sentence().endswith("): set calibration.repeats 5 (as now) and compare.candidate_repeats 3")
+    # 3.45 measured stds: 14 candidate runs under every shape the test is calibrated for (3 by the normal's power)
+    assert found.sentence().endswith("): set calibration.repeats 5 (as now) and compare.candidate_repeats 14")
     # 1.72 measured stds: no number of candidate runs against these 5 runs is sure enough of the true std; as many
     # of each is
     assert (
         plan("test_accuracy", 0.01, 0.0058, 5, 0.025)
         .sentence()
-        .endswith("): set calibration.repeats 11 and compare.candidate_repeats 11")
+        .endswith("): set calibration.repeats 24 and compare.candidate_repeats 24")
     )
     assert (
         plan("test_accuracy", 0.025, 0.0058, 5, 0.025)
@@ -217,27 +220,39 @@ def test_what_the_band_can_see():
     [(5, 5, 3, None), (5, 5, 1, None), (5, 12, 1, None), (3, 6, 6, None), (10, 10, 2, None), (5, 5, 1, 1)],
 )
 def test_power_counts_the_error_of_the_measured_std(n, calibration, candidates, reference):
-    """The power at a shift of d measured stds is what the verdict's test does when that shift is followed: the
-    band's first n runs measure s, the test runs on `calibration` band runs (those n among them) and the candidate
-    runs, shifted by d·s, around the band's mean or one other run (`tracking diff`) (issue 34: the noncentral t at
-    the measured std promised 80% and delivered 73.5%)."""
+    """The power at a shift of d measured stds is what the verdict's test does when that shift is followed, under
+    the noise shape and direction that bind of those the test is calibrated for (normal, `tails.SHAPES`), and at
+    least that under each other: the band's first n runs measure s, the test runs on `calibration` band runs
+    (those n among them) and the candidate runs, shifted by d·s either way, around the band's mean or one other run
+    (`tracking diff`) (issue 34: the noncentral t at the measured std promised 80% and delivered 73.5%; issue 47:
+    the normal's power promised 80% and t(3) noise delivered 75.5-77.1%)."""
     rng, trials, alpha = np.random.default_rng(34), 40_000, 0.025
     size = detectable_shift(n, candidates, alpha, reference) if calibration == n else 2.0
-    band = rng.standard_normal((trials, calibration))
-    measured = band[:, :n].std(axis=1, ddof=1)
-    runs = rng.standard_normal((trials, candidates)) - size * measured[:, None]
-    df = calibration + candidates - 2
-    spread = band.var(axis=1, ddof=1) * (calibration - 1)
-    spread += runs.var(axis=1, ddof=1) * (candidates - 1) if candidates > 1 else 0.0
-    centre = band.mean(axis=1) if reference is None else rng.standard_normal(trials)
-    scale = np.sqrt(spread / df * (1 / (reference or calibration) + 1 / candidates))
-    flagged = np.abs((runs.mean(axis=1) - centre) / scale) >= critical(alpha, calibration, candidates, reference)
     expected = power(size, n, candidates, alpha, calibration, reference)
-    assert flagged.mean() == pytest.approx(expected, abs=0.009)  # 4.5 standard errors
+    df = calibration + candidates - 2
+    rates = []
+    for draw in (lambda size: rng.standard_normal(size), *(partial(shape, rng) for shape in tails.SHAPES.values())):
+        band = draw((trials, calibration))
+        measured = band[:, :n].std(axis=1, ddof=1)
+        noise = draw((trials, candidates))
+        centre = band.mean(axis=1) if reference is None else draw((trials, reference)).mean(axis=1)
+        for sign in (1, -1):
+            runs = noise + sign * size * measured[:, None]
+            spread = band.var(axis=1, ddof=1) * (calibration - 1)
+            spread += runs.var(axis=1, ddof=1) * (candidates - 1) if candidates > 1 else 0.0
+            scale = np.sqrt(spread / df * (1 / (reference or calibration) + 1 / candidates))
+            rates.append(
+                np.mean(
+                    np.abs((runs.mean(axis=1) - centre) / scale) >= critical(alpha, calibration, candidates, reference)
+                )
+            )
+    assert min(rates) == pytest.approx(expected, abs=0.009)  # 4.5 standard errors
+    # under normal noise, where the power used to be stated, the realised rate is at least the printed one
+    assert min(rates[:2]) >= expected - 0.009
     # at the defaults the noncentral t at a known std, which the statements used, overstates it
     if (n, calibration, candidates) == (5, 5, 3):
         kappa = math.sqrt(1 / n + 1 / candidates)
-        assert stats.nct.sf(stats.t.ppf(1 - alpha / 2, df), df, size / kappa) > flagged.mean() + 0.02
+        assert stats.nct.sf(stats.t.ppf(1 - alpha / 2, df), df, size / kappa) > min(rates[:2]) + 0.02
 
 
 def _churn_matrix(base: float, candidate: float, runs: int, seed: int = 0) -> np.ndarray:
@@ -349,10 +364,14 @@ def test_the_gap_interval_at_the_edges(runs):
         gap = np.mean(candidates) - np.mean(band)
         assert found.interval == pytest.approx((gap - half, gap + half))
         assert found.interval[0] < found.delta < found.interval[1]
-    if runs >= 3:  # tied candidates: the standard error is the band's alone, Welch-Satterthwaite's df n - 1
+    if runs >= 3:  # tied candidates have not measured their spread: they take the pooled variance (issue 47)
         tied = judge_values("acc", band, [0.8] * runs, 0.05, "c")
-        half = stats.t.ppf(0.975, math.sqrt(19 * equal)) * np.std(band, ddof=1) / math.sqrt(20)
+        pooled = 19 * np.var(band, ddof=1) / (20 + runs - 2)
+        shares = np.array([np.var(band, ddof=1) / 20, pooled / runs])
+        df = shares.sum() ** 2 / (shares[0] ** 2 / 19 + shares[1] ** 2 / (20 + runs - 2))
+        half = stats.t.ppf(0.975, math.sqrt(df * equal)) * math.sqrt(shares.sum())
         assert tied.interval == pytest.approx((tied.delta - half, tied.delta + half))
+
     assert judge_values("acc", [0.9] * 5, candidates, 0.05, "c").interval is None  # a band without spread
     assert judge_values("acc", [0.9] * 5, [0.9] * runs, 0.05, "c", exact=True).interval is None  # CONTROL, tied
     for bad in (math.nan, math.inf):
@@ -362,6 +381,54 @@ def test_the_gap_interval_at_the_edges(runs):
     # an accuracy's gap lies within ±1, however wide its interval (here -1.64 to +0.84 before clipping)
     wide = judge_values("test_accuracy", band[:5], [0.0, 1.0, 0.5], 0.05, "c")
     assert wide.interval[0] == -1.0 and -1 < wide.interval[1] < 1
+
+
+def test_the_gap_interval_covers_under_a_ceiling():
+    """Issue 47: accuracies on 360 test examples, none above 356/360 (47% of runs on it), 20 band runs and 3
+    candidate runs, no true gap: the interval from the band's spread alone, where the candidates tied, covered
+    87%; with the pooled variance for a tied group it covers 97.3% (over the 93-97% goal by 0.3 points, issue 47's
+    note; bench/verdict_quality.py --only ceiling-intervals prints every cell)."""
+    rng = np.random.default_rng(47)
+
+    def capped(size: tuple[int, int]) -> np.ndarray:
+        return np.minimum(np.round((0.987 + 0.0058 * rng.standard_normal(size)) * 360), 356) / 360
+
+    covered = [gap_interval(band, runs, 0.05) for band, runs in zip(capped((1500, 20)), capped((1500, 3)), strict=True)]
+    assert 0.93 <= np.mean([found.low <= 0 <= found.high for found in covered]) <= 0.975
+
+
+def test_the_bench_judges_as_tracking_judge_does():
+    """bench/verdict_quality.py's vectorised test (its grids of 1,000 trials a cell) flags exactly what
+    `tracking.judge` flags, trial by trial, under each of issue 47's noise models."""
+    import importlib.util
+    from pathlib import Path
+
+    import tracking
+
+    spec = importlib.util.spec_from_file_location(
+        "verdict_quality", Path(__file__).parents[1] / "bench" / "verdict_quality.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(7)
+    for name, draw in bench.FOUR_NOISE.items():
+        for runs in (1, 3):
+            band, candidates = draw(rng, (12, 5), 0.0), draw(rng, (12, runs), -0.01 if name == bench.CAPPED else -1.5)
+            found = bench.flagged(band, candidates, 0.05)
+            for index in range(12):
+                check = tracking.judge({"m": list(band[index])}, {"m": list(candidates[index])}, alpha=0.05).checks[0]
+                assert found[index] == (check.p_value is not None and check.p_value <= 0.05)
+            assert 0 < found.sum() < 12  # the trials flag some and not others
+
+
+def test_one_run_with_bad_seeds_at_five_stds_holds_alpha():
+    """Issue 47: with 10% of runs 5 stds worse, one candidate run against 5 band runs raised 5.5-6.0% false alarms
+    at alpha 5% while the calibration held 4 stds; calibrated for 5, it holds alpha."""
+    rng = np.random.default_rng(5)
+    band = rng.standard_normal((100_000, 5)) - 5.0 * (rng.random((100_000, 5)) < 0.1)
+    run = rng.standard_normal(100_000) - 5.0 * (rng.random(100_000) < 0.1)
+    t = (run - band.mean(axis=1)) / (band.std(axis=1, ddof=1) * math.sqrt(1 + 1 / 5))
+    assert np.mean(np.abs(t) > critical(0.05, 5, 1)) <= 0.053  # 100,000 trials: the rate's std is 0.0007
 
 
 @pytest.mark.parametrize(

@@ -30,8 +30,8 @@ from tracking.noise.statistics import Band
 DESIGN = "group sequential, Lan-DeMets alpha spending, Pocock-type function (Kim and DeMets 1987)"
 DECIDED, CAP_REACHED, UNDECIDABLE = "decided", "cap reached", "undecidable"
 # Simulated draws of the looks' statistics under no shift per (band runs, cap): the boundary's tail share, at
-# least a few hundredths of alpha's 200,000 draws, holds thousands of draws.
-DRAWS = 200_000
+# least a few hundredths of alpha's 100,000 draws, holds thousands of draws per shape.
+DRAWS = 100_000
 DRAWS_SEED = 0
 
 
@@ -70,10 +70,14 @@ def spent(alpha: float, share: float) -> float:
 
 @functools.lru_cache(maxsize=64)
 def nominal_levels(band_runs: int, cap: int, alpha: float) -> tuple[float, ...]:
-    """The two-sided nominal level of the pooled t at each look 1 to `cap` against `band_runs` band runs, such that
-    the chance of crossing by look k under no shift (normal noise) is the spending function's at k. The first
-    look's is exact; the later ones come from `DRAWS` seeded simulations of the looks' t statistics."""
+    """The nominal level of the verdict's p (calibrated for heavy tails, `tracking.noise.tails`) at each look 1 to
+    `cap` against `band_runs` band runs, such that the chance of crossing by look k under no shift is at most the
+    spending function's at k under normal noise and under each shape the p is calibrated for (the least level
+    over them, so the design spends its alpha under the shape that binds). The first look's is exact; the later
+    ones come from `DRAWS` seeded simulations of the looks' statistics per shape."""
     from scipy import stats
+
+    from tracking.noise import tails
 
     information = [1 / (1 / band_runs + 1 / k) for k in range(1, cap + 1)]
     budget = [spent(alpha, found / information[-1]) for found in information]
@@ -81,22 +85,41 @@ def nominal_levels(band_runs: int, cap: int, alpha: float) -> tuple[float, ...]:
     if cap == 1:
         return tuple(levels)
     rng = np.random.default_rng(DRAWS_SEED)
-    band = rng.standard_normal((DRAWS, band_runs))
-    runs = rng.standard_normal((DRAWS, cap))
+    p_values = []
+    for draw in (_normal, *tails.SHAPES.values()):
+        t = np.abs(_looks(draw(rng, (DRAWS, band_runs)), draw(rng, (DRAWS, cap))))
+        # A p above alpha crosses no level: only a t beyond the t distribution's critical one at alpha needs its p.
+        found = np.ones_like(t)
+        for k in range(1, cap + 1):
+            beyond = t[:, k - 1] > stats.t.isf(alpha / 2, band_runs + k - 2)
+            found[beyond, k - 1] = tails.p_values(t[beyond, k - 1], band_runs, k)
+        p_values.append(found)
+    crossed = [found[:, 0] <= levels[0] for found in p_values]
+    for look in range(1, cap):
+        bounds = []
+        for found, hit in zip(p_values, crossed, strict=True):
+            alive = np.sort(found[~hit, look])
+            spend = min(max(int((budget[look] - hit.mean()) * DRAWS), 0), len(alive) - 1)  # may cross first here
+            bounds.append(float(np.nextafter(alive[spend], 0)))  # below the next p: at most `spend` cross
+        levels.append(max(min(bounds), np.finfo(float).tiny))
+        crossed = [hit | (found[:, look] <= levels[-1]) for found, hit in zip(p_values, crossed, strict=True)]
+    return tuple(levels)
+
+
+def _normal(rng: np.random.Generator, size: tuple[int, int]) -> np.ndarray:
+    return rng.standard_normal(size)
+
+
+def _looks(band: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """The verdict's statistic at each look (column k-1: the first k candidate runs against the band), per draw:
+    the prediction t at one run, the pooled two-sample t after."""
+    band_runs, cap = band.shape[1], runs.shape[1]
     counts = np.arange(1, cap + 1)
     means = runs.cumsum(axis=1) / counts
     squares = (runs**2).cumsum(axis=1) - counts * means**2
-    df = band_runs + counts - 2
-    pooled = (((band - band.mean(axis=1, keepdims=True)) ** 2).sum(axis=1, keepdims=True) + squares) / df
-    t = np.abs(means - band.mean(axis=1, keepdims=True)) / np.sqrt(pooled * (1 / band_runs + 1 / counts))
-    crossed = t[:, 0] > stats.t.isf(levels[0] / 2, df[0])
-    for look in range(1, cap):
-        spend = int((budget[look] - crossed.mean()) * DRAWS)  # draws that may cross first at this look
-        alive = np.sort(t[~crossed, look])[::-1]
-        bound = math.inf if spend < 0 else alive[spend] if spend < len(alive) else 0.0
-        levels.append(float(2 * stats.t.sf(bound, df[look])))
-        crossed |= t[:, look] > bound
-    return tuple(levels)
+    centre = band.mean(axis=1, keepdims=True)
+    pooled = (((band - centre) ** 2).sum(axis=1, keepdims=True) + squares) / (band_runs + counts - 2)
+    return (means - centre) / np.sqrt(pooled * (1 / band_runs + 1 / counts))
 
 
 def look(
