@@ -13,10 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracking.names import REPEAT_KEY_TAG, status_is, tag_is
 from tracking.repeats.kept import KeptRepeat, RepeatStore, read_kept
 from tracking.store.location import is_local_store
-from tracking.store.reads import newest_run
+from tracking.store.reads import finished_repeat
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -50,7 +49,7 @@ def fetch_shared(
     found: dict[Job, KeptRepeat] = {}
     with tempfile.TemporaryDirectory() as folder:
         for job in jobs:
-            run = newest_run(client, [experiment_id], f"{tag_is(REPEAT_KEY_TAG, job.key)} and {status_is('FINISHED')}")
+            run = finished_repeat(client, experiment_id, job.key)
             if run is None:
                 continue
             try:
