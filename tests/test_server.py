@@ -20,6 +20,8 @@ from tracking.store.journal import OFFLINE, SYNCED, read_journal
 pytestmark = pytest.mark.slow
 
 EPOCHS = 40  # enough for the server to be killed after the first epoch while training goes on
+# A tiny calibration's stage: under a minute alone, but 10 on a 2-core machine loaded 10 times over.
+CALIBRATION_TIMEOUT_S = 1200
 
 
 @pytest.fixture(scope="session")
@@ -94,16 +96,18 @@ def test_two_clones_share_kept_repeats_through_one_postgres_backed_server(postgr
     server = MlflowServer(postgres.uri, tmp_path / "artifacts", tmp_path / "server.log").start()
     env = project_env(MLFLOW_TRACKING_URI=server.uri)
     try:
-        trained = run(["dvc", "repro", "calibrate"], first, env=env)
+        trained = run(["dvc", "repro", "calibrate"], first, env=env, timeout=CALIBRATION_TIMEOUT_S)
         run(["git", "add", "dvc.lock"], first)
         run(["git", "commit", "-qm", "calibrated"], first)
         run(["dvc", "push"], first)
         second = team / "second"
         run(["git", "clone", "-q", str(first), str(second)], team)
-        run(["dvc", "pull"], second)
+        run(["dvc", "pull", "--with-deps", "calibrate"], second)
         assert not (second / REPEATS_DIR).exists()
         started = time.monotonic()
-        reused = run(["dvc", "repro", "--force", "--single-item", "calibrate"], second, env=env)
+        reused = run(
+            ["dvc", "repro", "--force", "--single-item", "calibrate"], second, env=env, timeout=CALIBRATION_TIMEOUT_S
+        )
         print(f"the second clone's calibration of 3 repeats took {time.monotonic() - started:.1f} s")
         # A batch sent again by a client whose first request outlived the HTTP timeout, after the server stored it:
         # PostgreSQL logs the duplicate key, and MLflow's store adds only what it lacked.
