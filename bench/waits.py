@@ -27,6 +27,7 @@ MEANINGS = (
     ("do_epoll_wait", "a socket or pipe"),
     ("do_select", "a socket or pipe"),
     ("do_sys_poll", "a socket or pipe"),
+    ("poll_schedule", "a socket or pipe (a child process's output, a server)"),
     ("sk_wait", "a socket"),
     ("wait_woken", "a socket"),
     ("unix_stream", "a socket"),
