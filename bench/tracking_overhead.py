@@ -1,15 +1,23 @@
-"""Cost of tracking: the default model trained as the `train` stage does, with tracking off and on, alternating
-in one process.
+"""Cost of tracking: the default model trained as the `train` stage does, untracked, tracked by us, and tracked by
+MLflow's own `mlflow.keras.autolog()`, alternating in one process.
 
 Prints each repeat's wall time with where its CPU went (this process, the machine's other processes, the
-hypervisor's steal: a run the machine slowed shows it there), the slowest run of each arm, the median of the
-paired ratios tracked/untracked (target: at most 1.02), and the cost split in two: per epoch on the training thread (the metrics callback) and per run (opening the run,
-logging the model, waiting for the background writes at its end). Tracked runs are made with MLflow's system
-metrics and without them; the ratio and the split use the one `compute.system_metrics` says (on by default,
-as users get it), and the paired ratio with/without is their own cost. The one-off per-process costs (importing MLflow, opening the store) are
-printed apart, since they do not grow with training. Then the per-run fixed cost in CPU seconds (process time,
-every thread), each part measured alone on the trained model in the order a run makes them: opening the run, params
-and provenance, the data set, the model, the curves, ending the run (goal: 0.15 s in all).
+hypervisor's steal: a run the machine slowed shows it there), the median of the paired ratios tracked/untracked
+(target: at most 1.02) for ours and for autolog, and what a run costs over the untracked training in CPU seconds,
+ours against autolog's, measured side by side (goal: ours at most autolog's, ratio <= 1, while recording far
+more: the counts of params, tags, metrics, metric values, artifacts, models and data sets each records are printed).
+Ours is tracked with MLflow's system metrics and without them; the ratios use the one `compute.system_metrics` says
+(on by default, as users get it), and the paired ratio with/without is their own cost. The one-off per-process
+costs (importing MLflow, opening the store) are printed apart, since they do not grow with training. Then our
+per-run fixed cost in CPU seconds (process time, every thread), each part measured alone on the trained model in
+the order a run makes them.
+
+Every run is timed phase by phase (bench/waits.py): `seed` (its start-up: the frameworks seeded), `build`, `open`
+(the run opened), `before fit` (the data: the seeded batches made; ours hands its setup's logging to the writer),
+`fit`, `after fit` (ours: the weights hashed, the model and curves logged; autolog: its model logged), `hash`,
+`save` (the model and history written as the train stage writes them) and `end` (the run ended), with the main thread's context switches and its wait channel sampled every 50 ms: for each arm's
+slowest run, the phase that took longest over its median and what the thread waited on there, so a stall is
+named, ours or the machine's.
 `--epochs` trains longer than params.yaml says (`--epochs 320`: about a minute on 2 cores), where the ratio's
 target is judged on a realistic training length.
 Run from the project root: `.venv/bin/python bench/tracking_overhead.py [--repeats 7] [--epochs N]`.
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import time
 from functools import partial
@@ -26,9 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import bench_setup
+from waits import Phase, WaitSampler, described
 
 TARGET = 1.02
-FIXED_COST_GOAL = 0.15  # CPU seconds a run adds whatever its length
+PER_RUN_GOAL = 1.0  # ours over autolog's CPU seconds per run, measured side by side
+UNTRACKED, AUTOLOG = "untracked", "autolog"
+# A run's phases in the order it goes through them (an arm skips those it has not).
+PHASES = ("seed", "build", "open", "before fit", "fit", "after fit", "hash", "save", "end")
 
 
 def main() -> None:
@@ -44,10 +57,11 @@ def main() -> None:
     train, val = bench.splits["train"], bench.splits.get("val")
 
     started = time.perf_counter()
-    import mlflow  # noqa: F401
+    import mlflow
 
     import_s = time.perf_counter() - started
     import keras
+    import mlflow.keras
 
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
@@ -61,109 +75,222 @@ def main() -> None:
     started = time.perf_counter()
     connect(root, "bench-overhead")
     connect_s = time.perf_counter() - started
+    autolog_experiment = connect(root, "bench-autolog")
+    sampler = WaitSampler()
 
-    class FitTime(keras.callbacks.Callback):
-        """When fit began and ended, to tell the training thread's time from the run's own."""
+    class FitLaps(keras.callbacks.Callback):
+        """Lap the run's phases where `fit` begins and ends, to tell the training from the run's own work."""
+
+        def __init__(self, phases: dict[str, Phase]) -> None:
+            super().__init__()
+            self.phases = phases
 
         def on_train_begin(self, logs: Any = None) -> None:
-            self.began = time.perf_counter()
+            sampler.lap(self.phases, "fit")
 
         def on_train_end(self, logs: Any = None) -> None:
-            self.ended = time.perf_counter()
+            sampler.lap(self.phases, "after fit")
 
-    def untracked() -> tuple[str, dict[str, float]]:
-        seed_frameworks(params, seeds)
-        began = time.perf_counter()
-        built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
-        fit = FitTime()
-        history = fit_model(built.model, params, seeds, train, val, [fit])
-        digest = weights_sha256(built.model.get_weights())
-        write_outputs(scratch / "untracked", built.model, history, digest)
-        return digest, {"total": time.perf_counter() - began, "fit": fit.ended - fit.began}
-
-    def tracked(system_metrics: bool) -> tuple[str, dict[str, float]]:
+    def built_model(phases: dict[str, Phase]) -> Any:
+        sampler.lap(phases, "seed")
         effective = seed_frameworks(params, seeds)
-        began = time.perf_counter()
-        built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
-        fit, building = FitTime(), time.perf_counter()
-        with Tracker("bench-overhead", root, stage="bench", system_metrics=system_metrics) as tracker:
-            opened = time.perf_counter()
-            model, history, digest = tracked_training(
-                params, seeds, effective, built, root, manifest, train, val, tracker, [fit]
-            )
-            logged = time.perf_counter()
-            write_outputs(scratch / "tracked", model, history, digest)
-            closing = time.perf_counter()
-        ended = time.perf_counter()
-        return digest, {
-            "total": ended - began,
-            "fit": fit.ended - fit.began,
-            "open": opened - building,
-            "after fit": logged - fit.ended,
-            "end": ended - closing,
-        }
+        sampler.lap(phases, "build")
+        return effective, prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
 
-    with_system, without_system = "tracked with system metrics", "tracked without"
-    arms = {"untracked": untracked, with_system: partial(tracked, True), without_system: partial(tracked, False)}
+    def untracked() -> tuple[str, dict[str, Phase], str | None]:
+        phases: dict[str, Phase] = {}
+        _, built = built_model(phases)
+        sampler.lap(phases, "before fit")
+        history = fit_model(built.model, params, seeds, train, val, [FitLaps(phases)])
+        sampler.lap(phases, "hash")
+        digest = weights_sha256(built.model.get_weights())
+        sampler.lap(phases, "save")
+        write_outputs(scratch / UNTRACKED, built.model, history, digest)
+        sampler.lap(phases, None)
+        return digest, phases, None
+
+    def tracked(system_metrics: bool) -> tuple[str, dict[str, Phase], str | None]:
+        phases: dict[str, Phase] = {}
+        effective, built = built_model(phases)
+        sampler.lap(phases, "open")
+        with Tracker("bench-overhead", root, stage="bench", system_metrics=system_metrics) as tracker:
+            sampler.lap(phases, "before fit")  # the setup's logging is handed to the writer; hashing is after fit
+            model, history, digest = tracked_training(
+                params, seeds, effective, built, root, manifest, train, val, tracker, [FitLaps(phases)]
+            )
+            sampler.lap(phases, "save")
+            write_outputs(scratch / "tracked", model, history, digest)
+            sampler.lap(phases, "end")
+        sampler.lap(phases, None)
+        return digest, phases, tracker.run_id
+
+    def autologged() -> tuple[str, dict[str, Phase], str | None]:
+        phases: dict[str, Phase] = {}
+        _, built = built_model(phases)
+        sampler.lap(phases, "open")
+        # On after the model is built: our build's preflight check fits a step, which autolog would log as a run.
+        mlflow.keras.autolog(silent=True)
+        run = mlflow.start_run(experiment_id=autolog_experiment)
+        sampler.lap(phases, "before fit")
+        history = fit_model(built.model, params, seeds, train, val, [FitLaps(phases)])
+        sampler.lap(phases, "hash")
+        digest = weights_sha256(built.model.get_weights())
+        sampler.lap(phases, "save")
+        write_outputs(scratch / AUTOLOG, built.model, history, digest)
+        sampler.lap(phases, "end")
+        mlflow.end_run()
+        sampler.lap(phases, None)
+        return digest, phases, run.info.run_id
+
+    with_system, without_system = "ours with system metrics", "ours without"
+    arms = {
+        UNTRACKED: untracked,
+        with_system: partial(tracked, True),
+        without_system: partial(tracked, False),
+        AUTOLOG: autologged,
+    }
     configured = with_system if params.compute.system_metrics else without_system
-    for warm_up in arms.values():
-        warm_up()
+    last_run: dict[str, str | None] = {}
+
+    def arm_run(name: str) -> tuple[str, dict[str, Phase], str | None]:
+        """One run of arm `name`; autologging is on in the autolog arm's run only (its `open` phase turns it on,
+        as a team's script calls `mlflow.keras.autolog()` once before its one run)."""
+        try:
+            found = arms[name]()
+        finally:
+            mlflow.keras.autolog(disable=True, silent=True)
+        last_run[name] = found[2]
+        return found
+
+    for name in arms:
+        arm_run(name)  # warm-up
     times: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
-    digests = set()
+    waits: dict[str, list[dict[str, Phase]]] = {name: [] for name in arms}
+    digests: dict[str, set[str]] = {name: set() for name in arms}
     for repeat in range(args.repeats):
         order = list(arms)
         for name in order[repeat % len(order) :] + order[: repeat % len(order)]:  # each arm first in turn
-            digest, parts = measured(arms[name])
-            digests.add(digest)
+            digest, phases, parts = measured(partial(arm_run, name))
+            digests[name].add(digest)
             times[name].append(parts)
+            waits[name].append(phases)
         print(
             f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(f"{name} {run_line(times[name][-1])}" for name in arms)
         )
+    sampler.stop()
 
     def median(name: str, part: str) -> float:
-        return statistics.median(parts[part] for parts in times[name])
+        return statistics.median(parts.get(part, 0.0) for parts in times[name])
 
     def paired_ratio(name: str, other: str) -> float:
         return statistics.median(a["total"] / b["total"] for a, b in zip(times[name], times[other], strict=True))
 
-    ratio = paired_ratio(configured, "untracked")
+    def paired_cpu(name: str) -> float:
+        """CPU seconds a run of arm `name` costs over the untracked training (median of the paired repeats)."""
+        return statistics.median(a["cpu"] - b["cpu"] for a, b in zip(times[name], times[UNTRACKED], strict=True))
+
+    ratio, autolog_ratio = paired_ratio(configured, UNTRACKED), paired_ratio(AUTOLOG, UNTRACKED)
     epochs = params.train.epochs
-    per_epoch = (median(configured, "fit") - median("untracked", "fit")) / epochs
-    per_run = median(configured, "total") - median("untracked", "total") - per_epoch * epochs
+    per_epoch = (median(configured, "fit") - median(UNTRACKED, "fit")) / epochs
+    per_run = median(configured, "total") - median(UNTRACKED, "total") - per_epoch * epochs
     print(f"model {params.model.builder}, {epochs} epochs, {len(train['y'])} training samples")
     print(
-        f"median untracked {median('untracked', 'total'):.2f} s, {configured} {median(configured, 'total'):.2f} s "
-        f"(fit {median('untracked', 'fit'):.2f} s untracked, {median(configured, 'fit'):.2f} s tracked)"
+        f"median untracked {median(UNTRACKED, 'total'):.2f} s, {configured} {median(configured, 'total'):.2f} s, "
+        f"autolog {median(AUTOLOG, 'total'):.2f} s (fit {median(UNTRACKED, 'fit'):.2f} s untracked, "
+        f"{median(configured, 'fit'):.2f} s ours, {median(AUTOLOG, 'fit'):.2f} s autolog)"
     )
     print(
-        f"per epoch on the training thread: {per_epoch * 1000:.1f} ms; per run: {per_run:.2f} s "
+        f"ours, per epoch on the training thread: {per_epoch * 1000:.1f} ms; per run: {per_run:.2f} s "
         f"(opening the run {median(configured, 'open'):.2f} s, logging after fit "
         f"{median(configured, 'after fit'):.2f} s, ending it {median(configured, 'end'):.2f} s)"
     )
+    for name, found in ((configured, ratio), (AUTOLOG, autolog_ratio)):
+        print(
+            f"ratio {name}/untracked (median of the paired repeats): {found:.3f} (target <= {TARGET})"
+            f" {'OK' if found <= TARGET else 'OVER TARGET'}"
+        )
+    ours_cpu, autolog_cpu = paired_cpu(configured), paired_cpu(AUTOLOG)
+    cpu_ratio = ours_cpu / autolog_cpu if autolog_cpu > 0 else float("inf")
     print(
-        f"ratio tracked/untracked (median of the paired repeats): {ratio:.3f} (target <= {TARGET})"
-        f" {'OK' if ratio <= TARGET else 'OVER TARGET'}"
+        f"per run over the untracked training, CPU seconds (median of the paired repeats): {configured} "
+        f"{ours_cpu:.3f}, {without_system} {paired_cpu(without_system):.3f}, autolog {autolog_cpu:.3f}; "
+        f"ours/autolog {cpu_ratio:.2f} (goal <= {PER_RUN_GOAL}) {'OK' if cpu_ratio <= PER_RUN_GOAL else 'OVER GOAL'}"
     )
     print(
-        f"system metrics: tracked with/without {paired_ratio(with_system, without_system):.3f} (median of the "
+        f"system metrics: ours with/without {paired_ratio(with_system, without_system):.3f} (median of the "
         f"paired repeats); ending the run {median(with_system, 'end'):.3f} s with, "
         f"{median(without_system, 'end'):.3f} s without"
     )
-    print(f"weights identical in every run, tracked or not: {len(digests) == 1}")
+    client = mlflow.MlflowClient()
+    for name in (configured, AUTOLOG):
+        counts = recorded(client, last_run[name])
+        print(f"{name} records per run: " + ", ".join(f"{count} {what}" for what, count in counts.items()))
+    print(
+        "weights identical in every run, tracked or not: "
+        f"{len(set().union(*digests.values())) == 1} ({', '.join(f'{name} {len(found)}' for name, found in digests.items())} distinct)"
+    )
+    phase_names = [phase for phase in PHASES if any(phase in phases for runs in waits.values() for phases in runs)]
     for name in arms:
-        slowest = max(times[name], key=lambda parts: parts["total"])
+        print(
+            f"{name}, median phases: "
+            + ", ".join(f"{phase} {phase_median(waits[name], phase):.3f} s" for phase in phase_names)
+        )
+    for name in arms:
+        index = max(range(len(times[name])), key=lambda i: times[name][i]["total"])
+        slowest, phases = times[name][index], waits[name][index]
+
+        over = {phase: found.seconds - phase_median(waits[name], phase) for phase, found in phases.items()}
+        worst = max(over, key=over.__getitem__)
         print(
             f"slowest {name}: {slowest['total'] / median(name, 'total'):.2f}x its median, {run_line(slowest)}; "
-            f"fit {slowest['fit']:.2f} s (median {median(name, 'fit'):.2f} s)"
+            f"fit {slowest['fit']:.2f} s (median {median(name, 'fit'):.2f} s); its longest phase over its median: "
+            f"{worst} +{over[worst]:.2f} s ({phases[worst].seconds:.2f} s), where the main thread waited in "
+            f"{described(phases[worst])}; outside fit in all: {described(outside_fit(phases))}"
         )
     print(f"one-off per process: import mlflow {import_s:.2f} s, open the store {connect_s:.2f} s")
     costs = fixed_costs(bench, params, params.compute.system_metrics)
-    total = sum(costs.values())
     print(
-        "per-run fixed cost, CPU seconds (median of 5 runs, each part alone): "
+        "ours, per-run fixed cost, CPU seconds (median of 5 runs, each part alone): "
         + ", ".join(f"{part} {seconds:.3f}" for part, seconds in costs.items())
-        + f"; in all {total:.3f} s (goal {FIXED_COST_GOAL} s) {'OK' if total <= FIXED_COST_GOAL else 'OVER GOAL'}"
+        + f"; in all {sum(costs.values()):.3f} s"
     )
+
+
+def phase_median(runs: list[dict[str, Phase]], phase: str) -> float:
+    """The median seconds of `phase` over `runs` (0 in a run without it)."""
+    return statistics.median(phases[phase].seconds if phase in phases else 0.0 for phases in runs)
+
+
+def outside_fit(phases: dict[str, Phase]) -> Phase:
+    """A run's phases but `fit` taken together: their seconds, switches and wait-channel samples."""
+    merged = Phase()
+    for name, phase in phases.items():
+        if name != "fit":
+            merged.seconds += phase.seconds
+            merged.voluntary += phase.voluntary
+            merged.involuntary += phase.involuntary
+            merged.channels.update(phase.channels)
+    return merged
+
+
+def recorded(client: Any, run_id: str | None) -> dict[str, int]:
+    """What the run `run_id` holds, read back through MLflow: params, tags, metric keys and values, artifact files
+    (every folder walked), logged models and data sets."""
+    run = client.get_run(run_id)
+
+    def files(path: str | None = None) -> int:
+        return sum(files(item.path) if item.is_dir else 1 for item in client.list_artifacts(run_id, path))
+
+    models = client.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'")
+    return {
+        "params": len(run.data.params),
+        "tags": len(run.data.tags),
+        "metrics": len(run.data.metrics),
+        "metric values": sum(len(client.get_metric_history(run_id, key)) for key in run.data.metrics),
+        "artifacts": files(),
+        "models": len(models),
+        "data sets": len(run.inputs.dataset_inputs),
+    }
 
 
 def machine_seconds() -> tuple[float, float]:
@@ -175,16 +302,31 @@ def machine_seconds() -> tuple[float, float]:
     return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
-def measured(arm: Any) -> tuple[str, dict[str, float]]:
-    """Run one arm and add where its wall time's CPU went: this process's CPU seconds (every thread), the other
-    processes' on this machine, and the seconds stolen from it by the hypervisor. A run slowed by the machine
+def measured(arm: Any) -> tuple[str, dict[str, Phase], dict[str, float]]:
+    """Run one arm and add where its wall time's CPU went: this process's CPU seconds (every thread, and the children
+    it waited for), the other processes' on this machine, and the seconds stolen from it by the hypervisor. A run slowed by the machine
     shows it in `others` or `steal`; one slowed by its own work (a busy thread) in `cpu`."""
     busy, steal = machine_seconds()
-    cpu = time.process_time()
-    digest, parts = arm()
-    cpu = time.process_time() - cpu
+    cpu = process_cpu()
+    digest, phases, _ = arm()
+    cpu = process_cpu() - cpu
     busy_after, steal_after = machine_seconds()
-    return digest, {**parts, "cpu": cpu, "others": max(0.0, busy_after - busy - cpu), "steal": steal_after - steal}
+    parts = {name: phase.seconds for name, phase in phases.items()}
+    parts["total"] = sum(parts.values())
+    return (
+        digest,
+        phases,
+        {**parts, "cpu": cpu, "others": max(0.0, busy_after - busy - cpu), "steal": steal_after - steal},
+    )
+
+
+def process_cpu() -> float:
+    """CPU seconds of this process (every thread) and of the children it waited for: MLflow's model logging infers
+    a model's requirements in a child process of its own."""
+    return sum(
+        usage.ru_utime + usage.ru_stime
+        for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
 
 
 def run_line(parts: dict[str, float]) -> str:

@@ -74,7 +74,7 @@ def train_candidate_repeats(
             if decided and decided([finished[job] for job in plan[:start]]):
                 break
             chunk = plan[start : start + step]
-            kept = kept_before(store, chunk)
+            kept = kept_before(store, chunk, candidate)
             finished |= kept
             reused += len(kept)
             bar.update(len(kept))

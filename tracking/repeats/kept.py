@@ -43,6 +43,23 @@ class KeptRepeat:
     predicted: np.ndarray
     weights: np.ndarray
 
+    def to_bytes(self) -> bytes:
+        """The repeat as the `.npz` file it is kept in (locally, and as its run's artifact on a server)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, run=np.array(json.dumps(self.run)), predicted=self.predicted, weights=self.weights)
+        return buffer.getvalue()
+
+
+def read_kept(path: Path) -> KeptRepeat | None:
+    """The repeat in the `.npz` file `path`, or None; an unreadable file counts as missing (it is trained again).
+    Arrays only: NumPy refuses pickled objects, so a file from a server runs no code."""
+    try:
+        with np.load(path) as kept:
+            return KeptRepeat(json.loads(str(kept["run"])), kept["predicted"], kept["weights"])
+    except (OSError, ValueError, KeyError) as err:
+        log.warning("ignoring the unreadable kept repeat %s (%s); it is trained again", path, err)
+        return None
+
 
 def repeat_key(identity: dict[str, Any], variant: str, repeat: int) -> str:
     """The SHA-256 of a repeat's identity (what the calibration shares) with its variant and index."""
@@ -121,14 +138,7 @@ class RepeatStore:
     def load(self, key: str) -> KeptRepeat | None:
         """The repeat kept under `key`, or None; an unreadable file counts as missing (it is trained again)."""
         path = self.folder / f"{key}.npz"
-        if not path.is_file():
-            return None
-        try:
-            with np.load(path) as kept:
-                return KeptRepeat(json.loads(str(kept["run"])), kept["predicted"], kept["weights"])
-        except (OSError, ValueError, KeyError) as err:
-            log.warning("ignoring the unreadable kept repeat %s (%s); it is trained again", path, err)
-            return None
+        return read_kept(path) if path.is_file() else None
 
     def save(self, key: str, kept: KeptRepeat) -> None:
         """Write the repeat under `key` through a temporary file, so a kill never leaves half a file."""
@@ -136,12 +146,10 @@ class RepeatStore:
             self.folder.mkdir(parents=True)
             # Kept repeats are a cache of this machine's work: never committed, in any project.
             (self.folder / ".gitignore").write_text("*\n")
-        buffer = io.BytesIO()
-        np.savez(buffer, run=np.array(json.dumps(kept.run)), predicted=kept.predicted, weights=kept.weights)
         handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
         try:
             with os.fdopen(handle, "wb") as file:
-                file.write(buffer.getvalue())
+                file.write(kept.to_bytes())
             os.replace(temporary, self.folder / f"{key}.npz")
         except BaseException:
             Path(temporary).unlink(missing_ok=True)

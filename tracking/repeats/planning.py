@@ -1,13 +1,13 @@
 """A repeat's plan: what every repeat of one training shares (`RepeatSpec`: params, seeds, data, provenance), what
 decides each one's result but its variant and index (`repeat_identity`), the repeats to train under their keys
-(`planned`) and those kept from earlier runs (`kept_before`), and the model prepared once for the repeats to reuse. The
+(`planned`) and those kept from earlier runs, here or on the tracking server (`kept_before`), and the model prepared once for the repeats to reuse. The
 calibrate stage, the candidate's extra runs and a team script's calibration plan their repeats here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.config.params import Params
 from tracking.data.manifest import Manifest
@@ -18,8 +18,12 @@ from tracking.layout import CALIBRATE
 from tracking.provenance import capture
 from tracking.provenance.software import installed_packages
 from tracking.repeats.kept import KeptRepeat, RepeatStore, code_version, repeat_key
+from tracking.repeats.shared import fetch_shared, shares_repeats
 from tracking.repeats.worker import CALIBRATION, TRAINING_SECTIONS, Job, RepeatSpec
 from tracking.training.model import BuildInputs, RepeatedModel
+
+if TYPE_CHECKING:
+    from tracking.run.tracker import Tracker
 
 
 def repeat_spec(
@@ -74,6 +78,11 @@ def planned(identity: dict[str, Any], repeats: Iterable[tuple[str, int]]) -> lis
     return [Job(variant, repeat, repeat_key(identity, variant, repeat)) for variant, repeat in repeats]
 
 
-def kept_before(store: RepeatStore, jobs: Iterable[Job]) -> dict[Job, KeptRepeat]:
-    """The `jobs` kept in `store` by an earlier run under the same key: reused, never trained again."""
-    return {job: kept for job in jobs if (kept := store.load(job.key)) is not None}
+def kept_before(store: RepeatStore, jobs: Iterable[Job], tracker: Tracker | None = None) -> dict[Job, KeptRepeat]:
+    """The `jobs` kept in `store` by an earlier run under the same key, and where `tracker`'s store is a server,
+    those another clone kept there (tracking/repeats/shared.py): reused, never trained again."""
+    kept = {job: found for job in jobs if (found := store.load(job.key)) is not None}
+    missing = [job for job in jobs if job not in kept]
+    if tracker is not None and missing and shares_repeats(tracker.uri):
+        kept |= fetch_shared(tracker.client, tracker.experiment_id, missing, store)
+    return kept

@@ -43,6 +43,7 @@ from tracking.names import (
 )
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
 from tracking.repeats.kept import KeptRepeat
+from tracking.repeats.shared import shared_name, shares_repeats
 from tracking.repeats.variants import variant_setup
 from tracking.run.tracker import Tracker
 from tracking.training.model import BuildInputs, RepeatedModel, with_model
@@ -215,17 +216,20 @@ class RepeatWorker:
             )
             child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
             child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
-        run = {
-            "variant": variant,
-            "repeat": repeat,
-            "run_id": child.run_id,
-            "impl_noise": source,
-            "weights_sha256": trained.weights_sha256,
-            "metrics": trained.metrics,
-            "seeds": seeds.as_dict(),
-            "where": placement,
-        }
-        return KeptRepeat(run, trained.predicted, trained.weights)
+            run = {
+                "variant": variant,
+                "repeat": repeat,
+                "run_id": child.run_id,
+                "impl_noise": source,
+                "weights_sha256": trained.weights_sha256,
+                "metrics": trained.metrics,
+                "seeds": seeds.as_dict(),
+                "where": placement,
+            }
+            kept = KeptRepeat(run, trained.predicted, trained.weights)
+            if shares_repeats(child.uri):  # before the run is FINISHED: a finished run on a server has its file
+                child.log_bytes(kept.to_bytes(), shared_name(key))
+        return kept
 
 
 def _node_address() -> str | None:

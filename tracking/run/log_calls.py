@@ -173,6 +173,9 @@ class RunLogCalls:
     def log_text(self, text: str, name: str) -> None:
         self._write_file(name, lambda path: path.write_text(text, encoding="utf-8"))
 
+    def log_bytes(self, data: bytes, name: str) -> None:
+        self._write_file(name, lambda path: path.write_bytes(data))
+
     def _write_file(self, name: str, save: Callable[[Path], object]) -> None:
         """Save content as the artifact `name` (folder/file) through a temporary file (the journal keeps a copy)."""
         folder, _, filename = name.rpartition("/")

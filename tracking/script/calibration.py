@@ -36,18 +36,15 @@ from tracking.names import (
     NOISE_ROLE_TAG,
     PROV_PREFIX,
     REASON_TAG,
-    REPEAT_KEY_TAG,
     REUSED_REPEATS_TAG,
     VERDICT_TAG,
     WEIGHTS_TAG,
-    status_is,
-    tag_is,
 )
 from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.redaction import redact_params
 from tracking.script.repeat_context import SCRIPT_VARIANTS, ScriptRepeat
-from tracking.store.reads import experiment_named, newest_run, run_metrics
+from tracking.store.reads import experiment_named, finished_repeat, run_metrics
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -120,12 +117,12 @@ def calibrate_script(
         with temporary_worktree(root, git["commit"]) as project:
             apply_diff(project, git.get("diff") or "", parent.run_id)
             for job in planned(identity, product(variants, range(repeats))):
-                kept = _finished(client, experiment_id, job.key)
+                kept = finished_repeat(client, experiment_id, job.key)
                 if kept is None:
                     repeat = ScriptRepeat(parent.run_id, job.variant, job.repeat, job.key)
                     log.info("calibrate [%s %d/%d]: %s", job.variant, job.repeat + 1, repeats, command)
                     _run(command, project / wdir.relative_to(root), {**env, TRACKING_REPEAT: repeat.to_env()})
-                    kept = _finished(client, experiment_id, job.key)
+                    kept = finished_repeat(client, experiment_id, job.key)
                     if kept is None:
                         raise NoiseError(
                             f"`{command}` (stage {stage}) finished but logged no MLflow run for the calibration",
@@ -143,11 +140,6 @@ def calibrate_script(
             tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise.variants["control"].bit_identical).lower()
         parent.set_tags(tags)
     return noise
-
-
-def _finished(client: MlflowClient, experiment_id: str, key: str) -> Run | None:
-    """The finished run kept under repeat `key` (the latest), or None."""
-    return newest_run(client, [experiment_id], f"{tag_is(REPEAT_KEY_TAG, key)} and {status_is('FINISHED')}")
 
 
 def _run(command: str, folder: Path, env: dict[str, str]) -> None:

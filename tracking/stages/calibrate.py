@@ -139,7 +139,7 @@ def calibrate_baseline(params: Params) -> None:
         identity = repeat_identity(params, baseline, manifest, root, gpu)
         plan = planned(identity, product(params.calibration.variants, range(params.calibration.repeats)))
         store = RepeatStore(root / REPEATS_DIR)
-        finished = kept_before(store, plan)
+        finished = kept_before(store, plan, parent)
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
         if pool and pending:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tracking.names import MLFLOW_PARENT_RUN_TAG, NEWEST_FIRST, tag_is
+from tracking.names import MLFLOW_PARENT_RUN_TAG, NEWEST_FIRST, REPEAT_KEY_TAG, status_is, tag_is
 
 if TYPE_CHECKING:
     from mlflow.entities import Experiment, Run
@@ -116,3 +116,9 @@ def children_of(client: MlflowClient, experiment_id: str, parent_run_id: str, wh
     return all_runs(
         client, [experiment_id], " and ".join(filter(None, (tag_is(MLFLOW_PARENT_RUN_TAG, parent_run_id), where)))
     )
+
+
+def finished_repeat(client: MlflowClient, experiment_id: str, key: str) -> Run | None:
+    """The newest FINISHED run of `experiment_id` that trained the repeat whose key is `key` (its `noise.repeat_key`
+    tag, tracking/repeats/kept.py), or None: a repeat any clone finished against this store."""
+    return newest_run(client, [experiment_id], f"{tag_is(REPEAT_KEY_TAG, key)} and {status_is('FINISHED')}")
