@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_project, project_env, run, write_params
-from servers import SKIP_POSTGRES, MlflowServer, Namespace, Postgres, RayHead
+from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Namespace, Postgres, RayHead
 
 from tracking.config.baseline import freeze
 from tracking.layout import NOISE_FILE, REPEATS_DIR
@@ -37,7 +37,7 @@ from tracking.names import COMPUTE_ATTEMPT_TAG, COMPUTE_NODE_TAG, REPAIRED_TAG, 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not os.environ.get("TRACKING_TEST_CLUSTER"), reason="a cluster of two nodes in namespaces: `make test-cluster`"
+        not os.environ.get(DEPLOYMENT_TESTS), reason="a cluster of two nodes in namespaces: `make test-cluster`"
     ),
 ]
 

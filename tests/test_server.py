@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, project_env, run, tiny_calibration, write_params
-from servers import SKIP_POSTGRES, MlflowServer, Postgres
+from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Postgres
 
 from tracking.layout import NOISE_FILE, REPEATS_DIR
 from tracking.store.journal import OFFLINE, SYNCED, read_journal
@@ -85,6 +85,7 @@ def test_pipeline_through_a_postgres_backed_server(project, postgres, tmp_path):
         server.kill()
 
 
+@pytest.mark.skipif(not os.environ.get(DEPLOYMENT_TESTS), reason="two clones' calibrations: `make test-cluster`")
 def test_two_clones_share_kept_repeats_through_one_postgres_backed_server(postgres, tmp_path):
     """A team's deployment as docs/server-and-offline.md sets it up: one `mlflow server` on PostgreSQL serving
     artifacts, and the template's DVC remote beside the clones. One member calibrates and pushes; a second clone
