@@ -272,6 +272,6 @@ def test_a_models_own_compile_arguments_are_checked_one_line_each(team: Path, tr
 
     team_models = team_module(team)
     model = team_models.Distiller(team_models.net((6,), 3, "s"), team_models.net((6,), 3, "t"))
-    with pytest.raises(UserCodeError, match="^train\\.") as caught:
+    with pytest.raises(UserCodeError, match=r"^train\.") as caught:
         compile_model(model, params_for("distiller", train), team)
     assert expected in str(caught.value)
