@@ -275,3 +275,74 @@ def test_a_models_own_compile_arguments_are_checked_one_line_each(team: Path, tr
     with pytest.raises(UserCodeError, match=r"^train\.") as caught:
         compile_model(model, params_for("distiller", train), team)
     assert expected in str(caught.value)
+
+
+SCRIPT = """\
+import json
+
+import keras
+import numpy as np
+
+import tracking
+from team_models import Distiller, RecommenderNet, net
+
+rng = np.random.default_rng(0)
+ids = {"user": rng.integers(0, 5, 32), "movie": rng.integers(0, 7, 32)}
+ratings = rng.uniform(size=32).astype("float32")
+with tracking.start(seeds={"base": "train.seed", "init": "train.init"}) as run:
+    run.log_data(ids, ratings)
+    model = run.seeded(RecommenderNet(5, 7, 3))  # unbuilt: called on the logged data's first samples
+    model.compile("adam", "mse")
+    model.fit(ids, ratings, epochs=1, batch_size=8, verbose=0, callbacks=[run.callback()])
+    run.log_model(model)
+
+x, y = rng.normal(size=(32, 6)).astype("float32"), np.arange(32) % 3
+with tracking.start(seeds={"base": "train.seed"}) as run:
+    teacher = net((6,), 3, "teacher")
+    teacher.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    teacher.fit(x, y, epochs=1, verbose=0)
+    trained = teacher.get_weights()
+    run.log_data(x, y)
+    distiller = run.seeded(Distiller(net((6,), 3, "student"), teacher))
+    kept = all(np.array_equal(a, b) for a, b in zip(teacher.get_weights(), trained, strict=True))
+    json.dump({"teacher_kept": kept}, open("kept.json", "w"))
+"""
+
+
+@pytest.mark.slow
+def test_a_script_seeds_a_subclassed_model_and_keeps_a_trained_teacher(team: Path, tmp_path: Path):
+    """The library route: `run.seeded` builds keras-io's RecommenderNet on the logged data's first samples (it was
+    refused as not built), records the seeds nothing drew from as unused (they were recorded as numbers), traces it
+    and logs it as an MLflow model (it was taken for "a model of models, as a GAN's"); a Distiller whose teacher
+    trained before keeps the teacher and seeds the student."""
+    import json
+    import shutil
+    import sys
+
+    from conftest import client_for, project_env, run
+
+    from tracking.determinism.seeds import derive_seed
+
+    project = tmp_path / "team"
+    project.mkdir()
+    shutil.copy(team / "team_models.py", project)
+    (project / "train.py").write_text(SCRIPT)
+    (project / "params.yaml").write_text("train:\n  seed: 7\n  init: 123\n")
+    (project / ".gitignore").write_text("mlflow.db*\nmlartifacts/\n.tracking/\nkept.json\n__pycache__/\n")
+    run(["git", "init", "-q"], project)
+    run(["git", "add", "-A"], project)
+    run(["git", "commit", "-qm", "team's project"], project)
+    env = project_env(PYTHONHASHSEED=str(derive_seed(7, "hash")), TF_ENABLE_ONEDNN_OPTS="0")
+    run([sys.executable, "train.py"], project, env=env)
+    client = client_for(project)
+    experiment = client.get_experiment_by_name("team").experiment_id
+    recommender, distilled = sorted(client.search_runs([experiment]), key=lambda found: found.info.start_time)
+    tags = recommender.data.tags
+    assert recommender.info.status == distilled.info.status == "FINISHED"
+    assert tags["prov.seeds.init"] == "123" and tags["prov.model.seeded_weights"] == "4"
+    assert tags["prov.seeds.dropout"].startswith("unused: ") and tags["prov.seeds.augment"].startswith("unused: ")
+    assert "prov.seeds.unattributed" not in tags  # traced on the data's dtypes, not "not checked"
+    assert [found.source_run_id for found in client.search_logged_models([experiment])] == [recommender.info.run_id]
+    assert json.loads((project / "kept.json").read_text()) == {"teacher_kept": True}
+    assert distilled.data.tags["prov.model.kept_weights"] == "2"  # the teacher's kernels; its biases draw nothing
+    assert distilled.data.tags["prov.model.seeded_weights"] == "2"  # the student's kernels
