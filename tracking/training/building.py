@@ -115,11 +115,13 @@ def build_unbuilt(model: Any, spec: str, input_shape: Any, sample: Any) -> None:
     the training inputs, their dtypes the data's: a dict of integer ids builds its embeddings), or built from
     `input_shape` where there is no sample. Keras's `build(shape)` of a subclassed model leaves its layers unbuilt
     (it warns), so their weights would be drawn at the first `fit`, from no seed of ours."""
-    from tracking.determinism.seeding import walk_layers
+    from tracking.determinism.seeding import is_model_of_models, walk_layers
 
     if model.built and all(layer.built for layer in walk_layers(model)):
         return
-    if sample is None:
+    if sample is None or is_model_of_models(model):  # a GAN's has no call: its parts are built by the builder
+        if model.built:
+            return
         named = isinstance(input_shape, Mapping)
         model.build({k: (None, *s) for k, s in input_shape.items()} if named else (None, *input_shape))
         return
@@ -376,10 +378,11 @@ def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
     train, task = params.train, params.data.task
     takes = compile_parameters(model)
     names = output_names(model)
+    takes_loss, takes_metrics = (takes is None or name in takes for name in ("loss", "metrics"))
     check_output_keys(train, names)
     several = len(names) > 1
     arguments: dict[str, Any] = {"optimizer": optimizer_from_params(params)}
-    if "loss" in takes or train.loss:
+    if takes_loss or train.loss:
         if train.loss:
             loss = per_output(train.loss, names, lambda name: resolve_loss(name, root))
         elif several:
@@ -392,7 +395,7 @@ def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
         else:
             loss = task_loss(model, task)
         arguments["loss"] = loss
-    if "metrics" in takes or train.metrics:
+    if takes_metrics or train.metrics:
         metrics = train.metrics if train.metrics is not None else {} if several else DEFAULT_METRICS[task]
         for listed in metrics.values() if isinstance(metrics, Mapping) else [metrics]:
             check_metrics(listed, task, None if several else _output_width(model))
