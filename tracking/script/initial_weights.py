@@ -1,7 +1,7 @@
 """The weights of a team's model against the draws of their initializers: what `run.seeded` re-draws by position,
 and the weights a training already moved, which it keeps (a teacher trained before its student) or, where every one
-moved, refuses to throw away. Keras's naming (`<weight>_initializer`)
-is the only link between a weight and its initializer, so it is read in one place.
+moved, refuses to throw away. Keras's naming (`<weight>_initializer`) is the only link between a weight and its
+initializer, so it is read in one place.
 """
 
 from __future__ import annotations
