@@ -251,6 +251,17 @@ def user_builder(text: str = USER_BUILDER, listed: bool = True) -> Setup:
     return setup
 
 
+def unfrozen_baseline(root: Path) -> None:
+    """The team's builder in params.yaml beside the template's baseline.yaml, never frozen from it: its small_cnn
+    fails on the team's setting."""
+    user_builder()(root)
+    path = root / "baseline.yaml"
+    tree = parse_yaml(path.read_text())
+    tree["model"]["kwargs"]["dense_units"] = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml_editor().dump(tree, handle)
+
+
 def user_loader(body: str, dep: bool = True, **data: object) -> Setup:
     """A team's loader at team_data.py named by data.loader; `dep`: listed among the prepare stage's deps."""
 
@@ -444,6 +455,14 @@ CASES = [
         stage("calibrate"),
         "baseline.yaml: baseline not found",
         "tracking baseline",
+    ),
+    case(
+        "baseline-not-frozen-from-params",
+        unfrozen_baseline,
+        stage("calibrate"),
+        "baseline.yaml: the frozen baseline builds 'pipelines.models:small_cnn', but params.yaml names "
+        "'models.net:build'",
+        "freeze params.yaml as the baseline with `tracking baseline`",
     ),
     case(
         "baseline-misspelled-key",

@@ -167,6 +167,14 @@ def test_rerun_of_a_script_run_runs_its_stage_again_bit_identical(team: Path):
     assert new.info.status == "FINISHED" and new.data.tags["prov.git.commit"] == second.data.tags["prov.git.commit"]
 
 
+def test_rerun_of_a_script_run_under_another_backend_is_one_error_line(team: Path):
+    """A script takes Keras's backend from its environment: the rerun sets the recorded one (the run above trained on
+    TensorFlow), and an environment asking for another stops before anything trains, naming both and the fix."""
+    _, second = team_runs(team)
+    done = run(["tracking", "rerun", second.info.run_id], team, env=project_env(KERAS_BACKEND="jax"), check=False)
+    assert_user_error(done, "trained on the tensorflow backend, but KERAS_BACKEND=jax", "unset KERAS_BACKEND")
+
+
 def test_provenance_command_works_on_a_teams_own_params(team: Path):
     done = run(["tracking", "provenance"], team)  # it used to stop: "params.yaml: unknown key 'data.test_size'"
     record = json.loads(done.stdout)

@@ -6,11 +6,13 @@ changes the candidate and leaves the calibration cached.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tracking.config.params import Params
 from tracking.config.params_file import load_params
-from tracking.errors import ParamsError
+from tracking.errors import ParamsError, UserCodeError
 from tracking.yaml_text import yaml_editor
 
 FROZEN_SECTIONS = ("data", "seeds", "determinism", "model", "train")
@@ -34,3 +36,27 @@ def freeze(params_path: Path, baseline_path: Path) -> None:
     with open(baseline_path, "w", encoding="utf-8") as handle:
         handle.write(HEADER)
         yaml_editor().dump(frozen, handle)
+
+
+@contextmanager
+def blamed_on_baseline(params: Params, baseline: Params) -> Iterator[None]:
+    """A `UserCodeError` in the block (building or checking the baseline's model) said of the baseline file, which
+    is what was built, not params.yaml; where the baseline names another builder than params.yaml (a template's
+    baseline.yaml never frozen from the team's params), saying so, with `tracking baseline` as the fix."""
+    try:
+        yield
+    except UserCodeError as err:
+        path = params.calibration.baseline
+        frozen, current = baseline.model.builder, params.model.builder
+        said = err.problem.replace("params.yaml", path)
+        if frozen != current:
+            raise UserCodeError(
+                f"{path}: the frozen baseline builds '{frozen}', but params.yaml names '{current}', so it was not "
+                f"frozen from this params.yaml; building it failed: {said}",
+                fix="freeze params.yaml as the baseline with `tracking baseline`, then `dvc repro`",
+            ) from err
+        fix = (err.fix or "").replace("params.yaml", path)
+        raise UserCodeError(
+            f"{path} (the frozen baseline): {said}",
+            fix=f"{fix + ', or ' if fix else ''}freeze params.yaml again with `tracking baseline`",
+        ) from err

@@ -141,7 +141,9 @@ class TrainParams(_Section):
     `class_weight`: each class's weight in the training loss (`balanced`: n / (K * count), sklearn's rule, from
     the training split), multiplying the data's `sample_weight`. `augment`: "module:function" called on every
     training batch inside the tf.data pipeline as `augment(x, y, seed) -> (x, y)`, `seed` a stateless seed pair
-    from `seeds.augment` and the step (tracking/training/augment.py).
+    from `seeds.augment` and the step (tracking/training/augment.py). `compile_kwargs`: the arguments of a model's own
+    `compile` beyond the optimizer, loss and metrics (keras-io's `Distiller`: `student_loss_fn`, `alpha`, ...), a
+    "module:name" value the team's object (tracking/training/building.py, `compile_arguments`).
     """
 
     epochs: Annotated[int, Field(ge=1, le=10_000)] = 20
@@ -154,6 +156,7 @@ class TrainParams(_Section):
     loss_weights: list[Weight] | dict[str, Weight] | None = None
     class_weight: ClassWeights | Literal["balanced"] | None = None
     augment: CallableSpec | None = None
+    compile_kwargs: dict[str, Any] = {}
 
     @field_validator("loss", "metrics", "loss_weights", mode="before")
     @classmethod

@@ -64,10 +64,29 @@ _DETERMINISTIC_INITIALIZERS = frozenset({"Zeros", "Ones", "Constant", "Identity"
 @dataclass
 class Created:
     """Weights created while a builder ran: (layer, variable, initializer) in creation order; `missing` says why a
-    variable of the model is not among them, as provenance names it."""
+    variable of the model is not among them, as provenance names it. `kept`: the ids of the variables assigned
+    after their first draw (a teacher the builder trained, weights it loaded or set), which seeding never re-draws;
+    `first` holds each weight's first draw while the builder runs, to find them."""
 
     weights: list[tuple[Any, Any, Any]] = field(default_factory=list)
     missing: str = "made outside add_weight"
+    kept: set[int] = field(default_factory=set)
+    first: dict[int, Any] = field(default_factory=dict)
+
+    def find_kept(self) -> None:
+        """Mark every weight whose value is no longer its first draw as kept, and let the first draws go."""
+        import keras
+        import numpy as np
+
+        for _, variable, _ in self.weights:
+            first = self.first.get(id(variable))
+            if first is not None and not np.array_equal(first, keras.ops.convert_to_numpy(variable), equal_nan=True):
+                self.kept.add(id(variable))
+        self.first.clear()
+
+    def kept_variables(self) -> list[Any]:
+        """The kept weights, in creation order."""
+        return [variable for _, variable, _ in self.weights if id(variable) in self.kept]
 
 
 @dataclass(frozen=True)
@@ -78,17 +97,36 @@ class SeedReport:
     dropout: int
     augment: int
     unattributed: tuple[str, ...]
+    kept: int = 0
+    kept_sha256: str = ""  # the kept weights' SHA-256, in creation order (`with_kept_digest`, tracking/training)
 
     def as_record(self) -> dict[str, Any]:
-        """The provenance entries (`prov.seeds.*`): counts per stream and the unattributed sources, if any."""
+        """The provenance entries (`prov.model.*`): counts per stream, the weights kept as the builder left them (their
+        count and SHA-256) where any were, and the unattributed sources, if any."""
         record: dict[str, Any] = {
             "seeded_weights": self.init,
             "seeded_dropout_generators": self.dropout,
             "seeded_augment_generators": self.augment,
         }
+        if self.kept:
+            record.update(kept_weights=self.kept, kept_weights_sha256=self.kept_sha256)
         if self.unattributed:
             record["unattributed"] = "; ".join(self.unattributed)
         return record
+
+    def unused(self) -> dict[str, str]:
+        """The seeds of streams that seeded nothing in the model, each with what it would have drawn: recorded as
+        unused (`prov.seeds.<source>`), never as a seed the run used."""
+        found = {"init": self.init, "dropout": self.dropout, "augment": self.augment}
+        return {source: UNUSED[source] for source, count in found.items() if not count}
+
+
+# `prov.seeds.<source>` of a stream the model has nothing of (the template's train.augment uses seeds.augment too).
+UNUSED = {
+    "init": "unused: no weight of the model was at its initializer's first draw",
+    "dropout": "unused: the model has no dropout or other generator outside augmentation layers",
+    "augment": "unused: the model has no augmentation layer",
+}
 
 
 @contextlib.contextmanager
@@ -106,6 +144,7 @@ def capturing_weights() -> Iterator[Created]:
         if initializer is None:
             initializer = "glorot_uniform" if "float" in str(variable.dtype) else "zeros"
         created.weights.append((layer, variable, initializers.get(initializer)))
+        created.first[id(variable)] = _first_draw(variable)
         return variable
 
     Layer.add_weight = add_weight
@@ -113,6 +152,19 @@ def capturing_weights() -> Iterator[Created]:
         yield created
     finally:
         Layer.add_weight = original
+    created.find_kept()
+
+
+def _first_draw(variable: Any) -> Any:
+    """A copy of the value `variable` was created with (a view on PyTorch would follow it); None where it holds
+    none yet (a variable Keras initialises later)."""
+    import keras
+    import numpy as np
+
+    try:
+        return np.array(keras.ops.convert_to_numpy(variable), copy=True)
+    except Exception:  # an uninitialised variable: nothing assigned it, so it is at its first draw
+        return None
 
 
 def walk_layers(model: Any) -> list[Any]:
@@ -137,13 +189,24 @@ def is_augmentation(layer: Any) -> bool:
     return type(layer).__module__.startswith("keras.src.layers.preprocessing")
 
 
-def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any) -> SeedReport:
-    """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them.
-    `input_shape` None: a model of models with no inputs of its own (a GAN), whose call is not traced;
-    a dict of shapes by input name for a model fed a dict."""
+def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any, example: Any = None) -> SeedReport:
+    """Re-seed `model`'s initial weights and generators by position (see the module docstring); report them, with
+    the weights kept as the builder trained or loaded them (`created.kept`). `input_shape` None: a model of models
+    with no inputs of its own (a GAN), whose call is not traced; a dict of shapes by input name for a model fed a
+    dict. `example`: a sample of the inputs, whose dtypes a model without symbolic inputs (subclassed) is traced
+    with."""
     init, counts, unattributed = reseed(model, created, seeds)
-    unattributed += unattributed_randomness(model, input_shape, seeds.base)
-    report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed))
+    unattributed += unattributed_randomness(model, input_shape, seeds.base, example)
+    kept = created.kept_variables()
+    report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed), len(kept))
+    if kept:
+        log.info(
+            "%d weight(s) of the model (%s%s) were trained, loaded or set before it was returned: kept as they are "
+            "(prov.model.kept_weights_sha256), not drawn from seeds.init",
+            len(kept),
+            ", ".join(variable.path for variable in kept[:3]),
+            ", ..." if len(kept) > 3 else "",
+        )
     if report.unattributed:
         warn_unattributed(report.unattributed)
     return report
@@ -161,6 +224,8 @@ def reseed(model: Any, created: Created, seeds: Seeds) -> tuple[int, dict[str, i
     k = 0
     for _, (layer, variable, initializer) in by_layer:
         name = type(initializer).__name__
+        if id(variable) in created.kept:
+            continue  # trained or loaded by the builder: the model as the team made it
         if isinstance(initializer, RandomInitializer):
             config = {**initializer.get_config(), "seed": seeds.init + k}
             variable.assign(type(initializer).from_config(config)(variable.shape, dtype=variable.dtype))
@@ -224,19 +289,20 @@ def inference_streams(model: Any, seeds: Seeds) -> None:
     set_generators(walk_layers(model), seeds, INFERENCE_COUNTER)
 
 
-def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str]:
+def unattributed_randomness(model: Any, input_shape: Any, base: int, example: Any = None) -> list[str]:
     """Random draws in a training-mode call of `model` that no layer's generator makes, after seeding Keras's
     global generator from `base`: found by tracing the call (nothing runs, so no state moves). `input_shape` is
     one shape, or a dict of them by input name for a model fed a dict. On JAX and PyTorch the model is called
-    instead, once, statelessly, on one sample of zeros (`global_draws_in_call`)."""
+    instead, once, statelessly, on one sample of zeros (`global_draws_in_call`). `example` gives the dtypes of a
+    model without symbolic inputs."""
     _seed_global_generator(base)
-    if input_shape is None and not model_inputs(model):
+    if input_shape is None and not model_inputs(model) and example is None:
         return ["not checked: the model has no inputs of its own (a model of models), so its call is not traced"]
     if configured() != TENSORFLOW:
-        return global_draws_in_call(model, input_shape)
+        return global_draws_in_call(model, input_shape, example)
     import tensorflow as tf
 
-    spec = sample_inputs(model, input_shape, tf.TensorSpec)
+    spec = sample_inputs(model, input_shape, tf.TensorSpec, example)
     with recording_global_draws(tf.get_current_name_scope) as global_calls:
         try:
             graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(spec).graph
@@ -248,14 +314,14 @@ def unattributed_randomness(model: Any, input_shape: Any, base: int) -> list[str
     return found
 
 
-def global_draws_in_call(model: Any, input_shape: Any) -> list[str]:
+def global_draws_in_call(model: Any, input_shape: Any, example: Any = None) -> list[str]:
     """`unattributed_randomness` where nothing can be traced without running (JAX, PyTorch): one training-mode
     `stateless_call` on a sample of zeros, which leaves every variable and generator of the model as it was,
     recording each draw from Keras's global generator by the layer it came from."""
     import numpy as np
     from keras.src.backend.common.name_scope import current_path
 
-    x = sample_inputs(model, input_shape, lambda shape, dtype: np.zeros((1, *shape[1:]), dtype))
+    x = sample_inputs(model, input_shape, lambda shape, dtype: np.zeros((1, *shape[1:]), dtype), example)
     trainable = [variable.value for variable in model.trainable_variables]
     non_trainable = [variable.value for variable in model.non_trainable_variables]
     with recording_global_draws(current_path) as calls:
@@ -267,16 +333,31 @@ def global_draws_in_call(model: Any, input_shape: Any) -> list[str]:
     return [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(calls)]
 
 
+def is_model_of_models(model: Any) -> bool:
+    """A model of models (keras-io's GAN): no symbolic inputs and no `call` of its own, so it cannot be called on
+    the data; a subclassed model with its own `call` is a single model, called to be built and traced."""
+    import keras
+
+    return not model_inputs(model) and type(model).call is keras.Model.call
+
+
 def model_inputs(model: Any) -> list[Any]:
     """The model's symbolic inputs (none for a subclassed model or a model of models)."""
     return getattr(model, "inputs", None) or []
 
 
-def sample_inputs(model: Any, input_shape: Any, leaf: Callable[[tuple[int | None, ...], Any], Any]) -> Any:
+def sample_inputs(
+    model: Any, input_shape: Any, leaf: Callable[[tuple[int | None, ...], Any], Any], example: Any = None
+) -> Any:
     """The inputs `model` is called with, in the structure it takes (a dict by name, its functional inputs' own
     structure, or one array), each made by `leaf(shape, dtype)`, the shape with its sample axis (None where the
-    model leaves it open): a TensorSpec to trace, or zeros to call."""
+    model leaves it open): a TensorSpec to trace, or zeros to call. A model without symbolic inputs takes the
+    structure, shapes and dtypes of `example` (a sample of its data) where one is given."""
     inputs = model_inputs(model)
+    if not inputs and example is not None:
+        from keras import tree
+
+        return tree.map_structure(lambda array: leaf((None, *array.shape[1:]), array.dtype), example)
     if isinstance(input_shape, dict):
         dtypes = {tensor.name: tensor.dtype for tensor in inputs}
         return {name: leaf((None, *shape), dtypes.get(name, "float32")) for name, shape in input_shape.items()}

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracking.env import TRACKING_EXPERIMENT, TRACKING_RERUN_OF
+from tracking.env import KERAS_BACKEND, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
-from tracking.names import RERUN_OF_TAG, SCRIPT_COMMAND_TAG, SCRIPT_PARAMS_TAG, SCRIPT_STAGE_TAG, tag_is
+from tracking.names import BACKEND_TAG, RERUN_OF_TAG, SCRIPT_COMMAND_TAG, SCRIPT_PARAMS_TAG, SCRIPT_STAGE_TAG, tag_is
 from tracking.store.reads import experiment_by_id, newest_run
 
 if TYPE_CHECKING:
@@ -51,10 +51,28 @@ def teams_params(logged: dict[str, str], path: Path) -> tuple[dict[str, str], li
     return {key: value for key, value in logged.items() if key in keys}, [key for key in logged if key not in keys]
 
 
+def recorded_backend(original: RunSnapshot, env: dict[str, str]) -> dict[str, str]:
+    """`env` with `KERAS_BACKEND` the backend `original` trained on (`prov.determinism.effective.backend`): a script
+    takes Keras's backend from its environment, so a JAX run re-run where none is set would train on TensorFlow.
+    An environment naming another backend is a `RerunError` naming both and the fix."""
+    recorded = original.tags.get(BACKEND_TAG)
+    if not recorded:
+        return env
+    chosen = env.get(KERAS_BACKEND)
+    if chosen and chosen != recorded:
+        raise RerunError(
+            f"run {original.run_id} trained on the {recorded} backend, but {KERAS_BACKEND}={chosen} in this "
+            "environment, so the re-created run would train on another",
+            fix=f"unset {KERAS_BACKEND} (the rerun sets it to {recorded}), or run with {KERAS_BACKEND}={recorded}",
+        )
+    return {**env, KERAS_BACKEND: recorded}
+
+
 def rerun_script(
     client: MlflowClient, original: RunSnapshot, root: Path, commit: str, env: dict[str, str]
 ) -> RunSnapshot:
-    """Re-create the script run `original` of the project at `root` at `commit`; return the new run's snapshot."""
+    """Re-create the script run `original` of the project at `root` at `commit` on the backend it trained on;
+    return the new run's snapshot."""
     from tracking.inspect.diff import load_run
     from tracking.inspect.restore import params_step, write_logged_params
     from tracking.inspect.worktree import apply_diff, temporary_worktree
@@ -77,7 +95,13 @@ def rerun_script(
         _step("run", shlex.join(command[2:] if command[1:3] == ["-m", "dvc"] else ["python", *command[1:]]))
         experiment = experiment_by_id(client, original.experiment_id).name
         done = subprocess.run(
-            command, cwd=project, env={**env, TRACKING_EXPERIMENT: experiment, TRACKING_RERUN_OF: original.run_id}
+            command,
+            cwd=project,
+            env={
+                **recorded_backend(original, env),
+                TRACKING_EXPERIMENT: experiment,
+                TRACKING_RERUN_OF: original.run_id,
+            },
         )
         if done.returncode != 0:
             raise RerunError(

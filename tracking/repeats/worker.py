@@ -204,7 +204,7 @@ class RepeatWorker:
                 partial(
                     log_repeat_setup,
                     child,
-                    with_model(own, built),
+                    with_model(own, built, run_params),
                     s.packages,
                     trained_on(run_params, s.params),
                     s.manifest,

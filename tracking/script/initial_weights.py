@@ -1,6 +1,7 @@
 """The weights of a team's model against the draws of their initializers: what `run.seeded` re-draws by position,
-and the weights a training already moved, which it refuses to throw away. Keras's naming (`<weight>_initializer`)
-is the only link between a weight and its initializer, so it is read in one place.
+and the weights a training already moved, which it keeps (a teacher trained before its student) or, where every one
+moved, refuses to throw away. Keras's naming (`<weight>_initializer`) is the only link between a weight and its
+initializer, so it is read in one place.
 """
 
 from __future__ import annotations
@@ -8,23 +9,25 @@ from __future__ import annotations
 from typing import Any
 
 
-def moved_weights(created: Any) -> list[str]:
+def moved_weights(created: Any) -> tuple[list[Any], int]:
     """The trainable weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that
-    no longer hold that initializer's draw (the draw repeats exactly): the paths of weights a training moved, whatever ran
-    it (`fit`, a `GradientTape` loop with its optimizer outside the model) or that were set or loaded."""
+    no longer hold that initializer's draw (the draw repeats exactly), with how many such weights were judged: the
+    weights a training moved, whatever ran it (`fit`, a `GradientTape` loop with its optimizer outside the model),
+    or that were set or loaded."""
     import numpy as np
     from keras.src.initializers.random_initializers import RandomInitializer
 
-    moved = []
+    moved, judged = [], 0
     for layer, variable, initializer in created.weights:
         # Only the layer's own initializer object drew the weight; one named by a string is drawn afresh each time.
         own = any(getattr(layer, name, None) is initializer for name in initializer_names(variable.name))
         seeded = isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int)
         if own and seeded and variable.trainable:
+            judged += 1
             drawn = np.asarray(initializer(variable.shape, dtype=variable.dtype))
             if not np.array_equal(drawn, np.asarray(variable)):
-                moved.append(variable.path)
-    return moved
+                moved.append(variable)
+    return moved, judged
 
 
 def created_weights(model: Any) -> Any:

@@ -108,6 +108,7 @@ class ScriptRun:
         self._record: dict[str, Any] = {}
         self._used: dict[str, Any] = {"base": self._seeds.base, "hash": self._seeds.hash}
         self._model: dict[str, Any] = {}
+        self._unused: dict[str, str] = {}  # sources run.seeded found nothing of in the model, and why
         self._unattributed = ""
         self._example: Any = None
         self._classifier: bool | None = None
@@ -205,7 +206,7 @@ class ScriptRun:
         """At the end: each seed the run used, who decided each source it did not, and the seeded model's counts."""
         from tracking.provenance import to_tags
 
-        decided = dict(DECIDED_BY_SCRIPT)
+        decided = {**DECIDED_BY_SCRIPT, **self._unused}
         if not any(getattr(model, "train_function", None) is not None for model in self._models):
             decided["shuffle"] = OWN_ORDER
         seeds = {name: self._used.get(name, decided.get(name)) for name in ("base", *decided)}
@@ -221,7 +222,9 @@ class ScriptRun:
         """`model` with every random initial weight and generator re-drawn from the run's seeds by position
         (tracking/determinism/seeding.py), as our stages seed theirs; refused for a model that already trained."""
         from tracking.data.hashing import weights_sha256
-        from tracking.determinism.seeding import reset_global_streams, seed_model
+        from tracking.determinism.seeding import is_model_of_models, reset_global_streams, seed_model
+        from tracking.training.building import build_unbuilt
+        from tracking.training.model import with_kept_digest
 
         tracker = self._open()
         optimizer = getattr(model, "optimizer", None)
@@ -232,27 +235,39 @@ class ScriptRun:
                 fix="call run.seeded(model) right after building the model, before fit",
             )
         inputs = getattr(model, "inputs", None) or []
+        own_call = not inputs and not is_model_of_models(model)  # subclassed: built and traced on the data's sample
+        if own_call and self._example is not None:
+            build_unbuilt(model, type(model).__name__, None, self._example)
         if not inputs and not model.weights:  # a model of built models (a GAN's) has weights but no inputs
             raise UsageError(
                 "run.seeded(): the model is not built (it has no inputs or weights yet)",
-                fix="build it first, e.g. start a Sequential with keras.Input(shape=...)",
+                fix="call run.log_data(x, y) before run.seeded(model), which then calls it on the data's first "
+                "samples to build it, or build it first, e.g. start a Sequential with keras.Input(shape=...)",
             )
         created = created_weights(model)
-        moved = moved_weights(created)
-        if moved:
+        moved, judged = moved_weights(created)
+        if moved and len(moved) == judged:  # every weight moved: the model trained, not one part of it
+            paths = [variable.path for variable in moved]
             raise UsageError(
-                f"run.seeded(): {len(moved)} weight(s) of the model ({', '.join(moved[:3])}"
+                f"run.seeded(): {len(moved)} weight(s) of the model ({', '.join(paths[:3])}"
                 f"{', ...' if len(moved) > 3 else ''}) are not what their initializers drew: it trained (by fit or "
                 "a loop of its own), had weights set or loaded, or was seeded already, so re-seeding would throw "
                 "them away",
                 fix="call run.seeded(model) once, right after building the model, before any training",
             )
+        created.kept.update(id(variable) for variable in moved)  # a part trained before (a teacher): kept
         self._models.append(model)
-        report = seed_model(model, created, self._seeds, tuple(inputs[0].shape[1:]) if inputs else None)
+        example = self._example if own_call else None
+        shape = tuple(inputs[0].shape[1:]) if inputs else None
+        report = with_kept_digest(seed_model(model, created, self._seeds, shape, example), created)
         reset_global_streams(self._seeds)
         self._model = report.as_record()
         self._unattributed = self._model.pop("unattributed", "")
-        self._used.update(init=self._seeds.init, dropout=self._seeds.dropout, augment=self._seeds.augment)
+        unused = report.unused()
+        self._used.update(
+            {source: getattr(self._seeds, source) for source in ("init", "dropout", "augment") if source not in unused}
+        )
+        self._unused.update(unused)
         tracker.log_weights(initial=weights_sha256(model.get_weights()))
         return model
 
@@ -365,6 +380,7 @@ class ScriptRun:
         `unknown` (never a guess)."""
 
         from tracking.data.hashing import weights_sha256
+        from tracking.determinism.seeding import is_model_of_models
         from tracking.training.model import dtype_fields
 
         tracker = self._open()
@@ -374,10 +390,11 @@ class ScriptRun:
         tracker.log_weights(trained=digest)
         self._model.update(**dtype_fields(model), jit_compile=str(model.jit_compile).lower())
         self._model["outputs"] = kind
-        if not getattr(model, "inputs", None):
+        if is_model_of_models(model):
             log.warning(
-                "run.log_model(): the model has no inputs of its own (a model of models, as a GAN's), so its weights "
-                "are hashed but no MLflow model is logged; log a part that predicts with mlflow.keras.log_model"
+                "run.log_model(): the model has no inputs and no call of its own (a model of models, as a GAN's), so "
+                "its weights are hashed but no MLflow model is logged; log a part that predicts with "
+                "mlflow.keras.log_model"
             )
         elif self._example is not None:
             tracker.log_keras_model(model, self._example)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tracking.compute.ray_executor import RayPool
-from tracking.config.baseline import load_baseline
+from tracking.config.baseline import blamed_on_baseline, load_baseline
 from tracking.config.params import CLASSIFICATION, LOCAL, RAY, REGRESSION, Params
 from tracking.data.arrays import columns
 from tracking.data.dataset import load_splits
@@ -113,7 +113,8 @@ def calibrate_baseline(params: Params) -> None:
     baseline = load_baseline(params.calibration.baseline)
     base_seeds = reproducible_process(baseline)
     root = project_root()
-    require_code_deps(baseline, CALIBRATE, root)
+    with blamed_on_baseline(params, baseline):
+        require_code_deps(baseline, CALIBRATE, root)
     manifest = Manifest.read(root / PREPARED)
     data = manifest, load_splits(root / PREPARED, manifest)
     open_repository(root)
@@ -122,7 +123,8 @@ def calibrate_baseline(params: Params) -> None:
     with ExitStack() as stack:
         # The local executor's model is built and checked before the run opens (tracking/training/preflight.py), so
         # a model that cannot train leaves no run.
-        models = checked_model(baseline, base_seeds, data, root) if executor == LOCAL else None
+        with blamed_on_baseline(params, baseline):
+            models = checked_model(baseline, base_seeds, data, root) if executor == LOCAL else None
         # The run opens first, while this machine is quiet; then Ray's workers start TensorFlow while this process
         # captures provenance, so the first repeats start as soon as both are done.
         parent = stack.enter_context(

@@ -12,6 +12,7 @@ One declaring `seeds` or `task` receives the run's `Seeds` and `data.task`.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,10 @@ THRESHOLD_METRICS = {
 LIST_METRICS = 'python -c "import keras; print(sorted(n for n in dir(keras.metrics) if n[0].islower()))"'
 LIST_OPTIMIZERS = 'python -c "import keras; print(sorted(n for n in dir(keras.optimizers) if n[0].isupper()))"'
 
+# A "module:name" spec among compile_kwargs' values (any other string is a value of its own).
+SPEC_VALUE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
 # What a task compiles with when params.yaml leaves train.loss or train.metrics null.
 DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"]}
 
@@ -53,11 +58,13 @@ def call_builder(
     n_outputs: int,
     kwargs: Mapping[str, Any],
     extra: Mapping[str, Any],
+    sample: Any = None,
 ) -> Any:
     """`builder(input_shape, n_outputs, **extra, **kwargs)`, where `extra` holds what the builder declares of
     `seeds` and `task`; a kwarg it does not take, any exception from it, its `sys.exit` or `os._exit`
     (`team_call`), or anything but a `keras.Model` returned is a `UserCodeError`, without the credentials
-    model.kwargs gave it."""
+    model.kwargs gave it. A model not built until called (subclassed) is called once on `sample`, a few rows of
+    the training inputs, so its weights exist to be seeded (`build_unbuilt`)."""
     import keras
 
     signature = inspect.signature(builder)
@@ -99,10 +106,33 @@ def call_builder(
             f"model.builder: '{spec}' returned {type(model).__name__}, not a keras.Model; "
             "return keras.Model(inputs, outputs) (uncompiled) from it"
         )
-    if not model.built:
+    build_unbuilt(model, spec, input_shape, sample)
+    return model
+
+
+def build_unbuilt(model: Any, spec: str, input_shape: Any, sample: Any) -> None:
+    """Build `model` where it or one of its layers is not built yet: called once at inference on `sample` (rows of
+    the training inputs, their dtypes the data's: a dict of integer ids builds its embeddings), or built from
+    `input_shape` where there is no sample. Keras's `build(shape)` of a subclassed model leaves its layers unbuilt
+    (it warns), so their weights would be drawn at the first `fit`, from no seed of ours."""
+    from tracking.determinism.seeding import is_model_of_models, walk_layers
+
+    if model.built and all(layer.built for layer in walk_layers(model)):
+        return
+    if sample is None or is_model_of_models(model):  # a GAN's has no call: its parts are built by the builder
+        if model.built:
+            return
         named = isinstance(input_shape, Mapping)
         model.build({k: (None, *s) for k, s in input_shape.items()} if named else (None, *input_shape))
-    return model
+        return
+    try:
+        model(sample, training=False)
+    except Exception as err:
+        raise UserCodeError(
+            f"model.builder: '{spec}' returned a model that is not built, and calling it on two samples of the "
+            f"training inputs, to create its weights, raised {type(err).__name__}: {_first_line(err)}",
+            fix="fix its call(), or build its layers in build() (keras.io/guides/making_new_layers_and_models_via_subclassing)",
+        ) from err
 
 
 def expected_output(task: str, n_outputs: int, target_shape: Sequence[int] | None) -> list[tuple[int, ...]]:
@@ -217,7 +247,7 @@ def _team_object(spec: str, key: str, base: type, base_name: str, root: Path) ->
                 "or name it as 'module:Class'"
             )
     if not inspect.isclass(found):
-        return found
+        return _made_by_factory(found, spec, key, base, base_name)
     if not issubclass(found, base):
         raise UserCodeError(
             f"{key}: '{spec}' is a class but not a {base_name} subclass; name a {base_name} subclass or a function"
@@ -229,6 +259,32 @@ def _team_object(spec: str, key: str, base: type, base_name: str, root: Path) ->
             f"{key}: '{spec}' cannot be made without arguments ({_first_line(err)}); give its __init__ defaults, "
             "or name a function that returns it configured"
         ) from err
+
+
+def _made_by_factory(function: Any, spec: str, key: str, base: type, base_name: str) -> Any:
+    """`function` as `compile()` takes it: a function of no arguments is a factory (keras-io's
+    `lambda: keras.metrics.AUC(multi_label=True)` as a function), called once for the object it returns; a function
+    taking arguments (`y_true, y_pred`) is the metric or loss itself. A factory that fails or returns neither a
+    `base` nor a function is a `UserCodeError` naming `key`."""
+    try:
+        inspect.signature(function).bind()
+    except (TypeError, ValueError):  # it needs arguments (or has no signature to read): the function itself
+        return function
+    try:
+        made = function()
+    except Exception as err:
+        raise UserCodeError(
+            f"{key}: '{spec}' takes no arguments, so it is called as a factory, and it raised "
+            f"{type(err).__name__}: {_first_line(err)}; fix it, or give it the arguments (y_true, y_pred) of a "
+            "function Keras calls on each batch"
+        ) from err
+    if not isinstance(made, base) and (inspect.isclass(made) or not callable(made)):
+        raise UserCodeError(
+            f"{key}: '{spec}' takes no arguments, so it is called as a factory, and it returned "
+            f"{type(made).__name__}, not a {base_name} or a function; return one configured (e.g. "
+            "keras.metrics.AUC(multi_label=True))"
+        )
+    return made
 
 
 def check_metrics(metrics: Sequence[str], task: str = CLASSIFICATION, outputs: int | None = None) -> None:
@@ -317,29 +373,97 @@ def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
     """Compile with the configured optimizer, loss, metrics and loss weights (the task's defaults where params.yaml
     says null); the default loss follows the model's output (one sigmoid output for two classes: binary
     cross-entropy). A model of several outputs takes a loss for each (one name is used for every output), the
-    metrics listed for every output or those mapped to each, and no default metrics."""
+    metrics listed for every output or those mapped to each, and no default metrics. A model whose own `compile`
+    takes other arguments (keras-io's `Distiller`) gets those of ours it takes, and `train.compile_kwargs`."""
     train, task = params.train, params.data.task
+    takes = compile_parameters(model)
     names = output_names(model)
+    takes_loss, takes_metrics = (takes is None or name in takes for name in ("loss", "metrics"))
     check_output_keys(train, names)
     several = len(names) > 1
-    if train.loss:
-        loss = per_output(train.loss, names, lambda name: resolve_loss(name, root))
-    elif several:
+    arguments: dict[str, Any] = {"optimizer": optimizer_from_params(params)}
+    if takes_loss or train.loss:
+        if train.loss:
+            loss = per_output(train.loss, names, lambda name: resolve_loss(name, root))
+        elif several:
+            raise UserCodeError(
+                f"train.loss: null, but the model has {len(names)} outputs ({', '.join(names)}), which have no task "
+                "default; name a loss for each in params.yaml (train.loss: {"
+                + ", ".join(f"{n}: ..." for n in names)
+                + "})"
+            )
+        else:
+            loss = task_loss(model, task)
+        arguments["loss"] = loss
+    if takes_metrics or train.metrics:
+        metrics = train.metrics if train.metrics is not None else {} if several else DEFAULT_METRICS[task]
+        for listed in metrics.values() if isinstance(metrics, Mapping) else [metrics]:
+            check_metrics(listed, task, None if several else _output_width(model))
+        arguments["metrics"] = per_output(metrics, names, lambda listed: resolve_metrics(listed, root))
+    if train.loss_weights is not None:
+        arguments["loss_weights"] = train.loss_weights
+    model.compile(**compile_arguments(model, takes, arguments, train.compile_kwargs, root))
+
+
+def compile_parameters(model: Any) -> set[str] | None:
+    """The arguments the model's `compile` takes by name (Keras's own, or those of a `compile` the team's model
+    class overrides); None where it takes any (`**kwargs`)."""
+    parameters = inspect.signature(model.compile).parameters.values()
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+        return None
+    return {parameter.name for parameter in parameters if parameter.kind is not parameter.VAR_POSITIONAL}
+
+
+def compile_arguments(
+    model: Any, takes: set[str] | None, ours: Mapping[str, Any], given: Mapping[str, Any], root: Path
+) -> dict[str, Any]:
+    """`ours` (optimizer, loss, metrics, loss weights) and `train.compile_kwargs` (`given`) as the model's `compile`
+    takes them: one of ours it does not take, a kwarg it does not know or one of ours given again, or an argument it
+    needs and was not given, is a `UserCodeError` naming the key. A "module:name" value is the team's object: a
+    class made without arguments, a function of no arguments called (a factory, returning e.g. a configured loss),
+    any other function as it is."""
+    owner = f"{type(model).__name__}.compile"
+    listed = ", ".join(sorted(takes)) if takes is not None else "any"
+    for key in ours:
+        if takes is not None and key not in takes:
+            raise UserCodeError(
+                f"train.{key}: the model's own {owner} takes no {key} "
+                f"(its parameters: {listed}); set it to null in params.yaml and give {owner} its own arguments in "
+                "train.compile_kwargs (docs/configuration.md)"
+            )
+    for key in given:
+        if key in ("optimizer", "loss", "metrics", "loss_weights"):
+            raise UserCodeError(
+                f"train.compile_kwargs.{key}: params.yaml gives the {key} as train.{key}; move it there"
+            )
+        if takes is not None and key not in takes:
+            hint = did_you_mean(key, sorted(takes))
+            raise UserCodeError(
+                f"train.compile_kwargs.{key}: {owner} has no parameter '{key}'; {hint}its parameters: {listed}; "
+                "fix train.compile_kwargs in params.yaml"
+            )
+    required = [
+        parameter.name
+        for parameter in inspect.signature(model.compile).parameters.values()
+        if parameter.default is parameter.empty
+        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        and parameter.name not in ours
+        and parameter.name not in given
+    ]
+    if required:
         raise UserCodeError(
-            f"train.loss: null, but the model has {len(names)} outputs ({', '.join(names)}), which have no task "
-            "default; name a loss for each in params.yaml (train.loss: {" + ", ".join(f"{n}: ..." for n in names) + "})"
+            f"train.compile_kwargs: the model's own {owner} needs {', '.join(required)}, which params.yaml does not "
+            f"give; add them under train.compile_kwargs (a 'module:name' value names your object, e.g. a loss)"
         )
-    else:
-        loss = task_loss(model, task)
-    metrics = train.metrics if train.metrics is not None else {} if several else DEFAULT_METRICS[task]
-    for listed in metrics.values() if isinstance(metrics, Mapping) else [metrics]:
-        check_metrics(listed, task, None if several else _output_width(model))
-    model.compile(
-        optimizer=optimizer_from_params(params),
-        loss=loss,
-        metrics=per_output(metrics, names, lambda listed: resolve_metrics(listed, root)),
-        loss_weights=train.loss_weights,
-    )
+    own = {key: _team_value(value, f"train.compile_kwargs.{key}", root) for key, value in given.items()}
+    return {**ours, **own}
+
+
+def _team_value(value: Any, key: str, root: Path) -> Any:
+    """A `train.compile_kwargs` value: a "module:name" string the team's object it names, anything else as given."""
+    if not (isinstance(value, str) and SPEC_VALUE.fullmatch(value)):
+        return value
+    return _team_object(value, key, object, "class", root)
 
 
 def optimizer_from_params(params: Params) -> Any:
@@ -373,12 +497,17 @@ def custom_objects(params: Params, root: Path) -> dict[str, Any]:
 
 def team_code(params: Params) -> list[tuple[str, str]]:
     """The params.yaml keys naming the team's code as "module:name", with each spec: the builder, the loss, the
-    metrics and the augmentation."""
+    metrics, the augmentation and the objects `train.compile_kwargs` names."""
     losses, metrics = params.train.loss, params.train.metrics or []
     named = [("model.builder", params.model.builder), ("train.augment", params.train.augment)]
     named += [("train.loss", loss) for loss in (losses.values() if isinstance(losses, Mapping) else [losses])]
     listed = metrics.values() if isinstance(metrics, Mapping) else [metrics]
     named += [("train.metrics", metric) for found in listed for metric in found]
+    named += [
+        (f"train.compile_kwargs.{key}", value)
+        for key, value in params.train.compile_kwargs.items()
+        if isinstance(value, str) and SPEC_VALUE.fullmatch(value)
+    ]
     return [(key, spec) for key, spec in named if spec and ":" in spec]
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from tracking.config.params import Params, model_builder
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
-from tracking.data.arrays import Arrays, Shapes, map_arrays, shapes
+from tracking.data.arrays import Arrays, Shapes, map_arrays, rows, shapes
 from tracking.data.hashing import weights_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeding import (
@@ -113,15 +113,23 @@ def build_model(params: Params, seeds: Seeds, inputs: BuildInputs) -> Built:
             inputs.n_outputs,
             params.model.kwargs,
             {"seeds": seeds, "task": params.data.task, "train": inputs.read_only_train()},
+            sample=rows(inputs.train["x"], slice(2)),
         )
     check_output(model, spec, params.data.task, inputs.n_outputs, inputs.target_shape)
-    report = seed_model(model, created, seeds, inputs.input_shape)
+    example = rows(inputs.train["x"], slice(1))
+    report = with_kept_digest(seed_model(model, created, seeds, inputs.input_shape, example), created)
     described = {
         **describe_callable(spec, builder, inputs.root),
         "kwargs": json.dumps(redact_params(params.model.kwargs, "model.kwargs."), sort_keys=True),
         **dtype_fields(model),
     }
     return Built(model, weights_sha256(model.get_weights()), report, described, created)
+
+
+def with_kept_digest(report: SeedReport, created: Created) -> SeedReport:
+    """`report` with the SHA-256 of the weights kept as the builder (or the script) trained or loaded them."""
+    kept = created.kept_variables()
+    return replace(report, kept_sha256=weights_sha256([variable.numpy() for variable in kept])) if kept else report
 
 
 def dtype_fields(model: Any) -> dict[str, str]:
@@ -198,12 +206,14 @@ class RepeatedModel:
         return [*model.weights, *model.optimizer.variables]
 
 
-def with_model(record: dict[str, Any], built: Built) -> dict[str, Any]:
+def with_model(record: dict[str, Any], built: Built, params: Params) -> dict[str, Any]:
     """The provenance record with the builder (`prov.model.*`: spec, kwargs, file hash, package version, dtype
-    policy, jit_compile, seeded counts) and the randomness no seed covers (`prov.seeds.unattributed`)."""
+    policy, jit_compile, seeded and kept counts), the randomness no seed covers (`prov.seeds.unattributed`), and each
+    seed nothing drew from recorded as unused (`seeds.augment` is used by `train.augment` too)."""
     seeding = built.seeding.as_record()
     unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
-    return {**record, "seeds": {**record["seeds"], **unattributed}, "model": {**built.builder, **seeding}}
+    unused = {k: v for k, v in built.seeding.unused().items() if k != "augment" or not params.train.augment}
+    return {**record, "seeds": {**record["seeds"], **unused, **unattributed}, "model": {**built.builder, **seeding}}
 
 
 def load_trained_model(path: Path, params: Params, root: Path) -> Any:

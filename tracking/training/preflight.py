@@ -223,6 +223,9 @@ def _one_step(copy: Any, arrays: tuple[Any, ...], spec: str, root: Path) -> None
         except Exception as err:
             if is_determinism_error(err):
                 raise
+            result = _traced_step(copy, run)
+            if result is not None:
+                continue
             own = getattr(type(copy), method) is not getattr(keras.Model, method)
             blamed = method if own else OWN_CODE_IN_A_STEP  # Keras's own step: what the team gave it to call
             raise UserCodeError(
@@ -242,6 +245,25 @@ def _one_step(copy: Any, arrays: tuple[Any, ...], spec: str, root: Path) -> None
                 ", ".join(zeros),
                 CUSTOM_FIT_GUIDE,
             )
+
+
+def _traced_step(copy: Any, run: Any) -> Any:
+    """The step `run` takes once more as `fit` runs it, traced, after it failed eagerly on TensorFlow: its result
+    where it passes now (the next step then runs traced too), else None (the eager failure is the team's to fix).
+    Keras's eager loop on TensorFlow hands each step's logs through a `tf.data` Optional, which cannot carry a
+    metric's variable (`result()` returning `self.total.value`, as Keras's guides write it); traced, as `fit` runs
+    it, the value is a tensor."""
+    from tracking.determinism.backend import TENSORFLOW, configured
+
+    if configured() != TENSORFLOW or not copy.run_eagerly:
+        return None
+    copy.run_eagerly = False  # and the next step traced too, without failing eagerly first
+    copy.train_function = copy.test_function = None  # made for the eager loop: made again, traced
+    try:
+        return run()
+    except Exception:  # the step fails traced too: the eager error names the team's line better
+        copy.run_eagerly = True
+        return None
 
 
 # What a step of Keras's own calls of the team's code, named where the error's traceback does not reach it.

@@ -77,8 +77,13 @@ def output_kind(model: Any, y: np.ndarray, outputs: np.ndarray) -> str:
     A Keras loss object says so (`from_logits`). A team's loss function (keras-io's CCT wraps
     `categorical_crossentropy(..., from_logits=True, label_smoothing=0.1)`) is asked on `outputs` of several
     classes: a softmax is unchanged when every score moves by the same amount, so a loss of logits is too, and a
-    loss of probabilities is not.
+    loss of probabilities is not. A model compiled without a loss computes its own (keras-io's `Distiller`, whose
+    `compile` takes `student_loss_fn` instead): its outputs are probabilities where every row is a distribution,
+    else logits.
     """
+    if getattr(model, "compiled", False) and getattr(model, "loss", None) is None:
+        scores = np.asarray(outputs, dtype=np.float32)
+        return PROBABILITIES if _are_probabilities(scores) else LOGITS
     declared = declared_output_kind(model)
     if declared is not None:
         return declared
@@ -154,17 +159,24 @@ def class_probabilities(outputs: np.ndarray, n_classes: int, kind: str = PROBABI
     )
 
 
-def _probabilities(outputs: np.ndarray) -> np.ndarray:
-    """`outputs` as they are, if they are probabilities (in [0, 1]; rows summing to 1 for several columns)."""
+def _are_probabilities(outputs: np.ndarray) -> bool:
+    """Whether `outputs` are probabilities: in [0, 1], rows summing to 1 for several columns."""
     low, high = float(np.min(outputs)), float(np.max(outputs))
     sums = outputs.sum(axis=1) if outputs.ndim == 2 else np.ones(1)
-    if (
+    return bool(
         np.isfinite(outputs).all()
         and low >= -PROBABILITY_TOLERANCE
         and high <= 1 + PROBABILITY_TOLERANCE
         and np.abs(sums - 1).max() <= PROBABILITY_TOLERANCE
-    ):
+    )
+
+
+def _probabilities(outputs: np.ndarray) -> np.ndarray:
+    """`outputs` as they are, if they are probabilities (in [0, 1]; rows summing to 1 for several columns)."""
+    if _are_probabilities(outputs):
         return outputs
+    low, high = float(np.min(outputs)), float(np.max(outputs))
+    sums = outputs.sum(axis=1) if outputs.ndim == 2 else np.ones(1)
     spread = f"values from {low:.4g} to {high:.4g}" + (
         f", rows summing to {sums.min():.4g} to {sums.max():.4g}" if outputs.ndim == 2 else ""
     )

@@ -45,7 +45,7 @@ def tracked_training(
 
         tracker.log_params(params.flat())
         record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
-        tracker.log_provenance(with_model(record, built), installed_packages())
+        tracker.log_provenance(with_model(record, built, params), installed_packages())
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
 
     tracker.in_background(log_setup)
