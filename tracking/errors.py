@@ -93,6 +93,10 @@ class StoreFault(TrackingError):
     """The MLflow store is damaged, cannot be opened or written, or its disk is full: not a lost server."""
 
 
+class JournalError(TrackingError):
+    """Lines of an offline journal that `tracking sync` could not replay (garbled, or refused by the server)."""
+
+
 class WriteFault(TrackingError):
     """A file a command opens or writes cannot be: the project was made read-only or not the user's, or its disk
     filled, while the command ran. Said with the file's path instead of a traceback (`tracking.entry.run_main`)."""

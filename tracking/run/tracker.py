@@ -38,8 +38,9 @@ from tracking.run.opening import end_stale_runs, resumable, run_name, sync_kept_
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.faults import describe, server_unavailable, store_fault
+from tracking.store.journal import journal_folder
 from tracking.store.location import connect, project_root, shown, tracking_uri
-from tracking.store.operations import batch, end
+from tracking.store.operations import Op, batch, end
 from tracking.store.reads import run_by_id
 from tracking.store.sinks import MlflowSink, RunSink
 from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags
@@ -204,6 +205,9 @@ class Tracker(RunLogCalls):
         ended = end(status, kept or int(time.time() * 1000))
         if status == "KILLED":
             record_killed(self.run_id)
+        if self._sink.offline:
+            self._end_offline(ended)
+            return
         try:
             mlflow.end_run(status=status)
             if kept:  # MLflow's end_run takes no end time: the run's own is put back
@@ -222,11 +226,28 @@ class Tracker(RunLogCalls):
                 raise
             else:
                 self._sink.lose(err)
-        if self._sink.offline:
-            self._sink.write(ended)
+                self._end_offline(ended)
+                return
+        self._sink.close()
+
+    def _end_offline(self, ended: Op) -> None:
+        """End a run whose server was lost through its journal: the end goes last into the journal, and the server
+        hears of it only by the journal's replay, so a server back by now never shows the run ended with the writes
+        it missed (FINISHED with 3 of 60 epochs). The replay is tried at once; if the server is still gone, the run
+        stays RUNNING there (`tracking doctor` and other stages leave it be) until `tracking sync` or the next stage
+        of the run replays it."""
+        from tracking.store.sync import sync_journal
+
+        _forget_active_run(self.run_id)
+        self._sink.write(ended)
         report = self._sink.close()
-        if report is not None:
-            log.warning(report)
+        folder = journal_folder(self.root, self.run_id)
+        try:
+            done = sync_journal(folder, self.client, self.uri)
+        except TrackingError as err:
+            log.warning("%s (replaying it now failed: %s)", report, err)
+        else:
+            log.warning("MLflow server %s lost during run %s and back: %s", shown(self.uri), self.run_id, done.line)
 
     def _close_writer(self) -> TrackingError | None:
         """Wait for background writes; a failed one comes back as a `TrackingError` (`_end` reports it on stderr)."""
@@ -250,3 +271,14 @@ class Tracker(RunLogCalls):
     def in_background(self, write: Callable[[], object]) -> None:
         """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
         self._writer.submit(write)
+
+
+def _forget_active_run(run_id: str) -> None:
+    """Take run `run_id` off MLflow's stack of active runs without a word to its server (`mlflow.end_run` pops it and
+    ends the run there, and MLflow has no public call for the one without the other)."""
+    from mlflow.tracking import fluent
+
+    stack = fluent._active_run_stack.get()
+    if stack and stack[-1].info.run_id == run_id:
+        stack.pop()
+        fluent.MLFLOW_RUN_ID.unset()
