@@ -10,6 +10,7 @@ which keeps them fast.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -110,6 +111,45 @@ def truncated_npz(root: Path) -> None:
 def npy_instead_of_npz(root: Path) -> None:
     np.save(root / "data/mine.npy", good_arrays()["x"])
     write_params(root, data={"source": "data/mine.npy"})
+
+
+def params_as(make: Callable[[Path], None]) -> Setup:
+    """params.yaml replaced by what `make` puts at its path (a directory, a link, a FIFO)."""
+
+    def setup(root: Path) -> None:
+        (root / "params.yaml").unlink()
+        make(root / "params.yaml")
+
+    return setup
+
+
+def looping_link(path: Path) -> None:
+    path.symlink_to(path.name)
+
+
+def source_at(source: str, make: Callable[[Path], None] | None = None) -> Setup:
+    """data.source naming `source`, made by `make` (relative to the project) when given."""
+
+    def setup(root: Path) -> None:
+        if make is not None:
+            make(root / source)
+        write_params(root, data={"source": source})
+
+    return setup
+
+
+def x_saved_twice(root: Path) -> None:
+    """An .npz holding x.npy twice (appended to with zipfile): np.load would keep one copy without a word."""
+    import io
+    import warnings
+    import zipfile
+
+    npz(**good_arrays())(root)
+    saved = io.BytesIO()
+    np.save(saved, good_arrays()["x"] * 2)
+    with warnings.catch_warnings(), zipfile.ZipFile(root / "data/mine.npz", "a") as archive:
+        warnings.simplefilter("ignore")  # zipfile's "Duplicate name" warning: the duplicate is the point
+        archive.writestr("x.npy", saved.getvalue())
 
 
 def header_claims_terabytes(root: Path) -> None:
@@ -350,6 +390,10 @@ CASES = [
         "got list",
     ),
     case("params-missing", remove("params.yaml"), stage("prepare"), "params.yaml: file not found", "create it"),
+    case("params-a-directory", params_as(Path.mkdir), stage("prepare"), "params.yaml is a directory, not a file"),
+    case("params-a-link-loop", params_as(looping_link), stage("prepare"), "params.yaml is a symbolic link that loops"),
+    case("params-a-fifo", params_as(os.mkfifo), stage("prepare"), "params.yaml is a FIFO (named pipe), not a file"),
+    case("params-empty", params_text(""), stage("prepare"), "params.yaml is empty", "write `{}`"),
     case(
         "prepare-under-its-old-module-name",
         environment(),
@@ -467,6 +511,15 @@ CASES = [
         "data.source: file 'data/missing.npz' not found",
         "dvc pull",
     ),
+    case(
+        "data-source-a-link-loop",
+        source_at("data/loop.npz", looping_link),
+        stage("prepare"),
+        "data.source: 'data/loop.npz' is a symbolic link that loops",
+    ),
+    case("data-source-a-directory", source_at("data/raw"), stage("prepare"), "'data/raw' is a directory, not a file"),
+    case("data-source-dev-zero", source_at("/dev/zero"), stage("prepare"), "'/dev/zero' is a character device, not a"),
+    case("data-file-x-twice", x_saved_twice, stage("prepare"), "holds 1 name(s) more than once (x.npy)", "np.savez"),
     case(
         "data-file-truncated",
         truncated_npz,
