@@ -202,6 +202,31 @@ def damaged_store(damage: Callable[[bytes], bytes]) -> Setup:
     return setup
 
 
+def another_applications_database(root: Path) -> dict[str, str]:
+    """MLFLOW_TRACKING_URI naming another application's SQLite file (its one table, one row)."""
+    import sqlite3
+    from contextlib import closing
+
+    (root / "app").mkdir()
+    with closing(sqlite3.connect(root / "app/app.db")) as db:
+        db.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+        db.execute("INSERT INTO customers VALUES (1, 'Ada')")
+        db.commit()
+    return {"MLFLOW_TRACKING_URI": f"sqlite:///{root / 'app/app.db'}"}
+
+
+def store_of_a_newer_mlflow(root: Path) -> dict[str, str]:
+    """A copy of the project's store whose schema revision this MLflow does not know (a newer MLflow wrote it)."""
+    import sqlite3
+    from contextlib import closing
+
+    env = damaged_store(lambda data: data)(root)
+    with closing(sqlite3.connect(root / DAMAGED_STORE)) as db:
+        db.execute("UPDATE alembic_version SET version_num = 'f0e1d2c3b4a5'")
+        db.commit()
+    return env
+
+
 def truncated(data: bytes) -> bytes:
     return data[: len(data) // 3]
 
@@ -686,6 +711,27 @@ CASES = [
         stage("train"),
         "is damaged (database disk image is malformed)",
         "restore a backup",
+    ),
+    case(
+        "store-another-applications-database-doctor",
+        another_applications_database,
+        tracking("doctor"),
+        "app/app.db is not an MLflow store: it is an SQLite database holding other tables (customers)",
+        "nothing was written to it",
+    ),
+    case(
+        "store-of-a-newer-mlflow-doctor",
+        store_of_a_newer_mlflow,
+        tracking("doctor"),
+        "was written by a newer MLflow than this environment's",
+        "(its schema revision f0e1d2c3b4a5 is unknown here)",
+        "`mlflow db upgrade` cannot help, it only moves a schema forward",
+    ),
+    case(
+        "store-another-applications-database-train",
+        another_applications_database,
+        stage("train"),
+        "app/app.db is not an MLflow store",
     ),
     case(
         "experiment-deleted",

@@ -81,6 +81,7 @@ class Tracker(RunLogCalls):
         self.system_metrics = system_metrics
         self.keep_end_time = keep_end_time
         self._kept_end_time: int | None = None
+        self._finished_at: int | None = None  # the end time of a resumed run that was FINISHED
         self._system: SystemMetrics | None = None
         self._interrupts = interrupts_raise()
         self._queued = QueuedMetrics()
@@ -97,7 +98,8 @@ class Tracker(RunLogCalls):
         if not self.nested:
             end_stale_runs(self.client, self.root, self.uri, self.stage)
         if self.run_id is not None:
-            self._kept_end_time = resumable(self.client, self.uri, self.run_id, self.keep_end_time)
+            self._finished_at = resumable(self.client, self.uri, self.run_id)
+            self._kept_end_time = self._finished_at if self.keep_end_time else None
         self._interrupts.__enter__()
         resuming, run = self.run_id is not None, None
         try:
@@ -184,14 +186,23 @@ class Tracker(RunLogCalls):
             log.error(failure)  # a store or file-system fault is said once, by the error line the stage ends with
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
+        status = status_for(cause)
+        note = f"{type(cause).__name__}: {cause}"
+        if status == "KILLED" and self._finished_at is not None:
+            # A later stage of a FINISHED run interrupted (Ctrl-C in evaluate): the training it records is whole,
+            # and DVC keeps its model; the interrupt ends only this stage's part, said in the run's error tag.
+            status, self._kept_end_time = "FINISHED", self._finished_at
+            note = (
+                f"{type(cause).__name__}: the {self.stage} stage was interrupted, its records are incomplete; re-run it"
+            )
         try:
             if cause is not None:
-                error_tag = shown(f"{type(cause).__name__}: {cause}")  # a store's URI in it loses its password
+                error_tag = shown(note)  # a store's URI in it loses its password
                 self._sink.write(batch(tags={ERROR_TAG: error_tag[:MAX_TAG_CHARS]}))
         except StoreFault:  # the store cannot take the note either (a full disk): the cause is what to say
             pass
         finally:
-            self._end_run(status_for(cause))
+            self._end_run(status)
         if cause is not interrupt:
             discard_interrupt()  # the run already ended for another reason, or FINISHED: its work is done
         if failure is not None and error is None:
