@@ -1668,3 +1668,16 @@ def test_a_team_module_missing_from_one_model_stage_is_named_by_the_first_stage_
     del stages["compare"]
     (tmp_path / "dvc.yaml").write_text(json.dumps({"stages": stages}))
     require_path_dep(PurePosixPath("models/net.py"), "model.builder", MODEL_STAGES, tmp_path)
+
+
+def test_judge_of_a_pipeline_run_advises_the_pipelines_stages(tmp_path: Path):
+    """`tracking judge <pipeline run>` advised `tracking calibrate`, the command for a team's script."""
+    from tracking.errors import NoiseError
+    from tracking.script.calibration import judge_script
+
+    client = client_for(tmp_path)
+    run_id = client.create_run(client.create_experiment("test"), tags={"pipeline.stage": "train"}).info.run_id
+    with pytest.raises(NoiseError) as raised:
+        judge_script(client, tmp_path, run_id, None, 0.05, None)
+    assert "made by the DVC pipeline" in str(raised.value) and "`dvc repro compare`" in str(raised.value)
+    assert "`tracking calibrate`" not in str(raised.value)
