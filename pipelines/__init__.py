@@ -4,7 +4,8 @@ DVC runs each stage's `python3 -m pipelines.<stage>` with whatever `python3` com
 `.venv/bin/dvc repro` and no activated environment, that is the system's, which lacks the project's
 packages. Then the stage re-executes itself, same arguments and environment, with the project's
 `.venv/bin/python`; without one it stops with one `error:` line naming the interpreter and the fix.
-This module uses only the standard library, since it runs on that bare interpreter.
+This module uses only the standard library, since it runs on that bare interpreter, until the check passes; then
+it makes Ctrl-C during the stage's imports one line (`tracking.run.lifecycle.quiet_start_up`).
 """
 
 from __future__ import annotations
@@ -84,3 +85,7 @@ def ensure_project_interpreter() -> None:
 
 
 ensure_project_interpreter()
+# From here the project's packages import; Ctrl-C in the stage's imports is one line, not a traceback.
+from tracking.run.lifecycle import quiet_start_up  # noqa: E402
+
+quiet_start_up()

@@ -10,6 +10,7 @@ which keeps them fast.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,45 @@ def npy_instead_of_npz(root: Path) -> None:
     write_params(root, data={"source": "data/mine.npy"})
 
 
+def params_as(make: Callable[[Path], None]) -> Setup:
+    """params.yaml replaced by what `make` puts at its path (a directory, a link, a FIFO)."""
+
+    def setup(root: Path) -> None:
+        (root / "params.yaml").unlink()
+        make(root / "params.yaml")
+
+    return setup
+
+
+def looping_link(path: Path) -> None:
+    path.symlink_to(path.name)
+
+
+def source_at(source: str, make: Callable[[Path], None] | None = None) -> Setup:
+    """data.source naming `source`, made by `make` (relative to the project) when given."""
+
+    def setup(root: Path) -> None:
+        if make is not None:
+            make(root / source)
+        write_params(root, data={"source": source})
+
+    return setup
+
+
+def x_saved_twice(root: Path) -> None:
+    """An .npz holding x.npy twice (appended to with zipfile): np.load would keep one copy without a word."""
+    import io
+    import warnings
+    import zipfile
+
+    npz(**good_arrays())(root)
+    saved = io.BytesIO()
+    np.save(saved, good_arrays()["x"] * 2)
+    with warnings.catch_warnings(), zipfile.ZipFile(root / "data/mine.npz", "a") as archive:
+        warnings.simplefilter("ignore")  # zipfile's "Duplicate name" warning: the duplicate is the point
+        archive.writestr("x.npy", saved.getvalue())
+
+
 def header_claims_terabytes(root: Path) -> None:
     """An .npz whose x header claims shape (10^12, 8) over 60 samples' bytes: NumPy would allocate 29 TiB first."""
     import io
@@ -160,6 +200,31 @@ def damaged_store(damage: Callable[[bytes], bytes]) -> Setup:
         return {"MLFLOW_TRACKING_URI": f"sqlite:///{root / DAMAGED_STORE}"}
 
     return setup
+
+
+def another_applications_database(root: Path) -> dict[str, str]:
+    """MLFLOW_TRACKING_URI naming another application's SQLite file (its one table, one row)."""
+    import sqlite3
+    from contextlib import closing
+
+    (root / "app").mkdir()
+    with closing(sqlite3.connect(root / "app/app.db")) as db:
+        db.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+        db.execute("INSERT INTO customers VALUES (1, 'Ada')")
+        db.commit()
+    return {"MLFLOW_TRACKING_URI": f"sqlite:///{root / 'app/app.db'}"}
+
+
+def store_of_a_newer_mlflow(root: Path) -> dict[str, str]:
+    """A copy of the project's store whose schema revision this MLflow does not know (a newer MLflow wrote it)."""
+    import sqlite3
+    from contextlib import closing
+
+    env = damaged_store(lambda data: data)(root)
+    with closing(sqlite3.connect(root / DAMAGED_STORE)) as db:
+        db.execute("UPDATE alembic_version SET version_num = 'f0e1d2c3b4a5'")
+        db.commit()
+    return env
 
 
 def truncated(data: bytes) -> bytes:
@@ -361,6 +426,10 @@ CASES = [
         "got list",
     ),
     case("params-missing", remove("params.yaml"), stage("prepare"), "params.yaml: file not found", "create it"),
+    case("params-a-directory", params_as(Path.mkdir), stage("prepare"), "params.yaml is a directory, not a file"),
+    case("params-a-link-loop", params_as(looping_link), stage("prepare"), "params.yaml is a symbolic link that loops"),
+    case("params-a-fifo", params_as(os.mkfifo), stage("prepare"), "params.yaml is a FIFO (named pipe), not a file"),
+    case("params-empty", params_text(""), stage("prepare"), "params.yaml is empty", "write `{}`"),
     case(
         "prepare-under-its-old-module-name",
         environment(),
@@ -486,6 +555,15 @@ CASES = [
         "data.source: file 'data/missing.npz' not found",
         "dvc pull",
     ),
+    case(
+        "data-source-a-link-loop",
+        source_at("data/loop.npz", looping_link),
+        stage("prepare"),
+        "data.source: 'data/loop.npz' is a symbolic link that loops",
+    ),
+    case("data-source-a-directory", source_at("data/raw"), stage("prepare"), "'data/raw' is a directory, not a file"),
+    case("data-source-dev-zero", source_at("/dev/zero"), stage("prepare"), "'/dev/zero' is a character device, not a"),
+    case("data-file-x-twice", x_saved_twice, stage("prepare"), "holds 1 name(s) more than once (x.npy)", "np.savez"),
     case(
         "data-file-truncated",
         truncated_npz,
@@ -652,6 +730,27 @@ CASES = [
         stage("train"),
         "is damaged (database disk image is malformed)",
         "restore a backup",
+    ),
+    case(
+        "store-another-applications-database-doctor",
+        another_applications_database,
+        tracking("doctor"),
+        "app/app.db is not an MLflow store: it is an SQLite database holding other tables (customers)",
+        "nothing was written to it",
+    ),
+    case(
+        "store-of-a-newer-mlflow-doctor",
+        store_of_a_newer_mlflow,
+        tracking("doctor"),
+        "was written by a newer MLflow than this environment's",
+        "(its schema revision f0e1d2c3b4a5 is unknown here)",
+        "`mlflow db upgrade` cannot help, it only moves a schema forward",
+    ),
+    case(
+        "store-another-applications-database-train",
+        another_applications_database,
+        stage("train"),
+        "app/app.db is not an MLflow store",
     ),
     case(
         "experiment-deleted",
@@ -1588,3 +1687,16 @@ def test_a_team_module_missing_from_one_model_stage_is_named_by_the_first_stage_
     del stages["compare"]
     (tmp_path / "dvc.yaml").write_text(json.dumps({"stages": stages}))
     require_path_dep(PurePosixPath("models/net.py"), "model.builder", MODEL_STAGES, tmp_path)
+
+
+def test_judge_of_a_pipeline_run_advises_the_pipelines_stages(tmp_path: Path):
+    """`tracking judge <pipeline run>` advised `tracking calibrate`, the command for a team's script."""
+    from tracking.errors import NoiseError
+    from tracking.script.calibration import judge_script
+
+    client = client_for(tmp_path)
+    run_id = client.create_run(client.create_experiment("test"), tags={"pipeline.stage": "train"}).info.run_id
+    with pytest.raises(NoiseError) as raised:
+        judge_script(client, tmp_path, run_id, None, 0.05, None)
+    assert "made by the DVC pipeline" in str(raised.value) and "`dvc repro compare`" in str(raised.value)
+    assert "`tracking calibrate`" not in str(raised.value)

@@ -342,3 +342,20 @@ def test_better_or_worse_is_read_from_the_gap_t_is_from():
     # judged around run A (no baseline mean), the word stays beside B - A
     deltas = metric_deltas(a, b, ["test_accuracy"], {"test_accuracy": spread}, 0.05)
     assert deltas[0].direction == "better"
+
+
+def test_diff_says_a_run_is_deleted_and_that_runs_are_in_two_experiments(tmp_path: Path):
+    """A soft-deleted run was shown FINISHED, and runs of two experiments were compared without a word."""
+    from tracking.inspect.diff import diff_runs, load_run
+    from tracking.inspect.diff.output import render
+
+    client = client_for(tmp_path)
+    kept, binned = (client.create_run(client.create_experiment(name)).info.run_id for name in ("team", "other"))
+    for run_id in (kept, binned):
+        client.set_terminated(run_id, "FINISHED")
+    client.delete_run(binned)
+    a, b = load_run(client, kept), load_run(client, binned)
+    assert (a.status, b.status) == ("FINISHED", "FINISHED, deleted")
+    text = render(diff_runs(client, a, b))
+    assert f"B: run {binned} {b.name} (FINISHED, deleted)" in text
+    assert f"the runs are in different MLflow experiments ({a.experiment_id} and {b.experiment_id})" in text

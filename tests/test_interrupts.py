@@ -76,3 +76,33 @@ def test_the_message_names_a_killed_run_only_once_one_was_ended(
     with pytest.raises(SystemExit):
         run_main(interrupt)
     assert capsys.readouterr().err == "interrupted: the MLflow run was ended as KILLED\n"
+
+
+def test_ctrl_c_during_a_stages_start_up_is_one_line_and_exit_130(tmp_path: Path):
+    """SIGINT while `pipelines.prepare` is still importing (pydantic's extension loaded, the stage's imports under
+    way): `interrupted`, exit status 130, no KeyboardInterrupt traceback through the module being imported."""
+    import time
+
+    from conftest import make_project
+
+    root = make_project(tmp_path / "project")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.prepare"],
+        cwd=root,
+        env=project_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        maps = Path(f"/proc/{process.pid}/maps")
+        deadline = time.monotonic() + 120
+        while "pydantic_core" not in maps.read_text() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert (process.returncode, stderr) == (130, "interrupted\n"), stderr

@@ -172,9 +172,10 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
 ):
     """An artifact over 16 MiB, written through a temporary file the tracker deletes, then a real server killed.
 
-    The server's URI carries a user:password@ (which a server without authentication ignores): neither the
-    journal, nor anything printed by the run (MLflow's "View run ... at:" lines included) or by `tracking sync`,
-    nor the run's tags hold the password.
+    A second run, open around the first, has its server back before it ends: it is FINISHED only with the writes
+    its journal kept replayed. The server's URI carries a user:password@ (which a server without authentication
+    ignores): neither the journal, nor anything printed by the run (MLflow's "View run ... at:" lines included) or
+    by `tracking sync`, nor the run's tags hold the password.
     """
     import hashlib
     import secrets
@@ -185,6 +186,7 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
     from mlflow.tracking import MlflowClient
     from servers import MlflowServer
 
+    from tracking.names import SYNCED_TAG
     from tracking.run.tracker import Tracker
     from tracking.store.journal import SPOOL
 
@@ -203,10 +205,21 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
         password = "uriPlantedPw4242"
         uri = server.uri.replace("://", f"://planted:{password}@")
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-        with Tracker("large", root=root) as tracker:
-            tracker.log_text(text, "data/large.txt")
-            server.kill()
-            tracker.set_tags({"written": "after the loss"})
+        with Tracker("large", root=root) as outer:  # its server is back before it ends (one restart for both)
+            with Tracker("large", root=root, nested=True) as tracker:
+                tracker.log_text(text, "data/large.txt")
+                for epoch in range(3):
+                    outer.log_metrics({"epoch_loss": 1.0 / (epoch + 1)}, step=epoch)
+                server.kill()
+                tracker.set_tags({"written": "after the loss"})
+                for epoch in range(3, 6):
+                    outer.log_metrics({"epoch_loss": 1.0 / (epoch + 1)}, step=epoch)
+            server.start()
+        # The outer run's end reached the server only through its journal's replay: never FINISHED with 3 of 6 epochs.
+        back = MlflowClient(server.uri).get_run(outer.run_id)
+        history = MlflowClient(server.uri).get_metric_history(outer.run_id, "epoch_loss")
+        assert (back.info.status, sorted(m.step for m in history)) == ("FINISHED", [0, 1, 2, 3, 4, 5])
+        assert SYNCED_TAG in back.data.tags and "and back: synced run" in caplog.text
         run_id = tracker.run_id
         folder = root / OFFLINE / run_id
         _header, ops = read_journal(folder)
@@ -217,8 +230,10 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
         assert f"MLflow server {server.uri} lost" in caplog.text, caplog.text
         assert password not in printed.out + printed.err + caplog.text
         assert password not in (folder / "journal.jsonl").read_text()
+        assert MlflowClient(server.uri).get_run(run_id).info.status == "RUNNING", (
+            "not ended until its journal is synced"
+        )
 
-        server.start()
         done = subprocess.run(
             [sys.executable, "-m", "tracking", "sync"],
             cwd=root,
@@ -242,3 +257,41 @@ def test_a_large_artifact_logged_before_the_server_is_lost_is_kept_and_synced_in
         assert pending_journals(root) == []
     finally:
         server.kill()
+
+
+def test_sync_names_and_skips_bad_journal_lines_and_replays_the_rest(tmp_path):
+    """A line that is not JSON and a batch whose metric name the store refuses: `tracking sync` names both, skips
+    them, replays every other write, keeps the journal, and ends with one `error:` line and exit status 2."""
+    import subprocess
+    import sys
+
+    from conftest import project_env
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / ".dvc").mkdir()
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("kept")).info.run_id
+    folder = _kept_run(tmp_path, run_id)
+    lines = (folder / "journal.jsonl").read_text().splitlines(keepends=True)
+    mangled = json.dumps({"seq": 2, "op": "batch", "params": {}, "metrics": [["epoch#loss", 0.7, 1500, 1]], "tags": {}})
+    (folder / "journal.jsonl").write_text("".join([*lines[:2], '{"seq": 2, "op": "ba\n', mangled + "\n", *lines[2:]]))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tracking", "sync"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=project_env(MLFLOW_TRACKING_URI=uri),
+        timeout=300,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "2 journal line(s) could not be replayed" in errors[0], done.stderr
+    assert "journal.jsonl line 3: not JSON" in done.stderr and "line 4 (batch): refused" in done.stderr
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.params == {"train.epochs": "2"}
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "epoch_loss")] == [(0, 0.9), (1, 0.5)]
+    assert [a.path for a in client.list_artifacts(run_id, "plots")] == ["plots/curve.txt"]
+    kept = tmp_path / ".tracking/synced" / run_id / "journal.jsonl"
+    assert kept.read_text().count("\n") == 7 and pending_journals(tmp_path) == []

@@ -38,6 +38,28 @@ def test_errors_end_the_run_failed_or_killed(root, error, expected):
     assert run.data.tags["error"].startswith(type(error).__name__)
 
 
+def test_an_interrupt_in_a_later_stage_leaves_the_finished_run_finished(root, monkeypatch):
+    """Ctrl-C in evaluate, which resumes train's FINISHED run: the training is whole (DVC keeps its model), so the
+    run stays FINISHED with its own end time, the error tag names the interrupted stage, and no run is said
+    KILLED; a run that was not FINISHED is still ended KILLED."""
+    import tracking.run.lifecycle
+    from tracking.run.lifecycle import ended_killed
+
+    monkeypatch.setattr(tracking.run.lifecycle, "_killed", [])
+    with Tracker("t", root) as trained:
+        trained.log_metrics({"epoch_loss": 0.5})
+    end_time = client_for(root).get_run(trained.run_id).info.end_time
+    with pytest.raises(KeyboardInterrupt), Tracker("t", root, run_id=trained.run_id, stage="evaluate") as evaluating:
+        evaluating.log_metrics({"test_loss": 0.7})
+        raise KeyboardInterrupt
+    run = client_for(root).get_run(trained.run_id)
+    assert (run.info.status, run.info.end_time) == ("FINISHED", end_time) and ended_killed() == []
+    assert run.data.tags["error"].startswith("KeyboardInterrupt: the evaluate stage was interrupted")
+    with pytest.raises(KeyboardInterrupt), Tracker("t", root) as killed:
+        raise KeyboardInterrupt
+    assert status(root, killed.run_id) == "KILLED" and ended_killed() == [killed.run_id]
+
+
 def test_failed_background_write_is_reported_and_fails_the_run(root, caplog):
     def broken() -> None:
         raise OSError("disk full")

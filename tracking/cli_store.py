@@ -65,6 +65,7 @@ def sync_command(args: argparse.Namespace) -> None:
     import os
 
     from tracking.env import MLFLOW_TRACKING_URI
+    from tracking.errors import JournalError
     from tracking.store.location import find_project
     from tracking.store.sync import sync_all
 
@@ -77,3 +78,11 @@ def sync_command(args: argparse.Namespace) -> None:
         print(synced.line)
     if not done:
         print("nothing to sync: no run is kept offline in .tracking/offline/")
+    partial = [synced for synced in done if synced.unreplayed]
+    if partial:
+        raise JournalError(
+            f"{sum(len(synced.unreplayed) for synced in partial)} journal line(s) could not be replayed (named "
+            f"above; the rest was) and are kept in {', '.join(str(synced.archive) for synced in partial)}",
+            fix="mend them there, move the folder back into .tracking/offline/, delete its progress.json and run "
+            "`tracking sync` again (what is already replayed is not written twice)",
+        )

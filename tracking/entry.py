@@ -13,7 +13,7 @@ from collections.abc import Callable
 from tracking import startup
 from tracking.errors import USER_ERROR_EXIT, NondeterministicOpError, TrackingError, WriteFault
 from tracking.log import configure as configure_logging
-from tracking.run.lifecycle import Terminated, ended_killed
+from tracking.run.lifecycle import Terminated, end_start_up, ended_killed
 
 
 def say_error(err: TrackingError) -> None:
@@ -33,6 +33,7 @@ def run_main(main: Callable[[], None], startup_line: bool = True) -> None:
     An interrupt's line says a run was ended as KILLED only when this process owned one and ended it so
     (`tracking diff` or `tracking sync` open none).
     """
+    end_start_up()
     try:
         configure_logging()
         startup.say_line(startup_line)

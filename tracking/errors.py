@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import difflib
 import errno
+import stat
 from collections.abc import Iterable
+from pathlib import Path
 
 USER_ERROR_EXIT = 2
 # The errors of a write the file system refused: the file, its folder or its whole file system is read-only (or
@@ -27,6 +29,30 @@ def did_you_mean(name: str, choices: Iterable[str], within: str = "") -> str:
         lowered.setdefault(choice.lower(), choice)  # the first of `adam` and `Adam`
     close = difflib.get_close_matches(name.lower(), list(lowered), n=1)
     return f"did you mean '{within}{lowered[close[0]]}'? " if close else ""
+
+
+def not_a_readable_file(path: Path) -> str | None:
+    """What `path` is, said for an error line, when it is not a regular file to read: "not found", "a directory", "a
+    symbolic link that loops", "a FIFO (named pipe)", "a character device" ...; None for a regular file (links
+    followed). Asked before opening it: reading a FIFO blocks until a writer comes, /dev/zero never ends."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a symbolic link to a missing file" if path.is_symlink() else "not found"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symbolic link that loops (or chains more links than the system follows)"
+        return f"not readable ({err.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((kind for test, kind in kinds.items() if test(mode)), "not a regular file")
 
 
 class TrackingError(Exception):
@@ -91,6 +117,10 @@ class TrackingServerError(TrackingError):
 
 class StoreFault(TrackingError):
     """The MLflow store is damaged, cannot be opened or written, or its disk is full: not a lost server."""
+
+
+class JournalError(TrackingError):
+    """Lines of an offline journal that `tracking sync` could not replay (garbled, or refused by the server)."""
 
 
 class WriteFault(TrackingError):

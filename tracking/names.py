@@ -71,7 +71,7 @@ DVC_DEPS_PREFIX = f"{PROV_PREFIX}{DVC_DEPS_SECTION}."  # + "<stage>.<path>": DVC
 
 # What made the run and how it ended.
 STAGE_TAG = "pipeline.stage"  # the stage that last wrote to the run
-ERROR_TAG = "error"  # "<ExceptionType>: <message>" of a run that did not finish
+ERROR_TAG = "error"  # "<ExceptionType>: <message>" of a run that did not finish, or of a FINISHED run's later stage
 REDACTED_PARAMS_TAG = "tracking.redacted_params"  # "<param>: <why>; ..." for params logged as <redacted>
 RERUN_OF_TAG = "rerun_of"  # the run `tracking rerun` re-created
 DVC_EXP_NAME_TAG = "dvc.exp_name"

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tracking.config.params import Params
-from tracking.errors import BadValue, ParamsError, UnknownKey
+from tracking.errors import BadValue, ParamsError, UnknownKey, not_a_readable_file
 from tracking.names import MAX_KEY_CHARS, MAX_PARAM_VALUE_CHARS
 from tracking.yaml_text import param_text, parse_yaml
 
@@ -29,13 +29,18 @@ MAX_YAML_DEPTH = 32
 def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate params.yaml; every problem becomes a `ParamsError` naming the key and the fix."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as err:
+    kind = not_a_readable_file(path)
+    if kind == "not found":
         raise ParamsError(
             f"{path}: file not found",
             fix="run from the project root or create it (every key: docs/configuration.md)",
-        ) from err
+        )
+    if kind is not None:
+        raise ParamsError(
+            f"{path} is {kind}, not a file", fix="make it the YAML file of params (docs/configuration.md)"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         line = err.object[: err.start].count(b"\n") + 1
         raise ParamsError(
@@ -54,7 +59,11 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         problem = getattr(err, "problem", None) or "invalid YAML"
         raise ParamsError(f"{path}: YAML syntax error{where}: {problem}", fix="fix the YAML there") from err
     if raw is None:
-        raw = {}
+        raise ParamsError(
+            f"{path} is empty: no section set, so every key would take its built-in default",
+            fix="write the sections the pipeline reads (every key: docs/configuration.md); to run the built-in "
+            "defaults on purpose, write `{}`",
+        )
     if not isinstance(raw, dict):
         raise ParamsError(
             f"{path}: expected a mapping of sections at the top level, got {type(raw).__name__}",

@@ -32,7 +32,7 @@ from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.data.source import ROLE_NAMES, Source, checked_source
 from tracking.dvc_files import stage_deps, within
-from tracking.errors import DataError, DataPinMismatch, UserCodeError
+from tracking.errors import DataError, DataPinMismatch, UserCodeError, not_a_readable_file
 from tracking.layout import DVC_FILE, PINS_DIR, PREPARE
 from tracking.redaction import redact_name, redact_param, redact_text, secret_values
 from tracking.yaml_text import flatten
@@ -72,8 +72,11 @@ def load_source(source: str, root: Path = Path("."), task: str = CLASSIFICATION)
         names = ", ".join(f"'{name}'" for name in BUILTIN_TASKS)
         raise DataError(f"data.source: unknown built-in '{source}'; use {names}, or a path to an .npz file")
     path = root / source
-    if not path.is_file():
+    kind = not_a_readable_file(path)
+    if kind == "not found":
         raise DataError(f"data.source: file '{source}' not found; check the path or run `dvc pull` to fetch it")
+    if kind is not None:
+        raise DataError(f"data.source: '{source}' is {kind}, not a file", fix="name an .npz file in data.source")
     _warn_untracked(source, path, root)
     with open(path, "rb") as handle:
         single_array = handle.read(len(NPY_MAGIC)) == NPY_MAGIC

@@ -3,10 +3,10 @@
 An `.npz` is a zip of `.npy` files, each with a header stating its shape and dtype; NumPy allocates what the
 header claims before reading a byte, so a damaged or crafted header claiming 10^12 elements ends in a
 MemoryError (7.28 TiB), and a zip bomb (1.2 GB from 1.2 MB) fills memory. What is read here:
-- refused: an array of Python objects (stored pickled: loading a pickle runs code), an array whose header
-  claims more bytes than its member holds (the file is damaged or crafted), and
-  an archive whose arrays, decompressed, exceed the memory available (loading would fail or swap; a loader
-  returning memory-mapped `.npy` arrays reads a larger set in chunks);
+- refused: a name held twice (np.load keeps one copy silently), an array of Python objects (stored pickled:
+  loading a pickle runs code), an array whose header claims more bytes than its member holds (the file is
+  damaged or crafted), and an archive whose arrays, decompressed, exceed the memory available (loading would
+  fail or swap; a loader returning memory-mapped `.npy` arrays reads a larger set in chunks);
 - warned: an archive that expands more than `BOMB_RATIO` times, to more than `BOMB_MIN_BYTES`: real features
   rarely compress that well, so it is a mostly constant array or a zip bomb, worth a look either way.
 """
@@ -60,6 +60,14 @@ def check_sizes(path: Path, where: str) -> int:
 
     total = 0
     with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:  # np.load would keep one of them without a word: which array is the data is not known
+            raise DataError(
+                f"{where} holds {len(twice)} name(s) more than once ({', '.join(twice)}): the archive was appended "
+                "to or hand-made, and which copy is the data cannot be told",
+                fix="re-create it with np.savez(path, x=..., y=...), each array once",
+            )
         for info in archive.infolist():
             total += info.file_size
             if not info.filename.endswith(".npy"):

@@ -8,7 +8,9 @@ inside TensorFlow's input pipeline can leave the process hanging instead of exit
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +39,27 @@ def record_killed(run_id: str) -> None:
 def ended_killed() -> list[str]:
     """The runs this process ended as KILLED, in order."""
     return list(_killed)
+
+
+def quiet_start_up() -> None:
+    """Ctrl-C in a stage's start-up (seconds of imports before `run_main` takes interrupts) exits 130 with the one
+    line `interrupted`, not a KeyboardInterrupt traceback through whatever module was being imported. A SIGINT
+    the parent set to be ignored (a shell's background job) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _start_up_interrupt)
+
+
+def end_start_up() -> None:
+    """Give Ctrl-C back to Python's `KeyboardInterrupt` (`run_main` and the `Tracker` take it from here)."""
+    if signal.getsignal(signal.SIGINT) is _start_up_interrupt:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _start_up_interrupt(signum: int, frame: object) -> None:
+    """Exit at once: an exception raised inside an extension module's import can end in that module's own panic
+    (pydantic_core's), and nothing is open or half-written yet to clean up."""
+    print("interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 def status_for(error: BaseException | None) -> str:

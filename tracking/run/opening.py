@@ -57,10 +57,10 @@ def end_stale_runs(client: MlflowClient, root: Path, uri: str, stage: str) -> No
         )
 
 
-def resumable(client: MlflowClient, uri: str, run_id: str, keep_end_time: bool) -> int | None:
+def resumable(client: MlflowClient, uri: str, run_id: str) -> int | None:
     """Check that the run to resume (the train stage's, named by outputs/run.json) is in the store and not deleted:
     DVC takes the outputs naming it as up to date after `rm mlflow.db`, so this stage is the first to see it.
-    Return its end time when `keep_end_time` and it is FINISHED (the resuming stage puts it back), else None."""
+    Return its end time when it is FINISHED (the resuming stage may put it back), else None."""
     from tracking.store.recorded import RecordedRun, fix_for
 
     run = present_run(client, run_id)
@@ -71,7 +71,7 @@ def resumable(client: MlflowClient, uri: str, run_id: str, keep_end_time: bool) 
             "so DVC takes the outputs as up to date",
             fix=fix_for([recorded]),
         )
-    return run.info.end_time if keep_end_time and run.info.status == "FINISHED" else None
+    return run.info.end_time if run.info.status == "FINISHED" else None
 
 
 def run_name(stage: str) -> str:

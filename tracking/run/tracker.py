@@ -38,8 +38,9 @@ from tracking.run.opening import end_stale_runs, resumable, run_name, sync_kept_
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.faults import describe, server_unavailable, store_fault
+from tracking.store.journal import journal_folder
 from tracking.store.location import connect, project_root, shown, tracking_uri
-from tracking.store.operations import batch, end
+from tracking.store.operations import Op, batch, end
 from tracking.store.reads import run_by_id
 from tracking.store.sinks import MlflowSink, RunSink
 from tracking.store.stale import HEARTBEAT_INTERVAL_S, heartbeat, owner_tags
@@ -80,6 +81,7 @@ class Tracker(RunLogCalls):
         self.system_metrics = system_metrics
         self.keep_end_time = keep_end_time
         self._kept_end_time: int | None = None
+        self._finished_at: int | None = None  # the end time of a resumed run that was FINISHED
         self._system: SystemMetrics | None = None
         self._interrupts = interrupts_raise()
         self._queued = QueuedMetrics()
@@ -96,7 +98,8 @@ class Tracker(RunLogCalls):
         if not self.nested:
             end_stale_runs(self.client, self.root, self.uri, self.stage)
         if self.run_id is not None:
-            self._kept_end_time = resumable(self.client, self.uri, self.run_id, self.keep_end_time)
+            self._finished_at = resumable(self.client, self.uri, self.run_id)
+            self._kept_end_time = self._finished_at if self.keep_end_time else None
         self._interrupts.__enter__()
         resuming, run = self.run_id is not None, None
         try:
@@ -183,14 +186,23 @@ class Tracker(RunLogCalls):
             log.error(failure)  # a store or file-system fault is said once, by the error line the stage ends with
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
+        status = status_for(cause)
+        note = f"{type(cause).__name__}: {cause}"
+        if status == "KILLED" and self._finished_at is not None:
+            # A later stage of a FINISHED run interrupted (Ctrl-C in evaluate): the training it records is whole,
+            # and DVC keeps its model; the interrupt ends only this stage's part, said in the run's error tag.
+            status, self._kept_end_time = "FINISHED", self._finished_at
+            note = (
+                f"{type(cause).__name__}: the {self.stage} stage was interrupted, its records are incomplete; re-run it"
+            )
         try:
             if cause is not None:
-                error_tag = shown(f"{type(cause).__name__}: {cause}")  # a store's URI in it loses its password
+                error_tag = shown(note)  # a store's URI in it loses its password
                 self._sink.write(batch(tags={ERROR_TAG: error_tag[:MAX_TAG_CHARS]}))
         except StoreFault:  # the store cannot take the note either (a full disk): the cause is what to say
             pass
         finally:
-            self._end_run(status_for(cause))
+            self._end_run(status)
         if cause is not interrupt:
             discard_interrupt()  # the run already ended for another reason, or FINISHED: its work is done
         if failure is not None and error is None:
@@ -204,6 +216,9 @@ class Tracker(RunLogCalls):
         ended = end(status, kept or int(time.time() * 1000))
         if status == "KILLED":
             record_killed(self.run_id)
+        if self._sink.offline:
+            self._end_offline(ended)
+            return
         try:
             mlflow.end_run(status=status)
             if kept:  # MLflow's end_run takes no end time: the run's own is put back
@@ -222,11 +237,28 @@ class Tracker(RunLogCalls):
                 raise
             else:
                 self._sink.lose(err)
-        if self._sink.offline:
-            self._sink.write(ended)
+                self._end_offline(ended)
+                return
+        self._sink.close()
+
+    def _end_offline(self, ended: Op) -> None:
+        """End a run whose server was lost through its journal: the end goes last into the journal, and the server
+        hears of it only by the journal's replay, so a server back by now never shows the run ended with the writes
+        it missed (FINISHED with 3 of 60 epochs). The replay is tried at once; if the server is still gone, the run
+        stays RUNNING there (`tracking doctor` and other stages leave it be) until `tracking sync` or the next stage
+        of the run replays it."""
+        from tracking.store.sync import sync_journal
+
+        _forget_active_run(self.run_id)
+        self._sink.write(ended)
         report = self._sink.close()
-        if report is not None:
-            log.warning(report)
+        folder = journal_folder(self.root, self.run_id)
+        try:
+            done = sync_journal(folder, self.client, self.uri)
+        except TrackingError as err:
+            log.warning("%s (replaying it now failed: %s)", report, err)
+        else:
+            log.warning("MLflow server %s lost during run %s and back: %s", shown(self.uri), self.run_id, done.line)
 
     def _close_writer(self) -> TrackingError | None:
         """Wait for background writes; a failed one comes back as a `TrackingError` (`_end` reports it on stderr)."""
@@ -250,3 +282,14 @@ class Tracker(RunLogCalls):
     def in_background(self, write: Callable[[], object]) -> None:
         """Run `write` on the background writer, so it overlaps training; it completes before the run ends."""
         self._writer.submit(write)
+
+
+def _forget_active_run(run_id: str) -> None:
+    """Take run `run_id` off MLflow's stack of active runs without a word to its server (`mlflow.end_run` pops it and
+    ends the run there, and MLflow has no public call for the one without the other)."""
+    from mlflow.tracking import fluent
+
+    stack = fluent._active_run_stack.get()
+    if stack and stack[-1].info.run_id == run_id:
+        stack.pop()
+        fluent.MLFLOW_RUN_ID.unset()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from tracking.dvc_files import declared_stages
 from tracking.env import DVC_ROOT, DVC_STAGE, MLFLOW_TRACKING_URI, TRACKING_EXPERIMENT, TRACKING_REPEAT
 from tracking.errors import NoiseError, RepoError
-from tracking.layout import CALIBRATE, DVC_FILE, NOISE_FILE
+from tracking.layout import CALIBRATE, COMPARE, DVC_FILE, NOISE_FILE
 from tracking.names import (
     BAND_VARIANT_TAG,
     CALIBRATION_ROLE,
@@ -37,6 +37,7 @@ from tracking.names import (
     PROV_PREFIX,
     REASON_TAG,
     REUSED_REPEATS_TAG,
+    SCRIPT_COMMAND_TAG,
     VERDICT_TAG,
     WEIGHTS_TAG,
 )
@@ -220,6 +221,13 @@ def judge_script(
 
     candidate = load_run(client, ref, root)
     found = find_calibration(client, [candidate.experiment_id], calibration)
+    if found is None and SCRIPT_COMMAND_TAG not in candidate.tags:  # a DVC pipeline's run, not a team script's
+        raise NoiseError(
+            f"run {candidate.run_id} was made by the DVC pipeline, not by a team's script, and no calibration is "
+            "in its experiment",
+            fix=f"judge it with the pipeline's own stages (`dvc repro {CALIBRATE}`, then `dvc repro {COMPARE}` for "
+            "the candidate), or compare two runs with `tracking diff`; `tracking judge` is for runs of a script",
+        )
     if found is None:
         raise NoiseError(
             f"no calibration of the script in the experiment of run {candidate.run_id}",

@@ -28,6 +28,8 @@ SYNCED = Path(".tracking/synced")
 SPOOL = Path(".tracking/spool")
 JOURNAL = "journal.jsonl"
 FILES = "files"
+LINE = "line"  # an op's line number in its journal, as read back (never written)
+UNREADABLE = "unreadable"  # the kind `read_journal` gives a line that is not a journaled operation
 SPOOLED = "spooled"  # marks an artifact op whose path is the run sink's own copy, moved (not copied) into a journal
 
 
@@ -82,7 +84,7 @@ class Journal:
         if path.exists():
             _drop_torn_line(path)
         existing = read_journal(folder)[1] if path.exists() else []
-        self._seq = existing[-1]["seq"] if existing else 0
+        self._seq = max((op.get("seq", 0) for op in existing), default=0)
         descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
         self._handle = os.fdopen(descriptor, "a", encoding="utf-8")
         if not existing:
@@ -141,17 +143,36 @@ def _drop_torn_line(path: Path) -> None:
 
 
 def read_journal(folder: Path) -> tuple[dict[str, Any], list[Op]]:
-    """The header and the operations in order, with file paths made absolute; a torn last line is dropped."""
-    lines = (folder / JOURNAL).read_text(encoding="utf-8").splitlines()
-    records = []
-    for number, line in enumerate(lines):
+    """The header and the operations in order, with file paths made absolute and each op's line number in
+    `LINE`; a torn last line is dropped. A line that is not a JSON operation (a garbled copy, a hand edit) comes
+    as an op of kind `UNREADABLE` with its reason, for `tracking sync` to name and skip."""
+    from tracking.errors import StoreFault
+
+    lines = (folder / JOURNAL).read_text(encoding="utf-8", errors="replace").splitlines()
+    ops: list[Op] = []
+    header: dict[str, Any] | None = None
+    for number, line in enumerate(lines, start=1):
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number != len(lines) - 1:
-                raise
-    header, ops = records[0], records[1:]
-    for op in ops:
-        if "path" in op:
-            op["path"] = str(folder / op["path"])
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines):
+                break
+            record = {"op": UNREADABLE, "reason": f"not JSON: {err.msg} at column {err.colno}"}
+        else:
+            if not isinstance(record, dict) or not isinstance(record.get("seq"), int) or "op" not in record:
+                record = {"op": UNREADABLE, "reason": "not an operation (no `seq` or `op`)"}
+        if header is None:
+            if record["op"] != "run":
+                raise StoreFault(
+                    f"{folder / JOURNAL}: its first line is not the run's header ({record.get('reason', 'not a run')})",
+                    fix="the journal cannot be replayed; it is left as it is, for you to restore from a copy",
+                )
+            header = record
+            continue
+        record[LINE] = number
+        if "path" in record:
+            record["path"] = str(folder / record["path"])
+        ops.append(record)
+    if header is None:
+        raise StoreFault(f"{folder / JOURNAL} is empty", fix="remove its folder; the run it was for kept nothing")
     return header, ops

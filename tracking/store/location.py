@@ -29,6 +29,7 @@ from tracking.store.sqlite import (
     creation_lock,
     database_path,
     private_folder,
+    refuse_foreign,
     rehome_artifacts,
     use_wal,
 )
@@ -133,6 +134,7 @@ def open_client(root: Path | None) -> MlflowClient:
     http_limits(uri)
     quiet_mlflow_database_errors()
     mlflow.set_tracking_uri(uri)
+    refuse_foreign(database)
     try:
         with creation_lock(uri):
             if _empty(database):  # MLflow would make it a new store: a side effect, and the lost runs unsaid
@@ -222,6 +224,7 @@ def connect(root: Path, experiment: str) -> str:
     http_limits(uri)
     quiet_mlflow_database_errors()
     mlflow.set_tracking_uri(uri)
+    refuse_foreign(database_path(uri))
     try:
         with creation_lock(uri):
             if _empty(database_path(uri)):  # no process is creating it: we hold the creation lock

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
 SQLITE_PREFIX = "sqlite:///"
@@ -31,6 +31,8 @@ LOCK_SUFFIX = ".lock"
 # their owner reads them, whatever the umask. What exists already keeps the mode its owner gave it.
 PRIVATE_FILE = 0o600
 PRIVATE_FOLDER = 0o700
+ALEMBIC = "alembic_version"  # the table where MLflow's store keeps its schema revision
+FIRST_TABLE = "experiments"  # the one table of MLflow's first schema that no other refers to: created first
 
 
 def database_path(uri: str) -> Path | None:
@@ -123,3 +125,52 @@ def rehome_artifacts(uri: str, old: str, new: str) -> int:
             )
     finally:
         connection.close()
+
+
+def refuse_foreign(database: Path | None) -> None:
+    """Raise a `StoreFault` for an SQLite file that MLflow must not open: another application's database (MLflow
+    would add its ~70 tables to it) or a store a newer MLflow wrote (MLflow would say to run `mlflow db upgrade`,
+    which only moves a schema forward). A missing or empty file (a new store) and MLflow's own pass; a damaged
+    one is left for MLflow's open, whose error says so. Read-only, and before `creation_lock` (which would write
+    a lock file beside another application's database): a store that MLflow is creating meanwhile has its
+    `FIRST_TABLE` from its first statement on."""
+    from tracking.errors import StoreFault
+
+    if database is None or not database.is_file() or database.stat().st_size == 0:
+        return
+    try:
+        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            tables = sorted(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            found = db.execute("SELECT version_num FROM alembic_version").fetchone() if ALEMBIC in tables else None
+    except sqlite3.DatabaseError:
+        return
+    if tables and FIRST_TABLE not in tables:
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise StoreFault(
+            f"{database} is not an MLflow store: it is an SQLite database holding other tables ({shown})",
+            fix="point MLFLOW_TRACKING_URI at the MLflow store (or move this file away from the store's name); "
+            "nothing was written to it",
+        )
+    revision = found[0] if found else None
+    if revision and revision not in _mlflow_revisions():
+        import mlflow
+
+        raise StoreFault(
+            f"MLflow store {database} was written by a newer MLflow than this environment's {mlflow.__version__} "
+            f"(its schema revision {revision} is unknown here)",
+            fix="upgrade MLflow in this environment to the version that wrote it (`pip install -U mlflow`, or the "
+            "team's pinned version), or use a store of this version; `mlflow db upgrade` cannot help, it only moves "
+            "a schema forward",
+        )
+
+
+def _mlflow_revisions() -> frozenset[str]:
+    """The schema revisions the installed MLflow's migrations know (each migration file is named `<revision>_...`)."""
+    from importlib.resources import files
+
+    versions = files("mlflow.store.db_migrations") / "versions"
+    return frozenset(
+        entry.name.split("_", 1)[0]
+        for entry in versions.iterdir()
+        if entry.name.endswith(".py") and entry.name[0] != "_"
+    )

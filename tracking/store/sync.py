@@ -12,6 +12,7 @@ with the original id. A synced journal is moved to `.tracking/synced/<run_id>/`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tracking.errors import TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG, tag_is
 from tracking.store.faults import describe, server_unavailable
-from tracking.store.journal import SYNCED, pending_journals, read_journal
+from tracking.store.journal import JOURNAL, LINE, SYNCED, UNREADABLE, pending_journals, read_journal
 from tracking.store.location import EXPERIMENT_KIND, shown
 from tracking.store.operations import Op
 from tracking.store.sinks import MlflowSink
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 PROGRESS = "progress.json"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,13 +46,16 @@ class Synced:
     metric_values: int
     artifacts: int
     archive: Path
+    unreplayed: list[str]
 
     @property
     def line(self) -> str:
         where = self.run_id if self.run_id == self.source_run_id else f"{self.run_id} (linked to {self.source_run_id})"
+        skipped = f", {len(self.unreplayed)} bad line(s) skipped (named above)" if self.unreplayed else ""
         return (
             f"synced run {where}: {self.applied} writes replayed ({self.metric_values} metric values added, "
-            f"{self.skipped_metric_values} already there; {self.artifacts} artifacts); journal archived in {self.archive}"
+            f"{self.skipped_metric_values} already there; {self.artifacts} artifacts){skipped}; journal archived in "
+            f"{self.archive}"
         )
 
 
@@ -79,18 +84,19 @@ def sync_journal(folder: Path, client: MlflowClient, uri: str) -> Synced:
     try:
         run_id = progress.get("run_id") or _target_run(client, header)
         if not progress:
-            progress = {"run_id": run_id, "done_seq": 0}
+            progress = {"run_id": run_id, "done_seq": 0, "done_line": 0}
             _write_progress(folder, progress)
         replay = _Replay(client, run_id)
-        todo = [op for op in ops if op["seq"] > progress["done_seq"]]
+        todo = [op for op in ops if _after(op, progress)]
         for op in tqdm(todo, desc=f"sync {header['run_id'][:8]}", unit="write", disable=None):
             replay.apply(op)
-            progress["done_seq"] = op["seq"]
+            progress["done_seq"], progress["done_line"] = op.get("seq", progress["done_seq"]), op[LINE]
             _write_progress(folder, progress)
+        skipped = f"; {len(replay.unreplayed)} line(s) skipped" if replay.unreplayed else ""
         client.set_tag(
             run_id,
             SYNCED_TAG,
-            f"{len(ops)} writes kept offline from {header['lost_at']} ({header['reason']})"[:MAX_TAG_CHARS],
+            f"{len(ops)} writes kept offline from {header['lost_at']} ({header['reason']}){skipped}"[:MAX_TAG_CHARS],
         )
     except Exception as err:
         if not server_unavailable(err):
@@ -100,7 +106,27 @@ def sync_journal(folder: Path, client: MlflowClient, uri: str) -> Synced:
             f"{folder} is kept, run `tracking sync` again when the server is back"
         ) from err
     archive = _archive(folder).relative_to(folder.parents[2])
-    return Synced(run_id, header["run_id"], len(todo), replay.skipped, replay.metric_values, replay.artifacts, archive)
+    for line in replay.unreplayed:
+        log.warning("%s/%s %s; skipped, the rest replayed", archive, JOURNAL, line)
+    applied = len(todo) - len(replay.unreplayed)
+    return Synced(
+        run_id,
+        header["run_id"],
+        applied,
+        replay.skipped,
+        replay.metric_values,
+        replay.artifacts,
+        archive,
+        replay.unreplayed,
+    )
+
+
+def _after(op: Op, progress: dict[str, Any]) -> bool:
+    """Whether `op` comes after what an interrupted sync recorded as done (by line; by number in progress files
+    of earlier versions)."""
+    if "done_line" in progress:
+        return op[LINE] > progress["done_line"]
+    return op.get("seq", 0) > progress["done_seq"]
 
 
 class _Replay:
@@ -111,14 +137,29 @@ class _Replay:
         self.run_id = run_id
         self.sink = MlflowSink(client, run_id)
         self.skipped = self.metric_values = self.artifacts = 0
+        self.unreplayed: list[str] = []  # the journal's lines not replayed, each with its reason
         self._history: dict[str, set[tuple[int, int, float]]] = {}
 
     def apply(self, op: Op) -> None:
+        """Replay `op`; one the journal cannot give (a garbled line) or the server refuses (a mangled metric name)
+        is noted in `unreplayed` and skipped. A server that stopped answering is raised."""
+        if op["op"] == UNREADABLE:
+            self.unreplayed.append(f"line {op[LINE]}: {op['reason']}")
+            return
+        try:
+            self._apply(op)
+        except Exception as err:
+            if server_unavailable(err):
+                raise
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            self.unreplayed.append(f"line {op[LINE]} ({op['op']}): refused: {reason}")
+
+    def _apply(self, op: Op) -> None:
         if op["op"] == "batch" and op["metrics"]:
             op = {**op, "metrics": self._new_metrics(op["metrics"])}
         if op["op"] == "model" and self._has_model(op["name"]):
             return
-        self.sink.write(op)
+        self.sink.write({key: value for key, value in op.items() if key != LINE})
         self.artifacts += op["op"] in ("artifact", "model")
 
     def _new_metrics(self, metrics: list[list]) -> list[list]:

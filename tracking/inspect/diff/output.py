@@ -24,7 +24,14 @@ def render(diff: RunDiff, fmt: str = "text", title: str = "tracking diff") -> st
     markdown = fmt == "md"
     summary = diff.as_dict()
     lines = [f"# {title}" if markdown else title, ""]
-    lines += [_run_line("A", summary["a"], markdown), _run_line("B", summary["b"], markdown), ""]
+    lines += [_run_line("A", summary["a"], markdown), _run_line("B", summary["b"], markdown)]
+    if summary["a"]["experiment_id"] != summary["b"]["experiment_id"]:
+        note = (
+            f"the runs are in different MLflow experiments ({summary['a']['experiment_id']} and "
+            f"{summary['b']['experiment_id']}): check they are the comparison you mean"
+        )
+        lines.append(f"- {note}" if markdown else f"  {note}")
+    lines.append("")
     lines.append(
         "## Differences, most likely to move results first"
         if markdown

@@ -60,7 +60,7 @@ class RunSnapshot:
     run_id: str
     name: str
     experiment_id: str
-    status: str
+    status: str  # MLflow's, with ", deleted" for a run in the store's bin (`mlflow runs restore` brings it back)
     params: dict[str, str]
     metrics: dict[str, float]
     tags: dict[str, str]
@@ -133,7 +133,7 @@ def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> Run
         run_id=run.info.run_id,
         name=run.info.run_name or "",
         experiment_id=run.info.experiment_id,
-        status=run.info.status,
+        status=run.info.status if run.info.lifecycle_stage != "deleted" else f"{run.info.status}, deleted",
         params=dict(run.data.params),
         metrics=run_metrics(run),
         tags=dict(run.data.tags),
