@@ -76,7 +76,6 @@ SECRET_WORDS = frozenset(
         "pass",
         "pw",
         "pwd",
-        "pin",
         "otp",
         "totp",
         "credential",
@@ -321,6 +320,8 @@ def names_secret(name: str) -> bool:
     named = words & SECRET_WORDS
     if named == {"key"} and not words.isdisjoint(SHAPE_WORDS):
         named = set()
+    last = _NAME_WORDS.findall(name)[-1:]
+    named |= {"pin"} & {word.lower() for word in last}  # `pin`, `user_pin`; not `pin_memory`
     run_together = any(word.endswith(SECRET_ENDINGS) and word not in SECRET_WORDS | NOT_SECRET_WORDS for word in words)
     return bool(named) or run_together or any(part in name.lower() for part in SECRET_PARTS)
 
@@ -363,7 +364,12 @@ def secret_values(tree: dict[str, Any], prefix: str = "") -> set[str]:
     a credential: what an error from the code they were given to must not print."""
     found: set[str] = set()
     for key, value in flatten(tree, prefix).items():
-        if names_secret(key) and value is not None and not isinstance(value, bool):
+        if (
+            names_secret(key)
+            and value is not None
+            and not isinstance(value, bool)
+            and not str(value).startswith("env:")
+        ):
             items = value if isinstance(value, list) else [value]
             found.update(text for item in items if len(text := str(item)) >= MIN_KNOWN_CHARS)
     return found
@@ -403,6 +409,8 @@ def redact_param(key: str, value: Any) -> tuple[str, str | None]:
     empty; any other loses its tokens and URL passwords (`postgresql://<redacted>@host/ml`).
     """
     text = param_text(value)
+    if isinstance(value, str) and value.startswith("env:"):  # a reference (tracking/config/references.py)
+        return text, None
     if value is not None and not isinstance(value, bool) and value not in ("", [], {}) and names_secret(key):
         return REDACTED, "its name says it holds a credential"
     redacted = redact_line(text)
