@@ -217,3 +217,28 @@ def test_an_invalid_dvc_yaml_is_one_error_naming_it(tmp_path: Path):
     _write(root, "sub/dvc.yaml", b"stages:\n  - not a mapping\n")
     with pytest.raises(RepoError, match=r"sub/dvc.yaml is not a valid dvc.yaml .*; fix it"):
         gather_git(root)
+
+
+def test_tracking_diff_compares_the_runs_snapshots_in_git(tmp_path: Path):
+    """`tracking diff`'s code group reads each run's working tree from git; a snapshot this clone lacks is named
+    with the fetch that brings it."""
+    from tracking.inspect.diff import RunSnapshot
+    from tracking.inspect.diff.code import code_group
+    from tracking.names import GIT_COMMIT_TAG
+
+    root = make_repo(tmp_path / "repo")
+    _write(root, "run.sh", b"#!/bin/sh\necho a\n")
+    first = gather_git(root)
+    _write(root, "run.sh", b"#!/bin/sh\necho b\n")
+    _write(root, "new.py", b"x = 1\n")
+    second = gather_git(root)
+
+    def logged(run_id: str, commit: str, snapshot: str) -> RunSnapshot:
+        tags = {GIT_COMMIT_TAG: commit, GIT_SNAPSHOT_TAG: snapshot}
+        return RunSnapshot(run_id, "", "0", "FINISHED", {}, {}, tags, None, "")
+
+    a, b = logged("a", first["commit"], first["snapshot"]), logged("b", second["commit"], second["snapshot"])
+    assert [change.key for change in code_group(a, b, root, set()).changes] == ["file new.py", "file run.sh"]
+    elsewhere = logged("c", second["commit"], "0123456789abcdef0123456789abcdef01234567")
+    group = code_group(a, elsewhere, root, set())
+    assert [change.key for change in group.changes] == ["git.snapshot"] and FETCH_SNAPSHOTS in group.note
