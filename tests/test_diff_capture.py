@@ -188,6 +188,9 @@ def test_dvc_outputs_and_locks_are_left_out_of_the_diff(tmp_path: Path):
     run(["git", "commit", "-qm", "results"], root)
     for name in ("dvc.lock", "sub/dvc.lock", "metrics.json", "report.md", "crlf.csv"):
         _write(root, name, b"new result\r\n")
+    _write(root, ".gitignore", b"/out\n")  # as DVC lists the outputs it caches
+    run(["git", "add", ".gitignore"], root)
+    run(["git", "commit", "-qm", "ignored"], root)
     (root / "out").mkdir()
     _write(root, "out/new.json", b"{}")
     _write(root, "run.sh", b"#!/bin/sh\necho code change\n")

@@ -446,3 +446,16 @@ def test_a_megabyte_line_is_redacted_in_linear_time(line: str):
     redact_text(line)
     looks_secret("KERAS_LONG", line)
     assert time.perf_counter() - started < 5
+
+
+def test_an_error_line_quoting_a_teams_exception_prints_no_form_of_the_catalogue(capsys: pytest.CaptureFixture):
+    """Our `error:` line quotes a team's exception (a loader's, a builder's, a loss's): every written form and
+    token of the catalogue in its message is taken out of what the terminal shows."""
+    from tracking.entry import say_error
+    from tracking.errors import UserCodeError
+
+    for text, _ in [*((token, token) for token in TOKENS.values()), *WRITTEN.values()]:
+        say_error(UserCodeError(f"data.loader: 'team:load' raised ConnectionError: refused {text} (retry later)"))
+    shown = capsys.readouterr().err
+    left = [secret for _, secret in [*((t, t) for t in TOKENS.values()), *WRITTEN.values()] if secret in shown]
+    assert left == [] and shown.count("error: data.loader") == len(TOKENS) + len(WRITTEN)

@@ -100,13 +100,25 @@ def snapshot_worktree(top: Path, excludes: list[str]) -> Snapshot | None:
     with tempfile.TemporaryDirectory(prefix="tracking-index-") as folder:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(folder) / "index"), **_SNAPSHOT_IDENTITY}
         _git(top, env, "read-tree", "HEAD")
-        _git(top, env, "add", "-A", "--", ".", *(f":(exclude,literal){path}" for path in excludes))
+        kept_out = [path for path in excludes if path not in _ignored(top, excludes)]  # git names an ignored one
+        _git(top, env, "add", "-A", "--", ".", *(f":(exclude,literal){path}" for path in kept_out))
         tree = _git(top, env, "write-tree").strip()
     if tree == _git(top, None, "rev-parse", "HEAD^{tree}").strip():
         return None
     sha = _git(top, env, "commit-tree", tree, "-p", "HEAD", "-m", SNAPSHOT_MESSAGE).strip()
     _git(top, None, "update-ref", f"{SNAPSHOT_REFS}{sha}", sha)
     return Snapshot(sha, tree, _diffstat(top, sha))
+
+
+def _ignored(top: Path, paths: list[str]) -> set[str]:
+    """The `paths` git ignores (and does not track): `git add -A` leaves them out by itself, and refuses a pathspec
+    that names one, even to exclude it."""
+    if not paths:
+        return set()
+    done = subprocess.run(
+        ["git", "check-ignore", "-z", "--stdin"], cwd=top, input="\0".join(paths).encode(), capture_output=True
+    )
+    return {name for name in decode_diff(done.stdout).split("\0") if name}
 
 
 def _diffstat(top: Path, sha: str) -> list[dict[str, Any]]:
