@@ -128,7 +128,7 @@ CATALOGUE_FILES = ("catalogue/tracked.py", "catalogue/staged.py", "catalogue/unt
 def catalogue_environment() -> dict[str, str]:
     """Each catalogue form, and this place's own tokens, in an allow-listed variable (KERAS_*, TF_*, DVC_EXP_*)."""
     values = [*CATALOGUE.values(), *OWN_PER_PLACE["environment"]]
-    prefixes = ("KERAS_PLANTED_", "TF_PLANTED_", "DVC_EXP_PLANTED_")
+    prefixes = ("KERAS_PLANTED_", "TF_CPP_PLANTED_", "DVC_EXP_PLANTED_")
     return {f"{prefixes[index % 3]}{index}": value for index, value in enumerate(values)}
 
 
@@ -309,7 +309,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert record["seeds"]["init"] == int(tags["prov.seeds.init"])
     changed = [entry["path"] for entry in record["git"]["changed_files"]]
     assert {"config/deploy/settings.yaml", "notes.py", *CATALOGUE_FILES} <= set(changed), changed
-    assert sum(path.startswith("catalogue/<redacted>") for path in changed) >= len(catalogue_files) - 3
+    assert sum("<redacted>" in path for path in changed) >= len(catalogue_files) - 3
     assert "TF_ENCRYPTION" not in record["environment"] and "TF_XLA_PLANTED_OPAQUE" in record["environment"]
     top = {a.path for a in client.list_artifacts(found.info.run_id)}
     assert {"data", "evaluation", "plots"} <= top
