@@ -140,7 +140,7 @@ def plant_catalogue(project: Path) -> list[Path]:
     tracked.parent.mkdir()
     tracked.write_text("RATE = 0.1\n")
     run(["git", "add", str(tracked)], project)
-    run(["git", "commit", "-qm", "catalogue"], project)
+    run(["git", "commit", "-qm", "catalogue", "--", str(tracked)], project)  # only it: the rest stays staged
 
     def own(place: str) -> list[str]:
         return [f"OWN_{index} = {token!r}\n" for index, token in enumerate(OWN_PER_PLACE[place])]
