@@ -209,13 +209,13 @@ def leaks(project: Path, planted: set[Path]) -> list[tuple[str, str]]:
     patterns = project.parent / "secrets.txt"
     patterns.write_text("\n".join(ALL_SECRETS) + "\n")
     done = subprocess.run(
-        ["grep", "-rHoaF", "--exclude-dir=.git", "-f", str(patterns), str(project)],
+        ["grep", "-rHoaFZ", "--exclude-dir=.git", "-f", str(patterns), str(project)],
         capture_output=True,
         text=True,
         errors="replace",
     )
     assert done.returncode in (0, 1), done.stderr
-    found = {tuple(reversed(line.rsplit(":", 1))) for line in done.stdout.splitlines()}
+    found = {tuple(reversed(line.split("\0", 1))) for line in done.stdout.splitlines()}  # a secret may hold ":"
     return sorted((secret, path) for secret, path in found if Path(path) not in planted)
 
 

@@ -125,7 +125,6 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert new.data.params == original.data.params and new.data.params["train.epochs"] == "2"
     assert new.data.metrics["test_accuracy"] == original.data.metrics["test_accuracy"]
     assert not Path(new.data.tags["prov.environment.DVC_ROOT"]).exists()
-    assert new.data.tags["prov.git.snapshot_tree"] == original.data.tags["prov.git.snapshot_tree"], "the same code"
     assert leaks(clone, CODE_SECRET) == []
 
     # SIGTERM mid-rerun (as a scheduler stops it): the worktree and its folder are removed, the stage it ran too.
