@@ -1,8 +1,9 @@
-"""The uncommitted diff a run logs re-creates its tree byte for byte, and leaves DVC's outputs out.
+"""The working tree's snapshot a run records re-creates its tree byte for byte, and leaves DVC's outputs out.
 
-Each case changes a real git repository after its commit; the diff is captured as a stage captures it,
-logged to and read back from a real MLflow SQLite store, and applied in a fresh worktree at the commit,
-whose files (bytes and executable bits) must then equal the changed tree's.
+Each case changes a real git repository after its commit; the tree is snapshotted as a stage snapshots it (a
+commit object of ours under refs/tracking/), and checked out in a fresh worktree at the commit, whose files
+(bytes and executable bits) must then equal the changed tree's. A run of an earlier version logged a diff
+instead: that path is kept for them (`apply_diff`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from conftest import project_env, run
 
 from tracking.errors import RerunError
 from tracking.inspect.diff import load_run
-from tracking.inspect.worktree import apply_diff, temporary_worktree
-from tracking.provenance.git import encode_diff, gather_git, redact_diff
+from tracking.inspect.worktree import apply_diff, restore_code, temporary_worktree
+from tracking.names import GIT_SNAPSHOT_TAG
+from tracking.provenance.git import FETCH_SNAPSHOTS, encode_diff, gather_git
 
 BASE = {
     "crlf.csv": b"epoch,loss\r\n0,1.5\r\n1,0.5\r\n",
@@ -49,6 +51,8 @@ CASES: dict[str, Callable[[Path], object]] = {
     "renamed file": _rename,
     "executable bit": lambda root: (root / "run.sh").chmod(0o755),
     "not utf-8": lambda root: _write(root, "latin1.txt", b"caf\xe9 cr\xe8me\n"),
+    "untracked file": lambda root: _write(root, "team_module.py", b"UNTRACKED = 1\n"),
+    "binary file": lambda root: _write(root, "image.bin", bytes(reversed(range(256)))),
     "everything at once": lambda root: [
         change(root) for name, change in CASES.items() if name not in ("everything at once", "newline added at the end")
     ],
@@ -96,25 +100,55 @@ def logged_and_read_back(store, diff: str, tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_captured_diff_recreates_the_tree_byte_for_byte(case: str, tmp_path: Path, store):
+def test_the_snapshot_recreates_the_tree_byte_for_byte(case: str, tmp_path: Path):
     root = make_repo(tmp_path / "repo")
     commit = run(["git", "rev-parse", "HEAD"], root).stdout.strip()
     CASES[case](root)
+    status = run(["git", "status", "--porcelain"], root).stdout
     captured = gather_git(root)
-    assert captured["dirty"] and captured["diff_redacted_lines"] == 0 and captured["diff_excludes"] == []
-    diff = logged_and_read_back(store, captured["diff"], tmp_path)
-    assert (
-        encode_diff(diff) == subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout
-    )
+    assert captured["dirty"] and captured["diff_excludes"] == [] and captured["changed_files"]
+    assert run(["git", "status", "--porcelain"], root).stdout == status, "the user's index and files untouched"
+    assert gather_git(root)["snapshot"] == captured["snapshot"], "the same tree on the same commit: the same sha"
+    tags = {GIT_SNAPSHOT_TAG: captured["snapshot"]}
     with temporary_worktree(root, commit) as copy:
-        changed = apply_diff(copy, diff, "run1")
+        changed = restore_code(copy, tags, "", "run1")
         assert tree(copy) == tree(root)
-        assert gather_git(copy)["diff"] == captured["diff"]  # the re-created run logs the same diff
+        assert gather_git(copy)["snapshot_tree"] == captured["snapshot_tree"]  # the re-created run: the same code
     assert changed and set(changed) <= set(tree(root)) | set(BASE)
 
 
+def test_a_clone_without_the_snapshot_says_how_to_fetch_it(tmp_path: Path):
+    root = make_repo(tmp_path / "repo")
+    _write(root, "crlf.csv", b"changed\r\n")
+    captured = gather_git(root)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", root.as_uri(), str(clone)], tmp_path)  # a clone as over a network: refs/heads only
+    tags = {GIT_SNAPSHOT_TAG: captured["snapshot"]}
+    with temporary_worktree(clone, captured["commit"]) as copy, pytest.raises(RerunError) as raised:
+        restore_code(copy, tags, "", "run1")
+    assert "is not in this clone" in str(raised.value) and FETCH_SNAPSHOTS in str(raised.value)
+    run(["git", "fetch", "-q", "origin", "refs/tracking/*:refs/tracking/*"], clone)
+    with temporary_worktree(clone, captured["commit"]) as copy:
+        restore_code(copy, tags, "", "run1")
+        assert (copy / "crlf.csv").read_bytes() == b"changed\r\n"
+
+
+@pytest.mark.parametrize("case", ["crlf lines", "renamed file", "not utf-8"])
+def test_a_diff_logged_by_an_earlier_version_still_recreates_the_tree(case: str, tmp_path: Path, store):
+    root = make_repo(tmp_path / "repo")
+    commit = run(["git", "rev-parse", "HEAD"], root).stdout.strip()
+    CASES[case](root)
+    run(["git", "add", "-A"], root)
+    raw = subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    diff = logged_and_read_back(store, raw.decode("utf-8", "surrogateescape"), tmp_path)
+    assert encode_diff(diff) == raw
+    with temporary_worktree(root, commit) as copy:
+        apply_diff(copy, diff, "run1")
+        assert tree(copy) == tree(root)
+
+
 @pytest.mark.parametrize("change", ["modified", "new", "deleted"])
-def test_a_binary_file_in_the_diff_is_refused_naming_it(change: str, tmp_path: Path):
+def test_a_binary_file_in_an_earlier_versions_diff_is_refused_naming_it(change: str, tmp_path: Path):
     root = make_repo(tmp_path / "repo")
     commit = run(["git", "rev-parse", "HEAD"], root).stdout.strip()
     if change == "modified":
@@ -125,7 +159,7 @@ def test_a_binary_file_in_the_diff_is_refused_naming_it(change: str, tmp_path: P
     else:
         (root / "image.bin").unlink()
     _write(root, "crlf.csv", b"a,b\r\n")
-    diff = gather_git(root)["diff"]
+    diff = subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout.decode()
     with temporary_worktree(root, commit) as copy, pytest.raises(RerunError) as raised:
         apply_diff(copy, diff, "run1")
     name = "other.bin" if change == "new" else "image.bin"
@@ -154,15 +188,15 @@ def test_dvc_outputs_and_locks_are_left_out_of_the_diff(tmp_path: Path):
     run(["git", "commit", "-qm", "results"], root)
     for name in ("dvc.lock", "sub/dvc.lock", "metrics.json", "report.md", "crlf.csv"):
         _write(root, name, b"new result\r\n")
+    _write(root, ".gitignore", b"/out\n")  # as DVC lists the outputs it caches
+    run(["git", "add", ".gitignore"], root)
+    run(["git", "commit", "-qm", "ignored"], root)
     (root / "out").mkdir()
     _write(root, "out/new.json", b"{}")
     _write(root, "run.sh", b"#!/bin/sh\necho code change\n")
     captured = gather_git(root)
     assert captured["diff_excludes"] == ["crlf.csv", "dvc.lock", "metrics.json", "out", "report.md", "sub/dvc.lock"]
-    assert [line for line in captured["diff"].split("\n") if line.startswith("diff --git")] == [
-        "diff --git a/run.sh b/run.sh"
-    ]
-    assert captured["untracked_files"] == []
+    assert [changed["path"] for changed in captured["changed_files"]] == ["run.sh"]
 
 
 def test_templated_dvc_yaml_outputs_are_resolved_through_dvc(tmp_path: Path):
@@ -178,15 +212,6 @@ def test_templated_dvc_yaml_outputs_are_resolved_through_dvc(tmp_path: Path):
     assert gather_git(root)["diff_excludes"] == ["dvc.lock", "results/a.json", "results/b.json"]
 
 
-def test_redaction_keeps_every_other_byte():
-    diff = (
-        "diff --git a/s.py b/s.py\n--- a/s.py\n+++ b/s.py\n@@ -1,3 +1,3 @@\n a = 1\r\n-api_key = 'old'\r\n"
-        "+api_key = 'new'\r\n \x0cpage\r\n\\ No newline at end of file\n"
-    )
-    redacted = redact_diff(diff)
-    assert redacted == diff.replace("'old'", "<redacted>").replace("'new'", "<redacted>")
-
-
 def test_an_invalid_dvc_yaml_is_one_error_naming_it(tmp_path: Path):
     from tracking.errors import RepoError
 
@@ -195,3 +220,28 @@ def test_an_invalid_dvc_yaml_is_one_error_naming_it(tmp_path: Path):
     _write(root, "sub/dvc.yaml", b"stages:\n  - not a mapping\n")
     with pytest.raises(RepoError, match=r"sub/dvc.yaml is not a valid dvc.yaml .*; fix it"):
         gather_git(root)
+
+
+def test_tracking_diff_compares_the_runs_snapshots_in_git(tmp_path: Path):
+    """`tracking diff`'s code group reads each run's working tree from git; a snapshot this clone lacks is named
+    with the fetch that brings it."""
+    from tracking.inspect.diff import RunSnapshot
+    from tracking.inspect.diff.code import code_group
+    from tracking.names import GIT_COMMIT_TAG
+
+    root = make_repo(tmp_path / "repo")
+    _write(root, "run.sh", b"#!/bin/sh\necho a\n")
+    first = gather_git(root)
+    _write(root, "run.sh", b"#!/bin/sh\necho b\n")
+    _write(root, "new.py", b"x = 1\n")
+    second = gather_git(root)
+
+    def logged(run_id: str, commit: str, snapshot: str) -> RunSnapshot:
+        tags = {GIT_COMMIT_TAG: commit, GIT_SNAPSHOT_TAG: snapshot}
+        return RunSnapshot(run_id, "", "0", "FINISHED", {}, {}, tags, None, "")
+
+    a, b = logged("a", first["commit"], first["snapshot"]), logged("b", second["commit"], second["snapshot"])
+    assert [change.key for change in code_group(a, b, root, set()).changes] == ["file new.py", "file run.sh"]
+    elsewhere = logged("c", second["commit"], "0123456789abcdef0123456789abcdef01234567")
+    group = code_group(a, elsewhere, root, set())
+    assert [change.key for change in group.changes] == ["git.snapshot"] and FETCH_SNAPSHOTS in group.note

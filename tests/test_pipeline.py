@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import client_for, project_env, run, runs_of, write_params
+from test_redaction import TOKENS, WRITTEN
 
 pytestmark = pytest.mark.slow
 
@@ -62,8 +63,15 @@ DIFF_SECRETS = [
     "kagglePlantedJsonKey0123456789ab",
     "netrcPlantedPassword55",
 ]
-# A team's loader given its connection settings in params.yaml (data.kwargs), committed: DVC keeps them in
-# dvc.lock, which the product cannot change; MLflow must not get them.
+# A team's loader given its connection settings in params.yaml (data.kwargs), committed, each credential by
+# reference (`env:NAME`, tracking/config/references.py): params.yaml, dvc.lock and MLflow hold the references only.
+REFERENCED = {
+    "TEAM_DSN": "postgresql://loader:paramPlantedDbPw@db.internal/ml",
+    "TEAM_API_TOKEN": "xoxp-123456789012-paramPlantedSlack",
+    "TEAM_AUTHORIZATION": "Bearer paramPlantedBearer0123456789",
+    "TEAM_KAGGLE_KEY": "plainPlantedKaggleKey",
+    "TEAM_DB_PW": "plainPlantedDbPw",
+}
 PARAM_SECRETS = [
     "paramPlantedDbPw",
     "xoxp-123456789012-paramPlantedSlack",
@@ -72,11 +80,11 @@ PARAM_SECRETS = [
     "plainPlantedDbPw",
 ]
 LOADER_KWARGS = {
-    "dsn": "postgresql://loader:paramPlantedDbPw@db.internal/ml",
-    "api_token": "xoxp-123456789012-paramPlantedSlack",
-    "headers": {"Authorization": "Bearer paramPlantedBearer0123456789", "Accept": "text/csv"},
-    "kaggle_key": "plainPlantedKaggleKey",  # named as credentials, valued as plain words
-    "db_pw": "plainPlantedDbPw",
+    "dsn": "env:TEAM_DSN",
+    "api_token": "env:TEAM_API_TOKEN",
+    "headers": {"Authorization": "env:TEAM_AUTHORIZATION", "Accept": "text/csv"},
+    "kaggle_key": "env:TEAM_KAGGLE_KEY",
+    "db_pw": "env:TEAM_DB_PW",
 }
 LOADER = """def load(dsn, api_token, headers, kaggle_key, db_pw):
     from sklearn.datasets import load_digits
@@ -91,7 +99,61 @@ NAME_SECRETS = {
     "staged": "AIzaSyNamePlantedStaged0123456789abcdef",
     "dvc add": "glpat-namePlantedDvcAdded012345",
 }
-ALL_SECRETS = [*ENV_SECRETS, *REMOTE_SECRETS, *DIFF_SECRETS, *PARAM_SECRETS, *NAME_SECRETS.values()]
+# The catalogue (issue 49): every token format and written form of tests/test_redaction.py, planted in the
+# uncommitted code (a changed tracked file, a new staged one, an untracked one), in allow-listed environment
+# variables, in untracked files' names (each token that can name a file); with a branch and a DVC experiment
+# named by tokens, and per-place tokens of their own.
+CATALOGUE = {**TOKENS, **{name: text for name, (text, _) in WRITTEN.items()}}
+CATALOGUE_SECRETS = [*TOKENS.values(), *(secret for _, secret in WRITTEN.values())]
+BRANCH_SECRET = "ghp_branchPlantedToken0123456789ab"
+EXPERIMENT_SECRET = "glpat-experimentPlanted0123456789"
+OWN_PER_PLACE = {
+    place: [f"ghp_{place}Planted{index:02d}x0123456789" for index in range(8)]
+    for place in ("tracked", "staged", "untracked", "environment", "filename")
+}
+ALL_SECRETS = [
+    *ENV_SECRETS,
+    *REMOTE_SECRETS,
+    *DIFF_SECRETS,
+    *PARAM_SECRETS,
+    *NAME_SECRETS.values(),
+    *CATALOGUE_SECRETS,
+    BRANCH_SECRET,
+    EXPERIMENT_SECRET,
+    *(token for tokens in OWN_PER_PLACE.values() for token in tokens),
+]
+CATALOGUE_FILES = ("catalogue/tracked.py", "catalogue/staged.py", "catalogue/untracked.txt")
+
+
+def catalogue_environment() -> dict[str, str]:
+    """Each catalogue form, and this place's own tokens, in an allow-listed variable (KERAS_*, TF_*, DVC_EXP_*)."""
+    values = [*CATALOGUE.values(), *OWN_PER_PLACE["environment"]]
+    prefixes = ("KERAS_PLANTED_", "TF_CPP_PLANTED_", "DVC_EXP_PLANTED_")
+    return {f"{prefixes[index % 3]}{index}": value for index, value in enumerate(values)}
+
+
+def plant_catalogue(project: Path) -> list[Path]:
+    """The catalogue in the code (committed then changed, staged, untracked) and in untracked files' names, on a
+    branch named by a token; return the files that hold it by design."""
+    lines = [f"FORM_{index} = {text!r}\n" for index, text in enumerate(CATALOGUE.values())]
+    tracked, staged, untracked = (project / name for name in CATALOGUE_FILES)
+    tracked.parent.mkdir()
+    tracked.write_text("RATE = 0.1\n")
+    run(["git", "add", str(tracked)], project)
+    run(["git", "commit", "-qm", "catalogue", "--", str(tracked)], project)  # only it: the rest stays staged
+
+    def own(place: str) -> list[str]:
+        return [f"OWN_{index} = {token!r}\n" for index, token in enumerate(OWN_PER_PLACE[place])]
+
+    tracked.write_text("RATE = 0.1\n" + "".join(lines + own("tracked")))
+    staged.write_text("".join(lines + own("staged")))
+    run(["git", "add", str(staged)], project)
+    untracked.write_text("".join(lines + own("untracked")))
+    named = [token for token in TOKENS.values() if "/" not in token] + OWN_PER_PLACE["filename"]
+    for token in named:
+        (project / "catalogue" / f"{token}.txt").write_text("x\n")
+    run(["git", "checkout", "-q", "-b", f"feature/{BRANCH_SECRET}"], project)
+    return [tracked, staged, untracked, *(project / "catalogue" / f"{token}.txt" for token in named)]
 
 
 def plant_param_secrets(project: Path) -> None:
@@ -147,13 +209,13 @@ def leaks(project: Path, planted: set[Path]) -> list[tuple[str, str]]:
     patterns = project.parent / "secrets.txt"
     patterns.write_text("\n".join(ALL_SECRETS) + "\n")
     done = subprocess.run(
-        ["grep", "-rHoaF", "--exclude-dir=.git", "-f", str(patterns), str(project)],
+        ["grep", "-rHoaFZ", "--exclude-dir=.git", "-f", str(patterns), str(project)],
         capture_output=True,
         text=True,
         errors="replace",
     )
     assert done.returncode in (0, 1), done.stderr
-    found = {tuple(reversed(line.rsplit(":", 1))) for line in done.stdout.splitlines()}
+    found = {tuple(reversed(line.split("\0", 1))) for line in done.stdout.splitlines()}  # a secret may hold ":"
     return sorted((secret, path) for secret, path in found if Path(path) not in planted)
 
 
@@ -162,7 +224,8 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     plant_param_secrets(project)
     plant_repository_secrets(project)
     plant_name_secrets(project)
-    env = project_env(**SECRETS)
+    catalogue_files = plant_catalogue(project)
+    env = project_env(**SECRETS, **REFERENCED, **catalogue_environment(), DVC_EXP_NAME=EXPERIMENT_SECRET)
     umask = os.umask(0o022)  # the common default: new files world-readable unless the product says otherwise
     try:
         first = run(["dvc", "repro", "evaluate"], project, env=env)
@@ -175,21 +238,22 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
         ("train", "first step"),
         ("evaluate", "TensorFlow"),
     ], first.stderr  # prepare, train, evaluate: each says what it paid before its work
-    warned = re.search(r"warning: (\d+) line\(s\) of the uncommitted diff hold secret-looking values", first.stderr)
-    assert warned, first.stderr
 
     runs = runs_of(project)
     assert len(runs) == 1
     found = runs[0]
     assert found.info.status == "FINISHED"
     params = found.data.params
-    redacted = ("data.kwargs.dsn", "data.kwargs.api_token", "data.kwargs.headers.Authorization")
-    redacted += ("data.kwargs.kaggle_key", "data.kwargs.db_pw")
-    assert [params[key] for key in redacted] == ["<redacted>"] * 5, "keys kept, values taken out"
-    assert params["data.kwargs.headers.Accept"] == "text/csv" and params["data.loader"] == "team_data:load"
-    assert found.data.tags["tracking.redacted_params"].count("data.kwargs.") == 5
-    assert first.stderr.count("warning: param(s) data.kwargs.dsn, data.kwargs.api_token") == 1, first.stderr
-    assert "dvc.lock and DVC's run cache hold them" in first.stderr
+    assert {key: params[key] for key in params if key.startswith("data.kwargs.")} == {
+        "data.kwargs.dsn": "env:TEAM_DSN",
+        "data.kwargs.api_token": "env:TEAM_API_TOKEN",
+        "data.kwargs.headers.Authorization": "env:TEAM_AUTHORIZATION",
+        "data.kwargs.headers.Accept": "text/csv",
+        "data.kwargs.kaggle_key": "env:TEAM_KAGGLE_KEY",
+        "data.kwargs.db_pw": "env:TEAM_DB_PW",
+    }, "the references, as params.yaml has them: a rerun reads the environment again"
+    assert params["data.loader"] == "team_data:load" and "tracking.redacted_params" not in found.data.tags
+    assert "warning: param(s)" not in first.stderr
     # The store, its artifacts and the lock beside it: owner-only whatever the umask.
     modes = {
         name: oct((project / name).stat().st_mode & 0o777) for name in ("mlflow.db", "mlflow.db.lock", "mlartifacts")
@@ -228,7 +292,11 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert {name: tags[f"prov.git.remotes.{name}"] for name in REMOTES} == {
         name: clean for name, (_, clean) in REMOTES.items()
     }
-    assert tags["prov.git.diff_redacted_lines"] == warned[1] == "11", "9 lines and 2 headers naming the staged file"
+    assert tags["mlflow.source.git.branch"] == tags["prov.git.branch"] == "feature/<redacted>"
+    assert found.info.run_name == tags["dvc.exp_name"] == tags["prov.dvc.experiment"] == "<redacted>"
+    snapshot = tags["prov.git.snapshot"]
+    assert run(["git", "cat-file", "-t", snapshot], project).stdout.strip() == "commit"
+    assert BRANCH_SECRET not in run(["git", "for-each-ref", "refs/tracking/"], project).stdout
     assert tags["prov.dvc.deps.train.data/prepared"]
     assert tags["prov.environment.PYTHONHASHSEED"] == tags["prov.seeds.hash"]
 
@@ -236,27 +304,12 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     inputs = found.inputs.dataset_inputs
     assert {i.dataset.digest for i in inputs} == {manifest["content_sha256"][:32]}
     artifacts = {a.path for a in client.list_artifacts(found.info.run_id, "provenance")}
-    assert artifacts == {"provenance/provenance.json", "provenance/packages.txt", "provenance/uncommitted.diff"}
+    assert artifacts == {"provenance/provenance.json", "provenance/packages.txt"}, "the code stays in git"
     record = json.loads(Path(client.download_artifacts(found.info.run_id, "provenance/provenance.json")).read_text())
     assert record["seeds"]["init"] == int(tags["prov.seeds.init"])
-    assert "redacted" in record["git"]["diff"] and "retries: 3" in record["git"]["diff"]
-    assert "config/deploy/settings.yaml" in record["git"]["diff"] and "notes.py" in record["git"]["diff"]
-    headers = [line for line in record["git"]["diff"].splitlines() if line.startswith(("diff --git", "@@"))]
-    after_the_key = headers[headers.index("diff --git a/a_service.json b/a_service.json") + 1 :]
-    assert (
-        after_the_key[1:]
-        == [
-            "diff --git a/config/deploy/settings.yaml b/config/deploy/settings.yaml",
-            after_the_key[2],
-            "diff --git a/kaggle.json b/kaggle.json",
-            "@@ -0,0 +1 @@",
-            "diff --git a/notes.py b/notes.py",
-            "@@ -0,0 +1 @@",
-        ]
-        and after_the_key[0] == "@@ -0,0 +1 @@"
-        and after_the_key[2].startswith("@@ -1,3 +1,5 @@")
-    ), headers
-    assert "<redacted>.csv" in record["git"]["untracked_files"] and "+++ b/<redacted>.py" in record["git"]["diff"]
+    changed = [entry["path"] for entry in record["git"]["changed_files"]]
+    assert {"config/deploy/settings.yaml", "notes.py", *CATALOGUE_FILES} <= set(changed), changed
+    assert sum("<redacted>" in path for path in changed) >= len(catalogue_files) - 3
     assert "TF_ENCRYPTION" not in record["environment"] and "TF_XLA_PLANTED_OPAQUE" in record["environment"]
     top = {a.path for a in client.list_artifacts(found.info.run_id)}
     assert {"data", "evaluation", "plots"} <= top
@@ -268,28 +321,27 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert [s for s in ALL_SECRETS if s in provenance.stdout + provenance.stderr + first.stderr] == []
     dvc_names = {NAME_SECRETS["dvc add"]}  # DVC's own output names the file it tracks ("... didn't change")
     assert [s for s in set(ALL_SECRETS) - dvc_names if s in first.stdout] == []
-    planted = {project / SETTINGS, project / "notes.py", project / "params.yaml", project / "data/raw/.gitignore"}
+    planted = {project / SETTINGS, project / "notes.py", project / "data/raw/.gitignore", *catalogue_files}
     planted |= {project / "a_service.json", project / "kaggle.json", project / ".netrc"}
     planted.add(project / "data/raw" / f"{NAME_SECRETS['dvc add']}.csv.dvc")
-    # DVC writes every param a stage declares to dvc.lock and to its run cache: the warning above says so.
-    found = leaks(project, planted)
-    by_dvc = {
-        (secret, path) for secret, path in found if path == str(project / "dvc.lock") or "/.dvc/cache/runs/" in path
-    }
-    assert {secret for secret, path in by_dvc if path.endswith("dvc.lock")} == {secret for secret, _ in by_dvc}
-    assert {secret for secret, _ in by_dvc} == set(PARAM_SECRETS)
+    # The store (database and artifacts), the journal, dvc.lock and DVC's run cache, every output: no trace.
     scanned = {path.relative_to(project).parts[0] for path in project.rglob("*") if path.is_file()}
     assert {"mlflow.db", "mlartifacts", "dvc.lock", ".dvc", "outputs", "metrics", "data"} <= scanned
-    assert [leak for leak in found if leak not in by_dvc] == []
+    assert leaks(project, planted) == []
+    assert len(set(ALL_SECRETS)) >= 150, len(set(ALL_SECRETS))
     in_worktree = set(DIFF_SECRETS) - {"oldPlantedKey"}  # the old value lives only in git's history now
-    in_worktree |= {*PARAM_SECRETS, NAME_SECRETS["dvc add"]}  # params.yaml, and the .dvc file and .gitignore
+    in_worktree |= (
+        {NAME_SECRETS["dvc add"]}
+        | set(CATALOGUE_SECRETS)
+        | {token for place in ("tracked", "staged", "untracked") for token in OWN_PER_PLACE[place]}
+    )  # the catalogue files, the .dvc file and .gitignore (names, the branch and the environment are in no file)
     assert {secret for secret, _ in leaks(project, set())} == in_worktree, "the scan finds what was planted"
 
     shown = run(["dvc", "metrics", "show", "--json"], project).stdout
     assert "test_accuracy" in shown
     run(["dvc", "plots", "show", "-o", str(project / "plots_html")], project)
 
-    run(["dvc", "repro", "-f", "train", "evaluate"], project)
+    run(["dvc", "repro", "-f", "train", "evaluate"], project, env=env)
     runs = runs_of(project)
     assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
     hashes = {r.data.tags["prov.weights_sha256"] for r in runs}

@@ -2,12 +2,12 @@ import os
 from pathlib import Path
 
 import pytest
+from test_redaction import redact_diff
 
 from tracking.inspect.diff.ranked_groups import group_diffs
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.provenance import to_tags
 from tracking.provenance.environment import gather_environment
-from tracking.provenance.git import redact_diff
 from tracking.provenance.hardware import gather_cpu, gather_gpus, parse_cpuinfo, parse_nvidia_smi, query_nvidia_smi
 from tracking.redaction import REDACTED, looks_secret, strip_credentials
 
@@ -207,7 +207,7 @@ def test_environment_values_are_judged_word_by_word():
 
 def test_tags_are_prefixed_scalars_without_bulky_fields():
     record = {
-        "git": {"commit": "abc", "diff": "big", "dirty": True},
+        "git": {"commit": "abc", "changed_files": [{"path": "a.py", "added": 1, "deleted": 0}], "dirty": True},
         "gpu": {"devices": [{"name": "T4"}]},
         "seeds": {"base": 1},
         "dvc": {"experiment": None},

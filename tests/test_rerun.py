@@ -33,6 +33,15 @@ def snapshot(root: Path) -> dict[str, str]:
     }
 
 
+CODE_SECRET = "ghp_rerunPlantedCodeToken0123456789"
+
+
+def leaks(root: Path, secret: str) -> list[str]:
+    """The files under `root` but git's own that hold `secret` (the MLflow store and its artifacts included)."""
+    done = run(["grep", "-rlaF", "--exclude-dir=.git", secret, str(root)], root, check=False)
+    return [name for name in done.stdout.splitlines() if not name.endswith(".py")]
+
+
 def assert_untouched(root: Path, files: dict[str, str], status: str) -> None:
     assert snapshot(root) == files
     assert run(["git", "status", "--porcelain"], root).stdout == status
@@ -51,7 +60,11 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
     train = clone / "tracking/stages/train.py"
-    train.write_text(train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) '))
+    train.write_text(
+        train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) ')
+        + f"\nAPI_TOKEN = {CODE_SECRET!r}  # a secret in uncommitted code, exact in git, nowhere else\n"
+    )
+    (clone / "team_notes.py").write_text("NOTE = 1\n")  # untracked, not ignored: in the snapshot too
     write_params(clone, train={"learning_rate": 0.002})
     run(["dvc", "repro", "evaluate"], clone)
     changed = {line[3:] for line in run(["git", "status", "--porcelain"], clone).stdout.splitlines()}
@@ -66,10 +79,16 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv", "outputs/model.keras"} <= set(
         record["git"]["diff_excludes"]
     )
-    assert [line for line in record["git"]["diff"].splitlines() if line.startswith("diff --git")] == [
-        "diff --git a/params.yaml b/params.yaml",
-        "diff --git a/tracking/stages/train.py b/tracking/stages/train.py",
+    assert [changed["path"] for changed in record["git"]["changed_files"]] == [
+        "params.yaml",
+        "team_notes.py",
+        "tracking/stages/train.py",
     ]
+    snapshot_sha = original.data.tags["prov.git.snapshot"]
+    assert run(["git", "show", f"{snapshot_sha}:tracking/stages/train.py"], clone).stdout.count(CODE_SECRET) == 1
+    assert run(["git", "for-each-ref", "refs/tracking/"], clone).stdout.split()[-1].endswith(snapshot_sha)
+    assert "snapshot" not in run(["git", "status", "--porcelain"], clone).stdout
+    assert leaks(clone, CODE_SECRET) == [], "the store, its artifacts and the outputs hold none of the code's text"
     run(["git", "add", "-A"], clone)
     run(["git", "commit", "-qm", "after the run"], clone)
     train.write_text(train.read_text().replace("(uncommitted edit)", "(edited after the run)"))
@@ -90,7 +109,10 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     files = snapshot(clone)
     done = rerun(clone, original.info.run_id)
     assert done.returncode == 0, done.stderr
-    assert "applied the logged uncommitted diff (2 file(s): params.yaml, tracking/stages/train.py)" in done.stdout
+    assert (
+        "the run's uncommitted changes restored (3 file(s): params.yaml, team_notes.py, tracking/stages/train.py)"
+        in done.stdout
+    )
     assert "trained (uncommitted edit)" in done.stdout and "edited after the run" not in done.stdout
     assert "weights: bit-identical" in done.stdout
     assert_untouched(clone, files, status)
@@ -103,8 +125,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert new.data.params == original.data.params and new.data.params["train.epochs"] == "2"
     assert new.data.metrics["test_accuracy"] == original.data.metrics["test_accuracy"]
     assert not Path(new.data.tags["prov.environment.DVC_ROOT"]).exists()
-    diff = client_for(clone).download_artifacts(new.info.run_id, "provenance/uncommitted.diff", str(tmp_path))
-    assert "trained (uncommitted edit)" in Path(diff).read_text()
+    assert leaks(clone, CODE_SECRET) == []
 
     # SIGTERM mid-rerun (as a scheduler stops it): the worktree and its folder are removed, the stage it ran too.
     temp = tmp_path / "temp"
@@ -136,20 +157,19 @@ def build(input_shape, n_outputs):
 
 
 @pytest.mark.slow
-def test_a_run_trained_beside_its_uncommitted_module_is_refused_in_one_line(project: Path):
-    """A team trains before committing its new models/net.py (untracked, so in neither the commit nor the logged
-    diff): the rerun names the file and the fix before any stage runs, instead of a stage failing on a missing
-    module."""
+def test_a_run_trained_beside_its_uncommitted_module_is_re_created(project: Path):
+    """A team trains before committing its new models/net.py (untracked, not ignored): the run's snapshot holds
+    it, so the rerun restores it and trains the same weights (a logged diff held no untracked file)."""
     (project / "models").mkdir()
     (project / "models/net.py").write_text(BUILDER)
     write_params(project, model={"builder": "models.net:build", "kwargs": {}})
     add_deps(project, "models/net.py", *MODEL_STAGES)
-    run(["dvc", "repro", "train"], project)
+    run(["dvc", "repro", "evaluate"], project)
     (original,) = runs_of(project)
     done = rerun(project, original.info.run_id)
-    assert_user_error(done, "trained with models/net.py untracked", "commit the file(s), train again")
-    assert "rerun [2/6]" not in done.stdout  # refused before the code step: nothing applied, nothing trained
-    assert len(runs_of(project)) == 1
+    assert done.returncode == 0, done.stderr
+    assert "models/net.py" in done.stdout.split("rerun [2/6] code: ")[1].splitlines()[0]
+    assert "weights: bit-identical" in done.stdout
 
 
 def test_unknown_run_is_one_line_and_exit_2(project: Path):

@@ -63,6 +63,7 @@ INITIAL_WEIGHTS_TAG = f"{PROV_PREFIX}initial_weights_sha256"  # equal across run
 OP_DETERMINISM_TAG = f"{PROV_PREFIX}determinism.effective.op_determinism"  # as TensorFlow reports it
 BACKEND_TAG = f"{PROV_PREFIX}determinism.effective.backend"  # the backend Keras trained on
 GIT_COMMIT_TAG = f"{PROV_PREFIX}git.commit"
+GIT_SNAPSHOT_TAG = f"{PROV_PREFIX}git.snapshot"  # the run's working tree, a commit object of ours in git
 SCRIPT_COMMAND_TAG = f"{PROV_PREFIX}script.command"  # a team's script run by tracking.start: its arguments
 SCRIPT_STAGE_TAG = f"{PROV_PREFIX}script.stage"  # ... and the DVC stage that ran it (empty when DVC did not)
 SCRIPT_PARAMS_TAG = f"{PROV_PREFIX}script.params"  # ... and its params file, relative to the project root

@@ -16,7 +16,9 @@ its file names, untracked file names, environment variables, params, URLs, the d
   own digests (commits, md5s, SHA-256s, run ids) and found no secret these rules miss (measured in
   docs/guarantees.md), and a redacted diff line or param makes a run impossible to re-create exactly.
 Text is judged line by line: a private key's block ends at its END line, on the same line or a later one, and at
-a diff's next file or hunk header, which is never redacted.
+a diff's next file or hunk header, which is never redacted. Every pattern that reads text from outside runs on
+RE2 (`google-re2`), in time linear in the line: no lookaround, no back-reference; what RE2 cannot say (a
+token's mix of cases) is checked in Python on the few candidates it finds. A 1 MB line takes well under a second.
 """
 
 from __future__ import annotations
@@ -30,18 +32,37 @@ from tracking.yaml_text import flatten, param_text
 
 REDACTED = "<redacted>"
 MIN_KNOWN_CHARS = 4  # a credential's value shorter than this is not searched for in text: it would match anywhere
+
+
+def _linear(pattern: str, ignore_case: bool = False) -> Any:
+    """`pattern` compiled by RE2, which matches in time linear in the text (no lookaround, no back-reference):
+    every pattern here runs on text from outside, where a backtracking one could take minutes on one line."""
+    import re2
+
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False
+    options.max_mem = 64 << 20  # the DFA's memory: the formats' alternation stays on the fast path
+    return re2.compile(pattern, options)
+
+
+def _group(match: Any, name: str) -> tuple[int, int]:
+    """The span of the named group `name` of an RE2 match (RE2's `start` and `end` take group numbers only)."""
+    return match.span(match.re.groupindex[name])
+
+
 # "auth" alone or as "authorization", not "author" or "authoritative"; "pass", "pwd" and "pw" as words of a name
-# (`db_pass`, `MYSQL_PWD`, `db_pw`), not inside one (`bypass`, `compass`).
-SECRET_NAME = re.compile(
-    r"passw(?:or)?d|passphrase|(?<![a-z])(?:pass|pwd|pw)(?![a-z])|secret|token|(?:api|private|access|account)[_-]?key"
-    r"|credential"
-    r"|auth(?:ori[sz]ation)?(?![a-z])",
-    re.IGNORECASE,
+# (`db_pass`, `MYSQL_PWD`, `db_pw`), not inside one (`bypass`, `compass`); the letter around is matched, not looked at.
+SECRET_NAME = _linear(
+    r"passw(?:or)?d|passphrase|(?:^|[^a-z])(?:pass|pwd|pw)(?:$|[^a-z])|secret|token|(?:api|private|access|account)"
+    r"[_-]?key|credential|auth(?:ori[sz]ation)?(?:$|[^a-z])",
+    ignore_case=True,
 )
 # A param or an environment variable is a credential by its name when one of its words (split at `.`, `_`,
 # `-` and lower-to-upper case: `data.kwargs.kaggle_key`, `DB_PW`, `SharedAccessKey`) is one of SECRET_WORDS, or
-# its name holds one of SECRET_PARTS written together (`dbpassword`, `APIKEY`). `max_tokens`, `tokenizer`,
-# `author` and `bypass` name no credential.
+# its name holds one of SECRET_PARTS written together (`dbpassword`, `APIKEY`), or a word ends in one of
+# SECRET_ENDINGS (`apitoken`, `hftoken`, `dbpass`, `dbpwd`, `accountkey`, `signingkey`) and is none of
+# NOT_SECRET_WORDS. `max_tokens`, `tokenizer`, `author`, `bypass` and `monkey` name no credential.
 SECRET_WORDS = frozenset(
     {
         "key",
@@ -51,9 +72,12 @@ SECRET_WORDS = frozenset(
         "password",
         "passwd",
         "passphrase",
+        "passcode",
         "pass",
         "pw",
         "pwd",
+        "otp",
+        "totp",
         "credential",
         "credentials",
         "auth",
@@ -63,11 +87,53 @@ SECRET_WORDS = frozenset(
         "cookie",
     }
 )
-SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "apikey", "accesskey", "privatekey")
+SECRET_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "secret",
+    "credential",
+    "apikey",
+    "accesskey",
+    "accountkey",
+    "privatekey",
+    "signingkey",
+)
+SECRET_ENDINGS = ("token", "pass", "pwd", "pw", "key", "pin", "otp", "cookie", "sig")
+NOT_SECRET_WORDS = frozenset(
+    {
+        "bypass",
+        "compass",
+        "encompass",
+        "overpass",
+        "underpass",
+        "surpass",
+        "trespass",
+        "multipass",
+        "onepass",
+        "twopass",
+        "monkey",
+        "donkey",
+        "turkey",
+        "hockey",
+        "jockey",
+        "whiskey",
+        "hotkey",
+        "keypin",
+        "spin",
+        "backspin",
+        "topspin",
+        "hairpin",
+        "linchpin",
+        "lynchpin",
+    }
+)
 # A `key` beside one of these words names a tensor's width, not a credential: Keras's MultiHeadAttention takes
 # `key_dim`, and a transformer's builder passes it on (`model.kwargs.key_dim`); redacting it would make every such
 # run impossible to re-create with `tracking rerun`.
 SHAPE_WORDS = frozenset({"dim", "dims", "size", "shape", "axis", "axes"})
+# Linear: `[A-Z]+` gives back at most one letter to its lookahead.
 _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # Prefixes of tokens, for an environment value's word that may be cut short or not match a full format.
 TOKEN_PREFIXES = (
@@ -142,47 +208,60 @@ TOKEN_FORMATS = {
     "Contentful": r"CFPAT-[A-Za-z0-9_\-]{43}",
     "Alibaba Cloud": r"LTAI[A-Za-z0-9]{12,20}",
     "Discord webhook": r"discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]{20,}",
-    # A secret access key alone: 40 characters of base64 mixing upper case, lower case and digits (a git
-    # commit id is lower-case hex), also as a path's part (`data/raw/<key>.csv`).
-    "AWS secret access key": r"(?<![A-Za-z0-9+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
-    r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9+=])",
+    "Telegram bot": r"(?:bot)?[0-9]{6,12}:[A-Za-z0-9_\-]{30,}",
+    "Microsoft Teams webhook": r"[A-Za-z0-9.\-]*(?:webhook\.office\.com|outlook\.office\.com)/webhook[A-Za-z0-9]*/[^\s'\"<>]+",
+    "IFTTT webhook": r"maker\.ifttt\.com/(?:[^\s'\"<>]*/)?(?:key|use)/[A-Za-z0-9_\-]{10,}",
 }
-_OWN_FORMATS = re.compile(
-    r"(?<![A-Za-z0-9])(?:" + "|".join(f"(?:{pattern})" for pattern in TOKEN_FORMATS.values()) + ")"
+# A token of TOKEN_FORMATS starts a text or follows a character that cannot be part of it (matched, not looked at).
+_OWN_FORMATS = _linear(
+    r"(?:^|[^A-Za-z0-9])(?P<token>" + "|".join(f"(?:{pattern})" for pattern in TOKEN_FORMATS.values()) + ")"
 )
-# Credentials known by what precedes them: an HTTP Authorization scheme's value (with a digit, so prose such
-# as "Bearer authentication" stays), and the user:password of `curl -u`/`--user`.
-_CONTEXT = re.compile(
-    r"\b(?:Bearer|Basic)\s+(?P<scheme>(?=[A-Za-z0-9_\-.=+/~]*[0-9])[A-Za-z0-9_\-.=+/~]{8,})"
-    r"|(?:^|\s)(?:-u|--user)(?:\s+|=)['\"]?(?P<user>[^\s:'\"]+:[^\s'\"]+?)['\"]?(?=\s|$)"
+# A secret access key alone: 40 characters of base64 mixing upper case, lower case and digits (a git commit id is
+# lower-case hex), also as a path's part (`data/raw/<key>.csv`); its edges are matched, its mix checked apart.
+_AWS_SECRET_KEY = _linear(r"(?:^|[^A-Za-z0-9+=])(?P<token>[A-Za-z0-9/+]{40})(?:$|[^A-Za-z0-9+=])")
+# Credentials known by what precedes them: an HTTP Authorization scheme's value (with a digit, checked apart, so
+# prose such as "Bearer authentication" stays), and the user:password of `curl -u`/`--user`.
+_CONTEXT = _linear(
+    r"\b(?:Bearer|Basic)\s+(?P<scheme>[A-Za-z0-9_\-.=+/~]{8,})"
+    r"|(?:^|\s)(?:-u|--user)(?:\s+|=)['\"]?(?P<user>[^\s:'\"]+:[^\s'\"]+)"
 )
-# Credentials in a command line or a file format, by what precedes them (each form's value is its named group): a
-# `--password`-like flag's value, `sshpass -p`'s, a `mysql -p<password>`, a `.netrc` password, a SAS URL's
-# signature, and a quoted string given to a key named `key` (`wandb.login(key="...")`, Kaggle's `"key": "..."`).
-_FLAGGED = re.compile(
+# Credentials in a command line, a file format or a URL, by what precedes them (each form's value is its named
+# group): a `--password`-like flag's value, `sshpass -p`'s, a `mysql -p<password>`, a `.netrc` password, a signed
+# URL's signature (Azure SAS `sig=`, GCS `X-Goog-Signature=`, S3 `X-Amz-Signature=`), a quoted string given to a
+# key named `key` (`wandb.login(key="...")`, Kaggle's `"key": "..."`), a JDBC URL's `user/password@`, a `.pgpass`
+# line's password (host:port:database:user:password), an HTTP cookie header's value, `HTTPBasicAuth`'s password.
+_FLAGGED_GROUPS = ("flag", "sshpass", "mysql", "netrc", "sig", "keyed", "keyed1", "jdbc", "pgpass", "cookie", "basic")
+_FLAGGED = _linear(
     r"(?:^|\s)--?[\w-]*(?:passw(?:or)?d|passphrase|token|secret|api-?key)\s+['\"]?(?P<flag>[^\s'\"=:-][^\s'\"]*)"
     r"|\bsshpass\s+-p\s*['\"]?(?P<sshpass>[^\s'\"]+)"
     r"|\bmysql(?:dump|admin)?\b.*?\s-p(?P<mysql>[^\s'\"]+)"
     r"|(?:\blogin\s+\S+\s+|^[\s+\-]*)password\s+(?P<netrc>[^\s=:]\S*)"
-    r"|[?&;]sig=(?P<sig>[^&\s'\"#]+)"
-    r"|(?<![\w.])['\"]?key['\"]?\s*[:=]\s*(?P<quote>['\"])(?P<keyed>[^'\"]{8,})(?P=quote)",
-    re.IGNORECASE,
+    r"|[?&;](?:sig|x-goog-signature|x-amz-signature|signature)=(?P<sig>[^&\s'\"#]+)"
+    r"|(?:^|[^\w.])['\"]?key['\"]?\s*[:=]\s*(?:\"(?P<keyed>[^'\"]{8,})\"|'(?P<keyed1>[^'\"]{8,})')"
+    r"|\bjdbc:[\w:]+?:@?[^\s/@:'\"]+/(?P<jdbc>[^\s@'\"]+)@"
+    r"|(?:^|[\s'\"(\[,=])[\w.\-*]+:(?:[0-9]{1,5}|\*):[\w.\-*]+:[\w.\-*]+:(?P<pgpass>[^\s'\"]+)"
+    r"|\b(?:set-)?cookie\s*:\s*(?P<cookie>.+)"
+    r"|\bHTTP(?:Basic|Digest|Proxy)Auth\(\s*(?:[\"'][^\"']*[\"']|\w+)\s*,\s*[\"']?(?P<basic>[^\"'\s)]+)",
+    ignore_case=True,
 )
-# A credential's assignment: its value is a quoted string that a delimiter closes (`{"api_key": "x"}, ...`), or
-# else the rest of the line (`password = "a" + b`).
-_ASSIGNMENT = re.compile(
-    r"(?P<key>[\w.\-]*(?:" + SECRET_NAME.pattern + r")s?[\w.\-]*[\"'\]]*\s*[:=]\s*)"
-    r"(?P<value>(?P<q>[\"'])(?:\\.|(?!(?P=q)).)*(?P=q)(?=\s*[,;)}\]]|\s*$)|.+$)",
-    re.IGNORECASE,
+# A credential's assignment: its name (`key`: SECRET_NAME's words, each ending its name or followed by the
+# rest of it) and its value, a quoted string that a delimiter closes (`{"api_key": "x"}, ...`: the delimiter is
+# `tail`), or else the rest of the line (`password = "a" + b`).
+_ASSIGNMENT = _linear(
+    r"(?P<key>[\w.\-]*(?:(?:passw(?:or)?d|passphrase|secret|token|(?:api|private|access|account)[_-]?key|credential)"
+    r"s?[\w.\-]*|(?:(?:^|[^a-z])(?:pass|pwd|pw)|auth(?:ori[sz]ation)?)(?:[0-9_.\-][\w.\-]*)?)[\"'\]]*\s*[:=]\s*)"
+    r"(?P<value>(?:\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*')(?P<tail>\s*[,;)}\]]|\s*$)|.+$)",
+    ignore_case=True,
 )
 # A URL's user:password@, the password possibly holding an unencoded `/` (`https://bob:pa/ss@host`).
-URL_USERINFO = re.compile(
-    r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)(?:[^\s/@:'\"]*:[^\s@'\"]*|[^\s/@:'\"]+)@", re.IGNORECASE
+URL_USERINFO = _linear(
+    r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)(?:[^\s/@:'\"]*:[^\s@'\"]*|[^\s/@:'\"]+)@", ignore_case=True
 )
-_OPAQUE = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-+/=]{32,}$")
-_PRIVATE_KEY = re.compile(r"-----(?P<edge>BEGIN|END) [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+# Judged word by word with Python's `re`: one character class, matched whole, is linear in the word.
+_OPAQUE = re.compile(r"[A-Za-z0-9_\-+/=]{32,}")
+_PRIVATE_KEY = _linear(r"-----(?P<edge>BEGIN|END) [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 # A private key's body on the line of its BEGIN marker, up to its END marker or the line's end.
-_PRIVATE_KEY_ON_A_LINE = re.compile(
+_PRIVATE_KEY_ON_A_LINE = _linear(
     r"(?P<begin>-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)(?P<body>.+?)"
     r"(?P<end>-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)"
 )
@@ -191,10 +270,14 @@ _BOUNDARIES = ("diff --git ", "@@ ")
 # detect-secrets detectors that judge a line by something other than a token's format.
 _NOT_FORMATS = {"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"}
 _DELIMITERS = " \t=:\"'"
+# What RE2 cannot take in detect-secrets' patterns: a lookaround whose body holds no group (dropped: the pattern
+# then matches a little more, which only redacts more), and a bounded repetition over RE2's limit of 1000.
+_LOOKAROUND = re.compile(r"\(\?<?[=!][^()]*\)")
+_LONG_REPEAT = re.compile(r"\{(\d+),\d{4,}\}")
 
 
 @cache
-def _format_patterns() -> tuple[re.Pattern[str], ...]:
+def _format_patterns() -> tuple[Any, ...]:
     """The regular expressions of detect-secrets' token-format detectors, loaded once per process.
 
     Only the patterns are used: detect-secrets' own scan may verify a secret over the network.
@@ -202,13 +285,20 @@ def _format_patterns() -> tuple[re.Pattern[str], ...]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
     classes = get_mapping_from_secret_type_to_class().values()
-    return tuple(pattern for cls in classes if cls.__name__ not in _NOT_FORMATS for pattern in cls.denylist)
+    patterns = [pattern for cls in classes if cls.__name__ not in _NOT_FORMATS for pattern in cls.denylist]
+    return tuple(
+        _linear(_LONG_REPEAT.sub(r"{\1,}", _LOOKAROUND.sub("", pattern.pattern)), bool(pattern.flags & re.IGNORECASE))
+        for pattern in patterns
+    )
 
 
 def known_tokens(text: str) -> set[str]:
     """The substrings of `text` that have a known token format or follow `Bearer`, `Basic` or `curl -u`."""
-    found = {match.group(0) for match in _OWN_FORMATS.finditer(text)}
-    found.update(match["scheme"] or match["user"] for match in _CONTEXT.finditer(text))
+    found = {match["token"] for match in _OWN_FORMATS.finditer(text)}
+    found.update(match["token"] for match in _AWS_SECRET_KEY.finditer(text) if _mixed(match["token"]))
+    for match in _CONTEXT.finditer(text):
+        if match["user"] or any(char.isdigit() for char in match["scheme"]):
+            found.add(match["user"] or match["scheme"])
     for pattern in _format_patterns():
         if pattern.search(text):  # most lines match no format: one search each, no generator
             # The whole match, not detect-secrets' capture groups (a GitHub token's group is its prefix alone),
@@ -218,13 +308,22 @@ def known_tokens(text: str) -> set[str]:
     return found
 
 
+def _mixed(word: str) -> bool:
+    """Whether `word` holds an upper-case letter, a lower-case letter and a digit."""
+    return any(c.isupper() for c in word) and any(c.islower() for c in word) and any(c.isdigit() for c in word)
+
+
 def names_secret(name: str) -> bool:
-    """Whether a param's or an environment variable's name says it holds a credential (SECRET_WORDS, SECRET_PARTS)."""
+    """Whether a param's or an environment variable's name says it holds a credential (SECRET_WORDS, SECRET_PARTS,
+    SECRET_ENDINGS)."""
     words = {word.lower() for word in _NAME_WORDS.findall(name)}
     named = words & SECRET_WORDS
     if named == {"key"} and not words.isdisjoint(SHAPE_WORDS):
         named = set()
-    return bool(named) or any(part in name.lower() for part in SECRET_PARTS)
+    last = _NAME_WORDS.findall(name)[-1:]
+    named |= {"pin"} & {word.lower() for word in last}  # `pin`, `user_pin`; not `pin_memory`
+    run_together = any(word.endswith(SECRET_ENDINGS) and word not in SECRET_WORDS | NOT_SECRET_WORDS for word in words)
+    return bool(named) or run_together or any(part in name.lower() for part in SECRET_PARTS)
 
 
 def redact_line(line: str) -> str:
@@ -233,15 +332,15 @@ def redact_line(line: str) -> str:
     A private key's body on its BEGIN marker's line goes, up to its END marker or the line's end."""
     line = _PRIVATE_KEY_ON_A_LINE.sub(lambda m: f"{m['begin']}{REDACTED}{m['end']}", line)
     if SECRET_NAME.search(line):  # a cheap test first: the assignment pattern is the slowest one
-        line = _ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}", line)
+        line = _ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}{m['tail'] or ''}", line)
     line = _FLAGGED.sub(_redact_flagged, line)
     return redact_name(line)
 
 
-def _redact_flagged(match: re.Match[str]) -> str:
+def _redact_flagged(match: Any) -> str:
     """The match of `_FLAGGED` with its one value group replaced by '<redacted>'."""
-    group = next(name for name in ("flag", "sshpass", "mysql", "netrc", "sig", "keyed") if match[name] is not None)
-    start, end = match.start(group) - match.start(), match.end(group) - match.start()
+    group = next(name for name in _FLAGGED_GROUPS if match[name] is not None)
+    start, end = (index - match.start() for index in _group(match, group))
     return match[0][:start] + REDACTED + match[0][end:]
 
 
@@ -265,7 +364,12 @@ def secret_values(tree: dict[str, Any], prefix: str = "") -> set[str]:
     a credential: what an error from the code they were given to must not print."""
     found: set[str] = set()
     for key, value in flatten(tree, prefix).items():
-        if names_secret(key) and value is not None and not isinstance(value, bool):
+        if (
+            names_secret(key)
+            and value is not None
+            and not isinstance(value, bool)
+            and not str(value).startswith("env:")
+        ):
             items = value if isinstance(value, list) else [value]
             found.update(text for item in items if len(text := str(item)) >= MIN_KNOWN_CHARS)
     return found
@@ -305,6 +409,8 @@ def redact_param(key: str, value: Any) -> tuple[str, str | None]:
     empty; any other loses its tokens and URL passwords (`postgresql://<redacted>@host/ml`).
     """
     text = param_text(value)
+    if isinstance(value, str) and value.startswith("env:"):  # a reference (tracking/config/references.py)
+        return text, None
     if value is not None and not isinstance(value, bool) and value not in ("", [], {}) and names_secret(key):
         return REDACTED, "its name says it holds a credential"
     redacted = redact_line(text)
@@ -346,19 +452,31 @@ def looks_secret(name: str, value: str) -> bool:
     """
     if SECRET_NAME.search(name) or names_secret(name) or redact_line(value) != value:
         return True
-    for word in re.split(r"[\s,;]+", value):
-        key, assigns, assigned = word.partition("=")
-        if assigns and SECRET_NAME.search(key):
-            return True
+    words = re.split(r"[\s,;]+", value)
+    if SECRET_NAME.search(
+        " ".join(word.partition("=")[0] for word in words if "=" in word)
+    ):  # one search, not one a word
+        return True
+    for word in (match[0] for match in _token_like_words().finditer(value)):
+        _, assigns, assigned = word.partition("=")
         candidates = [assigned] if word.startswith("-") else [word, assigned] if assigns else [word]
         if any(_token_like(candidate) for candidate in candidates):
             return True
     return False
 
 
+@cache
+def _token_like_words() -> Any:
+    """The words of a value that `_token_like` may take, whole: 32 characters or more, or holding a token's prefix
+    (its other words are judged without a call each)."""
+    prefixes = "|".join(re.escape(prefix) for prefix in TOKEN_PREFIXES)
+    return _linear(rf"[^\s,;]{{32,}}|[^\s,;]*(?:{prefixes})[^\s,;]*")
+
+
 def _token_like(word: str) -> bool:
     """A known token prefix, or a long opaque word of letters and digits that is not a path."""
-    return word.startswith(TOKEN_PREFIXES) or bool(_OPAQUE.match(word) and not word.startswith("/"))
+    opaque = bool(_OPAQUE.fullmatch(word)) and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+    return word.startswith(TOKEN_PREFIXES) or (opaque and not word.startswith("/"))
 
 
 def strip_url_userinfo(text: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tracking.config.params import Params
+from tracking.config.references import refuse_credentials
 from tracking.errors import BadValue, ParamsError, UnknownKey, not_a_readable_file
 from tracking.names import MAX_KEY_CHARS, MAX_PARAM_VALUE_CHARS
 from tracking.yaml_text import param_text, parse_yaml
@@ -70,6 +71,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
             fix="write params.yaml as sections of keys (data:, train:, ...)",
         )
     _check_expansion(path, raw)
+    refuse_credentials(path, raw)
     try:
         params = Params.model_validate(raw)
     except ValidationError as err:

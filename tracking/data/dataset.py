@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
+from tracking.config.references import referenced_values, resolved
 from tracking.config.user_code import load_callable, source_file, team_call
 from tracking.data.arrays import SEPARATOR, Arrays, flat, nested
 from tracking.data.manifest import MANIFEST, Manifest
@@ -166,7 +167,7 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
         ) from err
     except ValueError:  # no signature to check (a builtin): the call itself says
         pass
-    returned = _call_loader(loader, kwargs, where, root)
+    returned = _call_loader(loader, resolved(kwargs, "data.kwargs."), where, root, referenced_values(kwargs))
     if not isinstance(returned, Mapping):
         raise DataError(
             f"{where} returned a {type(returned).__name__}, not a mapping; return a dict with arrays x, y "
@@ -200,9 +201,9 @@ def _shown(kwargs: dict[str, Any]) -> dict[str, str]:
     return {key: redact_param(key, value)[0] for key, value in flatten(kwargs, "data.kwargs.").items()}
 
 
-def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str, root: Path) -> Any:
+def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str, root: Path, known: set[str]) -> Any:
     """What the team's loader returns; its exception, or its `sys.exit` or `os._exit` (`team_call`), is one line
-    naming the loader's file."""
+    naming the loader's file, without the credentials it was given (by name, or `known`: read from the environment)."""
     file = source_file(loader)
     shown = file.relative_to(root.resolve()) if file is not None and file.is_relative_to(root.resolve()) else file
     fix = f"fix the loader ({shown})" if shown else "fix the loader"
@@ -216,7 +217,7 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
                 fix="free memory, or return memory-mapped arrays (np.load(path, mmap_mode='r')) from the loader",
             ) from err
         except Exception as err:  # the team's code failed: its error is the message, ours only says where
-            reason = redact_text((str(err).strip().splitlines() or [""])[0], secret_values(kwargs))[:300]
+            reason = redact_text((str(err).strip().splitlines() or [""])[0], secret_values(kwargs) | known)[:300]
             raise UserCodeError(
                 f"{where} raised {type(err).__name__}" + (f": {reason}" if reason else ""),
                 fix=f"{fix} or data.kwargs in params.yaml",

@@ -1,6 +1,6 @@
 """`tracking rerun RUN`: re-create a logged run in a temporary git worktree, train it again, compare the two.
 
-The worktree is checked out at the run's commit with its uncommitted diff applied; params.yaml is written
+The worktree is checked out at the run's commit with its working tree's snapshot (tracking/provenance/git.py); params.yaml is written
 from the logged params (seeds and determinism included); the prepared data is checked out of the user's
 DVC cache at the logged hash. DVC then runs train and evaluate there, logging to the user's store, and the
 new run is tagged `rerun_of` (a team's script run re-runs its own stage or command: tracking/inspect/rerun_script.py).
@@ -16,8 +16,8 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from tracking.data.manifest import LOGGED_MANIFEST
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT, TRACKING_RERUN_OF
@@ -25,9 +25,6 @@ from tracking.errors import RerunError
 from tracking.layout import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
 from tracking.noise.policy import INCONCLUSIVE
-
-if TYPE_CHECKING:
-    from mlflow.tracking import MlflowClient
 
 STAGES = (TRAIN, EVALUATE)
 STEPS = ("worktree", "code", "params", "data", *STAGES)
@@ -80,16 +77,15 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         restore_prepared,
         write_logged_params,
     )
-    from tracking.inspect.worktree import apply_diff, temporary_worktree
+    from tracking.inspect.worktree import restore_code, temporary_worktree
 
     with temporary_worktree(root, commit) as project:
-        changed = apply_diff(project, original.diff, original.run_id)
-        _require_committed_deps(client, original.run_id, commit, project)
+        changed = restore_code(project, original.tags, original.diff, original.run_id)
         _step(
             "code",
-            f"applied the logged uncommitted diff ({len(changed)} file(s): {', '.join(changed)})"
+            f"the run's uncommitted changes restored ({len(changed)} file(s): {', '.join(changed)})"
             if changed
-            else "no uncommitted changes were logged",
+            else "no uncommitted changes",
         )
         differed = write_logged_params(project / "params.yaml", original.params)
         _step("params", params_step("params.yaml", len(original.params), differed))
@@ -120,24 +116,6 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     client.set_tag(new_id, RERUN_OF_TAG, original.run_id)
     new = load_run(client, new_id)
     return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))
-
-
-def _require_committed_deps(client: MlflowClient, run_id: str, commit: str, project: Path) -> None:
-    """Refuse a run trained beside untracked files the re-run stages depend on (a team's module it had not yet
-    committed): neither its commit nor its logged diff holds them, so the stages would fail on a missing module."""
-    from tracking.dvc_files import stage_deps, within
-    from tracking.inspect.diff.runs import read_artifact
-
-    record = read_artifact(client, run_id, "provenance/provenance.json", json.loads) or {}
-    untracked = [PurePosixPath(name) for name in record.get("git", {}).get("untracked_files", [])]
-    deps = {dep for stage in STAGES for dep in stage_deps(project, stage) or [] if dep != PurePosixPath(".")}
-    lacking = [str(name) for name in untracked if within(name, deps) and not (project / name).exists()]
-    if lacking:
-        raise RerunError(
-            f"run {run_id} trained with {', '.join(lacking[:5])} untracked, a dep of its stages that neither its "
-            f"commit {commit[:12]} nor its logged diff holds, so it cannot be re-created",
-            fix="commit the file(s), train again (`dvc repro`) and re-run that run",
-        )
 
 
 def _step(name: str, detail: str) -> None:

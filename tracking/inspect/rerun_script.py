@@ -75,17 +75,15 @@ def rerun_script(
     return the new run's snapshot."""
     from tracking.inspect.diff import load_run
     from tracking.inspect.restore import params_step, write_logged_params
-    from tracking.inspect.worktree import apply_diff, temporary_worktree
+    from tracking.inspect.worktree import restore_code, temporary_worktree
 
     command = script_command(original)
     _step("worktree", f"checking out commit {commit[:12]} in a temporary git worktree")
     with temporary_worktree(root, commit) as project:
-        changed = apply_diff(project, original.diff, original.run_id)
+        changed = restore_code(project, original.tags, original.diff, original.run_id)
         _step(
             "code",
-            f"applied the logged uncommitted diff ({', '.join(changed)})"
-            if changed
-            else "no uncommitted changes were logged",
+            f"the run's uncommitted changes restored ({', '.join(changed)})" if changed else "no uncommitted changes",
         )
         params = original.tags.get(SCRIPT_PARAMS_TAG) or "params.yaml"
         team, others = teams_params(original.params, project / params)

@@ -1,4 +1,5 @@
-"""A temporary git worktree at a logged commit, with a logged diff applied, removed whatever happens.
+"""A temporary git worktree at a logged commit, with the run's working tree checked out of its snapshot (or, for a
+run of an earlier version, its logged diff applied), removed whatever happens.
 
 `tracking rerun` re-creates a run's code here, so the user's own working tree, index and branches are
 never touched: the worktree is detached (no branch is created) and pruned afterwards.
@@ -16,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracking.errors import RerunError
-from tracking.provenance.git import encode_diff, open_repository
+from tracking.names import GIT_SNAPSHOT_TAG
+from tracking.provenance.git import encode_diff, has_snapshot, missing_snapshot, open_repository
 from tracking.redaction import was_redacted
 from tracking.run.lifecycle import deferred_interrupts
 
@@ -57,6 +59,24 @@ def temporary_worktree(root: Path, commit: str) -> Iterator[Path]:
                 repo.git.worktree("remove", "--force", str(tree))
             shutil.rmtree(folder, ignore_errors=True)
             repo.git.worktree("prune")
+
+
+def restore_code(tree: Path, tags: dict[str, str], diff: str, run_id: str) -> list[str]:
+    """Make the worktree `tree` hold the run's code: its snapshot (`prov.git.snapshot`) checked out, files and
+    index, exactly; or the uncommitted diff a run of an earlier version logged, applied. Return the files changed."""
+    snapshot = tags.get(GIT_SNAPSHOT_TAG)
+    if not snapshot:
+        return apply_diff(tree, diff, run_id)
+    top = _toplevel(tree)
+    if not has_snapshot(top, snapshot):
+        raise RerunError(missing_snapshot(snapshot, run_id))
+    # The snapshot's tree into the index and the files; HEAD stays at the run's commit, so the re-created run's
+    # own snapshot is this one's tree again.
+    subprocess.run(["git", "read-tree", "-u", "--reset", snapshot], cwd=top, capture_output=True, check=True)
+    staged = subprocess.run(
+        ["git", "diff", "--cached", "--name-only", "-z", "HEAD"], cwd=top, capture_output=True, text=True, check=True
+    )
+    return [name for name in staged.stdout.split("\0") if name]
 
 
 def apply_diff(tree: Path, diff: str, run_id: str) -> list[str]:

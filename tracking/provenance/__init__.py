@@ -16,7 +16,7 @@ from tracking.provenance.git import gather_git
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
 from tracking.provenance.software import gather_software
 
-_ARTIFACT_ONLY = {("git", "diff"), ("git", "untracked_files"), ("git", "diff_excludes"), ("software", "executable")}
+_ARTIFACT_ONLY = {("git", "changed_files"), ("git", "diff_excludes"), ("software", "executable")}
 
 
 def capture(

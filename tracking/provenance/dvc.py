@@ -14,6 +14,13 @@ from tracking.layout import DVC_FILE
 from tracking.yaml_text import parse_dvc_file
 
 
+def _redacted(name: str | None) -> str | None:
+    """A name DVC was given from outside (`dvc exp run -n`), through the redactor."""
+    from tracking.redaction import redact_name
+
+    return None if name is None else redact_name(name)
+
+
 def gather_dvc(root: Path, stages: tuple[str, ...] = (), running: str | None = None) -> dict[str, Any]:
     """Dependency hashes from dvc.lock (for `stages`, or all) and DVC's experiment variables; the deps of the
     `running` stage (DVC's `DVC_STAGE`) hashed now instead, since dvc.lock holds their previous run's hashes."""
@@ -22,8 +29,8 @@ def gather_dvc(root: Path, stages: tuple[str, ...] = (), running: str | None = N
         deps = {name: hashes for name, hashes in deps.items() if name != running}
         deps[running] = stage_hashes_now(root, running)
     return {
-        "experiment": os.environ.get(DVC_EXP_NAME),
-        "baseline_rev": os.environ.get(DVC_EXP_BASELINE_REV),
+        "experiment": _redacted(os.environ.get(DVC_EXP_NAME)),
+        "baseline_rev": _redacted(os.environ.get(DVC_EXP_BASELINE_REV)),
         "deps": deps,
     }
 

@@ -1,44 +1,45 @@
-"""Git gatherer: commit, branch, dirty flag, the uncommitted diff, and remotes without credentials.
+"""Git gatherer: commit, branch, dirty flag, the working tree's snapshot, and remotes without credentials.
 
-The diff is git's own bytes (CRLF lines, missing final newlines, modes, renames kept), so `git apply` re-creates
-the tree byte for byte; it leaves out every output DVC declares and every dvc.lock (results, not code; listed
-in the record as `diff_excludes`). A binary file appears as git's "Binary files ... differ" line only: a diff
-of it could be neither checked for secrets nor kept small, so `tracking rerun` refuses such a run.
+The working tree is never recorded as text. When it differs from its commit (tracked changes, staged or not, and
+untracked files git does not ignore), it is snapshotted as a git commit object of ours, as `git stash create`
+makes one but with the untracked files in it, through a temporary index (the user's index, branches and files
+are untouched), and kept under `refs/tracking/snapshots/<sha>` so git never collects it. The run records the
+snapshot's sha, its tree (the content's hash) and a diffstat whose file names pass through the redactor:
+`tracking rerun` and `tracking diff` read the code from git, exact to the byte (a secret in it included), and
+nothing of its content reaches the store, the artifacts or a server. `git push origin 'refs/tracking/*'` shares
+the snapshots with a team; a clone without them is told how to fetch them. Every output DVC declares and every
+dvc.lock is left as the commit has it (results, not code; listed in the record as `diff_excludes`).
 
-Remote URLs lose any user:password@ part and query string; a token in a file's name is redacted in the diff's
-headers and the untracked files' list. In the diff (added, removed and context lines),
-assignments to a secret-looking name (password, token, api_key, ...) keep the name and lose the value,
-URLs lose their user:password@ part, known token formats and private key blocks are replaced (the rules:
-tracking/redaction.py); a warning says how many lines were changed, since the captured diff is
-then no longer exact.
+Remote URLs lose any user:password@ part and query string; the branch's name passes through the redactor.
 """
 
 from __future__ import annotations
 
-import logging
+import os
 import subprocess
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracking.dvc_files import declared_outputs
 from tracking.errors import RepoError
-from tracking.redaction import redact_lines, redact_name, strip_credentials
+from tracking.redaction import redact_name, strip_credentials
 
-log = logging.getLogger(__name__)
-
-_DIFF_HEADERS = ("diff --git ", "index ", "--- ", "+++ ")
-# Whatever the user's git configuration says: plain a/ b/ prefixes, no colour, no external or text-converting diff.
-_DIFF = (
-    "git",
-    "diff",
-    "HEAD",
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--no-relative",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
-)
+# Where a run's working tree is kept, and how a team shares and fetches it.
+SNAPSHOT_REFS = "refs/tracking/snapshots/"
+PUSH_SNAPSHOTS = "git push origin 'refs/tracking/*'"
+FETCH_SNAPSHOTS = "git fetch origin 'refs/tracking/*:refs/tracking/*'"
+SNAPSHOT_MESSAGE = "tracking: the working tree of a run (tracking/provenance/git.py)"
+MAX_CHANGED_FILES = 200  # the diffstat's files a run records
+_SNAPSHOT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "tracking",
+    "GIT_AUTHOR_EMAIL": "tracking@localhost",
+    "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
+    "GIT_COMMITTER_NAME": "tracking",
+    "GIT_COMMITTER_EMAIL": "tracking@localhost",
+    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+}
 _ENCODING = ("utf-8", "surrogateescape")  # a diff's bytes as text and back, unchanged whatever their encoding
 
 
@@ -61,44 +62,103 @@ def open_repository(root: Path) -> Any:
 
 
 def gather_git(root: Path) -> dict[str, Any]:
-    """The repository state at `root`."""
+    """The repository state at `root`, its working tree snapshotted (`snapshot_worktree`) when it is dirty."""
     repo = open_repository(root)
     top = Path(repo.working_tree_dir)
     commit = repo.head.commit.hexsha
-    branch = None if repo.head.is_detached else repo.active_branch.name
+    branch = None if repo.head.is_detached else redact_name(repo.active_branch.name)
     excludes = declared_outputs(root, top)
-    raw = uncommitted_diff(top, excludes)
-    diff = redact_diff(raw)
-    redacted = sum(before != after for before, after in zip(raw.split("\n"), diff.split("\n"), strict=False))
-    if redacted:
-        log.warning(
-            "%d line(s) of the uncommitted diff hold secret-looking values; they are redacted in the captured "
-            "provenance/uncommitted.diff, which is therefore not exact; keep secrets out of tracked files (e.g. in "
-            "environment variables) to capture the diff as it is",
-            redacted,
-        )
-    untracked = [
-        redact_name(path) for path in repo.untracked_files if not any(_within(path, output) for output in excludes)
-    ]
+    snapshot = snapshot_worktree(top, excludes)
     return {
         "commit": commit,
         "branch": branch,
-        "dirty": bool(diff) or bool(untracked),
-        "untracked_files": untracked[:200],
+        "dirty": snapshot is not None,
+        "snapshot": snapshot.sha if snapshot else None,
+        "snapshot_tree": snapshot.tree if snapshot else None,
+        "changed_files": snapshot.changed[:MAX_CHANGED_FILES] if snapshot else [],
         "remotes": {remote.name: strip_credentials(url) for remote in repo.remotes for url in remote.urls},
-        "diff": diff,
-        "diff_redacted_lines": redacted,
         "diff_excludes": excludes,
     }
 
 
-def uncommitted_diff(top: Path, excludes: list[str]) -> str:
-    """`git diff HEAD` of the repository at `top` (staged and unstaged changes), without the `excludes` paths."""
+@dataclass(frozen=True)
+class Snapshot:
+    """A dirty working tree as a commit object of ours: its sha, its tree's sha, and what changed (redacted names)."""
+
+    sha: str
+    tree: str
+    changed: list[dict[str, Any]]
+
+
+def snapshot_worktree(top: Path, excludes: list[str]) -> Snapshot | None:
+    """The working tree of the repository at `top` as a commit object whose parent is HEAD, kept under
+    `refs/tracking/snapshots/<sha>`; None when it holds exactly HEAD's tree.
+
+    Made in a temporary index (HEAD's tree, then `git add -A` less the `excludes`), so the user's index and files
+    are untouched. Its author, committer and dates are fixed: the same tree on the same commit is the same sha.
+    """
+    with tempfile.TemporaryDirectory(prefix="tracking-index-") as folder:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(folder) / "index"), **_SNAPSHOT_IDENTITY}
+        _git(top, env, "read-tree", "HEAD")
+        kept_out = [path for path in excludes if path not in _ignored(top, excludes)]  # git names an ignored one
+        _git(top, env, "add", "-A", "--", ".", *(f":(exclude,literal){path}" for path in kept_out))
+        tree = _git(top, env, "write-tree").strip()
+    if tree == _git(top, None, "rev-parse", "HEAD^{tree}").strip():
+        return None
+    sha = _git(top, env, "commit-tree", tree, "-p", "HEAD", "-m", SNAPSHOT_MESSAGE).strip()
+    _git(top, None, "update-ref", f"{SNAPSHOT_REFS}{sha}", sha)
+    return Snapshot(sha, tree, _diffstat(top, sha))
+
+
+def _ignored(top: Path, paths: list[str]) -> set[str]:
+    """The `paths` git ignores (and does not track): `git add -A` leaves them out by itself, and refuses a pathspec
+    that names one, even to exclude it."""
+    if not paths:
+        return set()
     done = subprocess.run(
-        [*_DIFF, "--", ".", *(f":(exclude,literal){path}" for path in excludes)], cwd=top, capture_output=True
+        ["git", "check-ignore", "-z", "--stdin"], cwd=top, input="\0".join(paths).encode(), capture_output=True
     )
+    return {name for name in decode_diff(done.stdout).split("\0") if name}
+
+
+def _diffstat(top: Path, sha: str) -> list[dict[str, Any]]:
+    """Each file the snapshot changes against its parent: its name (redacted), lines added and deleted (None for
+    a binary file), as `git diff --numstat` counts them."""
+    fields = _git(top, None, "diff", "--numstat", "-z", "--no-renames", f"{sha}^", sha).split("\0")
+    changed = []
+    for field in fields:
+        if field:
+            added, deleted, path = field.split("\t", 2)
+            changed.append(
+                {
+                    "path": redact_name(path),
+                    "added": None if added == "-" else int(added),
+                    "deleted": None if deleted == "-" else int(deleted),
+                }
+            )
+    return changed
+
+
+def has_snapshot(top: Path, sha: str) -> bool:
+    """Whether the commit object `sha` (a run's snapshot) is in the repository at `top`."""
+    return subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=top, capture_output=True).returncode == 0
+
+
+def missing_snapshot(sha: str, run_id: str) -> str:
+    """What to say of a run whose snapshot this clone lacks: made in another clone, shared by a push of our refs."""
+    return (
+        f"the working tree of run {run_id} (snapshot {sha[:12]}) is not in this clone: the run was made in another "
+        f"one; fetch the snapshots with `{FETCH_SNAPSHOTS}` (the clone that made it shares them with "
+        f"`{PUSH_SNAPSHOTS}`)"
+    )
+
+
+def _git(top: Path, env: dict[str, str] | None, *args: str) -> str:
+    """A git command's output at `top`; a `RepoError` with git's own words when it fails."""
+    done = subprocess.run(["git", *args], cwd=top, env=env, capture_output=True)
     if done.returncode != 0:
-        raise RepoError(f"`git diff HEAD` failed in {top}: {decode_diff(done.stderr).strip()}")
+        said = decode_diff(done.stderr).strip().splitlines()
+        raise RepoError(f"`git {args[0]}` failed in {top}: {redact_name(said[-1] if said else str(done.returncode))}")
     return decode_diff(done.stdout)
 
 
@@ -109,17 +169,3 @@ def decode_diff(data: bytes) -> str:
 
 def encode_diff(diff: str) -> bytes:
     return diff.encode(*_ENCODING)
-
-
-def _within(path: str, output: str) -> bool:
-    return path == output or path.startswith(output.rstrip("/") + "/")
-
-
-def redact_diff(diff: str) -> str:
-    """The diff with secret-looking values replaced by '<redacted>' in every line, and tokens in file names in the
-    file headers (`diff --git`, `---`, `+++`; `rename from`/`to` lines are judged as any other line).
-
-    Context lines are redacted too: a secret committed earlier would otherwise leave with the diff. Lines are
-    split at "\n" only and a line's "\r" is kept, so every line left alone stays byte for byte as it was.
-    """
-    return "\n".join(redact_lines(diff.split("\n"), names=_DIFF_HEADERS))

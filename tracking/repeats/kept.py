@@ -72,7 +72,7 @@ def code_version(root: Path, stage: str, builder: str | None = None) -> dict[str
     hash covers), the packages of the code that builds the model and runs the stage where they are installed
     outside the project (every module, since no dvc.yaml lists them): the top-level package of `builder` (the
     `model.builder` spec) and the library's own, and the numerical libraries' versions. Without a dvc.yaml
-    declaring the stage, the git commit and uncommitted diff stand in for the deps."""
+    declaring the stage, the git commit and the working tree's snapshot stand in for the deps."""
     libraries = {}
     for name in NUMERIC_LIBRARIES:
         try:
@@ -91,8 +91,7 @@ def code_version(root: Path, stage: str, builder: str | None = None) -> dict[str
         from tracking.provenance.git import gather_git
 
         git = gather_git(root)
-        diff = hashlib.sha256(str(git.get("diff") or "").encode()).hexdigest()
-        return {"libraries": libraries, "files": files, "git_commit": git.get("commit"), "git_diff_sha256": diff}
+        return {"libraries": libraries, "files": files, "git_commit": git["commit"], "git_tree": git["snapshot_tree"]}
     for dep in deps:
         path = root / dep
         if dep != PREPARED and path.exists():

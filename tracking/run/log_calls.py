@@ -33,8 +33,7 @@ from tracking.names import (
     WEIGHTS_TAG,
 )
 from tracking.provenance import to_tags
-from tracking.provenance.git import encode_diff
-from tracking.redaction import redact_param
+from tracking.redaction import redact_name, redact_param
 from tracking.run.writer import BackgroundWriter
 from tracking.store.operations import artifact, batch, inputs
 from tracking.store.operations import model as model_op
@@ -126,21 +125,19 @@ class RunLogCalls:
         self.set_tags({tag: digest for tag, digest in hashes.items() if digest is not None})
 
     def log_provenance(self, record: dict[str, Any], packages: list[str]) -> None:
-        """`provenance.json`, the package list and the git diff as artifacts; scalars as `prov.*` tags."""
+        """`provenance.json` and the package list as artifacts; scalars as `prov.*` tags. The working tree is in
+        git (`prov.git.snapshot`), never here; names from outside (the branch, DVC's experiment) pass the redactor."""
         self.log_json(record, "provenance/provenance.json")
         self.log_text("\n".join(packages) + "\n", "provenance/packages.txt")
         git = record.get("git", {})
-        if git.get("diff"):
-            diff = encode_diff(git["diff"])  # git's bytes exactly, so that it applies byte for byte
-            self._write_file("provenance/uncommitted.diff", lambda path: path.write_bytes(diff))
         tags = to_tags(record)
         tags[MLFLOW_GIT_COMMIT_TAG] = git.get("commit", "")
         if git.get("branch"):
             tags[MLFLOW_GIT_BRANCH_TAG] = git["branch"]
         if os.environ.get(DVC_EXP_NAME):
-            tags[DVC_EXP_NAME_TAG] = os.environ[DVC_EXP_NAME]
+            tags[DVC_EXP_NAME_TAG] = redact_name(os.environ[DVC_EXP_NAME])
         if os.environ.get(DVC_EXP_BASELINE_REV):
-            tags[DVC_BASELINE_REV_TAG] = os.environ[DVC_EXP_BASELINE_REV]
+            tags[DVC_BASELINE_REV_TAG] = redact_name(os.environ[DVC_EXP_BASELINE_REV])
         self.set_tags(tags)
 
     def log_dataset(self, manifest: Manifest, x: Any, y: Any, location: Path, context: str) -> None:

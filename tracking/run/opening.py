@@ -75,7 +75,8 @@ def resumable(client: MlflowClient, uri: str, run_id: str) -> int | None:
 
 
 def run_name(stage: str) -> str:
-    """The name of a run no caller named: the DVC experiment's (`dvc exp run` sets it), else the stage and six
+    """The name of a run no caller named: the DVC experiment's (`dvc exp run -n` sets it; redacted, as every name
+    from outside), else the stage and six
     random hex digits, e.g. `train-3f9a1c`.
 
     Never MLflow's own name: the store draws it from Python's `random`, which `seed_frameworks` seeded before the
@@ -84,4 +85,6 @@ def run_name(stage: str) -> str:
     streams as they were."""
     import secrets
 
-    return os.environ.get(DVC_EXP_NAME) or f"{stage}-{secrets.token_hex(3)}"
+    from tracking.redaction import redact_name
+
+    return redact_name(os.environ.get(DVC_EXP_NAME) or "") or f"{stage}-{secrets.token_hex(3)}"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import CLASSIFICATION, REGRESSION, Params, check_output_keys
+from tracking.config.references import referenced_values, resolved
 from tracking.config.user_code import load_callable, team_call
 from tracking.errors import UserCodeError, did_you_mean
 from tracking.redaction import redact_params, redact_text, secret_values
@@ -78,11 +79,12 @@ def call_builder(
         raise UserCodeError(
             f"model.kwargs: builder '{spec}' {what}; its parameters: {parameters}; fix model.kwargs in params.yaml"
         ) from err
-    secrets = secret_values(dict(kwargs), "model.kwargs.")
+    secrets = secret_values(dict(kwargs), "model.kwargs.") | referenced_values(kwargs)
+    values = resolved(kwargs, "model.kwargs.")  # `env:NAME` read now; the error lines show the references
     exited_fix = "return keras.Model(inputs, outputs) from it, or raise an exception saying why it cannot"
     with team_call(f"model.builder: '{spec}'", "returning a model", fix=exited_fix):
         try:
-            model = builder(input_shape, n_outputs, **accepted, **kwargs)
+            model = builder(input_shape, n_outputs, **accepted, **values)
         except (TypeError, ValueError) as err:
             rank = (
                 f"; it was given input_shape {dict(input_shape) if isinstance(input_shape, Mapping) else input_shape}, "

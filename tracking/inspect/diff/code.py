@@ -1,5 +1,5 @@
-"""The code group: files that differ between the runs' git commits and uncommitted diffs, and the DVC code
-dependencies each run logged."""
+"""The code group: files that differ between the runs' working trees as git holds them (snapshot or commit; the
+uncommitted diffs of runs of earlier versions), and the DVC code dependencies each run logged."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 from tracking.inspect.diff.changes import Change, GroupDiff, compare_fields
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.layout import OUTPUT_FOLDERS
-from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG
+from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG, GIT_SNAPSHOT_TAG
+from tracking.provenance.git import missing_snapshot
 
 # Files whose changes other groups already report (params, data pins), that DVC writes (dvc.lock, the .gitignore
 # files listing its outputs) or that are outputs, not code. Outputs the repository's dvc.yaml declares elsewhere
@@ -61,26 +62,33 @@ def without_moves(a: dict[str, str], b: dict[str, str]) -> tuple[dict[str, str],
 
 
 def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[str]) -> GroupDiff:
-    """Code files that differ: between the commits (when the repo has both) and in the uncommitted diffs.
+    """Code files that differ: between the runs' working trees as git holds them (each run's snapshot, or its
+    commit when it ran on a clean tree) when the repo has both, and in the uncommitted diffs runs of earlier
+    versions logged. A snapshot this clone lacks is named, with how to fetch it.
 
     Changes to params.yaml, *.dvc pins, dvc.lock and outputs are left to the data and params groups.
     """
     commit_a, commit_b = a.tags.get(GIT_COMMIT_TAG, ""), b.tags.get(GIT_COMMIT_TAG, "")
+    tree_a, tree_b = a.tags.get(GIT_SNAPSHOT_TAG) or commit_a, b.tags.get(GIT_SNAPSHOT_TAG) or commit_b
     per_file_a, per_file_b = split_diff(a.diff), split_diff(b.diff)
     dirty = {path for path in set(per_file_a) | set(per_file_b) if per_file_a.get(path) != per_file_b.get(path)}
     between: set[str] = set()
     changes = []
-    if commit_a != commit_b:
-        found = _files_between(repo, commit_a, commit_b)
+    missing = ""
+    if tree_a != tree_b:
+        found = _files_between(repo, tree_a, tree_b)
         if found is None:
-            changes.append(Change("git.commit", commit_a, commit_b))
+            snapshots = GIT_SNAPSHOT_TAG in a.tags or GIT_SNAPSHOT_TAG in b.tags
+            changes.append(Change("git.snapshot" if snapshots else "git.commit", tree_a, tree_b))
+            lacking = [run for run in (a, b) if _lacks_snapshot(repo, run)]
+            missing = "".join(f"; {missing_snapshot(run.tags[GIT_SNAPSHOT_TAG], run.run_id)}" for run in lacking)
         between = found or set()
     outputs = _declared_outputs(repo)
     for path in sorted((dirty | between) - {p for p in dirty | between if _NOT_CODE.search(p) or p in outputs}):
         if path in dirty:
             changes.append(Change(f"file {path}", _digest(per_file_a.get(path)), _digest(per_file_b.get(path))))
         else:
-            changes.append(Change(f"file {path}", f"as in {commit_a[:10]}", f"as in {commit_b[:10]}"))
+            changes.append(Change(f"file {path}", f"as in {_shown(a, tree_a)}", f"as in {_shown(b, tree_b)}"))
     compared, deps = compare_fields(
         *without_moves(dvc_deps(a, data=False, stages=stages), dvc_deps(b, data=False, stages=stages))
     )
@@ -90,7 +98,20 @@ def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[st
     )
     if not changes and (dirty or between):
         note += "; only params, data pins or outputs changed there"
-    return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note)
+    return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note + missing)
+
+
+def _shown(run: RunSnapshot, tree: str) -> str:
+    """A run's working tree as `tracking diff` names it: its commit, or the snapshot of its uncommitted changes."""
+    return f"snapshot {tree[:10]}" if GIT_SNAPSHOT_TAG in run.tags else tree[:10]
+
+
+def _lacks_snapshot(repo: Path | None, run: RunSnapshot) -> bool:
+    """Whether `run` recorded a snapshot that the repository at `repo` does not hold (made in another clone)."""
+    from tracking.provenance.git import has_snapshot
+
+    snapshot = run.tags.get(GIT_SNAPSHOT_TAG)
+    return bool(snapshot) and repo is not None and not has_snapshot(repo, snapshot)
 
 
 def _declared_outputs(repo: Path | None) -> set[str]:
