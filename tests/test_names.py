@@ -20,6 +20,7 @@ NOT_TAGS = {
     "mlflow.utils.uv_utils",
     "mlflow.system_metrics",
     "mlflow.store.db.utils",
+    "mlflow.store.db_migrations",
 }
 
 

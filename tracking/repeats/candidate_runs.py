@@ -26,10 +26,10 @@ from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import gpu_present
 from tracking.layout import COMPARE, REPEATS_DIR
 from tracking.noise.policy import CONTROL
-from tracking.repeats.kept import KeptRepeat, RepeatStore
+from tracking.repeats.kept import Job, KeptRepeat, RepeatStore
 from tracking.repeats.planning import checked_model, kept_before, planned, repeat_identity, repeat_spec
 from tracking.repeats.running import train_and_keep, worker_credentials, worker_environment
-from tracking.repeats.worker import CANDIDATE, Job, RepeatSpec, RepeatWorker
+from tracking.repeats.worker import CANDIDATE, RepeatSpec, RepeatWorker
 from tracking.run.tracker import Tracker
 from tracking.store.location import tracking_uri
 from tracking.training.model import RepeatedModel, require_code_deps

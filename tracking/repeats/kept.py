@@ -36,6 +36,16 @@ NUMERIC_LIBRARIES = ("tensorflow", "tensorflow-cpu", "keras", "numpy")
 
 
 @dataclass(frozen=True)
+class Job:
+    """A repeat to train: its variant, its index within the variant, and its key (everything that decides its
+    result, `repeat_key`), under which it is kept and found again."""
+
+    variant: str
+    repeat: int
+    key: str
+
+
+@dataclass(frozen=True)
 class KeptRepeat:
     """One finished repeat: its record (variant, seeds, metrics, run id...), test predictions and flat weights."""
 

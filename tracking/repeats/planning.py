@@ -17,9 +17,9 @@ from tracking.determinism.settings import as_record
 from tracking.layout import CALIBRATE
 from tracking.provenance import capture
 from tracking.provenance.software import installed_packages
-from tracking.repeats.kept import KeptRepeat, RepeatStore, code_version, repeat_key
+from tracking.repeats.kept import Job, KeptRepeat, RepeatStore, code_version, repeat_key
 from tracking.repeats.shared import fetch_shared, shares_repeats
-from tracking.repeats.worker import CALIBRATION, TRAINING_SECTIONS, Job, RepeatSpec
+from tracking.repeats.worker import CALIBRATION, TRAINING_SECTIONS, RepeatSpec
 from tracking.training.model import BuildInputs, RepeatedModel
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ from tracking.compute.ray_executor import RayPool
 from tracking.determinism.process import process_environment
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
 from tracking.names import COMPUTE_ATTEMPT_TAG, REPEAT_KEY_TAG, status_is, tag_is
-from tracking.repeats.kept import KeptRepeat, RepeatStore
+from tracking.repeats.kept import Job, KeptRepeat, RepeatStore
 from tracking.repeats.variants import op_determinism
-from tracking.repeats.worker import Job, RepeatSpec, RepeatWorker, label
+from tracking.repeats.worker import RepeatSpec, RepeatWorker, label
 from tracking.run.tracker import Tracker
 from tracking.store.reads import children_of, run_by_id
 from tracking.store.stale import end_failed

@@ -13,14 +13,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracking.repeats.kept import KeptRepeat, RepeatStore, read_kept
+from tracking.repeats.kept import Job, KeptRepeat, RepeatStore, read_kept
 from tracking.store.location import is_local_store
 from tracking.store.reads import finished_repeat
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
-    from tracking.repeats.worker import Job
 
 log = logging.getLogger(__name__)
 

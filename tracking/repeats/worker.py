@@ -42,23 +42,12 @@ from tracking.names import (
     REPEAT_KEY_TAG,
 )
 from tracking.provenance.hardware import gather_cpu, gather_gpus, gather_os
-from tracking.repeats.kept import KeptRepeat
+from tracking.repeats.kept import Job, KeptRepeat
 from tracking.repeats.shared import shared_name, shares_repeats
 from tracking.repeats.variants import variant_setup
 from tracking.run.tracker import Tracker
 from tracking.training.model import BuildInputs, RepeatedModel, with_model
 from tracking.training.repeat import train_and_score
-
-
-@dataclass(frozen=True)
-class Job:
-    """A repeat to train: its variant, its index within the variant, and its key (everything that decides its
-    result, `tracking.repeats.kept.repeat_key`), under which it is kept and found again."""
-
-    variant: str
-    repeat: int
-    key: str
-
 
 # What a spec's repeats are: the calibration's (the frozen baseline, retrained) or a candidate's extra runs.
 CALIBRATION, CANDIDATE = "calibration", "candidate"
