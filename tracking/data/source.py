@@ -132,10 +132,11 @@ def _check_features(x: np.ndarray, name: str, where: str) -> None:
 def _labels(y: np.ndarray, where: str) -> np.ndarray:
     """Class labels 0..K-1 as int64, every class present: one per sample (N,), or one per element of a sample
     (a mask's pixels (N, H, W), a sequence's steps (N, T))."""
-    if not np.issubdtype(y.dtype, np.integer) or y.ndim < 1:
+    if not np.issubdtype(y.dtype, np.integer) or y.ndim < 1 or y.shape[1:] == (1,):
         raise DataError(
-            f"{where} array y must be integer class labels (one per sample, or one per pixel or step), got "
-            f"{y.dtype} with shape {y.shape}; for data.task classification save class indices (e.g. "
+            f"{where} array y must be integer class labels (one per sample, shape (n_samples,), or one per pixel or "
+            f"step), got {y.dtype} with shape {y.shape}; for data.task classification save class indices (e.g. "
+            "y.ravel() for a column of labels, "
             "y.argmax(axis=1) for one-hot rows of one class each, y.astype(int) for whole-number floats), set "
             "data.task: multilabel for multi-hot rows (several labels per sample), or data.task: regression for "
             "float targets"
