@@ -154,3 +154,19 @@ def keras_bce(y: np.ndarray, p: np.ndarray) -> float:
     import keras
 
     return float(np.mean(keras.ops.convert_to_numpy(keras.losses.binary_crossentropy(y.astype("float32"), p))))
+
+
+def test_the_predicted_against_actual_plot_draws_only_outputs_that_match_their_targets():
+    """A model of several outputs whose mask output gives 3 class scores per pixel against (16, 16) labels: the
+    evaluate stage's plot drew every output's values against every target value and crashed ("x and y must be the
+    same size"), ending the run FAILED; it now draws the outputs that match value for value and names the others."""
+    from tracking.stages.evaluate import comparable_values, predicted_figure
+    from tracking.training.scoring import several_outputs_scores
+
+    y = {"mask": np.zeros((5, 16, 16), dtype=np.int64), "size": np.arange(5, dtype=np.float32)[:, None]}
+    outputs = {"mask": np.full((5, 16, 16, 3), 1 / 3, dtype=np.float32), "size": np.ones((5, 1), dtype=np.float32)}
+    result = several_outputs_scores(y, outputs, {"loss": 1.0})
+    actual, found, left_out = comparable_values(y, result)
+    assert actual.tolist() == [0, 1, 2, 3, 4] and found.tolist() == [1] * 5 and left_out == ["mask"]
+    figure = predicted_figure(actual, found, left_out)
+    assert figure.axes[0].get_title() == "test predictions (not drawn: mask)"
