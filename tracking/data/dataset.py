@@ -4,11 +4,13 @@ with full-content hashes, is `tracking.data.manifest`).
 A source is a scikit-learn built-in (`sklearn:digits`, `sklearn:breast_cancer`, `sklearn:diabetes`: they ship
 with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups` and
 `sample_weight` (one non-negative weight per sample, which training passes to `fit`), or a team's
-`data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks); each
-passes the same checks (tracking/data/source.py).
+`data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks) or a
+`tf.data.Dataset` or `keras.utils.PyDataset` of batches, read once into memory-mapped arrays
+(tracking/data/streamed.py); each passes the same checks (tracking/data/source.py).
 `x` is kept as given: one array or a dict of arrays keyed by the model's input names (`x.<name>` in a `.npz`),
 any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what one array `y`
-holds: class labels 0..K-1 or float regression targets of any shape. `y` may also be a dict of arrays keyed by the
+holds: class labels 0..K-1 (one per sample, or per pixel or step), multi-hot rows, or float regression targets
+of any shape. `y` may also be a dict of arrays keyed by the
 model's output names (`y.<name>` in a `.npz`): each output's targets are numbers of any shape, kept as given. The manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
 """
 

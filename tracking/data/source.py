@@ -1,6 +1,6 @@
 """A data source's arrays before splitting (`Source`) and their checks: one entry per sample, features Keras's
-`fit` takes (numbers, booleans or text, finite), class labels 0..K-1 with every class present or finite
-regression targets, per-output targets of a dict `y`, groups and sample weights. A built-in, a `.npz` and a
+`fit` takes (numbers, booleans or text, finite), class labels 0..K-1 with every class present (one per sample,
+or per pixel or step), multi-hot rows of 0 and 1 (`data.task: multilabel`) or finite regression targets, per-output targets of a dict `y`, groups and sample weights. A built-in, a `.npz` and a
 team's loader (tracking/data/dataset.py) all pass the same checks, each mistake one `DataError` line naming
 where it came from and the fix.
 """

@@ -279,7 +279,7 @@ def scores(
         probabilities = label_probabilities(outputs, y, n_outputs, task, kind)
         each = None if groups is None else np.repeat(groups, labels.size // len(y))  # a sample's group per label
         result = classification_scores(labels, probabilities, n_outputs, each)
-        one_column = probabilities.shape[1] == 2 and per_label(outputs, y).shape[1] == 1
+        one_column = np.asarray(outputs).reshape(labels.size, -1).shape[1] == 1
         laid_out = probabilities[:, 1:] if one_column else probabilities  # laid out as the outputs
         result["probabilities"] = laid_out if y.ndim == 1 else laid_out.reshape(*y.shape, -1)
         if y.ndim > 1:
