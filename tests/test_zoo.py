@@ -304,7 +304,7 @@ def _pipeline(model: Model, folder: Path, store: Path) -> None:
     train = {"epochs": 1, "batch_size": 64, **model.sections.get("train", {})}
     others = {name: values for name, values in model.sections.items() if name != "train"}
     if model.loader:
-        others["data"] = {"source": None, "loader": f"models.{model.name}:load"}
+        others["data"] = {**others.get("data", {}), "source": None, "loader": f"models.{model.name}:load"}
     write_params(
         root,
         model={"builder": f"models.{model.name}:build", "kwargs": {}},

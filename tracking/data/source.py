@@ -138,8 +138,8 @@ def _labels(y: np.ndarray, where: str) -> np.ndarray:
             f"step), got {y.dtype} with shape {y.shape}; for data.task classification save class indices (e.g. "
             "y.ravel() for a column of labels, "
             "y.argmax(axis=1) for one-hot rows of one class each, y.astype(int) for whole-number floats), set "
-            "data.task: multilabel for multi-hot rows (several labels per sample), or data.task: regression for "
-            "float targets"
+            "data.task: multilabel for multi-hot rows (several labels per sample), or set data.task: regression "
+            "for float targets"
         )
     if y.min() < 0:
         raise DataError(f"{where} array y has negative label {y.min()}; labels must be 0..n_classes-1")

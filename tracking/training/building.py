@@ -148,9 +148,14 @@ def check_output(
     allowed = expected_output(task, n_outputs, target_shape)
     if got not in allowed:
         want = " or ".join(str(shape) for shape in allowed)
+        rows = task == CLASSIFICATION and n_outputs == 2 and target_shape is not None and len(target_shape) == 1
+        hint = f", or, if y holds multi-hot rows, set data.task: multilabel ({got} fits it)" if rows else ""
+        labels = (
+            f" (labels of shape {tuple(target_shape)} per sample)" if task == CLASSIFICATION and target_shape else ""
+        )
         raise UserCodeError(
             f"model.builder: '{spec}' returned a model whose output shape is {got} (without the batch "
-            f"axis); data.task {task} with {n_outputs} output(s) needs {want}; change the last layer"
+            f"axis); data.task {task} with {n_outputs} output(s) needs {want}{labels}; change the last layer{hint}"
         )
 
 
