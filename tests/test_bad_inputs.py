@@ -619,7 +619,7 @@ CASES = [
         "labels-float",
         with_y((np.arange(60) % 4).astype("float64")),
         stage("prepare"),
-        "array y must be 1-D integer class labels, got float64",
+        "array y must be integer class labels (one per sample, shape (n_samples,), or one per pixel or step), got float64",
         "y.astype(int)",
     ),
     case(
@@ -633,8 +633,8 @@ CASES = [
         "labels-2d",
         with_y((np.arange(60) % 4).reshape(60, 1)),
         stage("prepare"),
-        "array y must be 1-D integer class labels, got int64 with shape (60, 1)",
-        "y.argmax(axis=1)",
+        "array y must be integer class labels (one per sample, shape (n_samples,), or one per pixel or step), got int64 with shape (60, 1)",
+        "y.ravel() for a column of labels",
     ),
     case(
         "x-nan",
@@ -913,7 +913,7 @@ CASES = [
         "loader-float-labels-for-classification",
         user_loader("return {'x': np.zeros((n, 3)), 'y': np.linspace(0, 1, n)}"),
         stage("prepare"),
-        "array y must be 1-D integer class labels, got float64",
+        "array y must be integer class labels (one per sample, shape (n_samples,), or one per pixel or step), got float64",
         "set data.task: regression",
     ),
     case(

@@ -43,7 +43,7 @@ def write_loader(root: Path, body: str) -> str:
         (
             "return {'x': np.zeros((n, 2)), 'y': np.arange(n)[:, None] % 2 - 1}",
             "classification",
-            "1-D integer class labels",
+            "y.ravel() for a column of labels",
         ),
         ("return {'x': np.zeros((n, 2)), 'y': np.full(n, np.nan)}", "regression", "NaN or infinite targets"),
         (
@@ -222,3 +222,94 @@ def test_regression_churn_by_hand():
     assert (
         matrix[1, 2] == pytest.approx((1 + 3) / 2 / 2) and np.allclose(matrix, matrix.T) and not matrix.diagonal().any()
     )
+
+
+def test_labels_per_pixel_and_multi_hot_rows_are_taken_for_their_task(tmp_path: Path):
+    """A (N, 16, 16) mask of class labels is classification data (counted label by label in the manifest); multi-hot
+    rows are data.task multilabel's, refused elsewhere with the task to set, and refused there unless 0 and 1."""
+    masks = write_loader(tmp_path, "return {'x': np.zeros((n, 4, 4, 1)), 'y': np.arange(n * 16).reshape(n, 4, 4) % 3}")
+    source = load_from_loader(masks, {}, tmp_path, "classification")
+    assert source.y.shape == (20, 4, 4) and source.y.dtype == np.int64
+    manifest = build_manifest({"train": source.arrays()}, source, "classification")
+    assert manifest.n_outputs == 3 and sum(manifest.class_counts["train"].values()) == 20 * 16
+    rows = "np.stack([np.arange(n) % 2, np.arange(n) % 3 == 0, np.ones(n)], axis=1).astype(int)"
+    hot = write_loader(tmp_path, f"return {{'x': np.zeros((n, 2)), 'y': {rows}}}")
+    assert load_from_loader(hot, {}, tmp_path, "multilabel").y.shape == (20, 3)
+    with pytest.raises(DataError, match=r"set data\.task: multilabel for multi-hot rows"):
+        load_from_loader(
+            write_loader(tmp_path, "return {'x': np.zeros((n, 2)), 'y': np.ones((n, 3))}"),
+            {},
+            tmp_path,
+            "classification",
+        )
+    counts = write_loader(tmp_path, "return {'x': np.zeros((n, 2)), 'y': np.full((n, 3), 2)}")
+    with pytest.raises(DataError, match=r"multi-hot rows of 0 and 1 .* got values \[2\]"):
+        load_from_loader(counts, {}, tmp_path, "multilabel")
+
+
+DATASET_LOADER = """import keras
+import numpy as np
+import tensorflow as tf
+
+
+def windows(n=300):
+    series = np.arange(n, dtype="float32")[:, None] * np.ones((1, 3), dtype="float32")
+    return keras.utils.timeseries_dataset_from_array(series[:-5], series[5:, 0], sequence_length=4, batch_size=16)
+
+
+def shuffled(n=200):
+    x = np.arange(n, dtype="float32")[:, None]
+    return tf.data.Dataset.from_tensor_slices((x, np.arange(n) % 2)).shuffle(n).batch(32)
+
+
+def text(n=40):
+    words = np.asarray([f"w{i}" for i in range(n)])
+    return tf.data.Dataset.from_tensor_slices(({"title": words, "count": np.arange(n)}, np.arange(n) % 2)).batch(16)
+
+
+class Batches(keras.utils.PyDataset):
+    def __init__(self, batches=8, rows=1000):
+        super().__init__()
+        self.batches, self.rows = batches, rows
+
+    def __len__(self):
+        return self.batches
+
+    def __getitem__(self, index):
+        x = np.full((self.rows, 250), index, dtype="float32")
+        return x, np.full(self.rows, index % 2), np.ones(self.rows, dtype="float32")
+
+
+def py_dataset(batches=8, rows=1000):
+    return Batches(batches, rows)
+
+
+def unbatched(n=10):
+    return tf.data.Dataset.from_tensor_slices(np.zeros((n, 2), dtype="float32"))
+"""
+
+
+def test_a_loader_may_return_a_tf_data_dataset_or_a_py_dataset(tmp_path: Path):
+    """keras-io's timeseries_dataset_from_array, an unseeded shuffle, named text inputs and a PyDataset with sample
+    weights are read batch by batch into arrays on disk: the same samples in the same order on every load (the
+    shuffle draws from TensorFlow's global seed, set to data.split_seed), hashed like any loader's arrays, with
+    memory for one batch; a dataset of other than (x, y) batches is one line."""
+    (tmp_path / "streams.py").write_text(DATASET_LOADER)
+    scratch = tmp_path / "scratch"
+    windows = load_from_loader("streams:windows", {}, tmp_path, "regression", scratch / "a")
+    assert isinstance(windows.x, np.memmap) and windows.x.shape == (292, 4, 3) and windows.y.shape == (292,)
+    assert windows.x[10, 0, 0] == 10 and windows.y[10] == 15  # a window and its target, in the dataset's order
+    first, again = (load_from_loader("streams:shuffled", {}, tmp_path, "classification", scratch / k) for k in "bc")
+    assert array_sha256(first.x) == array_sha256(again.x) and not np.array_equal(first.x[:, 0], np.arange(200))
+    other = load_from_loader("streams:shuffled", {}, tmp_path, "classification", scratch / "d", seed=3)
+    assert array_sha256(other.x) != array_sha256(first.x)
+    named = load_from_loader("streams:text", {}, tmp_path, "classification", scratch / "e")
+    assert named.x["title"][3] == "w3" and named.x["count"].dtype == np.int64
+    tracemalloc.start()
+    weighted = load_from_loader("streams:py_dataset", {}, tmp_path, "classification", scratch / "f")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert weighted.x.shape == (8000, 250) and weighted.sample_weight.shape == (8000,)
+    assert peak < 8 * 1000 * 250 * 4 / 2, f"reading 8 MB of batches peaked at {peak / 1e6:.1f} MB"
+    with pytest.raises(DataError, match=r"batch 0 is a ndarray, not \(x, y\)"):
+        load_from_loader("streams:unbatched", {}, tmp_path, "regression", scratch / "g")

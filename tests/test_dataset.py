@@ -69,7 +69,7 @@ def test_builtin_digits_loads_offline():
     [
         ({"x": np.zeros((4, 2))}, r"lacks array\(s\) y"),
         ({"x": np.zeros((4, 2)), "y": np.zeros(3, dtype=int)}, "differ in length"),
-        ({"x": np.zeros((4, 2)), "y": np.zeros(4)}, "must be 1-D integer class labels"),
+        ({"x": np.zeros((4, 2)), "y": np.zeros(4)}, "must be integer class labels"),
         ({"x": np.zeros((4, 2)), "y": np.array([0, 1, -1, 0])}, "negative label"),
         ({"x": np.array([[np.nan, 1.0]] * 4), "y": np.array([0, 1, 0, 1])}, "NaN or infinite"),
     ],
@@ -122,3 +122,51 @@ def test_missing_and_corrupt_files(tmp_path):
         load_source("cut.npz", tmp_path)
     with pytest.raises(DataError, match="unknown built-in"):
         load_source("sklearn:iris", tmp_path)
+
+
+def test_scores_fit_labels_per_pixel_and_multi_hot_rows():
+    """Labels per pixel are scored label by label (accuracy over pixels, mean IoU from their confusion matrix);
+    multi-hot rows by Keras's mean binary cross-entropy, subset accuracy, hamming loss and per-label AUC; the churn
+    of either counts every label."""
+    from tracking.noise.statistics import pairwise_churn
+    from tracking.training.scoring import scores
+
+    y = np.array([[[0, 1], [1, 1]], [[0, 0], [1, 0]]])
+    outputs = np.zeros((2, 2, 2, 2), dtype=np.float32)
+    outputs[..., 1] = [[[0.2, 0.9], [0.1, 0.8]], [[0.3, 0.6], [0.7, 0.4]]]
+    outputs[..., 0] = 1 - outputs[..., 1]
+    found = scores(y, outputs, "classification", 2)
+    assert found["predicted"].tolist() == [[[0, 1], [0, 1]], [[0, 1], [1, 0]]]
+    assert found["test_accuracy"] == 6 / 8 and found["confusion"].tolist() == [[3, 1], [1, 3]]
+    assert found["test_mean_iou"] == pytest.approx((3 / 5 + 3 / 5) / 2)
+    assert found["probabilities"].shape == (2, 2, 2, 2)
+    hot = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0], [0, 0, 1]])
+    p = np.array([[0.9, 0.2, 0.6], [0.3, 0.7, 0.4], [0.8, 0.6, 0.1], [0.1, 0.4, 0.9]], dtype=np.float32)
+    multi = scores(hot, p, "multilabel", 3)
+    assert multi["test_subset_accuracy"] == 0.75 and multi["test_hamming_loss"] == 1 / 12
+    assert multi["test_loss"] == pytest.approx(float(keras_bce(hot, p)), rel=1e-5)
+    assert multi["per_label_auc"] == {"0": 1.0, "1": 1.0, "2": 1.0} and multi["test_auc"] == 1.0
+    assert pairwise_churn(np.stack([hot, hot ^ np.eye(4, 3, dtype=int)]))[0, 1] == 3 / 12
+
+
+def keras_bce(y: np.ndarray, p: np.ndarray) -> float:
+    """Keras's own binary cross-entropy of multi-hot rows, averaged over samples as `model.evaluate` reports it."""
+    import keras
+
+    return float(np.mean(keras.ops.convert_to_numpy(keras.losses.binary_crossentropy(y.astype("float32"), p))))
+
+
+def test_the_predicted_against_actual_plot_draws_only_outputs_that_match_their_targets():
+    """A model of several outputs whose mask output gives 3 class scores per pixel against (16, 16) labels: the
+    evaluate stage's plot drew every output's values against every target value and crashed ("x and y must be the
+    same size"), ending the run FAILED; it now draws the outputs that match value for value and names the others."""
+    from tracking.stages.evaluate import comparable_values, predicted_figure
+    from tracking.training.scoring import several_outputs_scores
+
+    y = {"mask": np.zeros((5, 16, 16), dtype=np.int64), "size": np.arange(5, dtype=np.float32)[:, None]}
+    outputs = {"mask": np.full((5, 16, 16, 3), 1 / 3, dtype=np.float32), "size": np.ones((5, 1), dtype=np.float32)}
+    result = several_outputs_scores(y, outputs, {"loss": 1.0})
+    actual, found, left_out = comparable_values(y, result)
+    assert actual.tolist() == [0, 1, 2, 3, 4] and found.tolist() == [1] * 5 and left_out == ["mask"]
+    figure = predicted_figure(actual, found, left_out)
+    assert figure.axes[0].get_title() == "test predictions (not drawn: mask)"

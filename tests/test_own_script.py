@@ -436,6 +436,7 @@ OWN_SCRIPTS = {
     "own_ticket.py": (("final_loss",), "train:\n  seed: 7\n  epochs: 2\ndata:\n  seed: 0\n"),
     "own_dcgan.py": (("d_loss", "g_loss"), "train:\n  seed: 7\n  epochs: 2\n"),
     "own_gradient_tape.py": (("test_accuracy",), TAPE_PARAMS),
+    "own_recommender.py": (("final_loss",), "train:\n  seed: 7\n  epochs: 2\ndata:\n  seed: 0\n"),
 }
 
 

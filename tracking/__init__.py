@@ -24,6 +24,7 @@ _PUBLIC = {
     "TrackingError": ".errors",
     "CLASSIFICATION": ".config.params",
     "REGRESSION": ".config.params",
+    "MULTILABEL": ".config.params",
 }
 
 __all__ = sorted(_PUBLIC)

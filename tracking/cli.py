@@ -148,6 +148,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="server to upload to (default: MLFLOW_TRACKING_URI, else the server each run was kept for)",
     )
     sync.set_defaults(handler=sync_command)
+    kernel = commands.add_parser("kernel", help="a Jupyter kernel that starts Python as tracking.start needs it")
+    kernel_commands = kernel.add_subparsers(dest="kernel_command", required=True, metavar="ACTION")
+    install = kernel_commands.add_parser(
+        "install", help="install the kernel: notebooks on it run tracking.start as reproducibly as a script"
+    )
+    install.add_argument("--params", default="params.yaml", help="params file, as tracking.start(params=...) names it")
+    install.add_argument(
+        "--seeds", action="append", metavar="SOURCE=KEY", help="as tracking.start(seeds=...) maps them (repeatable)"
+    )
+    install.add_argument(
+        "--determinism", action="append", metavar="KEY=VALUE", help="as tracking.start(determinism=...) (repeatable)"
+    )
+    install.add_argument("--name", default="tracking", help="the kernel's name in Jupyter (default: tracking)")
+    where = install.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="install for this user rather than this environment")
+    where.add_argument("--prefix", type=Path, help="install under PREFIX/share/jupyter/kernels")
+    install.set_defaults(handler=_kernel_install)
     page = commands.add_parser(
         "plots-page", help="write the page `dvc plots show` fills, with Vega inside it, so charts draw offline"
     )
@@ -222,18 +239,11 @@ def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | Non
     (after the process restarted, so it is said once)."""
     from tracking.config.params import DeterminismParams
     from tracking.determinism.process import apply_determinism
-    from tracking.errors import UsageError
     from tracking.script.interpreter_setup import reproducible_script
     from tracking.script.provenance_record import script_record
     from tracking.script.team_params import read_params
 
-    mapping: dict[str, str | int] = {}
-    for pair in pairs:
-        name, sep, key = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--seeds {pair!r}: expected SOURCE=KEY", fix="e.g. --seeds base=train.seed")
-        mapping[name] = int(key) if key.isdigit() else key
-    read = read_params(path, mapping)
+    read = read_params(path, _seed_mapping(pairs))
     determinism = DeterminismParams()
     reproducible_script(read.seeds, determinism)
     if note:
@@ -243,6 +253,36 @@ def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | Non
     record = script_record(root, read, determinism, effective, seeds, None)
     json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
+
+
+def _seed_mapping(pairs: Sequence[str]) -> dict[str, str | int]:
+    """`--seeds SOURCE=KEY` options as tracking.start(seeds=...) takes them (a number is the seed itself)."""
+    from tracking.errors import UsageError
+
+    mapping: dict[str, str | int] = {}
+    for pair in pairs:
+        name, sep, key = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--seeds {pair!r}: expected SOURCE=KEY", fix="e.g. --seeds base=train.seed")
+        mapping[name] = int(key) if key.isdigit() else key
+    return mapping
+
+
+def _kernel_install(args: argparse.Namespace) -> None:
+    from tracking.errors import UsageError
+    from tracking.script.kernel import install_kernel
+    from tracking.yaml_text import parse_yaml
+
+    determinism = {}
+    for pair in args.determinism or []:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--determinism {pair!r}: expected KEY=VALUE", fix="e.g. --determinism onednn=false")
+        determinism[name] = parse_yaml(value)
+    where = install_kernel(args.params, _seed_mapping(args.seeds or []), determinism, args.name, args.prefix, args.user)
+    print(
+        f"installed kernel '{args.name}' in {where}; pick it for the notebook in Jupyter (restart it after a change of the seeds)"
+    )
 
 
 def _pin_data(args: argparse.Namespace) -> None:

@@ -32,9 +32,10 @@ DEFAULT_SPLIT_SEED = 1714860770
 # "package.module:function", found at the project root or among installed packages.
 CALLABLE_SPEC_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 CallableSpec = Annotated[str, Field(pattern=CALLABLE_SPEC_PATTERN)]
-# The two tasks (`data.task`), named here once.
-CLASSIFICATION, REGRESSION = "classification", "regression"
-Task = Literal["classification", "regression"]
+# The tasks (`data.task`), named here once: one class per label (a label per sample, or per pixel or step),
+# numeric targets, or several labels per sample (multi-hot rows).
+CLASSIFICATION, REGRESSION, MULTILABEL = "classification", "regression", "multilabel"
+Task = Literal["classification", "regression", "multilabel"]
 # The frameworks Keras 3 runs on (`determinism.backend`; tracking/determinism/backend.py).
 Backend = Literal["tensorflow", "jax", "torch"]
 # The executors of calibration repeats (`compute.executor`), named here once.
@@ -43,6 +44,7 @@ LOCAL, RAY = "local", "ray"
 DEFAULT_COMPARE_METRICS: dict[str, dict[str, str]] = {
     CLASSIFICATION: {"test_accuracy": "max", "test_loss": "min"},
     REGRESSION: {"test_loss": "min", "test_mae": "min"},
+    MULTILABEL: {"test_loss": "min", "test_subset_accuracy": "max"},
 }
 
 

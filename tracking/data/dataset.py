@@ -4,11 +4,13 @@ with full-content hashes, is `tracking.data.manifest`).
 A source is a scikit-learn built-in (`sklearn:digits`, `sklearn:breast_cancer`, `sklearn:diabetes`: they ship
 with scikit-learn, so it works offline), a `.npz` file with arrays `x`, `y` and optionally `groups` and
 `sample_weight` (one non-negative weight per sample, which training passes to `fit`), or a team's
-`data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks); each
-passes the same checks (tracking/data/source.py).
+`data.loader` function returning those arrays (memory-mapped `.npy` allowed: hashes read it in chunks) or a
+`tf.data.Dataset` or `keras.utils.PyDataset` of batches, read once into memory-mapped arrays
+(tracking/data/streamed.py); each passes the same checks (tracking/data/source.py).
 `x` is kept as given: one array or a dict of arrays keyed by the model's input names (`x.<name>` in a `.npz`),
 any rank and dtype `fit` takes (numbers, booleans, text); `data.task` decides what one array `y`
-holds: class labels 0..K-1 or float regression targets of any shape. `y` may also be a dict of arrays keyed by the
+holds: class labels 0..K-1 (one per sample, or per pixel or step), multi-hot rows, or float regression targets
+of any shape. `y` may also be a dict of arrays keyed by the
 model's output names (`y.<name>` in a `.npz`): each output's targets are numbers of any shape, kept as given. The manifest's `content_sha256` is what `data.sha256` in params.yaml pins.
 """
 
@@ -25,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, REGRESSION, DataParams
+from tracking.config.params import CLASSIFICATION, DEFAULT_SPLIT_SEED, REGRESSION, DataParams
 from tracking.config.references import referenced_values, resolved
 from tracking.config.user_code import load_callable, source_file, team_call
 from tracking.data.arrays import SEPARATOR, Arrays, flat, nested
 from tracking.data.manifest import MANIFEST, Manifest
 from tracking.data.npz import read_npz
 from tracking.data.source import ROLE_NAMES, Source, checked_source
+from tracking.data.streamed import is_dataset, seed_dataset_randomness, streamed_arrays
 from tracking.dvc_files import stage_deps, within
 from tracking.errors import DataError, DataPinMismatch, UserCodeError, not_a_readable_file
 from tracking.layout import DVC_FILE, PINS_DIR, PREPARE
@@ -53,10 +56,11 @@ LOADER_KEYS = ("x", "y", "groups", "sample_weight")
 NPY_MAGIC = b"\x93NUMPY"  # how a single array's .npy file starts
 
 
-def load_data(data: DataParams, root: Path = Path(".")) -> Source:
-    """The samples `data.source` or `data.loader` names, checked for `data.task`."""
+def load_data(data: DataParams, root: Path = Path("."), scratch: Path | None = None) -> Source:
+    """The samples `data.source` or `data.loader` names, checked for `data.task`; a loader's dataset is read into
+    memory-mapped arrays under `scratch`, which must outlive the source's use."""
     if data.loader is not None:
-        return load_from_loader(data.loader, data.kwargs, root, data.task)
+        return load_from_loader(data.loader, data.kwargs, root, data.task, scratch, data.split_seed)
     return load_source(data.source, root, data.task)
 
 
@@ -154,8 +158,17 @@ def _builtin(source: str) -> Source:
     )
 
 
-def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -> Source:
-    """Call the team's `data.loader` with `data.kwargs` and check what it returns: a mapping of arrays x, y, groups."""
+def load_from_loader(
+    spec: str,
+    kwargs: dict[str, Any],
+    root: Path,
+    task: str,
+    scratch: Path | None = None,
+    seed: int = DEFAULT_SPLIT_SEED,
+) -> Source:
+    """Call the team's `data.loader` with `data.kwargs` and check what it returns: a mapping of arrays x, y, groups,
+    or a `tf.data.Dataset` or `keras.utils.PyDataset` of batches, read once into memory-mapped arrays under
+    `scratch` (tracking/data/streamed.py), its unseeded randomness drawn from TensorFlow's global seed `seed`."""
     loader = load_callable(spec, "data.loader", root)
     where = f"data.loader: '{spec}'"
     try:
@@ -167,11 +180,17 @@ def load_from_loader(spec: str, kwargs: dict[str, Any], root: Path, task: str) -
         ) from err
     except ValueError:  # no signature to check (a builtin): the call itself says
         pass
+    seed_dataset_randomness(seed)
     returned = _call_loader(loader, resolved(kwargs, "data.kwargs."), where, root, referenced_values(kwargs))
+    if is_dataset(returned):
+        if scratch is None:
+            raise DataError(f"{where} returned a dataset where only arrays are taken; return a dict with arrays x, y")
+        return checked_source(streamed_arrays(returned, where, scratch), where, f"loader:{spec}", task)
     if not isinstance(returned, Mapping):
         raise DataError(
             f"{where} returned a {type(returned).__name__}, not a mapping; return a dict with arrays x, y "
-            "(and optionally groups, sample_weight)"
+            "(and optionally groups, sample_weight), or a tf.data.Dataset or keras.utils.PyDataset of batches "
+            "(x, y) as fit takes them"
         )
     unknown = sorted(str(key) for key in returned if key not in LOADER_KEYS)
     missing = [key for key in ("x", "y") if key not in returned]

@@ -154,8 +154,9 @@ def _listed(found: tuple[int, ...] | dict[str, tuple[int, ...]]) -> list[int] | 
 
 
 def _class_counts(y: np.ndarray, n_classes: int) -> dict[str, int]:
-    counts = Counter(int(label) for label in y)
-    return {str(label): counts.get(label, 0) for label in range(n_classes)}
+    """How many labels of each class `y` holds: samples, or pixels and steps where each sample has several."""
+    counts = np.bincount(np.asarray(y).ravel(), minlength=n_classes)
+    return {str(label): int(counts[label]) for label in range(n_classes)}
 
 
 def _totals(per_split: dict[str, dict[str, int]]) -> dict[str, int]:

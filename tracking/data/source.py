@@ -1,6 +1,6 @@
 """A data source's arrays before splitting (`Source`) and their checks: one entry per sample, features Keras's
-`fit` takes (numbers, booleans or text, finite), class labels 0..K-1 with every class present or finite
-regression targets, per-output targets of a dict `y`, groups and sample weights. A built-in, a `.npz` and a
+`fit` takes (numbers, booleans or text, finite), class labels 0..K-1 with every class present (one per sample,
+or per pixel or step), multi-hot rows of 0 and 1 (`data.task: multilabel`) or finite regression targets, per-output targets of a dict `y`, groups and sample weights. A built-in, a `.npz` and a
 team's loader (tracking/data/dataset.py) all pass the same checks, each mistake one `DataError` line naming
 where it came from and the fix.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION
+from tracking.config.params import CLASSIFICATION, MULTILABEL
 from tracking.data.arrays import Arrays, bad_key, flat
 from tracking.errors import DataError
 
@@ -83,7 +83,7 @@ def checked_source(arrays: dict[str, Arrays], where: str, name: str, task: str) 
         for target, array in targets.items():
             _output_targets(array, target, where)
     else:
-        y = _labels(y, where) if task == CLASSIFICATION else _targets(y, where)
+        y = {CLASSIFICATION: _labels, MULTILABEL: _multi_hot}.get(task, _targets)(y, where)
     if groups is not None and (groups.ndim != 1 or groups.dtype.kind not in "biuUS"):
         raise DataError(
             f"{where} array groups must be 1-D integers or strings, got {groups.dtype} with shape {groups.shape}; "
@@ -130,18 +130,22 @@ def _check_features(x: np.ndarray, name: str, where: str) -> None:
 
 
 def _labels(y: np.ndarray, where: str) -> np.ndarray:
-    """Class labels 0..K-1 as int64, every class present."""
-    if not np.issubdtype(y.dtype, np.integer) or y.ndim != 1:
+    """Class labels 0..K-1 as int64, every class present: one per sample (N,), or one per element of a sample
+    (a mask's pixels (N, H, W), a sequence's steps (N, T))."""
+    if not np.issubdtype(y.dtype, np.integer) or y.ndim < 1 or y.shape[1:] == (1,):
         raise DataError(
-            f"{where} array y must be 1-D integer class labels, got {y.dtype} with shape {y.shape}; for data.task "
-            "classification save class indices (e.g. y.argmax(axis=1) for one-hot rows, y.astype(int) for "
-            "whole-number floats), or set data.task: regression for float targets"
+            f"{where} array y must be integer class labels (one per sample, shape (n_samples,), or one per pixel or "
+            f"step), got {y.dtype} with shape {y.shape}; for data.task classification save class indices (e.g. "
+            "y.ravel() for a column of labels, "
+            "y.argmax(axis=1) for one-hot rows of one class each, y.astype(int) for whole-number floats), set "
+            "data.task: multilabel for multi-hot rows (several labels per sample), or set data.task: regression "
+            "for float targets"
         )
     if y.min() < 0:
         raise DataError(f"{where} array y has negative label {y.min()}; labels must be 0..n_classes-1")
     if y.max() == 0:
         raise DataError(
-            f"{where} array y holds one class only (label 0 in all {len(y)} samples); a classifier needs at least 2 "
+            f"{where} array y holds one class only (label 0 in every one of {len(y)} samples); a classifier needs at least 2 "
             "classes: add samples of the others, or set data.task: regression for a numeric target"
         )
     absent = _absent_classes(y)
@@ -149,6 +153,19 @@ def _labels(y: np.ndarray, where: str) -> np.ndarray:
         raise DataError(
             f"{where} array y has labels up to {y.max()} but classes {absent} never appear; "
             "labels must be 0..n_classes-1 with every class present: re-encode them with np.unique(y, return_inverse=True)"
+        )
+    return np.asarray(y, dtype="int64")
+
+
+def _multi_hot(y: np.ndarray, where: str) -> np.ndarray:
+    """Multi-hot rows (N, L) of 0 and 1 as int64, L labels each: a sample may carry any number of them."""
+    values = np.unique(y) if y.ndim == 2 and y.dtype.kind in "biuf" else None
+    if values is None or not set(values.tolist()) <= {0, 1}:
+        found = f"values {values[:6].tolist()}" if values is not None else f"{y.dtype} with shape {y.shape}"
+        raise DataError(
+            f"{where} array y must be multi-hot rows of 0 and 1 for data.task multilabel, shape (n_samples, "
+            f"n_labels), got {found}; give one column per label, 1 where the sample carries it, or set data.task: "
+            "classification for one class label per sample"
         )
     return np.asarray(y, dtype="int64")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION
+from tracking.config.params import REGRESSION
 from tracking.layout import NOISE_FILE
 from tracking.noise.groups import in_range
 from tracking.noise.power import NO_STD_INTERVAL
@@ -169,7 +169,7 @@ def render_plots(
     image = axis.imshow(matrix, cmap="viridis")
     axis.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
     axis.set_yticks(range(len(labels)), labels, fontsize=7)
-    axis.set_title("pairwise churn" if task == CLASSIFICATION else "pairwise churn (mean |difference| / target std)")
+    axis.set_title("pairwise churn (mean |difference| / target std)" if task == REGRESSION else "pairwise churn")
     figure.colorbar(image)
     figure.savefig(paths["churn"], dpi=110)
 

@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import REGRESSION
+from tracking.config.params import MULTILABEL, REGRESSION
 from tracking.errors import NoiseError
 
 DDOF = 1
 CLASSIFICATION_CHURN = "fraction of test predictions whose class differs between two runs"
+MULTILABEL_CHURN = "fraction of test label decisions (present or not) that differ between two runs"
 REGRESSION_CHURN = "mean absolute difference of two runs' test predictions / std of the test targets"
 # The tie rule: values closer than this share of the larger magnitude are one value. It is float32's rounding error,
 # 2**-24 (Keras computes metrics in float32; a value logged as float32(355/360) lies 6.6e-9 from the float64 one), so
@@ -174,8 +175,10 @@ def weight_distance(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def pairwise_churn(predictions: np.ndarray) -> np.ndarray:
-    """(R, R) churn between every pair of R runs' predicted classes, given as an (R, N) integer array."""
+    """(R, R) churn between every pair of R runs' predicted classes, given as an (R, N, ...) integer array: a
+    sample's every label (a mask's pixels, a multi-hot row's labels) counts as one prediction."""
     predictions = np.asarray(predictions)
+    predictions = predictions.reshape(len(predictions), -1)
     runs, examples = predictions.shape
     agree = np.zeros((runs, runs), dtype=np.float64)
     for label in np.unique(predictions):
@@ -200,7 +203,7 @@ def pairwise_disagreement(predictions: np.ndarray, task: str, target_std: float 
 
 def churn_measure(task: str) -> str:
     """What churn means for `task`, as the reports state it."""
-    return REGRESSION_CHURN if task == REGRESSION else CLASSIFICATION_CHURN
+    return {REGRESSION: REGRESSION_CHURN, MULTILABEL: MULTILABEL_CHURN}.get(task, CLASSIFICATION_CHURN)
 
 
 def pairwise_weight_distance(weights: np.ndarray, block: int = 128) -> np.ndarray:

@@ -3,7 +3,8 @@
 Each is read once: PYTHONHASHSEED when the interpreter starts, TF_ENABLE_ONEDNN_OPTS when TensorFlow is imported,
 XLA_FLAGS when JAX starts. A script that imported Keras before calling `tracking.start` (the usual order of imports)
 is restarted once with them set, so its imports need not move; one that cannot restart (its code came from stdin or a prompt) gets one
-error line saying what would be lost and how to order its imports.
+error line saying what would be lost and how to order its imports, and a notebook's kernel one naming the kernel
+that starts with them set (`tracking kernel install`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
     """Restart this interpreter once when its hash seed, or a variable its backend already read at start-up
     (TensorFlow's oneDNN switch, XLA's flags), is not what the run asks for; then set the backend's import-time
     variables (tracking/determinism/settings.py). A second run of the process that asks for other ones is refused."""
-    wanted = {PYTHONHASHSEED: str(seeds.hash), **import_time_environment(determinism)}
+    wanted = start_environment(seeds, determinism)
     late = started(determinism.backend)
     lost = [name for name in missing(wanted) if name == PYTHONHASHSEED or late]
     if lost and _set_up:
@@ -37,6 +38,13 @@ def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
             fix="give the runs of one process the same seeds.base and determinism, or start each in its own process",
         )
     if lost:
+        if "ipykernel" in sys.modules:
+            raise UsageError(
+                f"tracking.start(): {describe_loss(lost, wanted)}, and a notebook's kernel cannot restart itself",
+                fix="run the notebook on the project's kernel, which starts Python with them set from params.yaml: "
+                "`tracking kernel install --seeds base=<your seed's key>` (the seeds and determinism this call "
+                "gives), then pick it in Jupyter, or restart it after a change of the seeds",
+            )
         if not restartable():
             raise UsageError(
                 f"tracking.start(): {describe_loss(lost, wanted)}, and this interpreter cannot restart itself "
@@ -47,6 +55,12 @@ def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
         restart({TF_CPP_MIN_LOG_LEVEL: "2", **os.environ, **wanted})  # TensorFlow's start-up chatter, as our stages
     configure_environment(determinism)
     _set_up.update({name: os.environ.get(name, "unset") for name in wanted})
+
+
+def start_environment(seeds: Seeds, determinism: DeterminismParams) -> dict[str, str]:
+    """The variables a run's interpreter must start with: the hash seed, and those its backend reads once (a script
+    restarts itself with them; a notebook's kernel is started with them, tracking/script/kernel.py)."""
+    return {PYTHONHASHSEED: str(seeds.hash), **import_time_environment(determinism)}
 
 
 def missing(wanted: dict[str, str]) -> list[str]:

@@ -73,17 +73,22 @@ def start(
             seeds=repeat.seeds(read.seeds),
             origins={**read.origins, "repeat": f"{repeat.variant} {repeat.repeat}"},
         )
+    wanted = script_determinism(determinism)
+    reproducible_script(read.seeds, wanted)
+    return ScriptRun(root, read, wanted, experiment or os.environ.get(TRACKING_EXPERIMENT) or root.name, repeat).open()
+
+
+def script_determinism(determinism: Mapping[str, Any] | None) -> DeterminismParams:
+    """Our determinism defaults with a script's overrides; the backend is the team's Keras choice (KERAS_BACKEND,
+    keras.json) unless they name one; a bad key or value is one line."""
     try:
-        # The backend is the team's Keras choice (KERAS_BACKEND, keras.json) unless they name one here.
-        wanted = DeterminismParams(**{"backend": backend.configured(), **dict(determinism or {})})
+        return DeterminismParams(**{"backend": backend.configured(), **dict(determinism or {})})
     except Exception as err:  # pydantic's ValidationError: which field and why, in one line
         first = str(err).splitlines()
         raise ParamsError(
             f"tracking.start(determinism=...): {' '.join(first[1:3]).strip() or first[0]}",
             fix=f"valid keys: {', '.join(DeterminismParams.model_fields)}",
         ) from err
-    reproducible_script(read.seeds, wanted)
-    return ScriptRun(root, read, wanted, experiment or os.environ.get(TRACKING_EXPERIMENT) or root.name, repeat).open()
 
 
 class ScriptRun:

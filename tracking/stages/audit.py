@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tracking.config.params import Params
+from tracking.config.params import CLASSIFICATION, MULTILABEL, Params
 from tracking.data.manifest import Manifest
 from tracking.determinism.backend import TENSORFLOW
 from tracking.determinism.process import reproducible_process
@@ -74,6 +74,15 @@ def run_audit(params: Params, repeats: int | None = None, steps: int | None = No
     root = project_root()
     require_code_deps(params, AUDIT, root, AUDIT_DVC_FILE)
     manifest = Manifest.read(root / PREPARED)
+    per_label = manifest.task == CLASSIFICATION and isinstance(manifest.target_shape, list) and manifest.target_shape
+    if manifest.task == MULTILABEL or per_label:
+        raise UsageError(
+            "tracking audit scores one class label per sample, and the data's y holds "
+            + (
+                "multi-hot rows (data.task multilabel)" if not per_label else f"labels of shape {manifest.target_shape}"
+            ),
+            fix="measure bit-identity with the calibration's CONTROL repeats (`dvc repro calibrate`)",
+        )
     open_repository(root)
     repeats, steps = repeats or params.audit.repeats, steps or params.audit.steps
     with (

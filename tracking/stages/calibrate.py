@@ -158,7 +158,7 @@ def calibrate_baseline(params: Params) -> None:
         # The churn that fits the predictions: a model of several outputs is churned as regression is, over every
         # output value, in standard deviations of every target value (the record's task is the churn's).
         task = REGRESSION if isinstance(test["y"], Mapping) else spec.task
-        target_std = float(np.std(columns(test["y"]).astype(np.float64))) if task != CLASSIFICATION else None
+        target_std = float(np.std(columns(test["y"]).astype(np.float64))) if task == REGRESSION else None
         noise = NoiseRecord(
             baseline=redact_params(baseline.flat()),
             data_sha256=spec.manifest.content_sha256,

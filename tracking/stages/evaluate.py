@@ -10,6 +10,7 @@ opened (its id comes through `outputs/run.json`) and finishes it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,12 @@ def evaluate_model(params: Params) -> None:
                 "evaluation/confusion_matrix.json",
             )
             tracker.log_figure(confusion_figure(result["confusion"]), "plots/confusion_matrix.png")
+        elif "per_label_auc" in result:
+            tracker.log_figure(label_figure(result["per_label_auc"]), "plots/auc_per_label.png")
         else:
-            tracker.log_figure(
-                predicted_figure(columns(test["y"]), result["predicted"]), "plots/predicted_vs_actual.png"
-            )
+            actual, found, left_out = comparable_values(test["y"], result)
+            if actual.size:
+                tracker.log_figure(predicted_figure(actual, found, left_out), "plots/predicted_vs_actual.png")
         tracker.log_artifact(root / PREDICTIONS, "evaluation")
         tracker.set_tags(to_tags({"dvc": {"deps": gather_dvc(root, (PREPARE, TRAIN))["deps"]}}))
     shown = ", ".join(
@@ -87,7 +90,7 @@ def write_outputs(root: Path, metrics: dict, result: dict, y: Arrays) -> None:
     for path in (EVAL_METRICS, CONFUSION, PREDICTIONS):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
     predicted = result["predicted"]
-    classes = "confusion" in result
+    classes = predicted.dtype.kind in "biu"  # class labels, or multi-hot rows of 0 and 1
     np.save(root / PREDICTIONS, predicted.astype("int64" if classes else "float32"))
     np.save(root / PROBABILITIES, np.asarray(result.get("probabilities", result["outputs"])).astype("float32"))
     cast, y = (int if classes else float), columns(y)
@@ -99,19 +102,47 @@ def write_outputs(root: Path, metrics: dict, result: dict, y: Arrays) -> None:
     (root / EVAL_METRICS).write_text(json.dumps(metrics, indent=2) + "\n")
 
 
-def predicted_figure(y: np.ndarray, predicted: np.ndarray) -> Any:
-    """Predicted against actual test targets, every target value one point (a pyplot-free figure)."""
+def comparable_values(y: Arrays, result: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The test targets and the predictions that stand for them, value for value, flat: regression's, or, for a
+    model of several outputs, those outputs whose values match their targets one to one; the outputs left out
+    (class scores per pixel against a mask's labels, say) by name."""
+    if not isinstance(y, Mapping):
+        return columns(y).ravel(), np.asarray(result["predicted"]).ravel(), []
+    drawn = {name: result["by_output"][name] for name in y if result["by_output"][name].size == y[name].size}
+    left_out = [name for name in y if name not in drawn]
+    actual = [np.asarray(y[name], dtype=np.float64).ravel() for name in drawn]
+    found = [np.asarray(value, dtype=np.float64).ravel() for value in drawn.values()]
+    return np.concatenate(actual or [np.empty(0)]), np.concatenate(found or [np.empty(0)]), left_out
+
+
+def predicted_figure(actual: np.ndarray, found: np.ndarray, left_out: list[str]) -> Any:
+    """Predicted against actual test targets, every target value one point, the outputs not drawn named in the
+    title (a pyplot-free figure)."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(5, 4.5), layout="tight")
     axis = figure.subplots()
-    actual, found = y.ravel(), predicted.ravel()
     axis.scatter(actual, found, s=8)
     low, high = float(min(actual.min(), found.min())), float(max(actual.max(), found.max()))
     axis.plot([low, high], [low, high], color="gray", linestyle="--", linewidth=1)
     axis.set_xlabel("actual")
     axis.set_ylabel("predicted")
-    axis.set_title("test predictions")
+    axis.set_title("test predictions" + (f" (not drawn: {', '.join(left_out)})" if left_out else ""), fontsize=9)
+    return figure
+
+
+def label_figure(per_label_auc: dict[str, float]) -> Any:
+    """Each label's test ROC AUC as a bar (a multi-label model; a pyplot-free figure)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(max(4, 0.4 * len(per_label_auc) + 1.5), 4), layout="tight")
+    axis = figure.subplots()
+    axis.bar(list(per_label_auc), [0.0 if np.isnan(v) else v for v in per_label_auc.values()])
+    axis.axhline(0.5, color="gray", linestyle="--", linewidth=1)
+    axis.set_ylim(0, 1)
+    axis.set_xlabel("label")
+    axis.set_ylabel("test ROC AUC")
+    axis.set_title("test AUC per label (0 where the test set holds one value)")
     return figure
 
 

@@ -3,19 +3,25 @@ arrays and their manifest to `data/prepared`."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
 from tracking.config.params import CLASSIFICATION, DataParams, Params
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
-from tracking.data.arrays import Arrays, n_rows, rows
+from tracking.data.arrays import Arrays, map_arrays, n_rows
 from tracking.data.dataset import build_manifest, check_pin, load_data, write_splits
 from tracking.data.source import Source
 from tracking.determinism.settings import configure_environment
 from tracking.errors import DataError
 from tracking.layout import PINS_DIR, PREPARE, PREPARED
 from tracking.store.location import project_root
+
+# How many bytes of rows a memory-mapped array's split gathers at a time.
+GATHER_BYTES = 64 * 2**20
 
 
 def prepare_data(params: Params) -> None:
@@ -29,23 +35,28 @@ def prepare_data(params: Params) -> None:
         configure_environment(params.determinism)
         require_stage_dep(load_callable(params.data.loader, "data.loader", root), "data.loader", (PREPARE,), root)
         require_loader_inputs(params.data.inputs, params.data.kwargs, PREPARE, root)
-    source = load_data(params.data, root)
-    splits = split(source, params.data, params.data.split_seed)
-    manifest = build_manifest(splits, source, params.data.task)
-    check_pin(manifest, params.data.sha256, root / PINS_DIR)
-    write_splits(root / PREPARED, splits, manifest)
+    scratch = (root / PREPARED).with_name(f".{PREPARED.name}.stream")  # a loader's dataset, read to disk
+    try:
+        source = load_data(params.data, root, scratch)
+        splits = split(source, params.data, params.data.split_seed, scratch)
+        manifest = build_manifest(splits, source, params.data.task)
+        check_pin(manifest, params.data.sha256, root / PINS_DIR)
+        write_splits(root / PREPARED, splits, manifest)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     print(f"prepared {manifest.total} samples, content sha256 {manifest.content_sha256}")
 
 
-def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, Arrays]]:
-    """Train/val/test split, reproducible from `seed`: stratified by class for classification with one array `y`,
-    plain for regression and for a dict `y` (its outputs' targets are not one set of classes)."""
+def split(source: Source, data: DataParams, seed: int, scratch: Path | None = None) -> dict[str, dict[str, Arrays]]:
+    """Train/val/test split, reproducible from `seed`: stratified by class for classification with one label per
+    sample, plain for regression, multi-label rows, labels per pixel or step, and a dict `y` (none of them is one
+    class per sample)."""
     from sklearn.model_selection import train_test_split
 
     arrays = source.arrays()
     index = np.arange(n_rows(source.y))
     classes = data.task == CLASSIFICATION and not isinstance(source.y, Mapping)
-    stratify = source.y if classes and np.bincount(source.y).min() >= 2 else None
+    stratify = source.y if classes and source.y.ndim == 1 and np.bincount(source.y).min() >= 2 else None
     try:
         rest, test = train_test_split(index, test_size=data.test_fraction, random_state=seed, stratify=stratify)
         parts = {"test": test}
@@ -59,7 +70,7 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, Ar
             f"data.val_fraction={data.val_fraction} ({err}); use more samples{' per class' if classes else ''} or change the fractions in params.yaml"
         ) from err
     parts["train"] = rest
-    absent = sorted(set(range(int(source.y.max()) + 1)) - set(source.y[rest].tolist())) if classes else []
+    absent = sorted(set(range(int(source.y.max()) + 1)) - set(np.unique(source.y[rest]).tolist())) if classes else []
     if absent:
         raise DataError(
             f"data: {len(index)} samples are too few for {int(source.y.max()) + 1} classes: the training split of "
@@ -67,4 +78,26 @@ def split(source: Source, data: DataParams, seed: int) -> dict[str, dict[str, Ar
             "(at least 2 each, so that the split can keep every class in training) or change the fractions in "
             "params.yaml"
         )
-    return {name: {key: rows(array, np.sort(idx)) for key, array in arrays.items()} for name, idx in parts.items()}
+    return {name: _split_rows(arrays, np.sort(idx), scratch, name) for name, idx in parts.items()}
+
+
+def _split_rows(arrays: dict[str, Arrays], index: np.ndarray, scratch: Path | None, name: str) -> dict[str, Arrays]:
+    """Every array's rows `index`, in its structure (one split's arrays)."""
+    return {
+        key: map_arrays(lambda array: _gathered(array, index, scratch, name), value) for key, value in arrays.items()
+    }
+
+
+def _gathered(array: np.ndarray, index: np.ndarray, scratch: Path | None, split_name: str) -> np.ndarray:
+    """The rows `index` of `array`; of a memory-mapped array (a loader's `.npy` or dataset), gathered a block of
+    rows at a time into a memory-mapped file under `scratch`, so a split never holds the data set in memory."""
+    if scratch is None or not isinstance(array, np.memmap):
+        return array[index]
+    scratch.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkstemp(prefix=f"{split_name}-", suffix=".npy", dir=scratch)[1])
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=(len(index), *array.shape[1:]))
+    step = max(1, GATHER_BYTES // max(1, array[:1].nbytes))
+    for start in range(0, len(index), step):
+        out[start : start + step] = array[index[start : start + step]]
+    out.flush()
+    return np.load(path, mmap_mode="r")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import CLASSIFICATION, REGRESSION, Params, check_output_keys
+from tracking.config.params import CLASSIFICATION, MULTILABEL, REGRESSION, Params, check_output_keys
 from tracking.config.references import referenced_values, resolved
 from tracking.config.user_code import load_callable, team_call
 from tracking.errors import UserCodeError, did_you_mean
@@ -49,7 +49,7 @@ SPEC_VALUE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 # What a task compiles with when params.yaml leaves train.loss or train.metrics null.
-DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"]}
+DEFAULT_METRICS = {CLASSIFICATION: ["accuracy"], REGRESSION: ["mae"], MULTILABEL: ["binary_accuracy"]}
 
 
 def call_builder(
@@ -138,12 +138,16 @@ def build_unbuilt(model: Any, spec: str, input_shape: Any, sample: Any) -> None:
 
 
 def expected_output(task: str, n_outputs: int, target_shape: Sequence[int] | None) -> list[tuple[int, ...]]:
-    """The output shapes (without the batch axis) that fit the task: K class scores (or 1 for two classes),
-    or the targets' shape ((1,) for 1-D targets)."""
+    """The output shapes (without the batch axis) that fit the task: K class scores (or 1 for two classes) per
+    label, after the labels' own shape where each sample has several (a mask's (H, W): (H, W, K)); one score per
+    label of multi-hot rows; or the targets' shape ((1,) for 1-D targets; a trailing 1 is taken for (H, W))."""
+    shape = tuple(target_shape) if target_shape is not None else ()
     if task == CLASSIFICATION:
-        return [(n_outputs,), (1,)] if n_outputs == 2 else [(n_outputs,)]
-    shape = tuple(target_shape) if target_shape is not None else (n_outputs,)
-    return [shape or (1,)]
+        return [(*shape, n_outputs), (*shape, 1)] if n_outputs == 2 else [(*shape, n_outputs)]
+    if task == MULTILABEL:
+        return [(n_outputs,)]
+    shape = shape if target_shape is not None else (n_outputs,)
+    return [shape, (*shape, 1)] if len(shape) > 1 else [shape or (1,)]
 
 
 def check_output(
@@ -176,9 +180,14 @@ def check_output(
     allowed = expected_output(task, n_outputs, target_shape)
     if got not in allowed:
         want = " or ".join(str(shape) for shape in allowed)
+        rows = task == CLASSIFICATION and n_outputs == 2 and target_shape is not None and len(target_shape) == 1
+        hint = f", or, if y holds multi-hot rows, set data.task: multilabel ({got} fits it)" if rows else ""
+        labels = (
+            f" (labels of shape {tuple(target_shape)} per sample)" if task == CLASSIFICATION and target_shape else ""
+        )
         raise UserCodeError(
             f"model.builder: '{spec}' returned a model whose output shape is {got} (without the batch "
-            f"axis); data.task {task} with {n_outputs} output(s) needs {want}; change the last layer"
+            f"axis); data.task {task} with {n_outputs} output(s) needs {want}{labels}; change the last layer{hint}"
         )
 
 
@@ -355,9 +364,12 @@ def _known(get: Callable[[str], Any], names: Sequence[str]) -> list[str]:
 
 
 def default_loss(task: str, n_outputs: int) -> str:
-    """The task's loss: cross-entropy on integer labels (binary for one output), mean squared error for regression."""
+    """The task's loss: cross-entropy on integer labels (binary for one output, and for each label of multi-hot
+    rows), mean squared error for regression."""
     if task == REGRESSION:
         return "mean_squared_error"
+    if task == MULTILABEL:
+        return "binary_crossentropy"
     return "sparse_categorical_crossentropy" if n_outputs > 1 else "binary_crossentropy"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, Params, check_class_weight
+from tracking.config.params import CLASSIFICATION, MULTILABEL, Params, check_class_weight
 from tracking.data.arrays import columns, map_arrays, n_rows, rows
 from tracking.determinism.seeding import generators_kept, inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
@@ -45,7 +45,7 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
     classifier's outputs are probabilities or logits its loss reads; raise a `UserCodeError` naming what to fix.
     Return what the outputs are (`prov.model.outputs`: probabilities, logits, values for regression, or compiled
     for a model of several outputs, which its compiled losses and metrics alone score)."""
-    from tracking.training.scoring import COMPILED, class_probabilities, output_kind
+    from tracking.training.scoring import COMPILED, label_probabilities, task_output_kind
 
     spec = params.model.builder
     if params.data.task == CLASSIFICATION:
@@ -57,10 +57,14 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
         _save(model, path, spec, inputs.root)
         copy = _reload(path, model, params, spec, inputs.root)
     outputs = _same_outputs(model, copy, x, seeds, spec, inputs.root)
-    classes = params.data.task == CLASSIFICATION and not isinstance(y, Mapping)
-    kind = COMPILED if isinstance(y, Mapping) else output_kind(model, y, outputs) if classes else "values"
-    if classes:
-        class_probabilities(outputs, inputs.n_outputs, kind)
+    task = params.data.task
+    if isinstance(y, Mapping):
+        kind = COMPILED
+    elif task in (CLASSIFICATION, MULTILABEL):
+        kind = task_output_kind(model, task, y, outputs)
+        label_probabilities(outputs, y, inputs.n_outputs, task, kind)
+    else:
+        kind = "values"
     compile_model(copy, params, inputs.root)
     copy.run_eagerly = True  # one step: tracing the copy's train and test functions would cost ten times the step
     batch = fit_arrays({"x": x, "y": y, "sample_weight": None if weights is None else weights[:CHECK_BATCH]})

@@ -5,7 +5,12 @@
 
 Classification: `test_accuracy`, the cross-entropy from the model's probabilities, per-class accuracy, for two
 classes `test_auc`; the model gives K softmax probabilities or, for binary, one sigmoid column (predicted class:
-p >= 0.5). A model compiled with a `from_logits=True` loss outputs logits: they are turned into probabilities
+p >= 0.5). Labels of their own shape per sample (a mask's pixels, a sequence's steps) are scored label by label
+(`test_accuracy` is then the pixel or step accuracy, the confusion matrix counts labels) and add `test_mean_iou`,
+the mean over classes of intersection over union. Multi-label (`data.task: multilabel`, multi-hot rows): the mean
+binary cross-entropy over every label, `test_subset_accuracy` (every label of a sample right),
+`test_hamming_loss` (the fraction of label decisions wrong, at p >= 0.5), and `test_auc`, the mean of each
+label's ROC AUC (`test_auc_label_<k>`). A model compiled with a `from_logits=True` loss outputs logits: they are turned into probabilities
 (softmax, or sigmoid for one column) before scoring, and the run records it (`prov.model.outputs`); outputs that
 are neither are an error, never a silently wrong loss. Regression: the mean squared error, `test_mae`,
 `test_rmse`, `test_r2`. Per-group rows for either task (FPR and FNR for binary).
@@ -34,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, REGRESSION
+from tracking.config.params import CLASSIFICATION, MULTILABEL, REGRESSION
 from tracking.data.arrays import Arrays, columns
 from tracking.determinism.seeding import inference_streams
 from tracking.determinism.seeds import Seeds
@@ -43,7 +48,9 @@ from tracking.training.batches import SCORING_BATCH, in_batches
 from tracking.training.building import task_loss
 
 # The task's own loss under its own name, where `test_loss` is another loss the team compiled.
-STANDARD_LOSS = {CLASSIFICATION: "test_crossentropy", REGRESSION: "test_mse"}
+STANDARD_LOSS = {CLASSIFICATION: "test_crossentropy", REGRESSION: "test_mse", MULTILABEL: "test_crossentropy"}
+# The probability at or above which a label of multi-hot rows is predicted present.
+LABEL_THRESHOLD = 0.5
 
 # What a classifier's outputs are (`prov.model.outputs`): probabilities as they are, or logits turned into them;
 # a model of several outputs is scored by its compiled losses and metrics alone.
@@ -102,6 +109,17 @@ def output_kind(model: Any, y: np.ndarray, outputs: np.ndarray) -> str:
     return LOGITS if abs(plain - shifted) <= SHIFT_TOLERANCE * max(1.0, abs(plain)) else PROBABILITIES
 
 
+def task_output_kind(model: Any, task: str, y: np.ndarray, outputs: np.ndarray) -> str:
+    """What a model of one output gives for `task`: a classifier's probabilities or logits (`output_kind`); a
+    multi-label model's, as its compiled loss declares them (a sigmoid's are not moved by a shift of every score,
+    so only the declaration tells); `PROBABILITIES` (values, unchanged) for regression."""
+    if task == CLASSIFICATION:
+        return output_kind(model, y, outputs)
+    if task == MULTILABEL:
+        return declared_output_kind(model) or PROBABILITIES
+    return PROBABILITIES
+
+
 def score_model(
     model: Any, seeds: Seeds, test: dict[str, Arrays], task: str, n_outputs: int | dict[str, int]
 ) -> dict[str, Any]:
@@ -114,7 +132,7 @@ def score_model(
     compiled = model.evaluate(in_batches((test["x"], test["y"]), SCORING_BATCH), verbose=0, return_dict=True)
     if isinstance(test["y"], Mapping):
         return several_outputs_scores(test["y"], by_output(model, outputs), compiled)
-    kind = output_kind(model, test["y"], outputs) if task == CLASSIFICATION else PROBABILITIES
+    kind = task_output_kind(model, task, test["y"], outputs)
     own = getattr(model, "loss", None) == task_loss(model, task)
     result = scores(test["y"], outputs, task, n_outputs, test.get("groups"), compiled, kind, own)
     return {**result, "outputs": np.asarray(outputs)}
@@ -140,7 +158,53 @@ def several_outputs_scores(
         "compiled": {f"test_{name}": float(value) for name, value in compiled.items() if name != "loss"},
         "predicted": values,
         "outputs": values,
+        "by_output": {name: np.asarray(outputs[name]) for name in y},
     }
+
+
+def per_label(outputs: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The model's outputs one row per label of `y`: (N, C) as they are for one label per sample, (N * E, C) for E
+    labels per sample (a (16, 16) mask's 256 pixels from outputs (N, 16, 16, C)); a `UserCodeError` where the
+    outputs do not give each label the same number of scores."""
+    outputs = np.asarray(outputs)
+    if y.ndim == 1:
+        return outputs
+    if outputs.shape[: y.ndim] != y.shape or outputs.ndim > y.ndim + 1:
+        raise UserCodeError(
+            f"model.builder: the model outputs shape {outputs.shape[1:]} per sample but the labels have shape "
+            f"{y.shape[1:]}; give class scores per label, shape {(*y.shape[1:], 'n_classes')} (e.g. a "
+            "Conv2D(n_classes, 1, activation='softmax') last layer for a mask)"
+        )
+    return outputs.reshape(y.size, -1)
+
+
+def label_probabilities(outputs: np.ndarray, y: np.ndarray, n_classes: int, task: str, kind: str) -> np.ndarray:
+    """The probabilities a classifier (`class_probabilities`, a row per label of `y`) or a multi-label model
+    (`multi_hot_probabilities`) gives; a `UserCodeError` when its outputs are neither probabilities nor logits."""
+    if task == MULTILABEL:
+        return multi_hot_probabilities(outputs, n_classes, kind)
+    return class_probabilities(per_label(outputs, y), n_classes, kind)
+
+
+def multi_hot_probabilities(outputs: np.ndarray, n_labels: int, kind: str = PROBABILITIES) -> np.ndarray:
+    """(N, L) probabilities of each label from a multi-label model's outputs: sigmoids as they are, logits through a
+    sigmoid; outputs of another shape, or outside [0, 1], are a `UserCodeError`."""
+    outputs = np.asarray(outputs)
+    if outputs.shape[1:] != (n_labels,):
+        raise UserCodeError(
+            f"model.builder: the model outputs shape {outputs.shape[1:]} per sample but the data has {n_labels} "
+            f"labels per sample (data.task multilabel); return Dense({n_labels}, activation='sigmoid')"
+        )
+    if kind == LOGITS:
+        return _sigmoid(outputs)
+    low, high = float(np.min(outputs)), float(np.max(outputs))
+    if not np.isfinite(outputs).all() or low < -PROBABILITY_TOLERANCE or high > 1 + PROBABILITY_TOLERANCE:
+        raise UserCodeError(
+            f"model.builder: the model's outputs are not probabilities (values from {low:.4g} to {high:.4g}), so no "
+            "loss can be scored from them; end the model in a sigmoid per label (data.task multilabel), or train "
+            "it with a loss that reads logits (keras.losses.BinaryCrossentropy(from_logits=True))"
+        )
+    return outputs
 
 
 def class_probabilities(outputs: np.ndarray, n_classes: int, kind: str = PROBABILITIES) -> np.ndarray:
@@ -223,10 +287,19 @@ def scores(
     and `evaluate` reports that loss (`SAME_LOSS`), `test_loss` is the compiled loss and the task's is
     `STANDARD_LOSS[task]`."""
     if task == CLASSIFICATION:
-        probabilities = class_probabilities(outputs, n_outputs, kind)
-        result = classification_scores(y, probabilities, n_outputs, groups)
-        one_column = np.asarray(outputs).reshape(len(y), -1).shape[1] == 1
-        result["probabilities"] = probabilities[:, 1:] if one_column else probabilities  # laid out as the outputs
+        labels = y.reshape(-1)
+        probabilities = label_probabilities(outputs, y, n_outputs, task, kind)
+        each = None if groups is None else np.repeat(groups, labels.size // len(y))  # a sample's group per label
+        result = classification_scores(labels, probabilities, n_outputs, each)
+        one_column = np.asarray(outputs).reshape(labels.size, -1).shape[1] == 1
+        laid_out = probabilities[:, 1:] if one_column else probabilities  # laid out as the outputs
+        result["probabilities"] = laid_out if y.ndim == 1 else laid_out.reshape(*y.shape, -1)
+        if y.ndim > 1:
+            result["predicted"] = result["predicted"].reshape(y.shape)
+            result["test_mean_iou"] = mean_iou(result["confusion"])
+    elif task == MULTILABEL:
+        probabilities = label_probabilities(outputs, y, n_outputs, task, kind)
+        result = {**multilabel_scores(y, probabilities, groups), "probabilities": probabilities}
     else:
         result = regression_scores(y, regression_outputs(outputs, y), groups)
     evaluated = float(compiled["loss"]) if compiled and "loss" in compiled else None
@@ -261,6 +334,41 @@ def classification_scores(
         result["test_auc"] = binary_auc(y, probabilities[:, 1])
     if groups is not None:
         result["per_group"] = group_scores(y, predicted, groups, n_classes)
+    return result
+
+
+def mean_iou(confusion: np.ndarray) -> float:
+    """The mean over classes of intersection over union (a class's right labels over the labels that are it or
+    were taken for it), from the confusion matrix; classes neither present nor predicted are left out."""
+    right = np.diag(confusion).astype(np.float64)
+    union = confusion.sum(axis=0) + confusion.sum(axis=1) - right
+    return float(np.mean(right[union > 0] / union[union > 0])) if (union > 0).any() else float("nan")
+
+
+def multilabel_scores(y: np.ndarray, probabilities: np.ndarray, groups: np.ndarray | None) -> dict[str, Any]:
+    """Multi-hot rows scored: the mean binary cross-entropy over every label (Keras's, clipped at 1e-7), subset
+    accuracy, hamming loss, each label's ROC AUC and their mean, per group the subset accuracy and hamming loss."""
+    predicted = (probabilities >= LABEL_THRESHOLD).astype(np.int64)
+    clipped = np.clip(probabilities.astype(np.float64), 1e-7, 1 - 1e-7)
+    per_label_auc = {str(k): binary_auc(y[:, k], probabilities[:, k]) for k in range(y.shape[1])}
+    finite = [value for value in per_label_auc.values() if np.isfinite(value)]
+    wrong = predicted != y
+    result = {
+        "test_loss": float(-(y * np.log(clipped) + (1 - y) * np.log(1 - clipped)).mean()),
+        "test_subset_accuracy": float((~wrong).all(axis=1).mean()),
+        "test_hamming_loss": float(wrong.mean()),
+        "test_auc": float(np.mean(finite)) if finite else float("nan"),
+        "per_label_auc": per_label_auc,
+        "predicted": predicted,
+    }
+    if groups is not None:
+        result["per_group"] = {
+            str(group): {
+                "subset_accuracy": float((~wrong[groups == group]).all(axis=1).mean()),
+                "hamming_loss": float(wrong[groups == group].mean()),
+            }
+            for group in np.unique(groups)
+        }
     return result
 
 
@@ -309,14 +417,16 @@ def group_scores(
 def summary_metrics(result: dict[str, Any]) -> dict[str, Any]:
     """What metrics/eval.json holds: the task's scalar scores, per-class and per-group rows, the compiled metrics."""
     scalar = {key: value for key, value in result.items() if key.startswith("test_")}
-    nested = {key: result[key] for key in ("per_class_accuracy", "per_group") if key in result}
+    nested = {key: result[key] for key in ("per_class_accuracy", "per_label_auc", "per_group") if key in result}
     return {**scalar, **nested, **result.get("compiled", {})}
 
 
 def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """One name per number, as logged to MLflow and banded by calibration: test_accuracy_class_3, test_group_a_fpr."""
+    """One name per number, as logged to MLflow and banded by calibration: test_accuracy_class_3, test_auc_label_2,
+    test_group_a_fpr."""
     flat = {key: float(value) for key, value in summary.items() if key.startswith("test_")}
     flat.update({f"test_accuracy_class_{k}": v for k, v in summary.get("per_class_accuracy", {}).items()})
+    flat.update({f"test_auc_label_{k}": v for k, v in summary.get("per_label_auc", {}).items()})
     for group, row in summary.get("per_group", {}).items():
         flat.update({f"test_group_{group}_{name}": value for name, value in row.items()})
     return flat

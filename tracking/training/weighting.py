@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracking.config.params import BALANCED, Params
+from tracking.errors import ParamsError
 
 
 def class_weights(params: Params, y: np.ndarray) -> np.ndarray | None:
@@ -20,6 +21,11 @@ def class_weights(params: Params, y: np.ndarray) -> np.ndarray | None:
     chosen = params.train.class_weight
     if chosen is None:
         return None
+    if y.ndim != 1:
+        raise ParamsError(
+            f"train.class_weight weights one class label per sample, and the labels have shape {y.shape[1:]} per "
+            "sample (a label per pixel or step); set it null, or weigh the classes in a loss of your own (train.loss)"
+        )
     counts = np.bincount(y)
     if chosen == BALANCED:
         present = np.count_nonzero(counts)
