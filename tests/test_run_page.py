@@ -81,7 +81,7 @@ def test_the_calibration_page_tables_each_variant_s_band_and_says_identical_runs
     from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
     from tracking.noise.record import NoiseRecord, Variant, metric_bands
 
-    values = {"algo": [0.90, 0.91, 0.92], "control": [0.93, 0.93, 0.93]}
+    values = {"algo": [0.90, 0.91, 0.92], "control": [0.93, 0.93, 0.93], "algo+impl": [0.90, 0.92, 0.94]}
     runs = [
         {"variant": name, "metrics": {"test_accuracy": value, "test_accuracy_class_0": value}}
         for name, found in values.items()
@@ -105,9 +105,9 @@ def test_the_calibration_page_tables_each_variant_s_band_and_says_identical_runs
     algo = variants["algo"].bands["test_accuracy"]
     metrics = band_metrics(noise, shown)
     assert metrics["band.algo.test_accuracy.mean"] == algo["mean"] and metrics["band.control.test_accuracy.std"] == 0
-    assert len(metrics) == 2 * 5
+    assert len(metrics) == 3 * 5 and "band.algo-impl.test_accuracy.std" in metrics  # MLflow refuses a `+` in a name
     lines = describe_band(noise, shown).splitlines()
-    assert lines[0] == "**Noise band: 6 calibration runs over 2 variant(s)**"
+    assert lines[0] == "**Noise band: 9 calibration runs over 3 variant(s)**"
     assert lines[4] == f"| algo | test_accuracy | 3 | 0.91 | 0.01 | {algo['low']:.4g} to {algo['high']:.4g} |"
     assert lines[5] == "| control | test_accuracy | 3 | 0.93 | 0 | identical runs |"
     assert "CONTROL repeats bit-identical: **true**." in lines

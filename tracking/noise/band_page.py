@@ -4,6 +4,7 @@ std and interval rather than child links and tags, with the band kept in `calibr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from tracking.layout import NOISE_FILE
@@ -24,15 +25,20 @@ def shown_metrics(noise: NoiseRecord, wanted: Iterable[str] | None = None) -> li
 
 
 def band_metrics(noise: NoiseRecord, metrics: list[str]) -> dict[str, float]:
-    """`band.<variant>.<metric>.<figure>` for each variant and shown metric: what the chart view and a search filter
-    (`metrics."band.algo.test_accuracy.std" > 0.01`) read."""
+    """`band.<variant>.<metric>.<figure>` for each variant and shown metric (`algo+impl` as `algo-impl`): what the
+    chart view and a search filter (`metrics."band.algo.test_accuracy.std" > 0.01`) read."""
     return {
-        f"{BAND_METRIC_PREFIX}.{name}.{metric}.{figure}": float(variant.bands[metric][figure])
+        f"{BAND_METRIC_PREFIX}.{metric_safe(name)}.{metric}.{figure}": float(variant.bands[metric][figure])
         for name, variant in noise.variants.items()
         for metric in metrics
         if metric in variant.bands
         for figure in FIGURES
     }
+
+
+def metric_safe(variant: str) -> str:
+    """A variant's name as an MLflow metric name takes it: `algo+impl` -> `algo-impl` (MLflow refuses a `+`)."""
+    return re.sub(r"[^\w\-. :/]", "-", variant)
 
 
 def describe_band(noise: NoiseRecord, metrics: list[str]) -> str:
