@@ -22,6 +22,8 @@ def test_saving_equal_weights_twice_writes_equal_bytes_that_keras_loads(tmp_path
     with zipfile.ZipFile(first) as archive:
         assert {member.date_time for member in archive.infolist()} == {ZIP_EPOCH}  # Keras stamps the weights' entry
         assert "date_saved" not in json.loads(archive.read("metadata.json"))
+        # Keras numbers shared objects by memory address: another process saved other text (a fresh clone's make run)
+        assert json.loads(archive.read("config.json"))["config"]["dtype"]["shared_object_id"] == 1
     assert sorted(path.name for path in tmp_path.iterdir()) == ["first.keras", "second.keras"]  # no staging left
     loaded = keras.models.load_model(first)
     for kept, saved in zip(loaded.get_weights(), model.get_weights(), strict=True):
