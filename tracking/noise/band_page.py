@@ -9,7 +9,6 @@ from collections.abc import Iterable
 
 from tracking.layout import NOISE_FILE
 from tracking.names import MAX_TAG_CHARS
-from tracking.noise.policy import CONTROL
 from tracking.noise.record import NoiseRecord
 
 BAND_METRIC_PREFIX = "band"  # `band.<variant>.<metric>.<figure>` on the calibration parent run
@@ -59,7 +58,5 @@ def describe_band(noise: NoiseRecord, metrics: list[str]) -> str:
                 continue
             spread = "identical runs" if band["std"] == 0 else f"{band['low']:.4g} to {band['high']:.4g}"
             lines.append(f"| {name} | {metric} | {band['n']} | {band['mean']:.4g} | {band['std']:.3g} | {spread} |")
-    if CONTROL in noise.variants:
-        lines += ["", f"CONTROL repeats bit-identical: **{str(noise.variants[CONTROL].bit_identical).lower()}**."]
     lines += ["", f"Every banded metric, each run and its seeds: the artifact `{NOISE_FILE.as_posix()}`."]
     return "\n".join(lines)[:MAX_TAG_CHARS]
