@@ -26,6 +26,7 @@ REQUIRED_MODULES = (
     "tqdm",
     "psutil",
     "detect_secrets",
+    "re2",
     "git",
     "matplotlib",
     "mlflow",

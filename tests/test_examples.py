@@ -194,6 +194,24 @@ def test_baseline_is_what_tracking_baseline_writes(example: str, tmp_path: Path)
     assert (tmp_path / "baseline.yaml").read_text() == (EXAMPLES / example / "baseline.yaml").read_text()
 
 
+def test_tracking_baseline_in_an_example_not_yet_copied_out_writes_nothing(tmp_path: Path):
+    """Typed in an example's folder still inside a project, `tracking baseline` read the example's params.yaml
+    and wrote its baseline over the project's own: it now refuses in one line, naming the folder, and writes
+    nothing."""
+    import subprocess
+    import sys
+
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / "params.yaml").write_text("{}\n")
+    shutil.copytree(EXAMPLES / REGRESSION, tmp_path / REGRESSION)
+    tracking = Path(sys.executable).with_name("tracking")
+    done = subprocess.run([tracking, "baseline"], cwd=tmp_path / REGRESSION, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: params.yaml belongs to the pipeline in {tmp_path / REGRESSION}"), line
+    assert not (tmp_path / "baseline.yaml").exists()
+
+
 @pytest.mark.parametrize("example", [REGRESSION, BINARY])
 def test_every_seed_is_listed_so_dvc_exp_run_can_set_one_alone(example: str, tmp_path: Path):
     """`dvc exp run -S seeds.dropout=7`, as the docs phrase it, is refused by DVC for a key params.yaml lacks;

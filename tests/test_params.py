@@ -52,7 +52,10 @@ def test_flatten_nested_mappings():
         ("seeds:\n  dropout: -1\n", "seeds.dropout"),
         ("train: [1\n", "YAML syntax error at line"),
         ("- 1\n- 2\n", "expected a mapping of sections"),
-        ("data:\n  task: ranking\n", "data.task: expected 'classification' or 'regression', got 'ranking'"),
+        (
+            "data:\n  task: ranking\n",
+            "data.task: expected 'classification', 'regression' or 'multilabel', got 'ranking'",
+        ),
         ("train:\n  epochs: 2\n  epochs: 3\n", "YAML syntax error at line 3, column 3: found duplicate key"),
     ],
 )
@@ -69,8 +72,11 @@ def test_missing_file(tmp_dir):
         load_params(tmp_dir / "params.yaml")
 
 
-def test_empty_file_gives_defaults(tmp_dir):
-    assert load_text(tmp_dir, "") == Params()
+def test_empty_file_is_refused_and_an_empty_mapping_gives_defaults(tmp_dir):
+    """An empty params.yaml is more often a truncated file than a wish for defaults; `{}` says it on purpose."""
+    with pytest.raises(ParamsError, match=r"params\.yaml is empty: no section set.*write `\{\}`"):
+        load_text(tmp_dir, "")
+    assert load_text(tmp_dir, "{}\n") == Params()
 
 
 def test_int_accepted_for_float(tmp_dir):

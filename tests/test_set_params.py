@@ -34,7 +34,7 @@ REJECTED = [
     ("train.learning_rate", "-0.0", "train.learning_rate: expected greater than 0, got -0.0"),
     ("train.epochs", "null", "train.epochs: expected a valid integer, got None"),
     ("train.epochs", '"2"', "train.epochs: expected a valid integer, got '2'"),
-    ("data.task", "yes", "data.task: expected 'classification' or 'regression', got 'yes'"),
+    ("data.task", "yes", "data.task: expected 'classification', 'regression' or 'multilabel', got 'yes'"),
 ]
 
 

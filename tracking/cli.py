@@ -297,10 +297,20 @@ def _pin_data(args: argparse.Namespace) -> None:
 def _baseline(args: argparse.Namespace) -> None:
     from tracking.config.baseline import freeze
     from tracking.config.params_file import load_params
+    from tracking.errors import RepoError
     from tracking.store.location import project_root
 
     root = project_root()
     params = _at_root(args.params, root)
+    folder = params.resolve().parent
+    if folder != root.resolve() and (folder / "dvc.yaml").is_file():
+        # Its baseline would land in the project above, which calibrates from its own params.
+        raise RepoError(
+            f"{params} belongs to the pipeline in {folder} (its dvc.yaml is there), which is not a DVC project: "
+            f"the baseline would be written to {root}",
+            fix=f"make {folder} a project of its own (`git init && dvc init` there, as its README says), or run "
+            f"from {root} for that project's params.yaml",
+        )
     target = load_params(params).calibration.baseline
     freeze(params, root / target)
     print(f"froze the training sections of {args.params} into {target}; commit it")

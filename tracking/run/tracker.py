@@ -37,6 +37,7 @@ from tracking.run.log_calls import QueuedMetrics, RunLogCalls
 from tracking.run.opening import end_stale_runs, resumable, run_name, sync_kept_offline
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
+from tracking.store.context import context_tags
 from tracking.store.faults import describe, server_unavailable, store_fault
 from tracking.store.journal import journal_folder
 from tracking.store.location import connect, project_root, shown, tracking_uri
@@ -149,7 +150,7 @@ class Tracker(RunLogCalls):
                     run_name=self.run_name or run_name(self.stage),
                     nested=self.nested,
                     parent_run_id=self.parent_run_id,
-                    tags=owner,
+                    tags={**context_tags(), **owner},
                     log_system_metrics=False,
                 )
         except Exception as err:

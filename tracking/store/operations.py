@@ -114,7 +114,17 @@ def _apply_model(client: MlflowClient, run_id: str, op: Op) -> None:
         signature=ModelSignature.from_dict(op["signature"]),
         pip_requirements=op["pip_requirements"],
         run_id=run_id,
+        tags=_context_of(client, run_id),
     )
+
+
+def _context_of(client: MlflowClient, run_id: str) -> dict[str, str]:
+    """The logged model's context tags: the run's own (redacted when it started), so a model a journal replays in
+    another process names the run's source, not the replaying one's; a tag the run lacks, redacted from here."""
+    from tracking.store.context import context_tags
+
+    recorded = client.get_run(run_id).data.tags
+    return {key: recorded.get(key, value) for key, value in context_tags().items()}
 
 
 class _KerasForEveryLoader:

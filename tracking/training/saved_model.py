@@ -4,8 +4,10 @@ their memory address (`shared_object_id`), so equal weights gave a new file, and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -19,25 +21,38 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 def save_model(model: Any, path: Path) -> None:
     """Save `model` as Keras does, then rewrite the archive without the save time: same members, same order, each
-    stamped with the zip format's first date. The run's MLflow record keeps when it was saved."""
-    staging = path.with_name(f".saving-{path.name}")  # Keras wants the .keras suffix
-    model.save(staging)
-    try:
-        with zipfile.ZipFile(staging) as source, zipfile.ZipFile(path, "w") as target:
-            for member in source.infolist():
-                content = source.read(member)
-                if member.filename == METADATA:
-                    metadata = json.loads(content)
-                    metadata.pop(SAVE_TIME, None)
-                    content = json.dumps(metadata).encode()
-                elif member.filename == CONFIG:
-                    content = json.dumps(_numbered(json.loads(content), {})).encode()
-                stamped = zipfile.ZipInfo(member.filename, date_time=ZIP_EPOCH)
-                stamped.compress_type = member.compress_type
-                stamped.external_attr = member.external_attr
-                target.writestr(stamped, content)
-    finally:
-        os.unlink(staging)
+    stamped with the zip format's first date. The run's MLflow record keeps when it was saved. The file appears
+    whole or not at all; a folder that cannot be written is reported against `path`, the file the user knows."""
+    partial = path.with_name(f".{path.name}.partial")
+    with tempfile.TemporaryDirectory(prefix="tracking-save-") as scratch:
+        keras_file = Path(scratch) / "model.keras"  # Keras wants the .keras suffix
+        model.save(keras_file)
+        try:
+            _rewrite(keras_file, partial)
+            os.replace(partial, path)
+        except OSError as err:
+            with contextlib.suppress(OSError):  # a read-only folder refuses even the unlink of a missing file
+                partial.unlink()
+            if err.filename == str(partial):
+                raise OSError(err.errno, err.strerror, str(path)) from err
+            raise
+
+
+def _rewrite(source_path: Path, target_path: Path) -> None:
+    """Copy the archive member by member, without the save time and with shared objects numbered in order."""
+    with zipfile.ZipFile(source_path) as source, zipfile.ZipFile(target_path, "w") as target:
+        for member in source.infolist():
+            content = source.read(member)
+            if member.filename == METADATA:
+                metadata = json.loads(content)
+                metadata.pop(SAVE_TIME, None)
+                content = json.dumps(metadata).encode()
+            elif member.filename == CONFIG:
+                content = json.dumps(_numbered(json.loads(content), {})).encode()
+            stamped = zipfile.ZipInfo(member.filename, date_time=ZIP_EPOCH)
+            stamped.compress_type = member.compress_type
+            stamped.external_attr = member.external_attr
+            target.writestr(stamped, content)
 
 
 def _numbered(config: Any, numbers: dict[int, int]) -> Any:
