@@ -45,6 +45,7 @@ PLUMBING = {
     "tracking/store/reads.py": "runs and experiments read from the store",
     "tracking/run/writer.py": "background MLflow writes",
     "tracking/store/operations.py": "MLflow write operations",
+    "tracking/store/context.py": "MLflow's context tags, redacted",
     "tracking/run/system_metrics.py": "MLflow's system metrics of a training run",
     "tracking/store/journal.py": "offline journal",
     "tracking/store/sinks.py": "where a run's records go: the store, else the journal",

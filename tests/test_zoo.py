@@ -2,21 +2,24 @@
 pipeline as a team runs it. For each model, one project (built once per session): `dvc repro` end to end with a
 CONTROL calibration of three repeats.
 
-Checked for every model in `make test`: the CONTROL verdict is `within_noise`, and every CONTROL repeat reproduces
-the candidate bit for bit (weights, every test metric, every prediction); `test_loss` is what `model.evaluate`
-of the saved model gives, recomputed here with Keras alone; a classifier's test scores are computed from
-probabilities even where it outputs logits; each seed moves its own stream only (in this process, through the
-library's seeding: initial weights, and the draws of a training-mode call on a fixed batch, mapped through
-`train.augment` where the model has one).
+`make test` runs the pipelines of four models that between them take the paths a team's model takes: the CCT
+(its own loss function, AdamW, StochasticDepth layers drawing from their own SeedGenerator), `custom_fit` (its own
+`train_step`, `test_step` and metric trackers), text classification (its own loader of token sequences) and the
+ticket model (three named inputs, two named outputs, a loss per output, `loss_weights`). Checked for each: the CONTROL verdict is `within_noise`, and every CONTROL repeat
+reproduces the candidate bit for bit (weights, every test metric, every prediction); `test_loss` is what
+`model.evaluate` of the saved model gives, recomputed here with Keras alone; a classifier's test scores are
+computed from probabilities even where it outputs logits. For every zoo model cheap to build, each seed moves its
+own stream only (in this process, through the library's seeding: initial weights, and the draws of a
+training-mode call on a fixed batch, mapped through `train.augment` where the model has one).
 
-The costly checks (`dvc exp run train -S seeds.<name>=<n>` per seed, about 12 CPU seconds each; `tracking rerun`,
-about 20; a learning rate 100 times smaller judged against an ALGO band, about 25 plus the ALGO repeats) run for
-one model in `make test`: the CCT's `seeds.init` through DVC, text classification's smaller learning rate
-(`tracking rerun` is the examples' and tests/test_rerun.py's there). `make test-zoo` (TRACKING_TEST_ZOO=1) runs all of them for every model and every seed:
-about 25 CPU minutes beyond the suite's zoo (the whole run: 17 min 28 s on 2 cores), which the suite's 20-minute
-budget cannot take. The `matrix_only` models (issue 48's ports: a U-Net's masks, multi-hot labels, a tf.data loader,
-FeatureSpace, a subclassed recommender, distillation) run their pipelines there only; `make test` checks the
-seeding of those cheap to build in this process.
+The costly checks (`dvc exp run train -S seeds.<name>=<n>` per seed, `tracking rerun`, a learning rate 100 times
+smaller judged against an ALGO band) run for one model each in `make test`: the CCT's `seeds.init` through DVC,
+text classification's smaller learning rate (`tracking rerun` is the examples' and tests/test_rerun.py's there).
+`make test-zoo` (TRACKING_TEST_ZOO=1) runs every model's pipeline, every costly check for every model and every
+seed: the `matrix_only` models' pipelines (applications, the VAE, regression, the transformer, the GRU with its
+own metric class, siamese, fraud, augmentation in the input pipeline, and issue 48's ports: a U-Net's masks,
+multi-hot labels, a tf.data loader, FeatureSpace, a subclassed recommender, distillation) run there only: the
+suite's 20-minute budget cannot take them (each pipeline costs 100 to 200 s on the 2-core machines CI runs on).
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ MODELS = {
             "applications",
             streams=frozenset({"dropout", "augment"}),
             learns_with={"train": {"epochs": 20, "learning_rate": 0.01}},
+            matrix_only=True,
         ),
         Model(
             "cct",
@@ -117,7 +121,7 @@ MODELS = {
             seeds_through_dvc=True,
         ),
         # Two epochs: the train stage's validation pass after the first draws from the Sampling layer's generator.
-        Model("vae", {"train": {"epochs": 2}}, frozenset({"dropout"}), adds_to_loss=True),
+        Model("vae", {"train": {"epochs": 2}}, frozenset({"dropout"}), adds_to_loss=True, matrix_only=True),
         Model("custom_fit"),
         Model(
             "regression",
@@ -126,12 +130,14 @@ MODELS = {
                 "train": {"loss": "mean_absolute_error"},
                 "compare": {"metrics": None},  # the task's: test_loss and test_mae
             },
-        ),  # its `tracking rerun` is the regression example's (tests/test_examples.py) in `make test`
-        Model("transformer", streams=frozenset({"dropout"})),
+            matrix_only=True,
+        ),  # a regression through `dvc repro` in `make test`: the regression example's (tests/test_examples.py)
+        Model("transformer", streams=frozenset({"dropout"}), matrix_only=True),
         Model(
             "gru",
             {"train": {"epochs": 2, "metrics": ["accuracy", "models.gru:CategoricalTruePositives"]}},
             loader=True,
+            matrix_only=True,
         ),
         # Eight epochs of 16 at a learning rate of 0.01: the model learns whatever its seeds (test accuracy 0.94 to
         # 0.98; at five epochs one reseeded run in three stayed at chance), so a learning rate 100 times smaller
@@ -143,7 +149,12 @@ MODELS = {
             loader=True,
             smaller_lr=True,
         ),
-        Model("siamese", {"train": {"epochs": 2, "loss": "models.siamese:contrastive_loss"}}, loader=True),
+        Model(
+            "siamese",
+            {"train": {"epochs": 2, "loss": "models.siamese:contrastive_loss"}},
+            loader=True,
+            matrix_only=True,
+        ),
         # Several outputs: judged on the compiled total and the department's own loss (the task's default,
         # test_accuracy, is not a score of a model of several outputs).
         Model(
@@ -164,9 +175,12 @@ MODELS = {
             {"train": {"epochs": 5, "learning_rate": 0.01, "class_weight": "balanced"}},
             frozenset({"dropout"}),
             loader=True,
+            matrix_only=True,
         ),
         # Its augmentation is in the input pipeline, not the model: the in-process check maps a batch through it.
-        Model("augmented", {"train": {"augment": "models.augmented:augment"}}, frozenset({"augment"})),
+        Model(
+            "augmented", {"train": {"augment": "models.augmented:augment"}}, frozenset({"augment"}), matrix_only=True
+        ),
         # Issue 48's ports (tests/zoo/<name>.py names each source). Labels per pixel: (16, 16) masks of 3 classes.
         Model("unet", {"train": {"epochs": 2}}, loader=True, matrix_only=True, costly_build=True),
         # Multi-hot rows of 4 labels: data.task multilabel, judged on its default scores.
