@@ -1090,7 +1090,7 @@ CASES = [
         "data-of-one-class",
         with_y(np.zeros(60, "int64")),
         stage("prepare"),
-        "array y holds one class only (label 0 in all 60 samples)",
+        "array y holds one class only (label 0 in every one of 60 samples)",
         "set data.task: regression",
     ),
     case(

@@ -145,7 +145,7 @@ def _labels(y: np.ndarray, where: str) -> np.ndarray:
         raise DataError(f"{where} array y has negative label {y.min()}; labels must be 0..n_classes-1")
     if y.max() == 0:
         raise DataError(
-            f"{where} array y holds one class only (label 0 in all {len(y)} samples); a classifier needs at least 2 "
+            f"{where} array y holds one class only (label 0 in every one of {len(y)} samples); a classifier needs at least 2 "
             "classes: add samples of the others, or set data.task: regression for a numeric target"
         )
     absent = _absent_classes(y)
