@@ -7,6 +7,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 
 from tracking.training.saved_model import ZIP_EPOCH, save_model
 
@@ -28,3 +29,18 @@ def test_saving_equal_weights_twice_writes_equal_bytes_that_keras_loads(tmp_path
     loaded = keras.models.load_model(first)
     for kept, saved in zip(loaded.get_weights(), model.get_weights(), strict=True):
         np.testing.assert_array_equal(kept, saved)
+
+
+def test_an_interrupted_rewrite_leaves_neither_the_model_nor_its_partial_file(tmp_path: Path, monkeypatch):
+    """A Ctrl-C while the archive is rewritten: the train stage's clean-up removes the outputs it declares, so the
+    partial file beside `model.keras` goes here, and no `model.keras` appears."""
+    import tracking.training.saved_model as saved_model
+
+    def interrupted(source, target):
+        target.write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(saved_model, "_rewrite", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_model(keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)]), tmp_path / "model.keras")
+    assert list(tmp_path.iterdir()) == []

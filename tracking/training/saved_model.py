@@ -30,10 +30,10 @@ def save_model(model: Any, path: Path) -> None:
         try:
             _rewrite(keras_file, partial)
             os.replace(partial, path)
-        except OSError as err:
+        except BaseException as err:  # a Ctrl-C mid-rewrite too: the stage's clean-up knows only `path`
             with contextlib.suppress(OSError):  # a read-only folder refuses even the unlink of a missing file
                 partial.unlink()
-            if err.filename == str(partial):
+            if isinstance(err, OSError) and err.filename == str(partial):
                 raise OSError(err.errno, err.strerror, str(path)) from err
             raise
 
