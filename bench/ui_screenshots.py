@@ -15,8 +15,10 @@ calibration repeat and the candidate run (params and `prov.*` tags must show val
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import select
 import shlex
 import shutil
 import socket
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -43,7 +46,8 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--hide-scrollbars",
 )
-RENDER_BUDGET_MS = 20000
+RENDER_BUDGET_MS = 20000  # a screenshot's virtual time: the page's own clock, not the wall's
+READY_TIMEOUT_S = 120  # how long rendered_dom waits, on the wall's clock, for a page to show what it waits for
 README_UI_COMMAND = "MLFLOW_DISABLE_TELEMETRY=true .venv/bin/mlflow ui "
 START_TIMEOUT_S = 240  # `mlflow ui` takes over a minute to start on 2 busy cores
 RUN_PAGE_WIDTH = 2400  # narrower, MLflow's Assistant panel pushes the run's description below its tags
@@ -158,25 +162,112 @@ def screenshot(chromium: str, url: str, path: Path, height: int, width: int = 16
     print(f"{path}: {url}")
 
 
-def rendered_dom(chromium: str, url: str, *flags: str) -> str:
-    """The DOM of `url` after the React UI has rendered, in a fresh profile; `flags` go to Chromium as well."""
+def rendered_dom(chromium: str, url: str, ready: Callable[[str], bool], *flags: str) -> str:
+    """The DOM of `url` once `ready` holds for it, read every half second for up to READY_TIMEOUT_S (the last one
+    read, if it never does), in a fresh profile; `flags` go to Chromium as well. Chromium is driven over its
+    DevTools pipe rather than --dump-dom, whose virtual-time budget runs on the page's clock: the chart view's
+    chart code, fetched lazily, was cut off in about 1 of 2 fresh loads here and the cards never drawn."""
+    to_browser, from_test = os.pipe()
+    to_test, from_browser = os.pipe()
+    to_browser, from_browser = above_pipe_fds(to_browser), above_pipe_fds(from_browser)
     with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run(
+        browser = subprocess.Popen(
             [
+                "bash",  # dash, Debian's sh, takes no file descriptor above 9
+                "-c",
+                f'exec "$0" "$@" 3<&{to_browser} 4>&{from_browser} {to_browser}<&- {from_browser}>&-',
                 chromium,
                 *CHROMIUM_FLAGS,
                 *flags,
                 f"--user-data-dir={profile}",
-                "--dump-dom",
-                f"--virtual-time-budget={RENDER_BUDGET_MS}",
+                "--remote-debugging-pipe",
                 url,
             ],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
+            pass_fds=(to_browser, from_browser),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-    return done.stdout
+        os.close(to_browser)
+        os.close(from_browser)
+        devtools = DevTools(from_test, to_test, time.monotonic() + READY_TIMEOUT_S)
+        try:
+            return devtools.page_once(ready)
+        finally:
+            devtools.close()
+            try:
+                browser.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                browser.kill()
+                browser.wait()
+
+
+def above_pipe_fds(fd: int) -> int:
+    """`fd` moved above 4: Chromium reads its DevTools pipe on fd 3 and writes on 4, and the shell that puts the
+    pipe there must not overwrite one end with the other (pytest's own files take the low numbers)."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+    os.close(fd)
+    return moved
+
+
+class DevTools:
+    """The Chrome DevTools protocol over Chromium's --remote-debugging-pipe (JSON messages, each ended by a NUL
+    byte), every read bounded by one deadline so that a stuck browser fails the caller instead of hanging it."""
+
+    def __init__(self, send: int, receive: int, deadline: float) -> None:
+        self.send, self.receive, self.deadline = send, receive, deadline
+        self.sent, self.session, self.buffer = 0, "", b""
+
+    def page_once(self, ready: Callable[[str], bool]) -> str:
+        """The first page's DOM once `ready` holds for it, or the last one read when the deadline passes."""
+        while not (pages := [t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page"]):
+            time.sleep(0.1)
+        self.session = self.call("Target.attachToTarget", targetId=pages[0]["targetId"], flatten=True)["sessionId"]
+        while True:
+            got = self.call("Runtime.evaluate", expression="document.documentElement.outerHTML", returnByValue=True)
+            dom = got["result"].get("value", "")
+            if ready(dom) or time.monotonic() > self.deadline:
+                return dom
+            time.sleep(0.5)
+
+    def call(self, method: str, **params: object) -> dict:
+        """One command (sent to the attached page, once there is one) and its result."""
+        self.sent += 1
+        message: dict[str, object] = {"id": self.sent, "method": method, "params": params}
+        if self.session and not method.startswith("Target."):
+            message["sessionId"] = self.session
+        self._write(message)
+        while True:
+            answer = self._read()
+            if answer.get("id") == self.sent:
+                if "error" in answer:
+                    raise RuntimeError(f"Chromium refused {method}: {answer['error'].get('message')}")
+                return answer["result"]
+
+    def close(self) -> None:
+        """Ask Chromium to quit (it closes the pipe rather than answer) and close this end."""
+        try:
+            self._write({"id": self.sent + 1, "method": "Browser.close"})
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(self.send)
+            os.close(self.receive)
+
+    def _write(self, message: dict[str, object]) -> None:
+        data = json.dumps(message).encode() + b"\0"
+        while data:
+            data = data[os.write(self.send, data) :]
+
+    def _read(self) -> dict:
+        while b"\0" not in self.buffer:
+            if not select.select([self.receive], [], [], max(0.0, self.deadline - time.monotonic()))[0]:
+                raise TimeoutError(f"Chromium did not answer within {READY_TIMEOUT_S} s")
+            chunk = os.read(self.receive, 1 << 16)
+            if not chunk:
+                raise RuntimeError("Chromium closed its DevTools pipe")
+            self.buffer += chunk
+        raw, _, self.buffer = self.buffer.partition(b"\0")
+        return json.loads(raw)
 
 
 def blank_tags(dom: str) -> tuple[int, list[str], list[str]]:
@@ -250,7 +341,9 @@ def main() -> None:
         runs, experiments = quote(json.dumps([repeat, candidate])), quote(json.dumps([experiment_id]))
         compare = f"{base}/compare-runs?runs={runs}&experiments={experiments}&{MODEL_TRAINING}"
         screenshot(chromium, compare, args.out / "mlflow_compare_repeat_candidate.png", COMPARE_HEIGHT)
-        shown, blank_repeat, blank_candidate = blank_tags(rendered_dom(chromium, compare))
+        shown, blank_repeat, blank_candidate = blank_tags(
+            rendered_dom(chromium, compare, lambda dom: blank_tags(dom)[0] > 0)
+        )
         print(
             f"compare view: {shown} prov.* tag rows; blank for the repeat: {blank_repeat or 'none'}; "
             f"blank for the candidate: {blank_candidate or 'none'}"

@@ -4,12 +4,15 @@ Debian's `chromium`, which `.ci/run` installs when missing; without it the test 
 TRACKING_TEST_SKIP_BROWSER=1."""
 
 import html
+import http.server
 import json
 import os
 import re
 import shutil
 import socket
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -25,28 +28,64 @@ SKIP_BROWSER = "TRACKING_TEST_SKIP_BROWSER"
 # Where Python's HTTP clients (requests, urllib), which MLflow's telemetry uses, send a request for another host.
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 CHART_WINDOW = "--window-size=1600,1000"  # the chart view draws only the cards within its window
+LATE_S = 3  # how late the test page's text arrives
 BANNER = "collects usage data"  # MLflow's telemetry notice (its home page shows it whatever the setting)
 
 
-def judged_charts(chromium: str, url: str, tries: int = 3) -> str:
-    """The chart view's DOM once its judged-metrics section holds its cards: the view draws them after the runs'
-    metric histories arrive, which on a loaded machine can outlast Chromium's virtual-time budget (seen once in
-    a full suite on 2 cores, the section drawn without its cards): the page is dumped again, up to `tries` times."""
-    for _ in range(tries):
-        charts = rendered_dom(chromium, url, CHART_WINDOW)
-        section = charts.find(f">{SECTION}<")
-        if section > 0 and charts.find(">test_loss<", section) > 0:
-            break
-    return charts
+def charts_drawn(dom: str) -> bool:
+    """Whether the chart view's judged-metrics section holds its cards (drawn after its lazily loaded chart code)."""
+    section = dom.find(f">{SECTION}<")
+    return section > 0 and dom.find(">test_loss<", section) > 0
 
 
-@pytest.mark.slow
-def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(readme_typed: Path, tmp_path: Path):
-    chromium = shutil.which("chromium")
-    if chromium is None:
+def verdict_shown(dom: str) -> bool:
+    """Whether the run page shows the run's description (the verdict) and the section that follows it."""
+    return "Noise verdict: " in dom and "About this run" in dom
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's Chromium; missing, the test fails unless told to skip."""
+    found = shutil.which("chromium")
+    if found is None:
         if os.environ.get(SKIP_BROWSER) == "1":
             pytest.skip("chromium not on PATH")
         pytest.fail(f"chromium not on PATH: `apt-get install chromium` (as .ci/run does), or {SKIP_BROWSER}=1")
+    return found
+
+
+class LateAnswer(http.server.BaseHTTPRequestHandler):
+    """A page whose text arrives LATE_S after it loads, from a second request this server answers that late."""
+
+    def do_GET(self) -> None:
+        if self.path == "/late":
+            time.sleep(LATE_S)
+            body = b"arrived"
+        else:
+            body = (
+                b"<p>loading</p><script>fetch('/late').then(r => r.text()).then(t => document.body.append(t))</script>"
+            )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_rendered_dom_waits_on_the_wall_clock_for_what_the_caller_waits_for(chromium: str):
+    """In pytest, whose own files hold the low descriptors that Chromium's DevTools pipe goes to (3 and 4)."""
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), LateAnswer) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started = time.monotonic()
+        dom = rendered_dom(chromium, f"http://127.0.0.1:{server.server_port}/", lambda dom: "arrived" in dom)
+        server.shutdown()
+    assert "loading" in dom and "arrived" in dom and time.monotonic() - started >= LATE_S
+
+
+@pytest.mark.slow
+def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(chromium: str, readme_typed: Path, tmp_path: Path):
     project = readme_typed / "project"
     candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
     verdict = json.loads((project / "metrics/compare.json").read_text())["verdict"]
@@ -62,10 +101,12 @@ def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(readme_typed: 
                 assert json.load(got)["disable_ui_telemetry"] is True  # the UI is told to send nothing
             netlog = tmp_path / "netlog.json"
             page = run_page(f"http://127.0.0.1:{port}/#", experiment, candidate)
-            dom = rendered_dom(chromium, page, f"--log-net-log={netlog}")
+            dom = rendered_dom(chromium, page, verdict_shown, f"--log-net-log={netlog}")
             link = re.search(r'href="(#/experiments/[^"]*viewStateShareKey=[^"]*)"', dom)
             assert link, dom[dom.find("Noise verdict: ") :][:3000]
-            charts = judged_charts(chromium, f"http://127.0.0.1:{port}/{html.unescape(link[1])}")
+            charts = rendered_dom(
+                chromium, f"http://127.0.0.1:{port}/{html.unescape(link[1])}", charts_drawn, CHART_WINDOW
+            )
         finally:
             server.terminate()
             server.wait(timeout=30)
