@@ -138,6 +138,10 @@ def test_no_cache_folder_is_no_caches(tmp_path):
         ("https://bob:pa/ss1word@git.example.com/r.git", "https://git.example.com/r.git"),
         ("ssh://git@host.example.com:2222/r.git", "ssh://host.example.com:2222/r.git"),
         ("/srv/git/repo.git", "/srv/git/repo.git"),
+        ("sqlite:////work/project/mlflow.db", "sqlite:////work/project/mlflow.db"),
+        ("sqlite:///mlflow.db", "sqlite:///mlflow.db"),
+        ("file:///tmp/mlruns", "file:///tmp/mlruns"),
+        ("postgresql://user:pw@db.example.com:5432/mlflow?sslmode=require", "postgresql://db.example.com:5432/mlflow"),
     ],
 )
 def test_strip_credentials(url, expected):

@@ -487,12 +487,14 @@ def strip_url_userinfo(text: str) -> str:
 def strip_credentials(url: str) -> str:
     """The URL's scheme, host (and port) and path only; a scp-like `git@host:r.git` as it is; either with its
     tokens redacted (`redact_name`). User, password, query, fragment go: `https://u:p@h/r?t=x#f` -> `https://h/r`."""
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import urlsplit
 
     if "://" not in url:
         return redact_name(url)
     parts = urlsplit(strip_url_userinfo(url))
-    return redact_name(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")))
+    # Joined by hand: urlunsplit drops the empty authority of a scheme it does not know (`sqlite:////abs/mlflow.db`
+    # came back as `sqlite://abs/mlflow.db`, a host named abs), and a store's URI must stay one MLflow opens.
+    return redact_name(f"{parts.scheme}://{parts.netloc}{parts.path}")
 
 
 def was_redacted(line: str) -> bool:
