@@ -16,6 +16,10 @@ import pytest
 import yaml
 from conftest import FENCE, README, README_TYPED, REPO, project_env, readme_runs, run
 
+from tracking.config.params_file import load_params
+from tracking.entry import say_error
+from tracking.errors import TrackingError
+
 DOCS = REPO / "docs"
 MAX_README_LINES = 220
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -215,3 +219,15 @@ def test_the_ui_command_make_run_prints_is_the_readme_s_and_the_browser_test_s()
     assert flags == ["--workers", "1"]
     (hint,) = [line for line in (REPO / "Makefile").read_text().splitlines() if "bin/mlflow ui " in line]
     assert hint.rstrip('"').endswith("--port 5000 " + " ".join(flags)), hint
+
+
+def test_the_readme_s_error_line_is_what_a_misspelled_key_prints(tmp_path: Path, monkeypatch, capsys):
+    """The stage's own path, in process (test_bad_inputs.py runs the stage and checks its exit status)."""
+    shown = block_starting(README.read_text(), "error: params.yaml: unknown key")
+    typo = (REPO / "params.yaml").read_text().replace("\n  learning_rate:", "\n  lerning_rate:", 1)
+    (tmp_path / "params.yaml").write_text(typo)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TrackingError) as raised:
+        load_params()
+    say_error(raised.value)
+    assert capsys.readouterr().err == shown
