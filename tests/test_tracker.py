@@ -330,3 +330,24 @@ def test_mlflow_context_tags_reach_the_store_redacted_from_the_run_s_first_write
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "feature/<redacted>"
     assert token.encode() not in (tmp_path / "mlflow.db").read_bytes()
+
+
+@pytest.mark.parametrize(("ahead_s", "warned"), [(365 * 86400, True), (600, False)])
+def test_a_run_opened_under_a_clock_behind_the_experiment_s_runs_says_so(root, caplog, ahead_s, warned):
+    """A run already in the experiment started a year (or ten minutes, within hosts' usual drift) after this
+    machine's now: the new run is recorded either way, and only the year is worth a warning."""
+    with Tracker("t", root) as first:
+        pass
+    client = client_for(root)
+    experiment_id = client.get_run(first.run_id).info.experiment_id
+    ahead = client.create_run(experiment_id, start_time=int((time.time() + ahead_s) * 1000), run_name="ahead")
+    client.set_terminated(ahead.info.run_id)
+    with caplog.at_level("WARNING"), Tracker("t", root) as second:
+        pass
+    said = [record.getMessage() for record in caplog.records if "clock reads" in record.getMessage()]
+    assert status(root, second.run_id) == "FINISHED"
+    if warned:
+        assert len(said) == 1 and "365 days before run " + ahead.info.run_id in said[0], said
+        assert "set the clock (NTP: `timedatectl set-ntp true`)" in said[0]
+    else:
+        assert said == []

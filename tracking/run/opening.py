@@ -1,12 +1,15 @@
 """Before a run opens: what an earlier stage of it kept offline is uploaded, the runs killed processes left
-RUNNING are ended FAILED, a run to resume is checked to be in the store, and a new run gets its name. The
-`Tracker` (tracking/run/tracker.py) calls these in that order, each against the store behind `client`.
+RUNNING are ended FAILED, a new run's clock is checked against the runs before it, a run to resume is checked to
+be in the store, and a new run gets its name. The `Tracker` (tracking/run/tracker.py) calls these in that order,
+each against the store behind `client`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
+# How far a run already in the experiment may have started after this machine's now before the clock is called
+# behind: hosts kept by NTP agree within seconds; an hour leaves room for a host that drifted unwatched.
+CLOCK_SLACK_S = 3600
 
 
 def sync_kept_offline(client: MlflowClient, root: Path, uri: str, run_id: str) -> str:
@@ -55,6 +61,40 @@ def end_stale_runs(client: MlflowClient, root: Path, uri: str, stage: str) -> No
             len(stale),
             ", ".join(run.run_id for run in stale),
         )
+
+
+def warn_if_clock_behind(client: MlflowClient, uri: str, experiment_id: str) -> None:
+    """Say so when a run of the experiment started after this machine's now: its clock is behind (or that run's
+    host was ahead), and MLflow, the UI and "the newest run" order runs by start time, so this run would sort
+    below runs made before it. A warning, not a refusal: the run itself is recorded whole either way."""
+    from mlflow.exceptions import MlflowException
+
+    now_ms = int(time.time() * 1000)
+    try:
+        newest = client.search_runs([experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
+    except MlflowException as err:
+        raise store_fault(err, uri) or TrackingServerError(
+            f"reading the newest run of {shown(uri)} failed ({err}); run `tracking doctor`"
+        ) from err
+    if not newest or newest[0].info.start_time <= now_ms + CLOCK_SLACK_S * 1000:
+        return
+    run = newest[0].info
+    hours = (run.start_time - now_ms) / 3_600_000
+    behind = f"{hours / 24:.0f} days" if hours >= 48 else f"{hours:.1f} hours"
+    log.warning(
+        "this machine's clock reads %s, %s before run %s of this experiment started (%s): runs sort by start "
+        "time, so this one will sort below runs made before it; set the clock (NTP: `timedatectl set-ntp true`) "
+        "or, if that run's host was ahead, mind its start time",
+        utc_minute(now_ms),
+        behind,
+        run.run_id,
+        utc_minute(run.start_time),
+    )
+
+
+def utc_minute(epoch_ms: int) -> str:
+    """A time in milliseconds since the epoch as `2026-11-28 17:23 UTC`."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def resumable(client: MlflowClient, uri: str, run_id: str) -> int | None:

@@ -34,7 +34,7 @@ from tracking.run.lifecycle import (
     status_for,
 )
 from tracking.run.log_calls import QueuedMetrics, RunLogCalls
-from tracking.run.opening import end_stale_runs, resumable, run_name, sync_kept_offline
+from tracking.run.opening import end_stale_runs, resumable, run_name, sync_kept_offline, warn_if_clock_behind
 from tracking.run.system_metrics import SystemMetrics
 from tracking.run.writer import BackgroundWriter
 from tracking.store.context import context_tags
@@ -98,6 +98,8 @@ class Tracker(RunLogCalls):
             self.run_id = sync_kept_offline(self.client, self.root, self.uri, self.run_id)
         if not self.nested:
             end_stale_runs(self.client, self.root, self.uri, self.stage)
+            if self.run_id is None:
+                warn_if_clock_behind(self.client, self.uri, experiment_id)
         if self.run_id is not None:
             self._finished_at = resumable(self.client, self.uri, self.run_id)
             self._kept_end_time = self._finished_at if self.keep_end_time else None
