@@ -36,6 +36,7 @@ from tracking.names import (
     REPEAT_KEY_TAG,
     REUSED_REPEATS_TAG,
 )
+from tracking.whole_file import PARTIAL_SUFFIX
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +107,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory, head: RayHead) -> dict:
 def test_an_interrupted_calibration_resumes_with_the_repeats_it_lacks(calibrated: dict) -> None:
     status, output, kept = calibrated["interrupted"]
     assert status != 0 and kept >= 2, output
-    assert not list((calibrated["project"] / REPEATS_DIR).glob("*.tmp"))
+    assert not list((calibrated["project"] / REPEATS_DIR).glob(f"*{PARTIAL_SUFFIX}"))
     assert f"{kept} of 6 repeats kept from earlier calibrations are reused" in calibrated["resumed"]
     assert f"({6 - kept} trained with the local executor, {kept} reused)" in calibrated["resumed"]
     local = calibrated["local"]

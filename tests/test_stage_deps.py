@@ -46,6 +46,7 @@ PLUMBING = {
     "tracking/run/writer.py": "background MLflow writes",
     "tracking/store/operations.py": "MLflow write operations",
     "tracking/store/context.py": "MLflow's context tags, redacted",
+    "tracking/whole_file.py": "how a file is written (whole or not at all), not what it holds",
     "tracking/run/system_metrics.py": "MLflow's system metrics of a training run",
     "tracking/store/journal.py": "offline journal",
     "tracking/store/sinks.py": "where a run's records go: the store, else the journal",

@@ -15,8 +15,6 @@ import importlib.util
 import io
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -26,6 +24,7 @@ import numpy as np
 
 from tracking.dvc_files import stage_deps
 from tracking.layout import PREPARED
+from tracking.whole_file import written_whole
 
 log = logging.getLogger(__name__)
 
@@ -155,11 +154,5 @@ class RepeatStore:
             self.folder.mkdir(parents=True)
             # Kept repeats are a cache of this machine's work: never committed, in any project.
             (self.folder / ".gitignore").write_text("*\n")
-        handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(kept.to_bytes())
-            os.replace(temporary, self.folder / f"{key}.npz")
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        with written_whole(self.folder / f"{key}.npz") as temporary:
+            temporary.write_bytes(kept.to_bytes())

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from tracking.store.location import EXPERIMENT_KIND, shown
 from tracking.store.operations import Op
 from tracking.store.sinks import MlflowSink
 from tracking.store.sqlite import private_folder
+from tracking.whole_file import written_whole
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -215,9 +215,8 @@ def _read_progress(folder: Path) -> dict[str, Any]:
 
 def _write_progress(folder: Path, progress: dict[str, Any]) -> None:
     """Replace the progress file atomically, so an interrupted sync never reads a half-written one."""
-    temporary = folder / f"{PROGRESS}.tmp"
-    temporary.write_text(json.dumps(progress))
-    os.replace(temporary, folder / PROGRESS)
+    with written_whole(folder / PROGRESS) as temporary:
+        temporary.write_text(json.dumps(progress))
 
 
 def _archive(folder: Path) -> Path:

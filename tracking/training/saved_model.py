@@ -4,13 +4,13 @@ their memory address (`shared_object_id`), so equal weights gave a new file, and
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
+
+from tracking.whole_file import written_whole
 
 METADATA = "metadata.json"
 SAVE_TIME = "date_saved"
@@ -23,19 +23,11 @@ def save_model(model: Any, path: Path) -> None:
     """Save `model` as Keras does, then rewrite the archive without the save time: same members, same order, each
     stamped with the zip format's first date. The run's MLflow record keeps when it was saved. The file appears
     whole or not at all; a folder that cannot be written is reported against `path`, the file the user knows."""
-    partial = path.with_name(f".{path.name}.partial")
     with tempfile.TemporaryDirectory(prefix="tracking-save-") as scratch:
         keras_file = Path(scratch) / "model.keras"  # Keras wants the .keras suffix
         model.save(keras_file)
-        try:
+        with written_whole(path) as partial:  # a Ctrl-C mid-rewrite too: the stage's clean-up knows only `path`
             _rewrite(keras_file, partial)
-            os.replace(partial, path)
-        except BaseException as err:  # a Ctrl-C mid-rewrite too: the stage's clean-up knows only `path`
-            with contextlib.suppress(OSError):  # a read-only folder refuses even the unlink of a missing file
-                partial.unlink()
-            if isinstance(err, OSError) and err.filename == str(partial):
-                raise OSError(err.errno, err.strerror, str(path)) from err
-            raise
 
 
 def _rewrite(source_path: Path, target_path: Path) -> None:
