@@ -239,8 +239,8 @@ class DevTools:
         while True:
             answer = self._read()
             if answer.get("id") == self.sent:
-                if "error" in answer:
-                    raise RuntimeError(f"Chromium refused {method}: {answer['error'].get('message')}")
+                if "result" not in answer:  # the protocol's answer is a result or a refusal
+                    raise RuntimeError(f"Chromium refused {method}: {answer}")
                 return answer["result"]
 
     def close(self) -> None:
