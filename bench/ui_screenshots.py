@@ -202,8 +202,8 @@ def rendered_dom(chromium: str, url: str, ready: Callable[[str], bool], *flags: 
 
 
 def above_pipe_fds(fd: int) -> int:
-    """`fd` moved above 4: Chromium reads its DevTools pipe on fd 3 and writes on 4, and the shell that puts the
-    pipe there must not overwrite one end with the other (pytest's own files take the low numbers)."""
+    """`fd` moved to 10 or above: Chromium reads its DevTools pipe on fd 3 and writes on 4, and the shell that puts
+    the pipe there must not overwrite one end with the other (pytest's own files take the low numbers)."""
     moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
     os.close(fd)
     return moved
