@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import client_for, make_project, project_env, run, write_params
 from servers import RayHead, free_port
+from test_redaction import CATALOGUE, CATALOGUE_SECRETS
 
 from tracking.config.baseline import freeze
 from tracking.config.params import ComputeParams
@@ -36,6 +37,7 @@ from tracking.names import (
     REPEAT_KEY_TAG,
     REUSED_REPEATS_TAG,
 )
+from tracking.redaction import REDACTED
 from tracking.whole_file import PARTIAL_SUFFIX
 
 pytestmark = pytest.mark.slow
@@ -289,10 +291,18 @@ def test_a_private_ray_listens_on_loopback_only(tmp_path: Path) -> None:
     assert "listens on" not in done.stderr, done.stderr
 
 
-# Credentials planted in a driver's environment and its tracking URI; a worker returns what its environment holds
+# Credentials planted in a driver's environment and its tracking URI, the catalogue in MLflow's and allow-listed
+# variables, and a DVC experiment named by a token (`dvc exp run -n`); a worker returns what its environment holds
 # of them, and the driver greps a private Ray's session folder before the pool removes it.
 CREDENTIALS = {"MLFLOW_TRACKING_PASSWORD": "planted-pw-5c1e9a77", "MLFLOW_TRACKING_TOKEN": "planted-token-0b3f6d21"}
 URI = "http://alice:planted-uri-pw-8e2d@127.0.0.1:9/"
+EXPERIMENT = "glpat-rayExperimentPlanted0123456789"
+CATALOGUE_ENV = {
+    f"{prefix}{index}": text
+    for index, text in enumerate(CATALOGUE.values())
+    for prefix in ("MLFLOW_PLANTED_", "KERAS_PLANTED_", "TF_CPP_PLANTED_")
+}
+PLANTED = [*CREDENTIALS.values(), "planted-uri-pw-8e2d", EXPERIMENT, *CATALOGUE_SECRETS]
 SEEN = """
 import json, os, stat, sys
 from pathlib import Path
@@ -318,12 +328,12 @@ def grep(folder, planted):
     for path in Path(folder).rglob("*"):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
-            found += [f"{path}: {secret}" for secret in planted if secret.encode() in data]
+            found += [f"{path}: {secret}" for secret in planted if secret.encode() in data or secret in str(path)]
     return found
 
 
 uri, address, planted = sys.argv[1], sys.argv[2] or None, sys.argv[3:]
-names = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+names = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "DVC_EXP_NAME")
 with RayPool(ComputeParams(executor="ray", workers=1, address=address), uri, Path.cwd()) as pool:
     pool.start(Seen, 1, worker_environment(), worker_credentials(uri))
     (seen,) = [result for _, result in pool.run(None, [names], str, print, lambda line: None)]
@@ -335,14 +345,18 @@ print(json.dumps({"seen": seen, "private": str(private) if private else None, "m
 
 
 def credentials_on_ray(folder: Path, address: str, **env: str) -> dict:
-    """Run SEEN against `address` ('' for a private Ray) with the planted credentials; assert that the workers got
-    them and that nothing printed holds them."""
-    planted = [*CREDENTIALS.values(), "planted-uri-pw-8e2d"]
-    done = run(["python", "-c", SEEN, URI, address, *planted], folder, project_env(**env, **CREDENTIALS))
+    """Run SEEN against `address` ('' for a private Ray) with the planted credentials and catalogue; assert that
+    the workers got what MLflow needs, the experiment's name only as it is recorded, and that nothing printed
+    holds a planted secret."""
+    planted_env = {**CREDENTIALS, **CATALOGUE_ENV, "DVC_EXP_NAME": f"feature-{EXPERIMENT}"}
+    done = run(["python", "-c", SEEN, URI, address, *PLANTED], folder, project_env(**env, **planted_env))
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["seen"] == {"MLFLOW_TRACKING_URI": URI, **CREDENTIALS}, "the worker has what MLflow needs"
+    recorded = {"DVC_EXP_NAME": f"feature-{REDACTED}"}
+    assert result["seen"] == {"MLFLOW_TRACKING_URI": URI, **CREDENTIALS, **recorded}, (
+        "what MLflow needs; the name as recorded"
+    )
     printed = done.stdout.replace(done.stdout.splitlines()[-1], "") + done.stderr
-    assert [secret for secret in planted if secret in printed] == []
+    assert [secret for secret in PLANTED if secret in printed] == []
     return result
 
 
@@ -350,13 +364,12 @@ def test_credentials_reach_ray_workers_without_being_written_down(tmp_path: Path
     """Neither in the session folder of a cluster started by `ray start` nor in a private Ray's, which only this
     user can enter and which is gone when the pool ends."""
     credentials_on_ray(tmp_path, head.address, **head.env)
-    planted = [*CREDENTIALS.values(), "planted-uri-pw-8e2d"]
     written = [
         f"{path}: {secret}"
         for path in head.temp.rglob("*")
         if path.is_file() and not path.is_symlink()
-        for secret in planted
-        if secret.encode() in path.read_bytes()
+        for secret in PLANTED
+        if secret.encode() in path.read_bytes() or secret in str(path)
     ]
     assert written == []
     assert list(head.temp.rglob("runtime_env_agent.log")), "the grep read Ray's logs"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import client_for, project_env, run, runs_of, write_params
-from test_redaction import TOKENS, WRITTEN
+from test_redaction import CATALOGUE, CATALOGUE_SECRETS, TOKENS
 
 pytestmark = pytest.mark.slow
 
@@ -99,12 +99,9 @@ NAME_SECRETS = {
     "staged": "AIzaSyNamePlantedStaged0123456789abcdef",
     "dvc add": "glpat-namePlantedDvcAdded012345",
 }
-# The catalogue (issue 49): every token format and written form of tests/test_redaction.py, planted in the
-# uncommitted code (a changed tracked file, a new staged one, an untracked one), in allow-listed environment
-# variables, in untracked files' names (each token that can name a file); with a branch and a DVC experiment
-# named by tokens, and per-place tokens of their own.
-CATALOGUE = {**TOKENS, **{name: text for name, (text, _) in WRITTEN.items()}}
-CATALOGUE_SECRETS = [*TOKENS.values(), *(secret for _, secret in WRITTEN.values())]
+# The catalogue of tests/test_redaction.py, planted in the uncommitted code (a changed tracked file, a new staged
+# one, an untracked one), in allow-listed environment variables, in untracked files' names (each token that can
+# name a file); with a branch and a DVC experiment named by tokens, and per-place tokens of their own.
 BRANCH_SECRET = "ghp_branchPlantedToken0123456789ab"
 EXPERIMENT_SECRET = "glpat-experimentPlanted0123456789"
 OWN_PER_PLACE = {

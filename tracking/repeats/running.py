@@ -12,6 +12,7 @@ from tracking.compute.ray_executor import RayPool
 from tracking.determinism.process import process_environment
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME, MLFLOW_TRACKING_URI, TRACKING_LOGLEVEL
 from tracking.names import COMPUTE_ATTEMPT_TAG, REPEAT_KEY_TAG, status_is, tag_is
+from tracking.redaction import redact_name
 from tracking.repeats.kept import Job, KeptRepeat, RepeatStore
 from tracking.repeats.variants import op_determinism
 from tracking.repeats.worker import RepeatSpec, RepeatWorker, label
@@ -82,9 +83,11 @@ def train_on_ray(
 
 def worker_environment() -> dict[str, str]:
     """What a Ray worker starts with: this process's determinism settings and the DVC experiment it belongs to.
-    Ray writes these to its logs: nothing secret."""
-    passed = (DVC_EXP_NAME, DVC_EXP_BASELINE_REV, TRACKING_LOGLEVEL)
-    return {**{name: value for name, value in os.environ.items() if name in passed}, **process_environment()}
+    Ray writes these to its logs, so the experiment's name travels as its runs record it (a name given with
+    `dvc exp run -n` may hold a token)."""
+    passed = (DVC_EXP_BASELINE_REV, TRACKING_LOGLEVEL)
+    named = {DVC_EXP_NAME: redact_name(os.environ[DVC_EXP_NAME])} if DVC_EXP_NAME in os.environ else {}
+    return {**{name: value for name, value in os.environ.items() if name in passed}, **named, **process_environment()}
 
 
 def worker_credentials(uri: str) -> dict[str, str]:
