@@ -10,6 +10,7 @@ see test_pipeline.py::test_dvc_repro_logs_a_finished_run_with_full_provenance).
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import re
 import sys
@@ -178,6 +179,32 @@ def test_every_stage_depends_on_the_project_code_it_imports(stage_file: str, nam
     )
     stale = [dep for dep in deps if dep.endswith(".py") and not (REPO / dep).is_file()]
     assert not stale, f"{stage_file}: stage {name} depends on files that do not exist: {stale}"
+
+
+def committed_code_in_locks() -> list[tuple[str, str, str, str]]:
+    """(lock file, stage, dep, md5 the lock holds) of every dep that is a file git tracks: the project's code."""
+    tracked = set(run(["git", "ls-files"], REPO).stdout.split())
+    found = []
+    for stage_file in STAGE_FILES:
+        lock = (REPO / stage_file).with_suffix(".lock")
+        for name, stage in yaml.safe_load(lock.read_text())["stages"].items():
+            for dep in stage.get("deps", []):
+                path = str(((REPO / stage_file).parent / dep["path"]).resolve().relative_to(REPO))
+                if path in tracked:
+                    found.append((str(lock.relative_to(REPO)), name, path, dep["md5"]))
+    return found
+
+
+def test_the_committed_locks_hold_the_committed_code_so_a_fresh_clone_reruns_nothing_for_it():
+    """A code edit committed without `dvc repro` leaves dvc.lock naming the old file: every clone's `make run`
+    would then train again and leave dvc.lock modified."""
+    stale = [
+        f"{lock}: stage {stage}: {path}"
+        for lock, stage, path, md5 in committed_code_in_locks()
+        if hashlib.md5((REPO / path).read_bytes()).hexdigest() != md5
+    ]
+    assert committed_code_in_locks(), "the locks' code deps were read"
+    assert stale == [], "run `dvc repro` (and `dvc repro audit/dvc.yaml`), then commit the locks:\n" + "\n".join(stale)
 
 
 def test_the_exempt_list_names_real_modules_and_no_stage_code():
