@@ -215,10 +215,11 @@ def test_weights_bit_identical_to_control_are_judged_against_control():
     assert band_for(noise, code, snapshot(**DET), snapshot(**DET, **{WEIGHTS_TAG: "z"})).variant == "algo"
 
 
-def test_files_dvc_writes_and_declared_outputs_are_not_code(tmp_path: Path):
+def test_files_dvc_writes_declared_outputs_and_prose_are_not_code(tmp_path: Path):
     (tmp_path / "dvc.yaml").write_text("stages:\n  train:\n    cmd: python train.py\n    metrics: [metrics.json]\n")
     run(["git", "init", "-q"], tmp_path)
-    parts = "".join(f"diff --git a/{path} b/{path}\n+x\n" for path in (".gitignore", "data/.gitignore", "metrics.json"))
+    written = (".gitignore", "data/.gitignore", "metrics.json", "README.md", "docs/guide.rst")
+    parts = "".join(f"diff --git a/{path} b/{path}\n+x\n" for path in written)
     edited = RunSnapshot("r", "", "0", "FINISHED", {}, {}, DET, None, parts + "diff --git a/train.py b/train.py\n+y\n")
     assert [change.key for change in code_group(snapshot(**DET), edited, tmp_path, set()).changes] == ["file train.py"]
     written = RunSnapshot("r", "", "0", "FINISHED", {}, {}, DET, None, parts)

@@ -15,10 +15,12 @@ from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG, GIT_SNAPSHOT_TAG
 from tracking.provenance.git import missing_snapshot
 
 # Files whose changes other groups already report (params, data pins), that DVC writes (dvc.lock, the .gitignore
-# files listing its outputs) or that are outputs, not code. Outputs the repository's dvc.yaml declares elsewhere
-# (a team's metrics.json) are left out too (`declared_outputs`).
+# files listing its outputs), that are outputs, or prose (Markdown, reStructuredText: a README edit trains nothing,
+# and called code it chose the ALGO band and was named as the cause). Outputs the repository's dvc.yaml declares
+# elsewhere (a team's metrics.json) are left out too (`declared_outputs`).
 _NOT_CODE = re.compile(
-    rf"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|\.gitignore|[^/]*\.dvc)$|^({'|'.join(OUTPUT_FOLDERS)})/"
+    rf"(^|/)(params\.yaml|baseline\.yaml|dvc\.lock|\.gitignore|[^/]*\.dvc|[^/]*\.(md|rst))$"
+    rf"|^({'|'.join(OUTPUT_FOLDERS)})/"
 )
 
 
@@ -97,7 +99,7 @@ def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[st
         "" if commit_a == commit_b else f" -> {commit_b[:10] or 'not logged'}"
     )
     if not changes and (dirty or between):
-        note += "; only params, data pins or outputs changed there"
+        note += "; only params, data pins, outputs or prose changed there"
     return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note + missing)
 
 
