@@ -16,6 +16,7 @@ as root); elsewhere the test is skipped, saying so.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -29,6 +30,8 @@ from pathlib import Path
 import pytest
 from conftest import make_project, project_env, run, write_params
 from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Namespace, Postgres, RayHead
+from test_cluster import CATALOGUE_ENV
+from test_redaction import CATALOGUE_SECRETS
 
 from tracking.config.baseline import freeze
 from tracking.layout import NOISE_FILE, REPEATS_DIR
@@ -49,7 +52,9 @@ PLANTED = {
     "uri": "planted-uri-pw-40d9ab",
     "env_file": "planted-env-file-93be07",
     "dvc_remote": "planted-dvc-remote-1f8c6d",
+    "experiment": "glpat-clusterExperimentPlanted0123",  # each `dvc exp run -n` names one by it
 }
+SECRETS = [*PLANTED.values(), *CATALOGUE_SECRETS]
 
 
 @dataclass
@@ -64,7 +69,9 @@ class Cluster:
     def env(self) -> dict[str, str]:
         """The driver's environment: the server's URI with a password, a token, Ray's own token."""
         uri = self.server.uri.replace("://", f"://alice:{PLANTED['uri']}@")
-        return project_env(MLFLOW_TRACKING_URI=uri, MLFLOW_TRACKING_TOKEN=PLANTED["token"], **self.ray.env)
+        return project_env(
+            MLFLOW_TRACKING_URI=uri, MLFLOW_TRACKING_TOKEN=PLANTED["token"], **CATALOGUE_ENV, **self.ray.env
+        )
 
     def client(self):
         from mlflow.tracking import MlflowClient
@@ -110,10 +117,15 @@ def hashes(noise: dict) -> dict[tuple[str, int], str]:
     return {(run["variant"], run["repeat"]): run["weights_sha256"] for run in noise["runs"]}
 
 
+EXPERIMENTS = itertools.count()
+
+
 def on_cluster(cluster: Cluster, project: Path, repeats: int) -> subprocess.Popen:
-    """`dvc exp run` of the calibration on the cluster with `repeats`, started on the head."""
+    """`dvc exp run` of the calibration on the cluster with `repeats`, started on the head, in an experiment named
+    by a token (a team's `-n`), which Ray's logs of the workers' environment must not hold."""
     settings = {"compute.executor": "ray", "compute.address": cluster.ray.address, "calibration.repeats": repeats}
-    command = ["dvc", "exp", "run", *[f"-S{key}={value}" for key, value in settings.items()], "calibrate"]
+    named = ["-n", f"{PLANTED['experiment']}-{next(EXPERIMENTS)}"]
+    command = ["dvc", "exp", "run", *named, *[f"-S{key}={value}" for key, value in settings.items()], "calibrate"]
     return subprocess.Popen(
         cluster.head.exec(command), cwd=project, env=cluster.env, text=True, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -139,7 +151,7 @@ def wait_for(found, stage: subprocess.Popen, what: str, timeout: float = STAGE_T
 
 
 def planted_in(folders: list[Path]) -> list[str]:
-    """Every file (and member of a zip file: Ray's packages) under `folders` holding a planted credential."""
+    """Every file (and member of a zip file: Ray's packages) under `folders` holding or named by a planted secret."""
     found = []
     for folder in folders:
         for path in folder.rglob("*"):
@@ -152,8 +164,8 @@ def planted_in(folders: list[Path]) -> list[str]:
             found += [
                 f"{where}: {secret}"
                 for where, data in contents
-                for secret in PLANTED.values()
-                if secret.encode() in data
+                for secret in SECRETS
+                if secret.encode() in data or secret in where
             ]
     return found
 
