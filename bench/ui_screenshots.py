@@ -27,7 +27,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -167,6 +168,37 @@ def rendered_dom(chromium: str, url: str, ready: Callable[[str], bool], *flags: 
     read, if it never does), in a fresh profile; `flags` go to Chromium as well. Chromium is driven over its
     DevTools pipe rather than --dump-dom, whose virtual-time budget runs on the page's clock: the chart view's
     chart code, fetched lazily, was cut off in about 1 of 2 fresh loads here and the cards never drawn."""
+    with devtools_on(chromium, url, flags) as devtools:
+        return devtools.page_once(ready)
+
+
+def text_top(
+    chromium: str, url: str, ready: Callable[[str], bool], text: str, width: int, height: int
+) -> tuple[int, int]:
+    """Where `text` starts on `url` in a window of `width` x `height` once `ready` holds: the top of the first
+    element holding it, in CSS pixels from the top of the page as it opens (-1 if absent), and the height the page
+    is shown in. A top below that height is off the first screen."""
+    with devtools_on(chromium, url, (f"--window-size={width},{height}",)) as devtools:
+        devtools.page_once(ready)
+        found = devtools.call("Runtime.evaluate", expression=TOP_OF % json.dumps(text), returnByValue=True)
+        return tuple(found["result"]["value"])  # type: ignore[return-value]
+
+
+# The page's script for text_top: the first text node holding the text, its element's top, and the window's height.
+TOP_OF = """(() => {
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    if (walker.currentNode.textContent.includes(%s)) {
+      return [Math.round(walker.currentNode.parentElement.getBoundingClientRect().top), window.innerHeight];
+    }
+  }
+  return [-1, window.innerHeight];
+})()"""
+
+
+@contextmanager
+def devtools_on(chromium: str, url: str, flags: tuple[str, ...]) -> Iterator[DevTools]:
+    """Headless Chromium opening `url` in a fresh profile with `flags`, driven over its DevTools pipe; quit on exit."""
     to_browser, from_test = os.pipe()
     to_test, from_browser = os.pipe()
     to_browser, from_browser = above_pipe_fds(to_browser), above_pipe_fds(from_browser)
@@ -191,7 +223,7 @@ def rendered_dom(chromium: str, url: str, ready: Callable[[str], bool], *flags: 
         os.close(from_browser)
         devtools = DevTools(from_test, to_test, time.monotonic() + READY_TIMEOUT_S)
         try:
-            return devtools.page_once(ready)
+            yield devtools
         finally:
             devtools.close()
             try:
