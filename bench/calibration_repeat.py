@@ -31,6 +31,7 @@ def main() -> None:
 
     from tracking.data.hashing import weights_sha256
     from tracking.determinism.process import seed_frameworks
+    from tracking.repeats.kept import Job
     from tracking.repeats.variants import variant_setup
     from tracking.repeats.worker import RepeatWorker
     from tracking.run.tracker import Tracker
@@ -58,7 +59,7 @@ def main() -> None:
             return weights_sha256(model.get_weights())
 
         def repeat(repeat: int) -> str:
-            return calibration.run((VARIANT, repeat, "bench")).run["weights_sha256"]
+            return calibration.run(Job(VARIANT, repeat, "bench")).run["weights_sha256"]
 
         kinds = {"bare": bare, "repeat": repeat, "fit": repeat_fit}
         for run in kinds.values():  # warm-up: the first of each pays the one-off tracing and imports
