@@ -365,7 +365,7 @@ def fixed_costs(bench: Any, params: Any, system_metrics: bool, runs: int = 5) ->
         def provenance() -> None:
             tracker.log_params(params.flat())
             record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
-            tracker.log_provenance(with_model(record, built), installed_packages())
+            tracker.log_provenance(with_model(record, built, params), installed_packages())
 
         part("params and provenance", provenance)
         part("data", lambda: tracker.log_dataset(manifest, train["x"], train["y"], root, "training"))
