@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -297,8 +298,12 @@ def test_a_stopped_cluster_calibration_resumes_with_the_repeats_it_lacks(calibra
     assert status != 0 and kept > 10, output
     resumed, status = calibrations["resumed"]
     assert status == 0, resumed
-    assert f"{kept} of 14 repeats kept from earlier calibrations are reused" in resumed, resumed
-    assert f"({14 - kept} trained with the ray executor, {kept} reused)" in resumed, resumed
+    # Reused: every repeat kept here, and any that finished on the cluster after the Ctrl-C reached the driver,
+    # which the resume fetches from the server (tracking/repeats/shared.py): CI's run had 11 kept and 12 reused.
+    found = re.search(r"calibrate: (\d+) of 14 repeats kept from earlier calibrations are reused", resumed)
+    assert found and kept <= int(found[1]) < 14, resumed
+    reused = int(found[1])
+    assert f"({14 - reused} trained with the ray executor, {reused} reused)" in resumed, resumed
 
 
 def test_every_repeat_on_the_cluster_is_the_local_executor_s_bit_for_bit(calibrations: dict) -> None:
