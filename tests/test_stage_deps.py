@@ -198,12 +198,13 @@ def committed_code_in_locks() -> list[tuple[str, str, str, str]]:
 def test_the_committed_locks_hold_the_committed_code_so_a_fresh_clone_reruns_nothing_for_it():
     """A code edit committed without `dvc repro` leaves dvc.lock naming the old file: every clone's `make run`
     would then train again and leave dvc.lock modified."""
+    committed = committed_code_in_locks()
     stale = [
         f"{lock}: stage {stage}: {path}"
-        for lock, stage, path, md5 in committed_code_in_locks()
+        for lock, stage, path, md5 in committed
         if hashlib.md5((REPO / path).read_bytes()).hexdigest() != md5
     ]
-    assert committed_code_in_locks(), "the locks' code deps were read"
+    assert committed, "the locks' code deps were read"
     assert stale == [], "run `dvc repro` (and `dvc repro audit/dvc.yaml`), then commit the locks:\n" + "\n".join(stale)
 
 

@@ -29,7 +29,7 @@ SKIP_BROWSER = "TRACKING_TEST_SKIP_BROWSER"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 CHART_WINDOW = "--window-size=1600,1000"  # the chart view draws only the cards within its window
 # A full-HD screen: the run page opens on its verdict (at 1400 px MLflow lays the page in one column, About and
-# the tags above the description: docs/guarantees.md says so and how far down).
+# the tags above the description: docs/run-record.md says so and how far down).
 FIRST_SCREEN = (1920, 1080)
 LATE_S = 3  # how late the test page's text arrives
 BANNER = "collects usage data"  # MLflow's telemetry notice (its home page shows it whatever the setting)
