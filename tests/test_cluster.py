@@ -291,6 +291,26 @@ def test_a_private_ray_listens_on_loopback_only(tmp_path: Path) -> None:
     assert "listens on" not in done.stderr, done.stderr
 
 
+def planted_in(folders: list[Path], secrets: list[str]) -> list[str]:
+    """Every file (and member of a zip file: Ray's packages) under `folders` holding or named by one of `secrets`."""
+    found = []
+    for folder in folders:
+        for path in folder.rglob("*"):
+            if not path.is_file() or path.is_symlink():
+                continue
+            contents = [(str(path), path.read_bytes())]
+            if zipfile.is_zipfile(path):
+                with zipfile.ZipFile(path) as package:
+                    contents += [(f"{path}:{name}", package.read(name)) for name in package.namelist()]
+            found += [
+                f"{where}: {secret}"
+                for where, data in contents
+                for secret in secrets
+                if secret.encode() in data or secret in where
+            ]
+    return found
+
+
 # Credentials planted in a driver's environment and its tracking URI, the catalogue in MLflow's and allow-listed
 # variables, and a DVC experiment named by a token (`dvc exp run -n`); a worker returns what its environment holds
 # of them, and the driver greps a private Ray's session folder before the pool removes it.
@@ -364,14 +384,7 @@ def test_credentials_reach_ray_workers_without_being_written_down(tmp_path: Path
     """Neither in the session folder of a cluster started by `ray start` nor in a private Ray's, which only this
     user can enter and which is gone when the pool ends."""
     credentials_on_ray(tmp_path, head.address, **head.env)
-    written = [
-        f"{path}: {secret}"
-        for path in head.temp.rglob("*")
-        if path.is_file() and not path.is_symlink()
-        for secret in PLANTED
-        if secret.encode() in path.read_bytes() or secret in str(path)
-    ]
-    assert written == []
+    assert planted_in([head.temp], PLANTED) == []
     assert list(head.temp.rglob("runtime_env_agent.log")), "the grep read Ray's logs"
 
     private = credentials_on_ray(tmp_path, "")

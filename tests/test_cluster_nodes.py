@@ -24,14 +24,13 @@ import shutil
 import signal
 import subprocess
 import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import make_project, project_env, run, write_params
 from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Namespace, Postgres, RayHead
-from test_cluster import CATALOGUE_ENV
+from test_cluster import CATALOGUE_ENV, planted_in
 from test_redaction import CATALOGUE_SECRETS
 
 from tracking.config.baseline import freeze
@@ -151,26 +150,6 @@ def wait_for(found, stage: subprocess.Popen, what: str, timeout: float = STAGE_T
     raise AssertionError(f"no {what} within {timeout} s")
 
 
-def planted_in(folders: list[Path]) -> list[str]:
-    """Every file (and member of a zip file: Ray's packages) under `folders` holding or named by a planted secret."""
-    found = []
-    for folder in folders:
-        for path in folder.rglob("*"):
-            if not path.is_file() or path.is_symlink():
-                continue
-            contents = [(str(path), path.read_bytes())]
-            if zipfile.is_zipfile(path):
-                with zipfile.ZipFile(path) as package:
-                    contents += [(f"{path}:{name}", package.read(name)) for name in package.namelist()]
-            found += [
-                f"{where}: {secret}"
-                for where, data in contents
-                for secret in SECRETS
-                if secret.encode() in data or secret in where
-            ]
-    return found
-
-
 @pytest.fixture(scope="module")
 def calibrations(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict:
     project = make_project(tmp_path_factory.mktemp("cluster-project") / "project")
@@ -234,7 +213,7 @@ def calibrations(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
     result["resumed"] = (stage.communicate(timeout=STAGE_TIMEOUT_S)[0], stage.returncode)
     result["cluster_noise"] = noise_of(project)
     result["ray_folders"] = [path for path in cluster.ray.temps if path.exists()]
-    result["planted"] = planted_in(result["ray_folders"])
+    result["planted"] = planted_in(result["ray_folders"], SECRETS)
 
     # 4. Every repeat again with the local executor, from nothing kept, into the project's own SQLite store.
     shutil.rmtree(kept)
