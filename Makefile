@@ -52,7 +52,8 @@ run: venv $(PLOTS_PAGE)
 	@echo "Results: metrics/ (dvc metrics show), plots/ (dvc plots show), outputs/model.keras"
 	@echo "MLflow runs are in $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}. Open the UI with:"
 	@echo "  MLFLOW_DISABLE_TELEMETRY=$(MLFLOW_DISABLE_TELEMETRY) $(VENV)/bin/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} --port 5000 --workers 1"
-	@echo "then pick 'Model training' at the top left of http://127.0.0.1:5000 (MLflow 3.17 starts in its GenAI view)."
+	@echo "then pick 'Model training' at the top left of http://127.0.0.1:5000 (MLflow 3.17 starts in its GenAI view),"
+	@echo "and close the Assistant panel on the right (its x): run pages then open on their verdict."
 
 test: venv lint $(PLOTS_PAGE)
 	pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=20

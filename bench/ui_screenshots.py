@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from tracking.names import PROV_PREFIX
@@ -173,15 +174,41 @@ def rendered_dom(chromium: str, url: str, ready: Callable[[str], bool], *flags: 
 
 
 def text_top(
-    chromium: str, url: str, ready: Callable[[str], bool], text: str, width: int, height: int
+    chromium: str,
+    url: str,
+    ready: Callable[[str], bool],
+    text: str,
+    width: int,
+    height: int,
+    assistant_closed: bool = False,
 ) -> tuple[int, int]:
     """Where `text` starts on `url` in a window of `width` x `height` once `ready` holds: the top of the first
     element holding it, in CSS pixels from the top of the page as it opens (-1 if absent), and the height the page
-    is shown in. A top below that height is off the first screen."""
+    is shown in. A top below that height is off the first screen. With `assistant_closed`, first close the MLflow
+    Assistant panel as a user does (its x button; MLflow opens it on a local server's first page and keeps it
+    closed once closed), then reload the page."""
     with devtools_on(chromium, url, (f"--window-size={width},{height}",)) as devtools:
         devtools.page_once(ready)
-        found = devtools.call("Runtime.evaluate", expression=TOP_OF % json.dumps(text), returnByValue=True)
-        return tuple(found["result"]["value"])  # type: ignore[return-value]
+        if assistant_closed:
+            evaluate(devtools, CLOSE_ASSISTANT)
+            devtools.until(lambda: not evaluate(devtools, ASSISTANT_OPEN))
+            evaluate(devtools, "window.beforeReload = true")
+            devtools.call("Page.reload")
+            devtools.until(lambda: evaluate(devtools, RELOADED) and ready(evaluate(devtools, OUTER_HTML)))
+        return tuple(evaluate(devtools, TOP_OF % json.dumps(text)))  # type: ignore[return-value]
+
+
+def evaluate(devtools: DevTools, script: str) -> Any:
+    """The value of `script` run in the attached page."""
+    return devtools.call("Runtime.evaluate", expression=script, returnByValue=True)["result"].get("value")
+
+
+# The Assistant panel's close button, by MLflow's component id (3.17), clicked; and whether the panel is still open.
+ASSISTANT_CLOSE = '[data-component-id="mlflow.assistant.chat_panel.close"]'
+CLOSE_ASSISTANT = f"document.querySelector({json.dumps(ASSISTANT_CLOSE)})?.click()"
+ASSISTANT_OPEN = f"document.querySelector({json.dumps(ASSISTANT_CLOSE)}) !== null"
+RELOADED = "window.beforeReload === undefined"
+OUTER_HTML = "document.documentElement.outerHTML"
 
 
 # The page's script for text_top: the first text node holding the text, its element's top, and the window's height.
@@ -255,11 +282,18 @@ class DevTools:
             time.sleep(0.1)
         self.session = self.call("Target.attachToTarget", targetId=pages[0]["targetId"], flatten=True)["sessionId"]
         while True:
-            got = self.call("Runtime.evaluate", expression="document.documentElement.outerHTML", returnByValue=True)
+            got = self.call("Runtime.evaluate", expression=OUTER_HTML, returnByValue=True)
             dom = got["result"].get("value", "")
             if ready(dom) or time.monotonic() > self.deadline:
                 return dom
             time.sleep(0.5)
+
+    def until(self, holds: Callable[[], object]) -> None:
+        """Wait, checking every 0.2 s, until `holds()` is true; past the deadline, a TimeoutError."""
+        while not holds():
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"the page did not get there within {READY_TIMEOUT_S} s")
+            time.sleep(0.2)
 
     def call(self, method: str, **params: object) -> dict:
         """One command (sent to the attached page, once there is one) and its result."""

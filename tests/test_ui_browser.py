@@ -28,9 +28,11 @@ SKIP_BROWSER = "TRACKING_TEST_SKIP_BROWSER"
 # Where Python's HTTP clients (requests, urllib), which MLflow's telemetry uses, send a request for another host.
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 CHART_WINDOW = "--window-size=1600,1000"  # the chart view draws only the cards within its window
-# A full-HD screen: the run page opens on its verdict (at 1400 px MLflow lays the page in one column, About and
-# the tags above the description: docs/run-record.md says so and how far down).
-FIRST_SCREEN = (1920, 1080)
+# The screens a run page must open on its verdict in: full HD as it first opens, and 1400 px once the MLflow
+# Assistant, which MLflow opens on a local server's first page and which then takes a quarter of the width, is
+# closed (MLflow keeps it closed). With it open, below about 1700 px MLflow lays the page in one column, About and
+# the tags above the description: docs/run-record.md says so and how far down.
+FIRST_SCREENS = (((1920, 1080), False), ((1400, 1000), True))
 LATE_S = 3  # how late the test page's text arrives
 BANNER = "collects usage data"  # MLflow's telemetry notice (its home page shows it whatever the setting)
 
@@ -44,6 +46,11 @@ def charts_drawn(dom: str) -> bool:
 def verdict_shown(dom: str) -> bool:
     """Whether the run page shows the run's description (the verdict) and the section that follows it."""
     return "Noise verdict: " in dom and "About this run" in dom
+
+
+def band_shown(dom: str) -> bool:
+    """Whether the calibration run's page shows its description (the band) and the section that follows it."""
+    return "Noise band: " in dom and "About this run" in dom
 
 
 @pytest.fixture
@@ -93,6 +100,7 @@ def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(chromium: str,
     candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
     verdict = json.loads((project / "metrics/compare.json").read_text())["verdict"]
     experiment = client_for(project).get_run(candidate).info.experiment_id
+    calibration = json.loads((project / "calibration/noise.json").read_text())["parent_run_id"]
     port = free_port()
     with socket.socket() as trap:  # the UI server's proxy: a connection here is a request meant for another host
         trap.bind(("127.0.0.1", 0))
@@ -110,7 +118,14 @@ def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(chromium: str,
             charts = rendered_dom(
                 chromium, f"http://127.0.0.1:{port}/{html.unescape(link[1])}", charts_drawn, CHART_WINDOW
             )
-            top, screen = text_top(chromium, page, verdict_shown, "Noise verdict: ", *FIRST_SCREEN)
+            band_page = run_page(f"http://127.0.0.1:{port}/#", experiment, calibration)
+            band = rendered_dom(chromium, band_page, band_shown)
+            opened = ((page, verdict_shown, "Noise verdict: "), (band_page, band_shown, "Noise band: "))
+            tops = [
+                (url, size, *text_top(chromium, url, shown, text, *size, assistant_closed=closed))
+                for url, shown, text in opened
+                for size, closed in FIRST_SCREENS
+            ]
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -118,7 +133,10 @@ def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(chromium: str,
     shown = dom.find("Noise verdict: ")
     assert shown > 0 and dom[shown:].startswith(f"Noise verdict: {verdict}</strong>"), dom[shown - 200 : shown + 300]
     assert shown < dom.find("About this run")  # the description comes first
-    assert 0 <= top < screen, f"the verdict starts {top} px down a page shown {screen} px high"
+    assert all(0 <= top < screen for *_, top, screen in tops), f"(page, window, top, shown height): {tops}"
+    table = re.sub(r"\s*(<[^>]+>\s*)+", "|", band[band.find("Noise band: ") :])  # the band's table, cell by cell
+    assert re.search(r"\|control\|test_loss\|\d+\|[\d.]+\|[\d.e-]+\|", table), table[:3000]
+    assert re.search(r"Metrics \(([1-9]\d*)\)", band) and ">band.control.test_loss.mean<" in band
     assert f'href="#/experiments/{experiment}/runs/{candidate}/artifacts/compare/compare.md"' in dom
     assert "test_accuracy " in dom and ": gap " in dom and "Why this band: " in dom
     asked = page_requests(netlog)
