@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import client_for, run, runs_of
+from conftest import client_for, recorded, run, runs_of
 
 from tracking.inspect.diff import load_run
 
@@ -26,12 +26,16 @@ def candidate_and_repeat(project: Path):
 @pytest.mark.format
 def test_a_repeat_carries_every_provenance_tag_the_candidate_has(calibrated: Path):
     candidate, repeat = candidate_and_repeat(calibrated)
-    expected = {key for key in candidate.data.tags if key.startswith("prov.") and not key.startswith(NOT_FOR_REPEATS)}
+    fields = {run.info.run_id: recorded(calibrated, run.info.run_id) for run in (candidate, repeat)}
+    candidate_fields, repeat_fields = fields[candidate.info.run_id], fields[repeat.info.run_id]
+    expected = {key for key in candidate_fields if key.startswith("prov.") and not key.startswith(NOT_FOR_REPEATS)}
     assert len(expected) > 50
-    assert expected - set(repeat.data.tags) == set()
-    assert {key for key in candidate.data.tags if key.startswith(NOT_FOR_REPEATS)}, "the exception list is stale"
+    assert expected - set(repeat_fields) == set()
+    assert {key for key in candidate_fields if key.startswith(NOT_FOR_REPEATS)}, "the exception list is stale"
+    tagged = {key for key in candidate.data.tags if key.startswith("prov.") and not key.startswith(NOT_FOR_REPEATS)}
+    assert tagged - set(repeat.data.tags) == set()  # the searchable ones as tags on both
     same = ("prov.git.commit", "prov.software.versions.keras", "prov.cpu.model", "prov.dvc.deps.prepare.data/raw")
-    assert {key: repeat.data.tags[key] for key in same} == {key: candidate.data.tags[key] for key in same}
+    assert {key: repeat_fields[key] for key in same} == {key: candidate_fields[key] for key in same}
     assert repeat.data.tags["prov.seeds.init"] != candidate.data.tags["prov.seeds.init"]
     assert repeat.data.tags["prov.weights_sha256"] != candidate.data.tags["prov.weights_sha256"]
     assert repeat.data.params.keys() == candidate.data.params.keys()

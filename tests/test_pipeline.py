@@ -8,10 +8,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import client_for, project_env, run, runs_of, write_params
+from conftest import README, client_for, project_env, recorded, run, runs_of, write_params
 from test_redaction import CATALOGUE, CATALOGUE_SECRETS, TOKENS
 
 pytestmark = pytest.mark.slow
+
+
+def readme_tag_sample() -> tuple[int, list[str]]:
+    """The README's count of a run's `prov.*` tags ("a few of the N that the run ... logged") and the tag names
+    of its sample block below."""
+    text = README.read_text()
+    count = re.search(r"a few of the (\d+)\s+that the run", text)
+    assert count, "the README no longer says how many prov.* tags a run has"
+    block = text[count.end() :].split("```")[1]
+    return int(count[1]), [line.split(" = ")[0] for line in block.strip().splitlines()]
+
 
 SECRETS = {
     "AWS_SECRET_ACCESS_KEY": "AKIAPLANTEDsecretValue0000000000000001",
@@ -271,7 +282,11 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     # No TensorFlow C++ error line either: Keras's parallel map over arrays, rewritten under op determinism, logs one.
     assert " NodeDef " not in first.stderr and not re.search(r"^E\d{4} ", first.stderr, re.M), first.stderr
 
-    tags = found.data.tags
+    tags = recorded(project, found.info.run_id)  # the tags and, read as diff reads it, the rest of the record
+    tagged = [tag for tag in found.data.tags if tag.startswith("prov.")]  # issue 50: the searchable few as tags
+    assert "prov.seeds.base" in tagged and "prov.os.system" not in tagged, tagged
+    count, sample = readme_tag_sample()  # the README's count and sample are this run's
+    assert len(tagged) == count and {tag for tag in sample if tag.startswith("prov.")} <= set(tagged), sorted(tagged)
     manifest = json.loads((project / "data/prepared/manifest.json").read_text())
     train_json = json.loads((project / "metrics/train.json").read_text())
     assert tags["prov.weights_sha256"] == train_json["weights_sha256"]

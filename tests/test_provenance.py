@@ -2,11 +2,12 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from test_redaction import redact_diff
 
 from tracking.inspect.diff.ranked_groups import group_diffs
 from tracking.inspect.diff.runs import RunSnapshot
-from tracking.provenance import to_tags
+from tracking.provenance import capture, to_fields, to_tags
 from tracking.provenance.environment import gather_environment
 from tracking.provenance.hardware import gather_cpu, gather_gpus, parse_cpuinfo, parse_nvidia_smi, query_nvidia_smi
 from tracking.redaction import REDACTED, looks_secret, strip_credentials
@@ -114,7 +115,7 @@ def test_diff_tells_apart_cpu_generations_that_share_a_model_name_and_instructio
     zen4, zen5 = amd_epyc(tmp_path / "zen4", 25, 17, "32K"), amd_epyc(tmp_path / "zen5", 26, 2, "48K")
     assert zen4["cache"] == {"l1d": "32K", "l1i": "32K", "l2": "1024K"}
     runs = [
-        RunSnapshot("0" * 32, "r", "1", "FINISHED", {}, {}, to_tags({"cpu": cpu}), None, "") for cpu in (zen4, zen5)
+        RunSnapshot("0" * 32, "r", "1", "FINISHED", {}, {}, to_fields({"cpu": cpu}), None, "") for cpu in (zen4, zen5)
     ]
     (hardware,) = [group for group in group_diffs(*runs) if group.name == "hardware"]
     assert {change.key: (change.a, change.b) for change in hardware.changes} == {
@@ -223,3 +224,21 @@ def test_tags_are_prefixed_scalars_without_bulky_fields():
         "prov.seeds.base": "1",
         "prov.dvc.experiment": "",
     }
+
+
+def test_a_run_is_tagged_with_its_searchable_essentials_and_the_record_keeps_the_rest(tmp_path):
+    """Issue 50: 150 `prov.*` tags stood above the verdict on a narrow run page. A real record's tags are the few
+    dozen fields SEARCHABLE names (seeds, backend, versions, device, code, data, model); every field, those and the
+    rest (environment, OS, CPU flags, each code file's hash), is still named the same way for diff and rerun."""
+    record = capture(REPO, {"base": 42, "init": 7}, {"effective": {"backend": "tensorflow", "op_determinism": True}})
+    record["dvc"]["deps"] = {"train": {"data/prepared": "0b2d.dir", "pipelines/train.py": "1470"}}
+    tags, fields = to_tags(record), to_fields(record)
+    assert 15 <= len(tags) <= 40, sorted(tags)
+    assert tags.items() <= fields.items() and len(fields) > len(tags) + 20
+    for name in ("seeds.init", "determinism.effective.backend", "software.versions.keras", "cpu.id", "git.commit"):
+        assert f"prov.{name}" in tags
+    assert tags["prov.dvc.deps.train.data/prepared"] == "0b2d.dir"  # the data's hash, which rerun checks
+    left = {name for name in fields if name not in tags}
+    assert "prov.dvc.deps.train.pipelines/train.py" in left and "prov.os.system" in left
+    assert any(name.startswith("prov.environment.") for name in left)
+    assert all(name not in left for name in fields if name.startswith("prov.seeds."))

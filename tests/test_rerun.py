@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import add_deps, assert_user_error, client_for, project_env, run, runs_of, write_params
+from conftest import add_deps, assert_user_error, client_for, project_env, recorded, run, runs_of, write_params
 from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
 from tracking.errors import RerunError
@@ -124,7 +124,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert new.data.tags["mlflow.source.git.commit"] == original.data.tags["mlflow.source.git.commit"]
     assert new.data.params == original.data.params and new.data.params["train.epochs"] == "2"
     assert new.data.metrics["test_accuracy"] == original.data.metrics["test_accuracy"]
-    assert not Path(new.data.tags["prov.environment.DVC_ROOT"]).exists()
+    assert not Path(recorded(clone, new.info.run_id)["prov.environment.DVC_ROOT"]).exists()
     assert leaks(clone, CODE_SECRET) == []
 
     # SIGTERM mid-rerun (as a scheduler stops it): the worktree and its folder are removed, the stage it ran too.

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import add_deps, make_project, run, runs_of, write_params
+from conftest import add_deps, make_project, recorded, run, runs_of, write_params
 
 from tracking.layout import MODEL_STAGES
 
@@ -51,8 +51,8 @@ def team_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
 
 
 def test_unattributed_randomness_is_named_in_provenance(team_project):
-    _root, runs = team_project
-    tags = runs[0].data.tags
+    root, runs = team_project
+    tags = recorded(root, runs[0].info.run_id)
     assert "keras.random without a SeedGenerator" in tags["prov.seeds.unattributed"]
     assert "shake" in tags["prov.seeds.unattributed"]
     assert tags["prov.model.spec"] == "models.net:build" and tags["prov.model.file"] == "models/net.py"

@@ -32,7 +32,7 @@ from tracking.names import (
     REDACTED_PARAMS_TAG,
     WEIGHTS_TAG,
 )
-from tracking.provenance import to_tags
+from tracking.provenance import LOCKED_DEPS_ARTIFACT, RECORD_ARTIFACT, to_tags
 from tracking.redaction import redact_name, redact_param
 from tracking.run.writer import BackgroundWriter
 from tracking.store.operations import artifact, batch, inputs
@@ -127,7 +127,7 @@ class RunLogCalls:
     def log_provenance(self, record: dict[str, Any], packages: list[str]) -> None:
         """`provenance.json` and the package list as artifacts; scalars as `prov.*` tags. The working tree is in
         git (`prov.git.snapshot`), never here; names from outside (the branch, DVC's experiment) pass the redactor."""
-        self.log_json(record, "provenance/provenance.json")
+        self.log_json(record, RECORD_ARTIFACT)
         self.log_text("\n".join(packages) + "\n", "provenance/packages.txt")
         git = record.get("git", {})
         tags = to_tags(record)
@@ -139,6 +139,13 @@ class RunLogCalls:
         if os.environ.get(DVC_EXP_BASELINE_REV):
             tags[DVC_BASELINE_REV_TAG] = redact_name(os.environ[DVC_EXP_BASELINE_REV])
         self.set_tags(tags)
+
+    def log_locked_deps(self, deps: dict[str, dict[str, str]]) -> None:
+        """DVC's locked hashes of the deps of the stages that made the run ({stage: {path: md5}}): all of them as an
+        artifact, the training data's as a tag."""
+        record = {"dvc": {"deps": deps}}
+        self.log_json(record, LOCKED_DEPS_ARTIFACT)
+        self.set_tags(to_tags(record))
 
     def log_dataset(self, manifest: Manifest, x: Any, y: Any, location: Path, context: str) -> None:
         """The data as an MLflow dataset input whose digest is the full-content SHA-256 (truncated to fit)."""

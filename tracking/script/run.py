@@ -209,7 +209,7 @@ class ScriptRun:
 
     def _log_seeds(self, tracker: Any) -> None:
         """At the end: each seed the run used, who decided each source it did not, and the seeded model's counts."""
-        from tracking.provenance import to_tags
+        from tracking.provenance import RECORD_ARTIFACT, to_tags
 
         decided = {**DECIDED_BY_SCRIPT, **self._unused}
         if not any(getattr(model, "train_function", None) is not None for model in self._models):
@@ -221,7 +221,7 @@ class ScriptRun:
             final["model"] = self._model
         tracker.set_tags(to_tags(final))
         if self._record:
-            tracker.log_json({**self._record, **final}, "provenance/provenance.json")
+            tracker.log_json({**self._record, **final}, RECORD_ARTIFACT)
 
     def seeded(self, model: Any) -> Any:
         """`model` with every random initial weight and generator re-drawn from the run's seeds by position

@@ -34,7 +34,6 @@ from tracking.layout import (
     RUN_FILE,
     TRAIN,
 )
-from tracking.provenance import to_tags
 from tracking.provenance.dvc import gather_dvc
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root
@@ -76,7 +75,7 @@ def evaluate_model(params: Params) -> None:
             if actual.size:
                 tracker.log_figure(predicted_figure(actual, found, left_out), "plots/predicted_vs_actual.png")
         tracker.log_artifact(root / PREDICTIONS, "evaluation")
-        tracker.set_tags(to_tags({"dvc": {"deps": gather_dvc(root, (PREPARE, TRAIN))["deps"]}}))
+        tracker.log_locked_deps(gather_dvc(root, (PREPARE, TRAIN))["deps"])
     shown = ", ".join(
         f"{name.replace('_', ' ')} {value:.4f}" for name, value in metrics.items() if isinstance(value, float)
     )

@@ -30,6 +30,7 @@ from tracking.names import (
     tag_absent,
     tag_is,
 )
+from tracking.provenance import LOCKED_DEPS_ARTIFACT, RECORD_ARTIFACT, to_fields
 from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
 from tracking.store.reads import experiment_ids, first_runs, newest_run, run_by_id, run_metrics
@@ -55,7 +56,8 @@ MAX_REF_CHARS = 255
 
 @dataclass(frozen=True)
 class RunSnapshot:
-    """What one run logged: params, metrics, tags, the data manifest and the uncommitted diff."""
+    """What one run logged: params, metrics, tags (with every field of its provenance record, searchable or not),
+    the data manifest and the uncommitted diff."""
 
     run_id: str
     name: str
@@ -136,7 +138,7 @@ def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> Run
         status=run.info.status if run.info.lifecycle_stage != "deleted" else f"{run.info.status}, deleted",
         params=dict(run.data.params),
         metrics=run_metrics(run),
-        tags=dict(run.data.tags),
+        tags={**recorded_fields(client, run.info.run_id), **run.data.tags},
         manifest=read_artifact(
             client, run.info.run_id, LOGGED_MANIFEST, lambda text: Manifest.from_dict(json.loads(text), LOGGED_MANIFEST)
         ),
@@ -227,6 +229,15 @@ def _run_at_revision(client: MlflowClient, project: Path, ref: str) -> Run | Non
         RUN_FILE,
     )
     return run
+
+
+def recorded_fields(client: MlflowClient, run_id: str) -> dict[str, str]:
+    """Every field of the run's provenance record and locked deps by its `prov.*` name (tags hold only the
+    searchable ones: tracking/provenance/__init__.py); empty for a run that logged neither."""
+    fields: dict[str, str] = {}
+    for artifact in (RECORD_ARTIFACT, LOCKED_DEPS_ARTIFACT):
+        fields.update(to_fields(read_artifact(client, run_id, artifact, json.loads) or {}))
+    return fields
 
 
 def read_artifact(client: MlflowClient, run_id: str, path: str, parse: Any) -> Any:
