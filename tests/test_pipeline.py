@@ -316,7 +316,11 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     inputs = found.inputs.dataset_inputs
     assert {i.dataset.digest for i in inputs} == {manifest["content_sha256"][:32]}
     artifacts = {a.path for a in client.list_artifacts(found.info.run_id, "provenance")}
-    assert artifacts == {"provenance/provenance.json", "provenance/packages.txt"}, "the code stays in git"
+    assert artifacts == {
+        "provenance/provenance.json",
+        "provenance/packages.txt",
+        "provenance/dvc_deps.json",
+    }, "the code stays in git"
     record = json.loads(Path(client.download_artifacts(found.info.run_id, "provenance/provenance.json")).read_text())
     assert record["seeds"]["init"] == int(tags["prov.seeds.init"])
     changed = [entry["path"] for entry in record["git"]["changed_files"]]
