@@ -125,8 +125,9 @@ class RunLogCalls:
         self.set_tags({tag: digest for tag, digest in hashes.items() if digest is not None})
 
     def log_provenance(self, record: dict[str, Any], packages: list[str]) -> None:
-        """`provenance.json` and the package list as artifacts; scalars as `prov.*` tags. The working tree is in
-        git (`prov.git.snapshot`), never here; names from outside (the branch, DVC's experiment) pass the redactor."""
+        """`provenance.json` and the package list as artifacts; the searchable scalars as `prov.*` tags. The working
+        tree is in git (`prov.git.snapshot`), never here; names from outside (the branch, DVC's experiment) pass the
+        redactor."""
         self.log_json(record, RECORD_ARTIFACT)
         self.log_text("\n".join(packages) + "\n", "provenance/packages.txt")
         git = record.get("git", {})
