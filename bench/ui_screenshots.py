@@ -190,24 +190,19 @@ def text_top(
     with devtools_on(chromium, url, (f"--window-size={width},{height}",)) as devtools:
         devtools.page_once(ready)
         if assistant_closed:
-            evaluate(devtools, CLOSE_ASSISTANT)
-            devtools.until(lambda: not evaluate(devtools, ASSISTANT_OPEN))
-            evaluate(devtools, "window.beforeReload = true")
+            devtools.evaluate(CLOSE_ASSISTANT)
+            devtools.until(lambda: not devtools.evaluate(ASSISTANT_OPEN))
+            devtools.evaluate(MARK_BEFORE_RELOAD)
             devtools.call("Page.reload")
-            devtools.until(lambda: evaluate(devtools, RELOADED) and ready(evaluate(devtools, OUTER_HTML)))
-        return tuple(evaluate(devtools, TOP_OF % json.dumps(text)))  # type: ignore[return-value]
-
-
-def evaluate(devtools: DevTools, script: str) -> Any:
-    """The value of `script` run in the attached page."""
-    return devtools.call("Runtime.evaluate", expression=script, returnByValue=True)["result"].get("value")
+            devtools.until(lambda: devtools.evaluate(RELOADED) and ready(devtools.evaluate(OUTER_HTML)))
+        return tuple(devtools.evaluate(TOP_OF % json.dumps(text)))  # type: ignore[return-value]
 
 
 # The Assistant panel's close button, by MLflow's component id (3.17), clicked; and whether the panel is still open.
 ASSISTANT_CLOSE = '[data-component-id="mlflow.assistant.chat_panel.close"]'
 CLOSE_ASSISTANT = f"document.querySelector({json.dumps(ASSISTANT_CLOSE)})?.click()"
 ASSISTANT_OPEN = f"document.querySelector({json.dumps(ASSISTANT_CLOSE)}) !== null"
-RELOADED = "window.beforeReload === undefined"
+MARK_BEFORE_RELOAD, RELOADED = "window.beforeReload = true", "window.beforeReload === undefined"
 OUTER_HTML = "document.documentElement.outerHTML"
 
 
@@ -282,11 +277,14 @@ class DevTools:
             time.sleep(0.1)
         self.session = self.call("Target.attachToTarget", targetId=pages[0]["targetId"], flatten=True)["sessionId"]
         while True:
-            got = self.call("Runtime.evaluate", expression=OUTER_HTML, returnByValue=True)
-            dom = got["result"].get("value", "")
+            dom = self.evaluate(OUTER_HTML) or ""
             if ready(dom) or time.monotonic() > self.deadline:
                 return dom
             time.sleep(0.5)
+
+    def evaluate(self, script: str) -> Any:
+        """The value of `script` run in the attached page (None where it has none)."""
+        return self.call("Runtime.evaluate", expression=script, returnByValue=True)["result"].get("value")
 
     def until(self, holds: Callable[[], object]) -> None:
         """Wait, checking every 0.2 s, until `holds()` is true; past the deadline, a TimeoutError."""

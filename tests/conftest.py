@@ -165,12 +165,12 @@ def client_for(root: Path):
     return MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
 
 
-def recorded(root: Path, run_id: str, client=None) -> dict[str, str]:
-    """A run's tags with every field of its provenance record (tags hold only the searchable ones), read the way
-    `tracking diff` and `rerun` read them; from `root`'s store unless a `client` is given."""
+def recorded(root: Path, run_id: str) -> dict[str, str]:
+    """A run's tags with every field of its provenance record (tags hold only the searchable ones), read from
+    `root`'s store the way `tracking diff` and `rerun` read them."""
     from tracking.inspect.diff import load_run
 
-    return load_run(client or client_for(root), run_id).tags
+    return load_run(client_for(root), run_id).tags
 
 
 def runs_of(root: Path, experiment: str = "test") -> list:

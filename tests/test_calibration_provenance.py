@@ -26,8 +26,7 @@ def candidate_and_repeat(project: Path):
 @pytest.mark.format
 def test_a_repeat_carries_every_provenance_tag_the_candidate_has(calibrated: Path):
     candidate, repeat = candidate_and_repeat(calibrated)
-    fields = {run.info.run_id: recorded(calibrated, run.info.run_id) for run in (candidate, repeat)}
-    candidate_fields, repeat_fields = fields[candidate.info.run_id], fields[repeat.info.run_id]
+    candidate_fields, repeat_fields = (recorded(calibrated, found.info.run_id) for found in (candidate, repeat))
     expected = {key for key in candidate_fields if key.startswith("prov.") and not key.startswith(NOT_FOR_REPEATS)}
     assert len(expected) > 50
     assert expected - set(repeat_fields) == set()
