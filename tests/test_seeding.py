@@ -58,6 +58,14 @@ def own_seeds(input_shape, n_outputs, seeds):
     return keras.Model(inputs, output(keras.layers.Flatten()(inputs)))
 
 
+def still(input_shape, n_outputs, rate=0.0):
+    """Generators that draw only where `rate` > 0 (Keras makes an LSTM's whatever its dropout)."""
+    inputs = keras.Input(input_shape)
+    x = keras.layers.LSTM(3, dropout=rate)(keras.layers.Reshape((input_shape[0], -1))(inputs))
+    x = keras.layers.Dropout(rate)(x)
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
+
+
 def unseeded(input_shape, n_outputs):
     inputs = keras.Input(input_shape)
     x = Unseeded()(keras.layers.Flatten()(inputs))
@@ -74,7 +82,7 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def build(root: Path, builder: str = "everything", **seeds: int):
+def build(root: Path, builder: str = "everything", kwargs: dict | None = None, **seeds: int):
     import numpy as np
 
     from tracking.config.params import Params
@@ -84,7 +92,7 @@ def build(root: Path, builder: str = "everything", **seeds: int):
 
     params = Params.model_validate(
         {
-            "model": {"builder": f"seeding_zoo:{builder}", "kwargs": {}},
+            "model": {"builder": f"seeding_zoo:{builder}", "kwargs": kwargs or {}},
             "seeds": {"base": 5, "init": 11, "dropout": 22, "augment": 33, **seeds},
         }
     )
@@ -161,3 +169,30 @@ def test_randomness_without_a_generator_is_named_and_warned_about(zoo: Path, cap
     assert "keras.random without a SeedGenerator" in found[0] and "unseeded" in found[0]
     assert found[1].startswith("tf.random op RandomUniform at ")
     assert [record.message for record in caplog.records if "seeds.base" in record.message]
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.5])
+def test_a_seed_whose_generators_never_drew_in_training_is_recorded_as_unused(zoo: Path, rate: float):
+    """An LSTM makes a generator whatever its dropout, so seeding finds one, but with a rate of 0 it never draws:
+    after training, `seeds.dropout` is unused (it was recorded as used, though it moved nothing)."""
+    from tracking.config.params import Params
+    from tracking.determinism.seeds import resolve_seeds
+    from tracking.training.fitting import fit_model
+    from tracking.training.model import idle_after_fit
+
+    built = build(zoo, "still", {"rate": rate})
+    assert built.seeding.dropout, "the LSTM's generator is seeded"
+    params = Params.model_validate(
+        {"seeds": {"base": 5, "init": 11, "dropout": 22, "augment": 33}, "train": {"epochs": 1}}
+    )
+    seeds = resolve_seeds(params.seeds)
+    train = {"x": np.linspace(0, 1, 8 * 36, dtype="float32").reshape(8, *SHAPE), "y": np.arange(8) % 3}
+    built.model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    fit_model(built.model, params, seeds, train, None)
+    idle = idle_after_fit(built.model, seeds, params)
+    if rate:
+        assert idle == {}
+    else:
+        assert set(idle) == {"dropout"} and idle["dropout"].startswith(
+            f"unused: the model's {built.seeding.dropout} generator"
+        )

@@ -127,6 +127,8 @@ UNUSED = {
     "dropout": "unused: the model has no dropout or other generator outside augmentation layers",
     "augment": "unused: the model has no augmentation layer",
 }
+# `prov.seeds.<source>` of a stream whose generators all stood still in training.
+IDLE = "unused: the model's {n} generator(s) of this stream drew nothing in training (a dropout rate of 0, say)"
 
 
 @contextlib.contextmanager
@@ -252,15 +254,36 @@ def set_generators(layers: list[Any], seeds: Seeds, counter: int = 0) -> dict[st
 
     torch = configured() == TORCH
     counts = {"dropout": 0, "augment": 0}
+    for generator, stream, seed in generator_seeds(layers, seeds):
+        generator.state.assign(np.array([seed, counter], dtype=generator.state.dtype))
+        if torch:
+            generator._initial_seed = seed
+        counts[stream] += 1
+    return counts
+
+
+def generator_seeds(layers: list[Any], seeds: Seeds) -> Iterator[tuple[Any, str, int]]:
+    """Every generator of `layers` in walk order, with its stream and the seed its position gives it."""
+    counts = {"dropout": 0, "augment": 0}
     for layer in layers:
         stream = "augment" if is_augmentation(layer) else "dropout"
         for generator in layer._seed_generators:
-            seed = getattr(seeds, stream) + counts[stream]
-            generator.state.assign(np.array([seed, counter], dtype=generator.state.dtype))
-            if torch:
-                generator._initial_seed = seed
+            yield generator, stream, getattr(seeds, stream) + counts[stream]
             counts[stream] += 1
-    return counts
+
+
+def idle_streams(models: list[Any], seeds: Seeds) -> dict[str, str]:
+    """After training: the streams whose generators were seeded and never drew (a Dropout of rate 0, a recurrent
+    layer's generator with no dropout set), each with why, so their seed is recorded as unused, not as used. A
+    generator that drew has moved from its seeded state `[seed, 0]` (Keras counts each draw in its state)."""
+    import numpy as np
+
+    held, drew = {"dropout": 0, "augment": 0}, {"dropout": 0, "augment": 0}
+    for model in models:
+        for generator, stream, seed in generator_seeds(walk_layers(model), seeds):
+            held[stream] += 1
+            drew[stream] += not np.array_equal(np.asarray(generator.state.numpy()), [seed, 0])
+    return {stream: IDLE.format(n=held[stream]) for stream in held if held[stream] and not drew[stream]}
 
 
 @contextlib.contextmanager

@@ -189,11 +189,12 @@ class RepeatWorker:
             actual = seed_frameworks(run_params, seeds)
             own = {**self.record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}
             built = self.models.prepare(run_params, seeds)
+            record = with_model(own, built, run_params)
             child.in_background(
                 partial(
                     log_repeat_setup,
                     child,
-                    with_model(own, built, run_params),
+                    record,
                     s.packages,
                     trained_on(run_params, s.params),
                     s.manifest,
@@ -203,6 +204,8 @@ class RepeatWorker:
             trained = train_and_score(
                 built, run_params, seeds, s.splits, s.manifest.n_outputs, within, s.task, self.root
             )
+            if trained.idle:
+                child.in_background(partial(child.amend_provenance, record, {"seeds": trained.idle}))
             child.log_metrics({name: value for name, value in trained.metrics.items() if np.isfinite(value)})
             child.log_weights(trained=trained.weights_sha256, initial=built.initial_weights_sha256)
             run = {

@@ -141,6 +141,14 @@ class RunLogCalls:
             tags[DVC_BASELINE_REV_TAG] = redact_name(os.environ[DVC_EXP_BASELINE_REV])
         self.set_tags(tags)
 
+    def amend_provenance(self, record: dict[str, Any], amendment: dict[str, dict[str, Any]]) -> None:
+        """Fields known only once training ran (a seed whose generators never drew): merged section by section
+        into `record` (as logged by `log_provenance`), which is logged again, and tagged where searchable."""
+        for section, fields in amendment.items():
+            record[section] = {**record.get(section, {}), **fields}
+        self.log_json(record, RECORD_ARTIFACT)
+        self.set_tags(to_tags(amendment))
+
     def log_locked_deps(self, deps: dict[str, dict[str, str]]) -> None:
         """DVC's locked hashes of the deps of the stages that made the run ({stage: {path: md5}}): all of them as an
         artifact, the training data's as a tag."""

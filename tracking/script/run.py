@@ -114,6 +114,8 @@ class ScriptRun:
         self._used: dict[str, Any] = {"base": self._seeds.base, "hash": self._seeds.hash}
         self._model: dict[str, Any] = {}
         self._unused: dict[str, str] = {}  # sources run.seeded found nothing of in the model, and why
+        self._seeded: set[str] = set()  # sources run.seeded seeded something of: used if it drew in training
+        self._seeded_models: list[Any] = []  # handed to run.seeded, their generators at the seeds' states
         self._unattributed = ""
         self._example: Any = None
         self._classifier: bool | None = None
@@ -209,19 +211,24 @@ class ScriptRun:
 
     def _log_seeds(self, tracker: Any) -> None:
         """At the end: each seed the run used, who decided each source it did not, and the seeded model's counts."""
-        from tracking.provenance import RECORD_ARTIFACT, to_tags
+        from tracking.determinism.seeding import idle_streams
+        from tracking.provenance import to_tags
 
-        decided = {**DECIDED_BY_SCRIPT, **self._unused}
+        idle = idle_streams(self._seeded_models, self._seeds)
+        seeded = {source: getattr(self._seeds, source) for source in self._seeded - idle.keys()}
+        decided = {**DECIDED_BY_SCRIPT, **self._unused, **idle}
         if not any(getattr(model, "train_function", None) is not None for model in self._models):
             decided["shuffle"] = OWN_ORDER
-        seeds = {name: self._used.get(name, decided.get(name)) for name in ("base", *decided)}
+        used = {**seeded, **self._used}
+        seeds = {name: used.get(name, decided.get(name)) for name in ("base", *decided)}
         unattributed = {"unattributed": self._unattributed} if self._unattributed else {}
         final: dict[str, Any] = {"seeds": {**seeds, "hash": self._seeds.hash, **unattributed}}
         if self._model:
             final["model"] = self._model
-        tracker.set_tags(to_tags(final))
         if self._record:
-            tracker.log_json({**self._record, **final}, RECORD_ARTIFACT)
+            tracker.amend_provenance(self._record, final)
+        else:
+            tracker.set_tags(to_tags(final))
 
     def seeded(self, model: Any) -> Any:
         """`model` with every random initial weight and generator re-drawn from the run's seeds by position
@@ -262,6 +269,7 @@ class ScriptRun:
             )
         created.kept.update(id(variable) for variable in moved)  # a part trained before (a teacher): kept
         self._models.append(model)
+        self._seeded_models.append(model)
         example = self._example if own_call else None
         shape = tuple(inputs[0].shape[1:]) if inputs else None
         report = with_kept_digest(seed_model(model, created, self._seeds, shape, example), created)
@@ -269,9 +277,7 @@ class ScriptRun:
         self._model = report.as_record()
         self._unattributed = self._model.pop("unattributed", "")
         unused = report.unused()
-        self._used.update(
-            {source: getattr(self._seeds, source) for source in ("init", "dropout", "augment") if source not in unused}
-        )
+        self._seeded.update(source for source in ("init", "dropout", "augment") if source not in unused)
         self._unused.update(unused)
         tracker.log_weights(initial=weights_sha256(model.get_weights()))
         return model

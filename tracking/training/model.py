@@ -26,6 +26,7 @@ from tracking.determinism.seeding import (
     Created,
     SeedReport,
     capturing_weights,
+    idle_streams,
     reseed,
     reset_global_streams,
     seed_model,
@@ -212,8 +213,19 @@ def with_model(record: dict[str, Any], built: Built, params: Params) -> dict[str
     seed nothing drew from recorded as unused (`seeds.augment` is used by `train.augment` too)."""
     seeding = built.seeding.as_record()
     unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
-    unused = {k: v for k, v in built.seeding.unused().items() if k != "augment" or not params.train.augment}
+    unused = _model_streams(built.seeding.unused(), params)
     return {**record, "seeds": {**record["seeds"], **unused, **unattributed}, "model": {**built.builder, **seeding}}
+
+
+def idle_after_fit(model: Any, seeds: Seeds, params: Params) -> dict[str, str]:
+    """The seeds whose generators in the trained `model` never drew (`idle_streams`), as `prov.seeds.<source>`
+    says them once training has shown it: read before scoring, which moves every generator."""
+    return _model_streams(idle_streams([model], seeds), params)
+
+
+def _model_streams(unused: dict[str, str], params: Params) -> dict[str, str]:
+    """`unused`, less `augment` where the template's `train.augment` draws from seeds.augment outside the model."""
+    return {source: why for source, why in unused.items() if source != "augment" or not params.train.augment}
 
 
 def load_trained_model(path: Path, params: Params, root: Path) -> Any:

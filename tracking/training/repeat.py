@@ -12,7 +12,7 @@ from tracking.config.params import CLASSIFICATION, Params
 from tracking.data.hashing import weights_sha256
 from tracking.determinism.seeds import Seeds
 from tracking.training.fitting import fit_model
-from tracking.training.model import Built
+from tracking.training.model import Built, idle_after_fit
 from tracking.training.scoring import flat_metrics, score_model, summary_metrics
 
 
@@ -24,6 +24,7 @@ class Trained:
     predicted: np.ndarray
     weights: np.ndarray
     weights_sha256: str
+    idle: dict[str, str]  # seeds whose generators never drew (`idle_after_fit`), recorded as unused
 
 
 def train_and_score(
@@ -41,6 +42,7 @@ def train_and_score(
     where the team's `train.augment` module is found."""
     model = built.model
     fit_model(model, params, seeds, splits["train"], splits.get("val"), within_batch_seed=within_batch_seed, root=root)
+    idle = idle_after_fit(model, seeds, params)
     result = score_model(model, seeds, splits["test"], task, n_outputs)
     model_weights = model.get_weights()
     # classes as int16, values (regression, several outputs) as float32
@@ -50,4 +52,5 @@ def train_and_score(
         predicted,
         np.concatenate([w.ravel() for w in model_weights]).astype(np.float32),
         weights_sha256(model_weights),
+        idle,
     )

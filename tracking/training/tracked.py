@@ -20,7 +20,7 @@ from tracking.provenance import capture
 from tracking.provenance.software import installed_packages
 from tracking.run.tracker import Tracker
 from tracking.training.fitting import fit_model
-from tracking.training.model import Built, with_model
+from tracking.training.model import Built, idle_after_fit, with_model
 
 
 def tracked_training(
@@ -44,14 +44,19 @@ def tracked_training(
         import mlflow.keras  # noqa: F401 - loaded beside training rather than when the model is logged after it
 
         tracker.log_params(params.flat())
-        record = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
-        tracker.log_provenance(with_model(record, built, params), installed_packages())
+        captured = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
+        record.update(with_model(captured, built, params))
+        tracker.log_provenance(record, installed_packages())
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
 
+    record: dict[str, Any] = {}
     tracker.in_background(log_setup)
     tracker.log_weights(initial=built.initial_weights_sha256)
     model = built.model
     history = fit_model(model, params, seeds, train, val, [MlflowMetricsCallback(tracker), *callbacks], root=root)
+    idle = idle_after_fit(model, seeds, params)
+    if idle:  # after log_setup on the same writer, so the record is complete
+        tracker.in_background(lambda: tracker.amend_provenance(record, {"seeds": idle}))
     digest = weights_sha256(model.get_weights())
     tracker.log_metrics(final_metrics(history))
     tracker.log_weights(trained=digest)
