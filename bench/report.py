@@ -2,7 +2,8 @@
 
 The page is written only from this run's output, with the machine it ran on, so the figures in the docs are
 always ones a script printed. Each script's output streams to the terminal as it runs (progress on stderr).
-Run from the project root: `.venv/bin/python bench/report.py [--only tracking_overhead ...]`.
+Run from the project root: `.venv/bin/python bench/report.py [--only tracking_overhead ... [--update]]`;
+`--update` replaces only those benches' sections, each dated, and keeps the rest of the page.
 """
 
 from __future__ import annotations
@@ -172,34 +173,46 @@ def page(results: list[tuple[Bench, str, float]]) -> str:
         "",
     ]
     for bench, output, seconds in results:
-        command = " ".join([".venv/bin/python", f"bench/{bench.script}", *bench.args])
-        parts += [
-            f"## {bench.title}",
-            "",
-            bench.measures,
-            "",
-            f"`{command}` ({seconds:.0f} s):",
-            "",
-            "```text",
-            output,
-            "```",
-            "",
-        ]
+        parts += section(bench, output, f"{seconds:.0f} s")
     if GPU_PAGE.is_file():  # figures from a GPU machine, which `make bench` on this one cannot produce
         parts += ["## On a GPU (bench/gpu_check.py)", "", *GPU_PAGE.read_text().splitlines()[2:], ""]
     return "\n".join(parts)
 
 
+def section(bench: Bench, output: str, when: str) -> list[str]:
+    """One bench's section of the page: what it measures, its command, `when` (its time, and date if not the
+    page's), and what it printed."""
+    command = " ".join([".venv/bin/python", f"bench/{bench.script}", *bench.args])
+    return [f"## {bench.title}", "", bench.measures, "", f"`{command}` ({when}):", "", "```text", output, "```", ""]
+
+
+def updated(text: str, results: list[tuple[Bench, str, float]]) -> str:
+    """The page `text` with the sections of `results` replaced by this run's, each dated: a bench re-run alone
+    (`--only ... --update`) on the machine the page names, the rest of the page as its full run wrote it."""
+    today = datetime.date.today().isoformat()
+    lines = text.split("\n")
+    for bench, output, seconds in results:
+        start = lines.index(f"## {bench.title}")
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = section(bench, output, f"{seconds:.0f} s, re-run alone on {today}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run these benches (file names without .py)")
+    parser.add_argument(
+        "--update", action="store_true", help="with --only: replace those benches' sections of the page, dated"
+    )
     args = parser.parse_args()
+    if args.update and not args.only:
+        parser.error("--update replaces the sections of the benches --only names; without it the page is written whole")
     chosen = [bench for bench in BENCHES if not args.only or bench.script.removesuffix(".py") in args.only]
     results = [(bench, *run(bench)) for bench in chosen]
-    if args.only:
-        print("(--only: docs/performance.md left as it is; it is written from a full run)")
+    if args.only and not args.update:
+        print("(--only: docs/performance.md left as it is; --update replaces these sections, dated)")
         return
-    PAGE.write_text(page(results))
+    PAGE.write_text(updated(PAGE.read_text(), results) if args.update else page(results))
     print(f"wrote {PAGE.relative_to(REPO)}")
 
 

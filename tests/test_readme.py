@@ -231,3 +231,22 @@ def test_the_readme_s_error_line_is_what_a_misspelled_key_prints(tmp_path: Path,
         load_params()
     say_error(raised.value)
     assert capsys.readouterr().err == shown
+
+
+def test_performance_md_has_a_section_for_every_bench_and_update_replaces_only_those_it_ran():
+    """docs/performance.md is bench/report.py's output: every bench's section is there under its title, so
+    `--only NAME --update` finds it, and replacing one leaves every other section as the page had it."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "bench/report.py")
+    report = sys.modules["bench_report"] = importlib.util.module_from_spec(spec)  # dataclasses look it up there
+    spec.loader.exec_module(report)
+    page = report.PAGE.read_text()
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    assert [f"## {bench.title}" for bench in report.BENCHES] == headings[: len(report.BENCHES)]
+    (cluster,) = [bench for bench in report.BENCHES if bench.script == "cluster_speedup.py"]
+    new = report.updated(page, [(cluster, "speed-up: 9.99x", 12.0)])
+    assert "speed-up: 9.99x" in new and "(12 s, re-run alone on " in new
+    kept = [chunk for chunk in page.split("\n## ") if not chunk.startswith(cluster.title)]
+    assert kept == [chunk for chunk in new.split("\n## ") if not chunk.startswith(cluster.title)]
