@@ -185,6 +185,20 @@ def test_the_readme_commands_then_diff_as_shown(readme_typed: Path):
     shown = block_starting(README.read_text(), "$ tracking diff").splitlines()[1:]
     assert sections(diff.splitlines()) == sections(shown), diff
     assert re.search(r"^    train\.learning_rate +0\.001 -> 1e-05$", diff, re.M), diff
+    # Every field count the README's and diff-and-rerun.md's examples quote is the one a real diff prints.
+    examples = [shown, *(body.splitlines() for _, body in FENCE.findall((DOCS / "diff-and-rerun.md").read_text()))]
+    for example in (lines for lines in examples if lines and "Differences" in " ".join(lines)):
+        assert group_sizes(example) == group_sizes(diff.splitlines()), (example, diff)
+
+
+def group_sizes(lines: list[str]) -> dict[str, int]:
+    """How many fields `tracking diff` compared in each group: `params (1 of 17 fields differ)` and the
+    `identical:` line's `data (47 fields)`."""
+    text = "\n".join(lines)
+    found = {name: int(total) for name, total in re.findall(r"^  (\w+) \(\d+ of (\d+) fields? differ", text, re.M)}
+    (identical,) = re.findall(r"^  identical: (.*)$", text, re.M)
+    found.update({name: int(total) for name, total in re.findall(r"(\w+) \((\d+) fields?\)", identical)})
+    return found
 
 
 def sections(lines: list[str]) -> list[str]:

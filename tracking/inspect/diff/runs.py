@@ -131,6 +131,7 @@ def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> Run
             f"tagged dvc.exp_name with that name{outside}",
             fix=f"give {RUN_REFERENCES}",
         )
+    provenance = artifact_names(client, run.info.run_id, "provenance")  # listed once for the three files there
     return RunSnapshot(
         run_id=run.info.run_id,
         name=run.info.run_name or "",
@@ -138,11 +139,11 @@ def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> Run
         status=run.info.status if run.info.lifecycle_stage != "deleted" else f"{run.info.status}, deleted",
         params=dict(run.data.params),
         metrics=run_metrics(run),
-        tags={**recorded_fields(client, run.info.run_id), **run.data.tags},
+        tags={**recorded_fields(client, run.info.run_id, provenance), **run.data.tags},
         manifest=read_artifact(
             client, run.info.run_id, LOGGED_MANIFEST, lambda text: Manifest.from_dict(json.loads(text), LOGGED_MANIFEST)
         ),
-        diff=read_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str) or "",
+        diff=read_artifact(client, run.info.run_id, "provenance/uncommitted.diff", str, provenance) or "",
     )
 
 
@@ -231,32 +232,49 @@ def _run_at_revision(client: MlflowClient, project: Path, ref: str) -> Run | Non
     return run
 
 
-def recorded_fields(client: MlflowClient, run_id: str) -> dict[str, str]:
+def recorded_fields(client: MlflowClient, run_id: str, listed: set[str] | None = None) -> dict[str, str]:
     """Every field of the run's provenance record and locked deps by its `prov.*` name (tags hold only the
-    searchable ones: tracking/provenance/__init__.py); empty for a run that logged neither."""
+    searchable ones: tracking/provenance/__init__.py); empty for a run that logged neither. `listed`: the names in
+    the run's `provenance/` folder, where already listed."""
     fields: dict[str, str] = {}
     for artifact in (RECORD_ARTIFACT, LOCKED_DEPS_ARTIFACT):
-        fields.update(to_fields(read_artifact(client, run_id, artifact, json.loads) or {}))
+        fields.update(to_fields(read_artifact(client, run_id, artifact, json.loads, listed) or {}))
     return fields
 
 
-def read_artifact(client: MlflowClient, run_id: str, path: str, parse: Any) -> Any:
-    """An artifact's parsed text, or None when the run has no such artifact."""
+def artifact_names(client: MlflowClient, run_id: str, folder: str) -> set[str]:
+    """The names of the files and folders in one artifact folder of the run (none where it has no such folder)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return {Path(item.path).name for item in client.list_artifacts(run_id, folder)}
+    except (MlflowException, OSError) as err:
+        raise _unreadable(folder, run_id, err) from err
+
+
+def read_artifact(client: MlflowClient, run_id: str, path: str, parse: Any, listed: set[str] | None = None) -> Any:
+    """An artifact's parsed text, or None when the run has no such artifact; `listed`: the names in its folder,
+    where the caller listed it already (each listing is a call to the store)."""
     from mlflow.exceptions import MlflowException
 
     folder, _, name = path.rpartition("/")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    if name not in (artifact_names(client, run_id, folder) if listed is None else listed):
+        return None
     try:
-        if name not in {Path(item.path).name for item in client.list_artifacts(run_id, folder)}:
-            return None
         with tempfile.TemporaryDirectory() as scratch:
             # Not read_text(): its newline translation would turn a diff's CRLF lines into LF.
             return parse(decode_diff(Path(client.download_artifacts(run_id, path, scratch)).read_bytes()))
     except (MlflowException, OSError) as err:
-        raise TrackingServerError(
-            f"artifact {path} of run {run_id} cannot be read ({str(err).splitlines()[0]})",
-            fix="check the tracking server and its artifact store",
-        ) from err
+        raise _unreadable(path, run_id, err) from err
+
+
+def _unreadable(path: str, run_id: str, err: Exception) -> TrackingServerError:
+    """The error for an artifact (or folder) the store would not give."""
+    return TrackingServerError(
+        f"artifact {path} of run {run_id} cannot be read ({(str(err).splitlines() or [''])[0]})",
+        fix="check the tracking server and its artifact store",
+    )
 
 
 def in_todays_names(run: RunSnapshot, builders: str | None) -> RunSnapshot:
