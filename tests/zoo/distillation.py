@@ -17,7 +17,10 @@ the builder on the training split (its `train` parameter) for 3 epochs (5 in the
 512 are 16 and 32, the student's 16 and 32 are 4 and 8; `get_config` and registration let the saved model be
 re-created (the teacher and the student travel as nested models). The teacher it returns is trained: the pipeline
 must keep its weights (not re-draw them as a model's first draws), so that the saved teacher scores what it
-scored before distillation.
+scored before distillation. The teacher is frozen (`teacher.trainable = False`) before it is returned, as the
+example's text says ("only the student weights are updated"): its Keras 3 form, which overrides `compute_loss`
+instead of the Keras 2 `train_step` that took the student's gradients alone, lets `fit` train the teacher too
+(measured in plain Keras, outside the pipeline: a teacher at 0.35 test accuracy moved to 0.425 in 2 epochs).
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ def build(input_shape, n_outputs, train):
 
     # Train and evaluate teacher on data.
     teacher.fit(np.asarray(train["x"]), np.asarray(train["y"]), epochs=3, verbose=0)
+    teacher.trainable = False  # adapted: distillation updates the student's weights only, as the example says
 
     # Initialize and compile distiller
     return Distiller(student=student, teacher=teacher)
