@@ -68,11 +68,13 @@ def _without_backend(fields: dict[str, str]) -> dict[str, str]:
 
 def _training_params(run: RunSnapshot) -> dict[str, str]:
     """The params that shape training, leaving data, seeds and determinism to their own groups."""
-    return {
-        key: value
-        for key, value in run.params.items()
-        if not key.startswith(("data.", "seeds.", "determinism.", *_NOT_TRAINING))
-    }
+    return {key: value for key, value in run.params.items() if is_training_param(key)}
+
+
+def is_training_param(key: str) -> bool:
+    """A logged param of the `params` group: one that shapes training (data, seeds and determinism have groups of
+    their own; where and how runs are judged or run shape nothing)."""
+    return not key.startswith(("data.", "seeds.", "determinism.", *_NOT_TRAINING))
 
 
 def _prefixed(run: RunSnapshot, section: str) -> dict[str, str]:
