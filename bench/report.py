@@ -187,14 +187,15 @@ def section(bench: Bench, output: str, when: str) -> list[str]:
 
 
 def updated(text: str, results: list[tuple[Bench, str, float]]) -> str:
-    """The page `text` with the sections of `results` replaced by this run's, each dated: a bench re-run alone
-    (`--only ... --update`) on the machine the page names, the rest of the page as its full run wrote it."""
+    """The page `text` with the sections of `results` replaced by this run's, each with its date and machine (a
+    bench re-run alone, `--only ... --update`), the rest of the page as its full run wrote it."""
     today = datetime.date.today().isoformat()
+    cpu, _, _, system = (line.removeprefix("- ") for line in machine())
     lines = text.split("\n")
     for bench, output, seconds in results:
         start = lines.index(f"## {bench.title}")
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        lines[start:end] = section(bench, output, f"{seconds:.0f} s, re-run alone on {today}")
+        lines[start:end] = section(bench, output, f"{seconds:.0f} s, re-run alone on {today}: {cpu}; {system}")
     return "\n".join(lines)
 
 
