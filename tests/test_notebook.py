@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import client_for, project_env, run
+from conftest import assert_user_error, client_for, project_env, run
+
+from tracking.names import NOTEBOOK_COMMAND
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +38,12 @@ def _project(folder: Path) -> Path:
     folder.mkdir()
     (folder / "params.yaml").write_text("train:\n  seed: 7\n")
     (folder / ".gitignore").write_text("mlflow.db*\nmlartifacts/\n.tracking/\n*.ipynb\n")
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "team's project"]):
+    for cmd in (
+        ["git", "init", "-q"],
+        ["dvc", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "team's project"],
+    ):
         run(cmd, folder)
     return folder
 
@@ -69,6 +76,10 @@ def test_a_notebook_on_the_projects_kernel_runs_reproducibly(tmp_path: Path, mon
     assert first["prov.weights_sha256"] == second["prov.weights_sha256"]
     assert first["prov.seeds.base"] == "7" and first["prov.seeds.hash"] == second["prov.seeds.hash"]
     assert first["prov.model.seeded_weights"] == "2"
+    # A kernel's arguments name its connection file: re-run as a command, it waited for a client for ever.
+    assert first["prov.script.command"] == NOTEBOOK_COMMAND
+    rerun = run(["tracking", "rerun", found[0].info.run_id], team, check=False, timeout=120)
+    assert_user_error(rerun, "was made in a Jupyter notebook", "jupyter nbconvert --to notebook --execute")
 
 
 def test_a_notebook_on_a_plain_kernel_is_told_which_kernel_to_use(tmp_path: Path):

@@ -65,6 +65,8 @@ BACKEND_TAG = f"{PROV_PREFIX}determinism.effective.backend"  # the backend Keras
 GIT_COMMIT_TAG = f"{PROV_PREFIX}git.commit"
 GIT_SNAPSHOT_TAG = f"{PROV_PREFIX}git.snapshot"  # the run's working tree, a commit object of ours in git
 SCRIPT_COMMAND_TAG = f"{PROV_PREFIX}script.command"  # a team's script run by tracking.start: its arguments
+# ... or, for a run made in a Jupyter notebook, this: a kernel's arguments name its connection file, not its code.
+NOTEBOOK_COMMAND = "(a Jupyter notebook's kernel: the cells it ran are not recorded)"
 SCRIPT_STAGE_TAG = f"{PROV_PREFIX}script.stage"  # ... and the DVC stage that ran it (empty when DVC did not)
 SCRIPT_PARAMS_TAG = f"{PROV_PREFIX}script.params"  # ... and its params file, relative to the project root
 DVC_DEPS_SECTION = "dvc.deps"

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from tracking.env import KERAS_BACKEND, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
-from tracking.names import BACKEND_TAG, RERUN_OF_TAG, SCRIPT_COMMAND_TAG, SCRIPT_PARAMS_TAG, SCRIPT_STAGE_TAG, tag_is
+from tracking.names import (
+    BACKEND_TAG,
+    NOTEBOOK_COMMAND,
+    RERUN_OF_TAG,
+    SCRIPT_COMMAND_TAG,
+    SCRIPT_PARAMS_TAG,
+    SCRIPT_STAGE_TAG,
+    tag_is,
+)
 from tracking.store.reads import experiment_by_id, newest_run
 
 if TYPE_CHECKING:
@@ -38,6 +46,13 @@ def script_command(original: RunSnapshot) -> list[str]:
     stage = original.tags.get(SCRIPT_STAGE_TAG)
     if stage:
         return [sys.executable, "-m", "dvc", "repro", "--quiet", "--single-item", "--force", stage]
+    if original.tags[SCRIPT_COMMAND_TAG] == NOTEBOOK_COMMAND:
+        raise RerunError(
+            f"run {original.run_id} was made in a Jupyter notebook, whose cells are not recorded, so no command "
+            "re-creates it (its kernel's arguments name only the kernel's connection file)",
+            fix="run the notebook top to bottom at the run's commit on the project's kernel (`jupyter nbconvert "
+            "--to notebook --execute NOTEBOOK.ipynb`), then `tracking diff` the two runs",
+        )
     return [sys.executable, *shlex.split(original.tags[SCRIPT_COMMAND_TAG])]
 
 

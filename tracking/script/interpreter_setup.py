@@ -38,7 +38,7 @@ def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
             fix="give the runs of one process the same seeds.base and determinism, or start each in its own process",
         )
     if lost:
-        if "ipykernel" in sys.modules:
+        if in_a_kernel():
             raise UsageError(
                 f"tracking.start(): {describe_loss(lost, wanted)}, and a notebook's kernel cannot restart itself",
                 fix="run the notebook on the project's kernel, which starts Python with them set from params.yaml: "
@@ -55,6 +55,13 @@ def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
         restart({TF_CPP_MIN_LOG_LEVEL: "2", **os.environ, **wanted})  # TensorFlow's start-up chatter, as our stages
     configure_environment(determinism)
     _set_up.update({name: os.environ.get(name, "unset") for name in wanted})
+
+
+def in_a_kernel() -> bool:
+    """Whether this Python is a Jupyter kernel (a notebook's): its code comes cell by cell, not from a file, and it
+    cannot restart itself."""
+    kernelapp = sys.modules.get("ipykernel.kernelapp")
+    return kernelapp is not None and kernelapp.IPKernelApp.initialized()
 
 
 def start_environment(seeds: Seeds, determinism: DeterminismParams) -> dict[str, str]:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import DeterminismParams
+from tracking.names import NOTEBOOK_COMMAND
+from tracking.script.interpreter_setup import in_a_kernel
 from tracking.script.team_params import ScriptParams
 
 
@@ -30,7 +32,7 @@ def script_record(
     record = capture(root, seeds, as_record(determinism, effective), running=stage)
     record["script"] = {
         "stage": stage or "",
-        "command": shlex.join(sys.orig_argv[1:]),
+        "command": NOTEBOOK_COMMAND if in_a_kernel() else shlex.join(sys.orig_argv[1:]),
         "params": Path(os.path.relpath(params.path, root)).as_posix(),
         "seeds_from": dict(params.origins),
     }
