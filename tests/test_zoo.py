@@ -372,6 +372,20 @@ def step(folder: Path, name: str) -> dict[str, Any]:
     return json.loads((folder / f"{name}.json").read_text())
 
 
+def reloaded(model: Model, folder: Path) -> tuple[Path, Any, Any]:
+    """After `dvc repro`: the project, the model's module as the project holds it, and the saved model reloaded
+    with Keras alone and that module's classes and functions, uncompiled."""
+    import keras
+
+    step(folder, "repro")
+    root = folder / "project"
+    spec = importlib.util.spec_from_file_location(f"saved_{model.name}", root / "models" / f"{model.name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = {name: value for name, value in vars(module).items() if inspect.isclass(value) or inspect.isfunction(value)}
+    return root, module, keras.models.load_model(root / "outputs/model.keras", custom_objects=found, compile=False)
+
+
 def read(root: Path, path: str) -> Any:
     return json.loads((root / path).read_text())
 
@@ -569,7 +583,6 @@ def test_test_loss_is_what_evaluate_gives_the_saved_model(zoo):
     the task's), evaluated on the prepared test arrays (a model's own `test_step` scores itself). A model that
     draws at inference (the VAE's sampling) scores from its generators' documented inference state
     (configuration.md: each stream's seed at counter 2^30), set here before evaluating."""
-    import keras
     import tensorflow as tf
 
     from tracking.config.params import Params
@@ -577,13 +590,7 @@ def test_test_loss_is_what_evaluate_gives_the_saved_model(zoo):
     from tracking.determinism.seeds import resolve_seeds
 
     model, folder = zoo
-    step(folder, "repro")
-    root = folder / "project"
-    spec = importlib.util.spec_from_file_location(f"saved_{model.name}", root / "models" / f"{model.name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    found = {name: value for name, value in vars(module).items() if inspect.isclass(value) or inspect.isfunction(value)}
-    saved = keras.models.load_model(root / "outputs/model.keras", custom_objects=found, compile=False)
+    root, module, saved = reloaded(model, folder)
     train = model.sections.get("train", {})
 
     def loss_named(name: str) -> Any:
@@ -624,19 +631,11 @@ def test_the_saved_teacher_is_the_one_the_builder_trained(zoo):
     """keras-io's distillation after `dvc repro`: the saved model's teacher, reloaded with Keras alone, holds the
     weights the builder trained (the run's `prov.model.kept_weights_sha256`, taken before the student trained), so
     it scores what it scored before distillation, as a trained teacher and not as a random one (about 0.1)."""
-    import keras
 
     from tracking.data.hashing import weights_sha256
 
     model, folder = zoo
-    step(folder, "repro")
-    root = folder / "project"
-    spec = importlib.util.spec_from_file_location(f"saved_{model.name}", root / "models" / f"{model.name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    saved = keras.models.load_model(
-        root / "outputs/model.keras", custom_objects={"Distiller": module.Distiller}, compile=False
-    )
+    root, _module, saved = reloaded(model, folder)
     x, y = (np.load(root / f"data/prepared/test_{role}.npy") for role in "xy")
     accuracy = float((saved.teacher.predict(x, verbose=0).argmax(axis=1) == y).mean())
     fields = recorded(root, read(root, "outputs/run.json")["run_id"])
