@@ -631,7 +631,6 @@ def test_the_saved_teacher_is_the_one_the_builder_trained(zoo):
     """keras-io's distillation after `dvc repro`: the saved model's teacher, reloaded with Keras alone, holds the
     weights the builder trained (the run's `prov.model.kept_weights_sha256`, taken before the student trained), so
     it scores what it scored before distillation, as a trained teacher and not as a random one (about 0.1)."""
-
     from tracking.data.hashing import weights_sha256
 
     model, folder = zoo

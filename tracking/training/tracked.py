@@ -40,6 +40,8 @@ def tracked_training(
     callbacks of the caller's, after the logging one."""
     from tracking.training.callback import MlflowMetricsCallback
 
+    record: dict[str, Any] = {}  # the provenance record, filled by log_setup on the writer, amended after fit
+
     def log_setup() -> None:
         import mlflow.keras  # noqa: F401 - loaded beside training rather than when the model is logged after it
 
@@ -49,7 +51,6 @@ def tracked_training(
         tracker.log_provenance(record, installed_packages())
         tracker.log_dataset(manifest, train["x"], train["y"], location=root / PREPARED, context="training")
 
-    record: dict[str, Any] = {}
     tracker.in_background(log_setup)
     tracker.log_weights(initial=built.initial_weights_sha256)
     model = built.model
