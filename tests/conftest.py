@@ -173,6 +173,34 @@ def recorded(root: Path, run_id: str) -> dict[str, str]:
     return load_run(client_for(root), run_id).tags
 
 
+def train_run_id(root: Path) -> str:
+    """The id of the run that trained what `root`'s outputs/run.json records (the file holds the training by content
+    only): this checkout's link where it links that training, else the run found in `root`'s store, as the stages
+    find it."""
+    from tracking.store.recorded import find_training, linked_run, read_run_file
+
+    training = read_run_file(root)
+    return linked_run(root, training) or find_training(client_for(root), training).info.run_id
+
+
+def calibration_link(root: Path) -> dict:
+    """The calibrate stage's link in `root`: its parent run, executor and reused repeats, each repeat's run and place
+    (calibration/noise.json holds the results only)."""
+    from tracking.layout import CALIBRATE
+    from tracking.store.recorded import read_link
+
+    return read_link(root, CALIBRATE)
+
+
+def calibration_record(root: Path) -> dict:
+    """calibration/noise.json's results with this checkout's link merged in (the parent run, reuse, each repeat's run
+    and place): the whole record, as the calibrate stage logs it to MLflow."""
+    results = json.loads((root / "calibration/noise.json").read_text())
+    link = calibration_link(root)
+    runs = [{**found, **linked} for found, linked in zip(results["runs"], link["runs"], strict=True)]
+    return {**results, **link, "runs": runs}
+
+
 def runs_of(root: Path, experiment: str = "test") -> list:
     client = client_for(root)
     found = client.get_experiment_by_name(experiment)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import add_deps, client_for, make_project, project_env, run, write_params
+from conftest import add_deps, client_for, make_project, project_env, run, train_run_id, write_params
 from test_zoo import MODELS as ZOO_MODELS
 from test_zoo import ZOO
 
@@ -99,8 +99,8 @@ def test_tracking_rerun_is_bit_identical(on_backend):
 
 
 def candidate_run(project: Path) -> str:
-    """The id of the run the train stage opened (outputs/run.json)."""
-    return json.loads((project / "outputs/run.json").read_text())["run_id"]
+    """The id of the run the train stage opened (this checkout's link to it)."""
+    return train_run_id(project)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

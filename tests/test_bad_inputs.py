@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pytest
-from conftest import BIN, TINY, client_for, make_project, project_env, run, write_params
+from conftest import BIN, TINY, client_for, make_project, project_env, run, train_run_id, write_params
 
 from tracking.layout import MODEL_STAGES
 from tracking.noise.record import NoiseRecord, Variant
@@ -27,6 +28,8 @@ from tracking.yaml_text import parse_yaml, yaml_editor
 
 Setup = Callable[[Path], dict[str, str] | None]
 UNKNOWN_RUN_ID = "0123456789abcdef0123456789abcdef"
+# An outputs/run.json recording a training that no run in the store logged.
+UNRECORDED_TRAINING = f'{{"experiment": "test", "inputs_sha256": "{"1" * 64}", "weights_sha256": "{"2" * 64}"}}\n'
 EMPTY_EXPERIMENT = "empty"
 
 
@@ -265,20 +268,16 @@ def environment(**variables: str) -> Setup:
     return setup
 
 
-def trained_by(run_id: str) -> Setup:
-    """Outputs of a train stage whose MLflow run is `run_id`."""
-
-    def setup(root: Path) -> None:
-        (root / "outputs").mkdir(exist_ok=True)
-        (root / "outputs/run.json").write_text(f'{{"run_id": "{run_id}", "weights_sha256": ""}}\n')
-        (root / "outputs/model.keras").write_bytes(b"not reached: the run id is checked first")
-
-    return setup
+def unrecorded_training(root: Path) -> None:
+    """Outputs of a train stage whose training no run in the store logged."""
+    (root / "outputs").mkdir(exist_ok=True)
+    (root / "outputs/run.json").write_text(UNRECORDED_TRAINING)
+    (root / "outputs/model.keras").write_bytes(b"not reached: the training's run is looked up first")
 
 
 def run_file_only(root: Path) -> None:
     (root / "outputs").mkdir(exist_ok=True)
-    (root / "outputs/run.json").write_text(f'{{"run_id": "{UNKNOWN_RUN_ID}", "weights_sha256": ""}}\n')
+    (root / "outputs/run.json").write_text(UNRECORDED_TRAINING)
 
 
 def baseline_text(text: str) -> Setup:
@@ -348,7 +347,7 @@ def compare_inputs(**compare: object) -> Setup:
     def setup(root: Path) -> None:
         for folder in ("outputs", "metrics", "calibration"):
             (root / folder).mkdir(exist_ok=True)
-        (root / "outputs/run.json").write_text(f'{{"run_id": "{UNKNOWN_RUN_ID}", "weights_sha256": ""}}\n')
+        (root / "outputs/run.json").write_text(UNRECORDED_TRAINING)
         (root / "metrics/eval.json").write_text(
             '{"test_loss": 0.3, "test_accuracy": 0.9, "per_class_accuracy": {"0": 0.9}}\n'
         )
@@ -795,11 +794,11 @@ CASES = [
         "evaluate-model-missing", run_file_only, stage("evaluate"), "outputs/model.keras not found", "dvc repro train"
     ),
     case(
-        "evaluate-unknown-run-id",
-        trained_by(UNKNOWN_RUN_ID),
+        "evaluate-training-without-a-run",
+        unrecorded_training,
         stage("evaluate"),
-        f"MLflow run {UNKNOWN_RUN_ID}",
-        "dvc repro --force --single-item train",
+        f"outputs/run.json records a training (weights {'2' * 12}...) that no run in",
+        "dvc repro --force --downstream train",
     ),
     case(
         "compare-before-calibrate",
@@ -1115,7 +1114,10 @@ CASES = [
         "write it again with `dvc repro --force --single-item train`",
     ),
     case(
-        "run-file-without-run-id", trained_outputs("[1]"), stage("evaluate"), "outputs/run.json is damaged (no run_id"
+        "run-file-without-hashes",
+        trained_outputs("[1]"),
+        stage("evaluate"),
+        "outputs/run.json is damaged (not the training's hashes",
     ),
     case(
         "manifest-not-an-object",
@@ -1540,38 +1542,46 @@ def test_a_project_made_read_only_while_training_fails_in_one_line_and_leaves_no
 
 
 @pytest.mark.slow
-def test_runs_gone_from_the_store_are_named_with_the_dvc_repro_that_makes_them_again(calibrated: Path, tmp_path: Path):
-    """A deleted run, then a deleted mlflow.db: DVC still takes train and calibrate as up to date, so `tracking
-    doctor`, the compare and evaluate stages and `tracking diff` name the runs the outputs point at and `dvc repro
-    --force`."""
+def test_a_training_gone_from_the_store_is_named_with_the_dvc_repro_that_makes_it_again(
+    calibrated: Path, tmp_path: Path
+):
+    """A deleted run, then a deleted mlflow.db: DVC still takes train as up to date, so `tracking doctor`, the
+    compare and evaluate stages and `tracking diff` name the training outputs/run.json records and the `dvc repro`
+    that trains it again, which leaves a run with the test scores and the verdict (forcing train alone would not:
+    the same weights write the same outputs/run.json, so DVC takes evaluate and compare as up to date)."""
     import json
 
     from conftest import assert_user_error
 
     root = tmp_path / "project"
     shutil.copytree(calibrated, root, symlinks=True)
-    train_run = json.loads((root / "outputs/run.json").read_text())["run_id"]
-    parent = json.loads((root / "calibration/noise.json").read_text())["parent_run_id"]
-    client_for(root).delete_run(parent)
+    run(["dvc", "repro", "compare"], root)
+    train_run = train_run_id(root)
+    weights = json.loads((root / "outputs/run.json").read_text())["weights_sha256"]
+    client_for(root).delete_run(train_run)
+    gone = f"outputs/run.json records a training (weights {weights[:12]}...) that no run in"
+    fix = "re-create it with `dvc repro --force --downstream train`"
     doctor = run([sys.executable, "-m", "tracking", "doctor"], root).stdout
-    assert f"  calibration/noise.json names MLflow run {parent}, which sqlite:///" in doctor, doctor
-    assert "re-create them with `dvc repro --force --single-item calibrate` then `dvc repro`" in doctor, doctor
-    assert train_run not in doctor
+    assert f"the run behind the project's outputs is gone from the store; {fix}:" in doctor, doctor
+    assert f"  {gone} sqlite:///" in doctor, doctor
     for store in root.glob("mlflow.db*"):
         store.unlink()
-    assert {"train", "calibrate"}.isdisjoint(json.loads(run(["dvc", "status", "--json"], root).stdout))
+    assert {"train", "evaluate", "calibrate", "compare"}.isdisjoint(
+        json.loads(run(["dvc", "status", "--json"], root).stdout)
+    )
     doctor = run([sys.executable, "-m", "tracking", "doctor", "--dry-run"], root).stdout
-    assert "2 run(s) named by the project's outputs are gone from the store" in doctor, doctor
-    assert "nothing to check" not in doctor  # issue 36: it said so, then listed the 2 missing runs
     assert doctor.startswith(f"sqlite:///{root / 'mlflow.db'}: no store yet, so no run left RUNNING to repair\n")
-    fix = "re-create them with `dvc repro --force --single-item train calibrate` then `dvc repro`"
-    assert fix in doctor, doctor
-    expected = (f"outputs/run.json names MLflow run {train_run}", f"calibration/noise.json names MLflow run {parent}")
-    assert_user_error(run(stage("compare"), root, check=False), *expected, fix)
-    assert_user_error(run(tracking("diff", train_run, train_run), root, check=False), *expected, fix)
-    # evaluate, which DVC runs again after an edit of its code, resumes the run outputs/run.json names
-    train_fix = "re-create them with `dvc repro --force --single-item train` then `dvc repro`"
-    assert_user_error(run(stage("evaluate"), root, check=False), expected[0], train_fix)
+    assert f"  {gone} sqlite:///" in doctor and fix in doctor, doctor
+    assert_user_error(run(stage("compare"), root, check=False), gone, fix)
+    assert_user_error(run(tracking("diff", train_run, train_run), root, check=False), gone, fix)
+    # evaluate, which DVC runs again after an edit of its code, resumes the training's run
+    assert_user_error(run(stage("evaluate"), root, check=False), gone, fix)
+
+    again = run(fix.split("`")[1].split(), root).stdout
+    assert "gone from the store" not in run([sys.executable, "-m", "tracking", "doctor"], root).stdout
+    trained = re.search(r"^trained .*; MLflow run (\w+)$", again, re.M)
+    assert trained and f"; MLflow run {trained[1]}" in again.split("Running stage 'evaluate'")[1], again
+    assert "Running stage 'compare'" in again and "judged against algo" in again, again
 
 
 def test_a_request_the_store_refuses_is_not_a_store_that_cannot_be_reached(root: Path):

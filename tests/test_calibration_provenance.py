@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import client_for, recorded, run, runs_of
+from conftest import client_for, recorded, run, runs_of, train_run_id
 
 from tracking.inspect.diff import load_run
 
@@ -16,7 +16,7 @@ NOT_FOR_REPEATS = ("prov.dvc.deps.train.",)
 
 
 def candidate_and_repeat(project: Path):
-    candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
+    candidate = train_run_id(project)
     runs = {found.info.run_id: found for found in runs_of(project)}
     repeat = next(found for found in runs.values() if found.data.tags.get("noise.repeat") == "0")
     return runs[candidate], repeat

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import client_for, run, write_params
+from conftest import client_for, run, train_run_id, write_params
 
 from tracking.config.params import Params
 from tracking.determinism.seeds import resolve_seeds
@@ -54,7 +54,7 @@ def compare_with(project: Path, repeats: int) -> str:
 def test_candidate_runs_fixed_then_until_decided(calibrated: Path, tmp_path: Path):
     project = tmp_path / "project"
     shutil.copytree(calibrated, project, symlinks=True)
-    candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
+    candidate = train_run_id(project)
     noise = json.loads((project / "calibration/noise.json").read_text())
     ended = client_for(project).get_run(candidate).info.end_time
 

@@ -20,13 +20,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import client_for, make_project, project_env, run, write_params
+from conftest import calibration_record, client_for, make_project, project_env, run, write_params
 from servers import RayHead, free_port
 from test_redaction import CATALOGUE, CATALOGUE_SECRETS
 
 from tracking.config.baseline import freeze
 from tracking.config.params import ComputeParams
-from tracking.layout import NOISE_FILE, REPEATS_DIR
+from tracking.layout import REPEATS_DIR
 from tracking.names import (
     COMPUTE_ATTEMPT_TAG,
     COMPUTE_EXECUTOR_TAG,
@@ -43,10 +43,6 @@ from tracking.whole_file import PARTIAL_SUFFIX
 pytestmark = pytest.mark.slow
 
 VARIANTS = ["algo", "control"]
-
-
-def noise_of(project: Path) -> dict:
-    return json.loads((project / NOISE_FILE).read_text())
 
 
 def hashes(noise: dict) -> dict[tuple[str, int], str]:
@@ -91,7 +87,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory, head: RayHead) -> dict:
     interrupted = stage.communicate(timeout=120)[0]
     kept_when_killed = len(list(kept.glob("*.npz")))
     resumed = run(["dvc", "repro", "calibrate"], project)
-    local = noise_of(project)
+    local = calibration_record(project)
 
     for path in kept.glob("*.npz"):
         path.unlink()
@@ -102,7 +98,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory, head: RayHead) -> dict:
         "resumed": resumed.stdout + resumed.stderr,
         "local": local,
         "on_ray": on_ray.stdout + on_ray.stderr,
-        "ray": noise_of(project),
+        "ray": calibration_record(project),
     }
 
 
@@ -180,7 +176,7 @@ def test_more_repeats_train_only_the_new_ones_and_a_killed_worker_is_retried(cal
     assert [run.data.tags[COMPUTE_ATTEMPT_TAG] for run in retried if "ray" in run.data.tags[COMPUTE_EXECUTOR_TAG]] == [
         "2"
     ]
-    noise = noise_of(project)
+    noise = calibration_record(project)
     assert len(noise["reused"]) == 6 and len(noise["runs"]) == 8
     assert noise["variants"]["control"]["bit_identical"]
     assert {key: value for key, value in hashes(noise).items() if key[1] < 3} == hashes(calibrated["local"])
@@ -423,7 +419,7 @@ def test_a_calibration_on_ray_logs_to_a_password_protected_server_and_writes_the
         server.kill()
     assert gate.refused == 1, "only the request without credentials was refused"
     client = MlflowClient(tracking_uri=server.backend_uri)
-    parent = noise_of(project)["parent_run_id"]
+    parent = calibration_record(project)["parent_run_id"]
     repeats = client.search_runs([client.get_run(parent).info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
     assert len(repeats) == 3 and {found.info.status for found in repeats} == {"FINISHED"}
     assert {found.data.tags[COMPUTE_EXECUTOR_TAG] for found in repeats} == {"ray"}

@@ -17,7 +17,6 @@ as root); elsewhere the test is skipped, saying so.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import shutil
@@ -28,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import make_project, project_env, run, write_params
+from conftest import calibration_record, make_project, project_env, run, write_params
 from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Namespace, Postgres, RayHead
 from test_cluster import CATALOGUE_ENV, planted_in
 from test_redaction import CATALOGUE_SECRETS
 
 from tracking.config.baseline import freeze
-from tracking.layout import NOISE_FILE, REPEATS_DIR
+from tracking.layout import REPEATS_DIR
 from tracking.names import COMPUTE_ATTEMPT_TAG, COMPUTE_NODE_TAG, REPAIRED_TAG, REPEAT_KEY_TAG
 
 pytestmark = [
@@ -109,10 +108,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         postgres.stop()
 
 
-def noise_of(project: Path) -> dict:
-    return json.loads((project / NOISE_FILE).read_text())
-
-
 def hashes(noise: dict) -> dict[tuple[str, int], str]:
     return {(run["variant"], run["repeat"]): run["weights_sha256"] for run in noise["runs"]}
 
@@ -170,7 +165,7 @@ def calibrations(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
     started = time.monotonic()
     stage = on_cluster(cluster, project, 3)
     result["first"] = (stage.communicate(timeout=STAGE_TIMEOUT_S)[0], stage.returncode, time.monotonic() - started)
-    result["first_noise"] = noise_of(project)
+    result["first_noise"] = calibration_record(project)
 
     # 2. Two more repeats per variant; the worker node dies while it trains one of them.
     stage = on_cluster(cluster, project, 5)
@@ -199,7 +194,7 @@ def calibrations(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
         "status": stage.returncode,
         "ended": time.time(),
     }
-    result["killed_noise"] = noise_of(project)
+    result["killed_noise"] = calibration_record(project)
 
     # 3. The node is back; one more repeat per variant... stopped with Ctrl-C once one new repeat is kept, resumed.
     cluster.ray.add_node(cpus=1, namespace=cluster.node)
@@ -211,7 +206,7 @@ def calibrations(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
     result["stopped"] = (stage.communicate(timeout=STAGE_TIMEOUT_S)[0], stage.returncode, len(list(kept.glob("*.npz"))))
     stage = on_cluster(cluster, project, 7)
     result["resumed"] = (stage.communicate(timeout=STAGE_TIMEOUT_S)[0], stage.returncode)
-    result["cluster_noise"] = noise_of(project)
+    result["cluster_noise"] = calibration_record(project)
     result["ray_folders"] = [path for path in cluster.ray.temps if path.exists()]
     result["planted"] = planted_in(result["ray_folders"], SECRETS)
 
@@ -221,7 +216,7 @@ def calibrations(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
         ["dvc", "exp", "run", "-f", "-Scalibration.repeats=7", "-Scompute.executor=local", "calibrate"], project
     )
     result["local"] = local.stdout + local.stderr
-    result["local_noise"] = noise_of(project)
+    result["local_noise"] = calibration_record(project)
     return result
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_user_error, client_for, project_env, run, write_params
+from conftest import assert_user_error, client_for, project_env, run, train_run_id, write_params
 
 from tracking.inspect.diff import RunDiff, RunSnapshot
 from tracking.inspect.diff.bands import band_for, differences
@@ -32,7 +32,7 @@ def save_digits(root: Path, samples: int) -> None:
 
 def repro(root: Path, *targets: str) -> str:
     run(["dvc", "repro", *targets], root)
-    return json.loads((root / "outputs/run.json").read_text())["run_id"]
+    return train_run_id(root)
 
 
 def diff(root: Path, a: str, b: str, fmt: str = "json"):
@@ -93,13 +93,13 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     assert "| `train.learning_rate` | 0.001 | 0.01 |" in markdown and "**Conclusion:** data and" in markdown
 
     # An experiment that changes only what `train` does not depend on trains no run to tag with its name: the name
-    # means the run DVC reused, the one its outputs/run.json names, for diff and rerun alike.
+    # means the run DVC reused, the one that trained what its outputs/run.json records, for diff and rerun alike.
     run(["dvc", "exp", "run", "-n", "moved", "-S", "compute.workers=1"], project)
     done = run([sys.executable, "-m", "tracking", "diff", colleague, "moved", "--format", "json"], project)
     assert json.loads(done.stdout)["b"]["run_id"] == restored
     assert done.stderr.strip().splitlines() == [
-        f"'moved': no run is tagged dvc.exp_name with that name; using run {restored}, which its outputs/run.json "
-        "names (the training DVC ran or reused there)"
+        f"'moved': no run is tagged dvc.exp_name with that name; using run {restored}, which trained what its "
+        "outputs/run.json records (the training DVC ran or reused there)"
     ]
     elsewhere = project.parent / "elsewhere"
     elsewhere.mkdir()
@@ -107,7 +107,9 @@ def test_diff_names_grown_data_and_changed_lr_then_calls_a_seed_only_gap_noise(p
     command = [sys.executable, "-m", "tracking", "diff", "moved", colleague]
     uri = f"sqlite:///{elsewhere / 'mlflow.db'}"
     done = run(command, project, env=project_env(MLFLOW_TRACKING_URI=uri), check=False)
-    assert_user_error(done, f"its outputs/run.json names, {restored}, is not in this store", "MLFLOW_TRACKING_URI")
+    assert_user_error(
+        done, "no run in this store trained what outputs/run.json records at 'moved'", "MLFLOW_TRACKING_URI"
+    )
 
 
 def test_a_revision_whose_run_file_a_clone_lacks_names_the_file_and_how_to_fetch_it(calibrated: Path, tmp_path: Path):
@@ -118,7 +120,7 @@ def test_a_revision_whose_run_file_a_clone_lacks_names_the_file_and_how_to_fetch
     shutil.copy(calibrated / "dvc.lock", clone / "dvc.lock")
     run(["git", "add", "dvc.lock"], clone)
     run(["git", "commit", "-qm", "pipeline ran"], clone)
-    candidate = json.loads((calibrated / "outputs/run.json").read_text())["run_id"]
+    candidate = train_run_id(calibrated)
     env = project_env(MLFLOW_TRACKING_URI=f"sqlite:///{calibrated / 'mlflow.db'}")
 
     done = run([sys.executable, "-m", "tracking", "diff", "HEAD", candidate], clone, env=env, check=False)

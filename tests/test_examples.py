@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, client_for, run, runs_of
+from conftest import REPO, calibration_link, client_for, run, runs_of, train_run_id
 
 from tracking.config.baseline import freeze
 from tracking.yaml_text import parse_yaml
@@ -46,10 +46,6 @@ def start_as_the_readme_says(example: str, where: Path) -> Path:
     project = (checkout / name).resolve()
     assert not project.is_relative_to(checkout), f"the README copies the example inside the checkout: {name}"
     return project
-
-
-def train_run_id(root: Path) -> str:
-    return json.loads((root / "outputs/run.json").read_text())["run_id"]
 
 
 def logged_weights(root: Path, run_id: str, into: Path) -> list[np.ndarray]:
@@ -105,7 +101,7 @@ def diff_judges_the_runs_own_compare_metrics(root: Path, original: str) -> None:
     """`tracking diff --format json` of the train run and a calibration repeat judges the repeat's compare.metrics
     (the project's own, not the digits' test_accuracy), in order, each in its direction."""
     modes = parse_yaml((root / "params.yaml").read_text())["compare"]["metrics"]
-    repeat = json.loads((root / "calibration/noise.json").read_text())["runs"][0]["run_id"]
+    repeat = calibration_link(root)["runs"][0]["run_id"]
     done = run(["tracking", "diff", original, repeat, "--format", "json"], root)
     rows = {row["metric"]: row for row in json.loads(done.stdout)["metrics"]}
     assert list(rows) == list(modes)

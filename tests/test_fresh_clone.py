@@ -1,4 +1,5 @@
-"""A clone's first `dvc repro` on another machine: it says why its weights differ from the committed ones."""
+"""A clone's first `dvc repro`: on another machine it says why its weights differ from the committed ones; where they
+do not, it leaves `git status` clean."""
 
 import json
 import re
@@ -6,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run
+from conftest import calibration_link, run, train_run_id
 
 OTHER_CPU = "GenuineIntel family 6 model 143 stepping 8"
 
@@ -77,3 +78,45 @@ def test_a_rerun_leaves_the_weights_to_its_own_report(
     say_why_weights_differ(repo, tmp_path, trained, "f" * 64)
     warned = [record.getMessage() for record in caplog.records if "differ from the committed" in record.getMessage()]
     assert len(warned) == (0 if rerun_of else 1), warned
+
+
+@pytest.mark.slow
+def test_a_clone_that_trains_the_committed_weights_leaves_git_status_clean(calibrated: Path, tmp_path: Path):
+    """Issue 50: a fresh clone's `dvc repro` rewrote dvc.lock though it trained the committed weights bit for bit:
+    outputs/run.json named the clone's MLflow run and store, calibration/noise.json its runs, their processes and
+    which repeats were reused. The whole pipeline committed, then cloned (no DVC cache, its own store): the clone
+    trains every stage again and leaves `git status` clean, its own runs linked in its git-ignored `.tracking/`."""
+    project = tmp_path / "project"
+    shutil.copytree(calibrated, project, symlinks=True)
+    run(["dvc", "repro"], project)
+    run(["git", "add", "-A"], project)
+    run(["git", "commit", "-qm", "the pipeline's results"], project)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
+    done = run(["dvc", "repro"], clone)
+    for stage in ("prepare", "train", "evaluate", "calibrate", "compare"):
+        assert f"Running stage '{stage}'" in done.stdout, done.stdout
+    assert "(3 trained with the local executor, 0 reused)" in done.stdout, done.stdout
+    assert run(["git", "status", "--porcelain", "--untracked-files=all"], clone).stdout == ""
+    assert train_run_id(clone) != train_run_id(project)
+    assert calibration_link(clone)["parent_run_id"] != calibration_link(project)["parent_run_id"]
+
+
+def test_weights_trained_bit_for_bit_on_another_machine_keep_the_committed_machine_record(tmp_path: Path):
+    """reports/trained_on.json names the machine that trained the committed weights: another machine training the
+    same weights from the same inputs leaves it as committed; other weights, or other inputs, are this machine's."""
+    import git
+
+    from tracking.provenance.reference import trained_on
+
+    repo = git.Repo.init(tmp_path)
+    committed = {"inputs_sha256": "1" * 64, "cpu": {"id": OTHER_CPU}, "software": {}}
+    for path, found in (("metrics/train.json", {"weights_sha256": "f" * 64}), ("reports/trained_on.json", committed)):
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(json.dumps(found))
+    repo.index.add(["metrics/train.json", "reports/trained_on.json"])
+    repo.index.commit("results")
+    here = {"inputs_sha256": "1" * 64, "cpu": {"id": "here"}, "software": {}}
+    assert trained_on(repo, tmp_path, here, "f" * 64) == committed
+    assert trained_on(repo, tmp_path, here, "0" * 64) == here
+    assert trained_on(repo, tmp_path, {**here, "inputs_sha256": "2" * 64}, "f" * 64)["inputs_sha256"] == "2" * 64

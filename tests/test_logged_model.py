@@ -28,10 +28,12 @@ np.savez(
 def test_the_logged_model_loads_through_mlflow_keras_tensorflow_and_pyfunc(calibrated: Path, tmp_path: Path):
     import numpy as np
 
-    record = json.loads((calibrated / "outputs/run.json").read_text())
-    run_id = record["run_id"]
+    link = json.loads((calibrated / ".tracking/runs/train.json").read_text())
+    run_id = link["run_id"]
     out = tmp_path / "predicted.npz"
-    env = project_env(MLFLOW_TRACKING_URI=record["tracking_uri"])  # the store as run.json names it, as a user reads it
+    env = project_env(
+        MLFLOW_TRACKING_URI=link["tracking_uri"]
+    )  # the store as the train link names it, as a user reads it
     run([sys.executable, "-c", LOAD_THREE_WAYS, f"runs:/{run_id}/model", str(out)], calibrated, env=env)
     scored = np.load(calibrated / "outputs/probabilities.npy")
     predicted = np.load(out)

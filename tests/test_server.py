@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, project_env, run, tiny_calibration, write_params
+from conftest import REPO, calibration_link, project_env, run, tiny_calibration, train_run_id, write_params
 from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Postgres
 
 from tracking.layout import NOISE_FILE, REPEATS_DIR
@@ -114,7 +114,7 @@ def test_two_clones_share_kept_repeats_through_one_postgres_backed_server(postgr
         # PostgreSQL logs the duplicate key, and MLflow's store adds only what it lacked.
         from mlflow.entities import Metric
 
-        parent = json.loads((first / NOISE_FILE).read_text())["parent_run_id"]
+        parent = calibration_link(first)["parent_run_id"]
         retried = [Metric("retried", 0.5, 1, 0), Metric("retried", 0.25, 2, 1)]
         duplicates = duplicate_keys(postgres)
         client(server).log_batch(parent, metrics=retried[:1])
@@ -127,10 +127,12 @@ def test_two_clones_share_kept_repeats_through_one_postgres_backed_server(postgr
     assert "(0 trained with the local executor, 3 reused)" in reused.stdout, reused.stdout + reused.stderr
     assert (team / "dvc-remote").is_dir()
     assert len(list((second / REPEATS_DIR).glob("*.npz"))) == 3
-    bands = [json.loads((clone / NOISE_FILE).read_text()) for clone in (first, second)]
-    assert bands[0]["variants"] == bands[1]["variants"]
-    assert bands[0]["parent_run_id"] != bands[1]["parent_run_id"]
-    assert [run["run_id"] for run in bands[0]["runs"]] == [run["run_id"] for run in bands[1]["runs"]]
+    # The same calibration in both clones: the same file for DVC (results only), each clone's parent run linking
+    # the same repeats' runs.
+    assert (first / NOISE_FILE).read_bytes() == (second / NOISE_FILE).read_bytes()
+    links = [calibration_link(clone) for clone in (first, second)]
+    assert links[0]["parent_run_id"] != links[1]["parent_run_id"]
+    assert [run["run_id"] for run in links[0]["runs"]] == [run["run_id"] for run in links[1]["runs"]]
 
 
 def test_unreachable_server_fails_before_training(project, tmp_path):
@@ -183,7 +185,7 @@ def test_server_lost_mid_training_is_kept_and_synced_once(project, tmp_path):
         assert repro.returncode != 0 and "Traceback" not in stderr
         assert (project / "outputs/model.keras").exists() and (project / "metrics/train.json").exists()
         assert "train:" in (project / "dvc.lock").read_text() and "evaluate:" not in (project / "dvc.lock").read_text()
-        run_id = json.loads((project / "outputs/run.json").read_text())["run_id"]
+        run_id = train_run_id(project)
         assert f"warning: MLflow server {server.uri} lost during run {run_id}" in stderr
         assert f"is kept in .tracking/offline/{run_id}; upload it with `tracking sync`" in stderr
         assert "error: MLflow tracking store" in stderr and "cannot be reached" in stderr

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, client_for
+from conftest import REPO, calibration_link, client_for, train_run_id
 
 sys.path.insert(0, str(REPO / "bench"))
 from ui_screenshots import free_port, rendered_dom, run_page, start_ui, text_top
@@ -97,10 +97,10 @@ def test_rendered_dom_waits_on_the_wall_clock_for_what_the_caller_waits_for(chro
 @pytest.mark.slow
 def test_the_candidates_run_page_opens_on_its_verdict_in_chromium(chromium: str, readme_typed: Path, tmp_path: Path):
     project = readme_typed / "project"
-    candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
+    candidate = train_run_id(project)
     verdict = json.loads((project / "metrics/compare.json").read_text())["verdict"]
     experiment = client_for(project).get_run(candidate).info.experiment_id
-    calibration = json.loads((project / "calibration/noise.json").read_text())["parent_run_id"]
+    calibration = calibration_link(project)["parent_run_id"]
     port = free_port()
     with socket.socket() as trap:  # the UI server's proxy: a connection here is a request meant for another host
         trap.bind(("127.0.0.1", 0))

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import add_deps, built_once, make_project, recorded, run, runs_of, write_params
+from conftest import add_deps, built_once, make_project, recorded, run, runs_of, train_run_id, write_params
 
 from tracking.config.baseline import freeze
 from tracking.layout import MODEL_STAGES
@@ -335,7 +335,7 @@ def _pipeline(model: Model, folder: Path, store: Path) -> None:
     run(["git", "commit", "-qm", f"zoo: {model.name}"], root)
     if record(folder, "repro", ["dvc", "repro"], root)["returncode"] != 0:
         return
-    shutil.copy(root / "outputs/run.json", folder / "run.json")
+    shutil.copy(root / ".tracking/runs/train.json", folder / "run.json")  # the link to the run, kept beside
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "results of the pipeline"], root)
     if model.seeds_through_dvc:
@@ -637,7 +637,7 @@ def test_the_saved_teacher_is_the_one_the_builder_trained(zoo):
     root, _module, saved = reloaded(model, folder)
     x, y = (np.load(root / f"data/prepared/test_{role}.npy") for role in "xy")
     accuracy = float((saved.teacher.predict(x, verbose=0).argmax(axis=1) == y).mean())
-    fields = recorded(root, read(root, "outputs/run.json")["run_id"])
+    fields = recorded(root, train_run_id(root))
     assert fields["prov.model.kept_weights"] == str(len(saved.teacher.weights))
     assert weights_sha256(saved.teacher.get_weights()) == fields["prov.model.kept_weights_sha256"]
     assert accuracy > 0.25, f"the saved teacher scores {accuracy:.3f}: it was re-drawn, not kept"
@@ -658,7 +658,7 @@ def test_a_model_of_several_outputs_is_scored_per_output(zoo):
     assert scores["test_loss"] == pytest.approx(scores["test_priority_loss"] + 0.2 * scores["test_department_loss"])
     assert np.load(root / "outputs/predictions.npy").shape[1:] == (4 + 1,)
     assert read(root, "calibration/noise.json")["task"] == "regression"
-    (trained,) = [found for found in runs_of(root) if found.info.run_id == read(root, "outputs/run.json")["run_id"]]
+    (trained,) = [found for found in runs_of(root) if found.info.run_id == train_run_id(root)]
     assert trained.data.tags["prov.model.outputs"] == "compiled"
 
 

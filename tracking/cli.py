@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
 RUN_REF_HELP = (
     "MLflow run id or its first 8 characters, the run's name (train-29bdb4), a DVC experiment name (the run's "
-    "dvc.exp_name tag), or inside the project any DVC experiment or git revision (the run its outputs/run.json names; "
+    "dvc.exp_name tag), or inside the project any DVC experiment or git revision (the run of what its outputs/run.json records; "
     "in a team's script project, the latest run logged at that commit)"
 )
 

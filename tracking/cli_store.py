@@ -51,14 +51,13 @@ def doctor_command(args: argparse.Namespace) -> None:
 
 
 def print_missing_runs(client: object, root: Path | None, uri: str) -> None:
-    """`tracking doctor`'s lines for the runs the project's outputs name and the store lacks, with the fix."""
-    from tracking.store.recorded import fix_for, missing_runs
+    """`tracking doctor`'s lines for the training the project's outputs record and the store lacks, with the fix."""
+    from tracking.store.recorded import REPRODUCE_TRAINING, missing_training
 
-    gone = missing_runs(client, root) if root is not None else []
-    if gone:
-        print(f"{len(gone)} run(s) named by the project's outputs are gone from the store; {fix_for(gone)}:")
-    for recorded in gone:
-        print(f"  {recorded.describe(uri)}")
+    gone = missing_training(client, root) if root is not None else None
+    if gone is not None:
+        print(f"the run behind the project's outputs is gone from the store; {REPRODUCE_TRAINING}:")
+        print(f"  {gone.describe(uri)}")
 
 
 def sync_command(args: argparse.Namespace) -> None:

@@ -32,10 +32,15 @@ PARAMS_FILE = "params.yaml"
 PREPARED = Path("data/prepared")
 PINS_DIR = Path("data/pins")
 
-# train: the model, the id of the MLflow run it opened (evaluate and compare log to it), metrics and curves.
+# train: the model, the training it recorded by content (its inputs' and weights' hashes, so that a clone training
+# the same weights writes the same file), metrics and curves.
 OUTPUTS = Path("outputs")
 MODEL = OUTPUTS / "model.keras"
 RUN_FILE = OUTPUTS / "run.json"
+# This checkout's links from the stages' outputs to the MLflow runs that made them (run ids, the store, where each
+# repeat ran): git-ignored and not DVC outs, since ids and places differ in every clone while the results do not
+# (tracking/store/recorded.py).
+RUN_LINKS = Path(".tracking/runs")
 TRAIN_METRICS = Path("metrics/train.json")
 HISTORY = Path("plots/train/history.csv")
 # the machine and inputs the committed weights came from (tracking/provenance/reference.py)
@@ -55,8 +60,10 @@ CALIBRATION_RUNS = OUTPUTS / "calibration.npz"
 # killed calibration resumes and more repeats train only the new ones. Not a DVC out: DVC would delete it.
 REPEATS_DIR = Path("calibration/repeats")
 
-# compare: the verdict's metrics, report and plots.
+# compare: the verdict's metrics, report and plots; and its whole record by content, a DVC-cached out, so that a clone
+# (which lacks it) re-runs compare and its own candidate run gets the verdict.
 COMPARE_METRICS = Path("metrics/compare.json")
+VERDICT_FILE = OUTPUTS / "verdict.json"
 COMPARE_REPORT = Path("reports/compare.md")
 COMPARE_PLOTS = {
     "accuracy": Path("reports/accuracy_spread.png"),

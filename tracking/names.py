@@ -74,6 +74,9 @@ DVC_DEPS_PREFIX = f"{PROV_PREFIX}{DVC_DEPS_SECTION}."  # + "<stage>.<path>": DVC
 
 # What made the run and how it ended.
 STAGE_TAG = "pipeline.stage"  # the stage that last wrote to the run
+TRAINED_INPUTS_TAG = (
+    "pipeline.inputs_sha256"  # what the train stage read; with the weights, what outputs/run.json holds
+)
 ERROR_TAG = "error"  # "<ExceptionType>: <message>" of a run that did not finish, or of a FINISHED run's later stage
 REDACTED_PARAMS_TAG = "tracking.redacted_params"  # "<param>: <why>; ..." for params logged as <redacted>
 RERUN_OF_TAG = "rerun_of"  # the run `tracking rerun` re-created

@@ -10,7 +10,6 @@ success, on failure and on Ctrl-C.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,7 +21,7 @@ from typing import Any
 from tracking.data.manifest import LOGGED_MANIFEST
 from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
-from tracking.layout import CALIBRATE, EVALUATE, PREPARE, PREPARED, RUN_FILE, TRAIN
+from tracking.layout import CALIBRATE, EVALUATE, PREPARE, PREPARED, TRAIN
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
 from tracking.noise.policy import INCONCLUSIVE
 
@@ -46,6 +45,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
     """Re-create run `ref` (a run id or DVC experiment name) of the project at `root` and train it again."""
     from tracking.inspect.diff import diff_runs, load_run
     from tracking.store.location import open_client, tracking_uri
+    from tracking.store.recorded import read_link
 
     uri = tracking_uri(root)
     client = open_client(root)
@@ -112,7 +112,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
         for stage in STAGES:
             _step(stage, f"dvc repro --single-item --force {stage}")
             _run_stage(project, stage, env)
-        new_id = json.loads((project / RUN_FILE).read_text())["run_id"]
+        new_id = read_link(project, TRAIN)["run_id"]  # the run the clone's train stage opened
     client.set_tag(new_id, RERUN_OF_TAG, original.run_id)
     new = load_run(client, new_id)
     return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))

@@ -18,6 +18,11 @@ from tracking.layout import CALIBRATE, NOISE_FILE
 from tracking.noise.statistics import CLASSIFICATION_CHURN, band_from_summary, band_from_values, strict
 
 REFRESH = f"re-run the calibration (`dvc repro --force {CALIBRATE}`)"
+# What a calibration's execution decided rather than measured (ids, places, reuse), for the record and for each
+# repeat: logged with the record to MLflow and kept in this checkout's link (tracking/store/recorded.py), never in
+# the DVC file, which every clone that trains the same repeats must write alike.
+EXECUTION = ("parent_run_id", "executor", "reused")
+REPEAT_EXECUTION = ("run_id", "where", "reused")
 # Intervals stored with a calibration use this alpha; judging re-derives them at its own (compare.alpha), so
 # changing that never re-runs the calibration.
 STORED_ALPHA = 0.05
@@ -54,8 +59,9 @@ class Variant:
 @dataclass(frozen=True, kw_only=True)
 class NoiseRecord:
     """What a calibration measured: the baseline it trained (redacted flat params), the data's content hash, each
-    repeat's run (`runs`: variant, repeat, seeds, metrics, weights hash, run id, whether reused) and each variant's
-    summary. Bands are stored at `alpha`; `at_alpha` re-derives their intervals at another."""
+    repeat's run (`runs`: variant, repeat, seeds, metrics, weights hash; run id, where, whether reused) and each
+    variant's summary. Bands are stored at `alpha`; `at_alpha` re-derives their intervals at another. Read from
+    `calibration/noise.json`, it has no execution fields (`EXECUTION`); read from MLflow, it has them."""
 
     baseline: dict[str, Any]
     data_sha256: str
@@ -115,9 +121,28 @@ class NoiseRecord:
         """The JSON object, strict: every NaN or infinite float is null and named under `non_finite`."""
         return strict(asdict(self))
 
+    def results(self) -> dict[str, Any]:
+        """The JSON object without what the execution decided (`EXECUTION`): what `calibration/noise.json` holds."""
+        full = self.as_dict()
+        record = {key: value for key, value in full.items() if key not in EXECUTION}
+        record["runs"] = [
+            {key: value for key, value in run.items() if key not in REPEAT_EXECUTION} for run in full["runs"]
+        ]
+        return record
+
+    def execution(self) -> dict[str, Any]:
+        """What the execution decided (`EXECUTION`), each repeat's by its variant and number: the link's content."""
+        record = {key: value for key, value in self.as_dict().items() if key in EXECUTION}
+        record["runs"] = [
+            {"variant": run["variant"], "repeat": run["repeat"], **{key: run.get(key) for key in REPEAT_EXECUTION}}
+            for run in self.runs
+        ]
+        return record
+
     def write(self, path: Path) -> None:
+        """Write the record's results (`results`) to `path`."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.as_dict(), indent=2, allow_nan=False) + "\n")
+        path.write_text(json.dumps(self.results(), indent=2, allow_nan=False) + "\n")
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
@@ -135,10 +160,6 @@ class NoiseRecord:
         """Each metric variant `name` bands, with its value in each of the variant's runs (NaN where one lacks it)."""
         runs = self.runs_of(name)
         return {metric: [run["metrics"].get(metric, math.nan) for run in runs] for metric in self.variant(name).bands}
-
-    def reused_in(self, name: str) -> int:
-        """How many of variant `name`'s runs an earlier calibration trained (kept and reused)."""
-        return sum(bool(run.get("reused")) for run in self.runs_of(name))
 
     def bands_everywhere(self, metric: str) -> bool:
         """Whether every variant has a band for `metric`."""

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from tracking.config.params import REGRESSION
-from tracking.layout import NOISE_FILE
 from tracking.noise.groups import in_range
 from tracking.noise.power import NO_STD_INTERVAL
 from tracking.noise.record import NoiseRecord
@@ -20,21 +19,14 @@ from tracking.noise.statistics import format_p, pairwise_disagreement
 BEATS_UNBOUNDED = "no interval: its bootstrap interval covers 42-93% of the time, short of 95%"
 
 
-def _reused(count: int) -> str:
-    """How many of the band's runs an earlier calibration trained (the calibrate stage kept and reused them)."""
-    if not count:
-        return ""
-    return f", {count} of them trained by an earlier calibration and reused: {NOISE_FILE} lists which"
-
-
 def render_report(result: dict[str, Any]) -> str:
     """A readable account of the verdict: the band used and why, what it can see, then one row per check."""
     runs = result.get("candidate_runs", 1)
     lines = [
         f"# Compare: **{result['verdict']}**",
         "",
-        f"- Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs"
-        f"{_reused(result.get('reused_runs', 0))}): {result['reason']}.",
+        f"- Judged against the **{result['band_variant']}** band ({result['calibration_runs']} calibration runs): "
+        f"{result['reason']}.",
         f"- {result['correction']}. "
         + (
             "One candidate run: t = (value - band mean) / (std * sqrt(1 + 1/n)), std with ddof=1 (the prediction "

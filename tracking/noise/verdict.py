@@ -78,7 +78,6 @@ def judge_calibrated(
         "reason": reason,
         "data_changed": data_changed,
         "calibration_runs": len(variant.runs),
-        "reused_runs": noise.reused_in(name),
         "churn_measure": noise.churn_measure,
     }
 

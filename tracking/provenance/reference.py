@@ -59,6 +59,17 @@ def record(inputs: str) -> dict[str, Any]:
     return {"inputs_sha256": inputs, **machine()}
 
 
+def trained_on(repo: Any, root: Path, here: dict[str, Any], digest: str) -> dict[str, Any]:
+    """What `reports/trained_on.json` holds for weights `digest` trained here (`here`, this machine's `record`): the
+    record committed at HEAD where it names the same inputs and HEAD's weights are these (the machine that first
+    trained them; another that trains them bit for bit leaves the file as committed), else `here`."""
+    committed = _committed_json(repo, root, TRAINED_ON)
+    same_inputs = committed.get("inputs_sha256") == here["inputs_sha256"]
+    if same_inputs and _committed_json(repo, root, TRAIN_METRICS).get("weights_sha256") == digest:
+        return committed
+    return here
+
+
 def differences(committed: dict[str, Any], here: dict[str, Any]) -> list[str]:
     """Each machine fact that differs, as `cpu cache l2 1024K -> 2048K` (committed -> here)."""
     before, after = _flat(committed, ("cpu", "software")), _flat(here, ("cpu", "software"))

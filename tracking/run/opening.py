@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracking.env import DVC_EXP_NAME
-from tracking.errors import RunStateError, TrackingServerError
-from tracking.layout import RUN_FILE, TRAIN
+from tracking.errors import TrackingServerError
 from tracking.store.faults import store_fault
 from tracking.store.journal import has_journal, journal_folder, kept_offline, remove_ended_spools
 from tracking.store.location import shown
@@ -98,19 +97,14 @@ def utc_minute(epoch_ms: int) -> str:
 
 
 def resumable(client: MlflowClient, uri: str, run_id: str) -> int | None:
-    """Check that the run to resume (the train stage's, named by outputs/run.json) is in the store and not deleted:
-    DVC takes the outputs naming it as up to date after `rm mlflow.db`, so this stage is the first to see it.
+    """Check that the run to resume (the train stage's, found for outputs/run.json) is in the store and not deleted:
+    DVC takes the outputs as up to date after `rm mlflow.db`, so this stage is the first to see it.
     Return its end time when it is FINISHED (the resuming stage may put it back), else None."""
-    from tracking.store.recorded import RecordedRun, fix_for
+    from tracking.store.recorded import gone_error
 
     run = present_run(client, run_id)
     if run is None:
-        recorded = RecordedRun(RUN_FILE, run_id, TRAIN)
-        raise RunStateError(
-            f"{recorded.describe(shown(uri))} (the store was deleted or replaced, or the run deleted), "
-            "so DVC takes the outputs as up to date",
-            fix=fix_for([recorded]),
-        )
+        raise gone_error(f"the run to resume, {run_id}, is not in {shown(uri)}")
     return run.info.end_time if run.info.status == "FINISHED" else None
 
 

@@ -53,6 +53,7 @@ from tracking.repeats.running import train_and_keep, worker_credentials, worker_
 from tracking.repeats.worker import RepeatSpec, RepeatWorker, label, trained_on
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root, tracking_uri
+from tracking.store.recorded import write_link
 from tracking.training.model import require_code_deps
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,7 @@ def calibrate_baseline(params: Params) -> None:
             variants=np.array([run["variant"] for run in runs]),
         )
         noise.write(root / NOISE_FILE)
+        write_link(root, CALIBRATE, noise.execution())
     if control and not control.bit_identical:
         print(
             "WARNING: non-determinism detected: CONTROL repeats (same seeds, op determinism on) gave different "

@@ -36,6 +36,7 @@ from tracking.layout import (
     PREDICTIONS,
     PREPARED,
     RUN_FILE,
+    VERDICT_FILE,
 )
 from tracking.names import (
     BAND_VARIANT_TAG,
@@ -50,6 +51,7 @@ from tracking.noise.policy import CONTROL
 from tracking.noise.record import NoiseRecord
 from tracking.noise.run_page import describe_verdict, judged_metrics
 from tracking.noise.sequential import Look, look
+from tracking.noise.statistics import strict
 from tracking.noise.verdict import (
     check_compare_metrics,
     choose_variant,
@@ -63,7 +65,7 @@ from tracking.repeats.candidate_runs import extra_runs, train_candidate_repeats
 from tracking.repeats.kept import KeptRepeat
 from tracking.run.tracker import Tracker
 from tracking.store.location import open_client, project_root, tracking_uri
-from tracking.store.recorded import read_run_file, require_recorded_runs
+from tracking.store.recorded import read_run_file, train_run_id
 from tracking.training.scoring import flat_metrics
 
 
@@ -79,8 +81,8 @@ def compare_candidate(params: Params) -> bool:
     calibration = np.load(root / CALIBRATION_RUNS)
     evaluation = json.loads((root / EVAL_METRICS).read_text())
     check_compare_metrics(params, flat_metrics(evaluation), noise)
-    require_recorded_runs(open_client(root), root, tracking_uri(root))  # DVC does not see a deleted mlflow.db
-    candidate_run = read_run_file(root)
+    candidate_run_id = train_run_id(open_client(root), root, tracking_uri(root))  # DVC does not see a deleted store
+    training = read_run_file(root)
     predictions = np.load(root / PREDICTIONS)
     manifest = Manifest.read(root / PREPARED)
     variant, _ = choose_variant(params, baseline, manifest.content_sha256 != noise.data_sha256, list(noise.variants))
@@ -93,9 +95,7 @@ def compare_candidate(params: Params) -> bool:
         print(found.line(), file=sys.stderr)
         return found.stop is not None
 
-    extras, reused = replicate(
-        params, variant, root, manifest, candidate_run["run_id"], decided if until_decided else None
-    )
+    extras, reused = replicate(params, variant, root, manifest, candidate_run_id, decided if until_decided else None)
     measured = [first, *(kept.run["metrics"] for kept in extras)]
     last = sequential_look(params, band_values, measured) if until_decided else None
     result = judge_calibrated(
@@ -105,20 +105,21 @@ def compare_candidate(params: Params) -> bool:
         manifest.content_sha256,
         measured,
         np.stack([predictions, *(kept.predicted for kept in extras)]),
-        [candidate_run["weights_sha256"], *(kept.run["weights_sha256"] for kept in extras)],
+        [training.weights_sha256, *(kept.run["weights_sha256"] for kept in extras)],
         calibration["predictions"],
     )
     result.update({"candidate_repeat_runs": [kept.run["run_id"] for kept in extras], "reused_candidate_runs": reused})
+    # What this execution decided rather than judged: in the run's compare/compare.json, not in outputs/verdict.json.
+    execution = ("candidate_repeat_runs", "reused_candidate_runs")
     if last is not None:
         result["sequential"] = last.as_dict()
     name, reason = result["band_variant"], result["reason"]
     summary = verdict_metrics(result)
     startup.mark(startup.JUDGED)  # compare opens its store after judging: the line tells the two apart
-    with Tracker(
-        params.mlflow.experiment, root, run_id=candidate_run["run_id"], stage=COMPARE, keep_end_time=True
-    ) as tracker:
+    with Tracker(params.mlflow.experiment, root, run_id=candidate_run_id, stage=COMPARE, keep_end_time=True) as tracker:
         tracker.client.set_experiment_tag(tracker.experiment_id, VIEW_TAG, view_state(judged_metrics(result)))
-        write_outputs(root, result, summary, noise.at_alpha(params.compare.alpha), calibration, predictions, evaluation)
+        judged = {key: value for key, value in result.items() if key not in execution}
+        write_outputs(root, judged, summary, noise.at_alpha(params.compare.alpha), calibration, predictions, evaluation)
         tracker.log_metrics(
             {key: value for key, value in summary.items() if isinstance(value, float) and np.isfinite(value)}
         )
@@ -203,12 +204,14 @@ def write_outputs(
     predictions: np.ndarray,
     evaluation: dict,
 ) -> None:
-    """metrics/compare.json, the report and its plots."""
+    """metrics/compare.json, the verdict's record (`result`, what this execution decided left out), the report and
+    its plots."""
     from tracking.noise.report import render_plots, render_report
 
-    for path in (COMPARE_METRICS, COMPARE_REPORT):
+    for path in (COMPARE_METRICS, COMPARE_REPORT, VERDICT_FILE):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / COMPARE_METRICS).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    (root / VERDICT_FILE).write_text(json.dumps(strict(result), indent=2, allow_nan=False) + "\n")
     (root / COMPARE_REPORT).write_text(render_report(result))
     render_plots(
         {name: root / path for name, path in COMPARE_PLOTS.items()},

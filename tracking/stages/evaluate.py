@@ -4,7 +4,7 @@ the confusion matrix (classification) or predicted against actual (regression), 
 The saved model is reloaded with the custom layers and loss of the team's modules (model.builder's, a
 "module:function" train.loss), compiled again as train compiled it, and scored by the library's one scoring
 (`tracking.training.scoring.score_model`), as every calibration repeat is. Resumes the MLflow run that `train`
-opened (its id comes through `outputs/run.json`) and finishes it.
+opened (the run of the training `outputs/run.json` records: tracking/store/recorded.py) and finishes it.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from tracking.layout import (
 )
 from tracking.provenance.dvc import gather_dvc
 from tracking.run.tracker import Tracker
-from tracking.store.location import project_root
-from tracking.store.recorded import read_run_file
+from tracking.store.location import open_client, project_root, tracking_uri
+from tracking.store.recorded import train_run_id
 from tracking.training.model import load_trained_model
 from tracking.training.scoring import flat_metrics, score_model, summary_metrics
 
@@ -50,11 +50,11 @@ def evaluate_model(params: Params) -> None:
     for path in (RUN_FILE, MODEL):
         if not (root / path).is_file():
             raise RunStateError(f"{path} not found; run the train stage first (`dvc repro train`)")
-    run = read_run_file(root)
+    run_id = train_run_id(open_client(root), root, tracking_uri(root))
     manifest = Manifest.read(root / PREPARED)
     test = load_split(root / PREPARED, "test")
     task, n_outputs = manifest.task, manifest.n_outputs
-    with Tracker(params.mlflow.experiment, root, run_id=run["run_id"], stage=EVALUATE) as tracker:
+    with Tracker(params.mlflow.experiment, root, run_id=run_id, stage=EVALUATE) as tracker:
         seed_frameworks(params, seeds)
         model = load_trained_model(root / MODEL, params, root)
         result = score_model(model, seeds, test, task, n_outputs)

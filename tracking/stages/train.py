@@ -13,11 +13,13 @@ from tracking.data.dataset import load_splits
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.layout import HISTORY, MODEL, PREPARED, RUN_FILE, TRAIN, TRAIN_METRICS, TRAINED_ON
+from tracking.names import TRAINED_INPUTS_TAG
 from tracking.provenance.git import open_repository
-from tracking.provenance.reference import inputs_sha256, record, say_why_weights_differ
+from tracking.provenance.reference import inputs_sha256, record, say_why_weights_differ, trained_on
 from tracking.redaction import strip_credentials
 from tracking.run.tracker import Tracker
 from tracking.store.location import connect, project_root
+from tracking.store.recorded import Training, link_file, write_run_file
 from tracking.training.model import BuildInputs, prepare_model, require_code_deps
 from tracking.training.saved_model import save_model
 from tracking.training.tracked import final_metrics, tracked_training
@@ -45,21 +47,18 @@ def train_model(params: Params) -> None:
             model, history, digest = tracked_training(
                 params, seeds, effective, built, root, manifest, train, val, tracker, [EpochProgress()]
             )
+            inputs = inputs_sha256(root, manifest.content_sha256)
+            tracker.set_tags({TRAINED_INPUTS_TAG: inputs})  # what finds the run for outputs/run.json in any clone
             write_outputs(root, model, history, digest)
-            trained_on = record(inputs_sha256(root, manifest.content_sha256))
-            (root / TRAINED_ON).write_text(json.dumps(trained_on, indent=2) + "\n")
-            run = {
-                "run_id": tracker.run_id,
-                "experiment": tracker.experiment,
-                "tracking_uri": strip_credentials(tracker.uri),
-                "weights_sha256": digest,
-            }
-            (root / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n")
+            here = record(inputs)
+            (root / TRAINED_ON).write_text(json.dumps(trained_on(repo, root, here, digest), indent=2) + "\n")
+            training = Training(tracker.experiment, inputs, digest)
+            write_run_file(root, training, tracker.run_id, strip_credentials(tracker.uri))
     except BaseException:
         remove_outputs(root)
         raise
     print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
-    say_why_weights_differ(repo, root, trained_on, digest)
+    say_why_weights_differ(repo, root, here, digest)
 
 
 def write_outputs(root: Path, model: Any, history: dict[str, list[float]], digest: str) -> None:
@@ -78,6 +77,6 @@ def write_outputs(root: Path, model: Any, history: dict[str, list[float]], diges
 def remove_outputs(root: Path) -> None:
     """Delete what a failed or interrupted run may have written, so neither DVC nor evaluate takes it as valid.
     Only files that exist: on a project made read-only, unlinking a missing file fails too."""
-    for path in (MODEL, RUN_FILE, TRAIN_METRICS, HISTORY, TRAINED_ON):
+    for path in (MODEL, RUN_FILE, link_file(TRAIN), TRAIN_METRICS, HISTORY, TRAINED_ON):
         if (root / path).exists():
             (root / path).unlink()

@@ -23,7 +23,7 @@ from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLO
 from tracking.errors import RepoError, RunSelectionError, StoreFault, TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG
 from tracking.store.faults import describe, quiet_mlflow_database_errors, store_fault
-from tracking.store.recorded import require_recorded_runs
+from tracking.store.recorded import gone_error, missing_training
 from tracking.store.sqlite import (
     create_private,
     creation_lock,
@@ -125,8 +125,9 @@ def open_client(root: Path | None) -> MlflowClient:
     uri = tracking_uri(root)
     database = database_path(uri)
     if database is not None and not database.is_file():
-        if root is not None:  # outputs naming runs, and no store: it was deleted
-            require_recorded_runs(None, root, uri)
+        gone = missing_training(None, root) if root is not None else None
+        if gone is not None:  # outputs recording a training, and no store: it was deleted
+            raise gone_error(gone.describe(uri))
         raise TrackingServerError(
             f"no MLflow store {database} yet (nothing was logged here); run the pipeline first, "
             f"or set {MLFLOW_TRACKING_URI} to the store that holds the runs"

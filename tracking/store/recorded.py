@@ -1,100 +1,154 @@
-"""The runs the project's outputs name, checked against the store: a deleted or replaced `mlflow.db` leaves
-outputs that DVC takes as up to date while the runs they name are gone.
+"""The runs behind the project's outputs: the outputs record results by content, this checkout links them to runs.
 
-`outputs/run.json` names the train stage's run (evaluate and compare log to it), `calibration/noise.json` the
-calibration's parent run. DVC tracks neither the store nor the runs, so after `rm mlflow.db` a `dvc repro` says
-"up to date" and the next stage that reads those runs fails. `tracking doctor` lists such runs; a stage that
-reads them calls `require_recorded_runs` first, which names each missing run and the `dvc repro --force` that
-makes it again.
+`outputs/run.json` records the train stage's training by what decides it (the hashes of its inputs and of its
+weights) and `calibration/noise.json` the calibration's bands, so a clone that trains the same weights writes the
+same files and `git status` stays clean. Run ids, the store's address and where each repeat ran differ in every
+clone; the stages write them to this checkout's links (`.tracking/runs/<stage>.json`, git-ignored). Evaluate and
+compare find the train stage's run through its link, or else by content in the store (the newest run tagged with
+the same inputs and weights: a clone's, a `dvc pull`ed result's). DVC tracks neither the store nor the runs, so
+after `rm mlflow.db` a `dvc repro` says "up to date" and the next stage that needs the run fails; `tracking doctor`
+lists such runs, and `train_run_id` names the `dvc repro` that makes one again.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracking.errors import RunStateError
-from tracking.layout import CALIBRATE, NOISE_FILE, RUN_FILE, TRAIN
-from tracking.store.reads import present_run
+from tracking.layout import RUN_FILE, RUN_LINKS, TRAIN
+from tracking.names import RERUN_OF_TAG, TRAINED_INPUTS_TAG, WEIGHTS_TAG, tag_absent, tag_is
+from tracking.store.reads import newest_run, present_run
 
 if TYPE_CHECKING:
+    from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
-# Each file that names a run: the key holding its id, and the stage that writes it (and re-creates the run).
-NAMED_BY = {RUN_FILE: ("run_id", TRAIN), NOISE_FILE: ("parent_run_id", CALIBRATE)}
+# Re-creates the train stage's run and what evaluate and compare log to it: forcing train alone would leave them
+# up to date, since a run of the same weights writes the same outputs/run.json.
+REPRODUCE_TRAINING = f"re-create it with `dvc repro --force --downstream {TRAIN}`"
 
 
 @dataclass(frozen=True)
-class RecordedRun:
-    """A run an output file names: the file (relative to the project), the run's id, the stage that made both."""
+class Training:
+    """What `outputs/run.json` holds: the training by content, equal in every clone that trains these weights."""
 
-    file: Path
-    run_id: str
-    stage: str
+    experiment: str
+    inputs_sha256: str
+    weights_sha256: str
 
     def describe(self, uri: str) -> str:
-        return f"{self.file} names MLflow run {self.run_id}, which {uri} does not hold"
+        return f"{RUN_FILE} records a training (weights {self.weights_sha256[:12]}...) that no run in {uri} logged"
 
 
-def read_run_file(root: Path) -> dict[str, Any]:
-    """`outputs/run.json` as the train stage wrote it (an object naming its run's id); a file that is not is one
-    line naming it and the `dvc repro` that writes it again."""
-    path = root / RUN_FILE
+def link_file(stage: str) -> Path:
+    """This checkout's link from `stage`'s outputs to its MLflow runs, relative to the project."""
+    return RUN_LINKS / f"{stage}.json"
+
+
+def write_link(root: Path, stage: str, link: dict[str, Any]) -> None:
+    path = root / link_file(stage)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(link, indent=2) + "\n", encoding="utf-8")
+
+
+def read_link(root: Path, stage: str) -> dict[str, Any]:
+    """`stage`'s link in this checkout; empty where it has none (a fresh clone, results DVC restored)."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        found = json.loads((root / link_file(stage)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def write_run_file(root: Path, training: Training, run_id: str, uri: str) -> None:
+    """Write `outputs/run.json` (the training by content) and the train stage's link to its run `run_id` in the
+    store at `uri` (shown without credentials)."""
+    (root / RUN_FILE).write_text(json.dumps(asdict(training), indent=2) + "\n", encoding="utf-8")
+    write_link(root, TRAIN, {**asdict(training), "run_id": run_id, "tracking_uri": uri})
+
+
+def read_run_file(root: Path) -> Training:
+    """`outputs/run.json` as the train stage wrote it; a file that is not is one line naming it and the `dvc repro`
+    that writes it again."""
+    try:
+        text = (root / RUN_FILE).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        text = str(err)
+    return parse_run_file(text)
+
+
+def parse_run_file(text: str, where: str = RUN_FILE.as_posix()) -> Training:
+    """The training `text` (`outputs/run.json`'s, from `where`) records; one line naming it where it is damaged."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as err:
         record, why = None, f"not JSON ({err})"
     else:
-        why = "no run_id in it"
-    if not isinstance(record, dict) or not isinstance(record.get("run_id"), str) or not record["run_id"]:
+        why = "not the training's hashes"
+    keys = Training.__dataclass_fields__
+    if not isinstance(record, dict) or not all(isinstance(record.get(key), str) and record[key] for key in keys):
         raise RunStateError(
-            f"{RUN_FILE} is damaged ({why})", fix=f"write it again with `dvc repro --force --single-item {TRAIN}`"
+            f"{where} is damaged ({why})", fix=f"write it again with `dvc repro --force --single-item {TRAIN}`"
         )
-    return record
+    return Training(**{key: record[key] for key in keys})
 
 
-def recorded_runs(root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)) -> list[RecordedRun]:
-    """The runs that `files` (those present and readable) name."""
-    found = []
-    for file in files:
-        key, stage = NAMED_BY[file]
-        try:
-            run_id = json.loads((root / file).read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(run_id, str) and run_id:
-            found.append(RecordedRun(file, run_id, stage))
-    return found
+def training_clause(training: Training) -> str:
+    """The filter string selecting the runs that trained `training`, reruns left out."""
+    return (
+        f"{tag_is(TRAINED_INPUTS_TAG, training.inputs_sha256)} and {tag_is(WEIGHTS_TAG, training.weights_sha256)} and "
+        f"{tag_absent(RERUN_OF_TAG)}"
+    )
 
 
-def missing_runs(
-    client: MlflowClient | None, root: Path, files: tuple[Path, ...] = tuple(NAMED_BY)
-) -> list[RecordedRun]:
-    """The recorded runs the store behind `client` lacks or holds as deleted; all of them when `client` is None
-    (no store at all: its file was deleted)."""
-    return [
-        recorded
-        for recorded in recorded_runs(root, files)
-        if client is None or present_run(client, recorded.run_id) is None
-    ]
+def find_training(client: MlflowClient, training: Training, linked: str | None = None) -> Run | None:
+    """The run `linked` (this checkout's link) where the store holds it, else the newest run of the training's
+    experiment that trained it; None where the store holds none."""
+    if linked:
+        run = present_run(client, linked)
+        if run is not None:
+            return run
+    experiment = client.get_experiment_by_name(training.experiment)
+    if experiment is None:
+        return None
+    return newest_run(client, [experiment.experiment_id], training_clause(training))
 
 
-def fix_for(gone: list[RecordedRun]) -> str:
-    """The commands that re-create the runs `gone` names: each stage forced, then the rest of the pipeline."""
-    stages = " ".join(dict.fromkeys(recorded.stage for recorded in gone))
-    return f"re-create them with `dvc repro --force --single-item {stages}` then `dvc repro`"
+def linked_run(root: Path, training: Training) -> str | None:
+    """The run id this checkout's train link names, where it links the same training."""
+    link = read_link(root, TRAIN)
+    same = all(link.get(key) == value for key, value in asdict(training).items())
+    return link.get("run_id") if same else None
 
 
-def require_recorded_runs(
-    client: MlflowClient | None, root: Path, uri: str, files: tuple[Path, ...] = tuple(NAMED_BY)
-) -> None:
-    """Stop with one line when a run that `files` name is gone from the store at `uri` (`client` None: no store)."""
-    gone = missing_runs(client, root, files)
-    if gone:
-        raise RunStateError(
-            "; ".join(recorded.describe(uri) for recorded in gone)
-            + " (the store was deleted or replaced, or the run deleted), so DVC takes the outputs as up to date",
-            fix=fix_for(gone),
-        )
+def train_run_id(client: MlflowClient, root: Path, uri: str) -> str:
+    """The id of the run that trained what `outputs/run.json` records, which evaluate and compare log to; one line
+    naming the file and the fix where the store at `uri` holds none (deleted or replaced: DVC does not see it)."""
+    training = read_run_file(root)
+    run = find_training(client, training, linked_run(root, training))
+    if run is None:
+        raise gone_error(training.describe(uri))
+    return run.info.run_id
+
+
+def gone_error(what: str) -> RunStateError:
+    """The error of a stage whose training run (`what` describes it) the store no longer holds."""
+    return RunStateError(
+        f"{what} (the store was deleted or replaced, or the run deleted), so DVC takes the outputs as up to date",
+        fix=REPRODUCE_TRAINING,
+    )
+
+
+def missing_training(client: MlflowClient | None, root: Path) -> Training | None:
+    """The training `outputs/run.json` records where the store behind `client` holds no run of it (`client` None:
+    no store at all, its file deleted); None where it does, or where no readable run file is there."""
+    try:
+        training = read_run_file(root)
+    except (OSError, RunStateError):
+        return None
+    if client is not None and find_training(client, training, linked_run(root, training)) is not None:
+        return None
+    return training

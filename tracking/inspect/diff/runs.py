@@ -34,6 +34,7 @@ from tracking.provenance import LOCKED_DEPS_ARTIFACT, RECORD_ARTIFACT, to_fields
 from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
 from tracking.store.reads import experiment_ids, first_runs, newest_run, run_by_id, run_metrics
+from tracking.store.recorded import find_training, linked_run, parse_run_file
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -82,14 +83,14 @@ class RunSnapshot:
 def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> RunSnapshot:
     """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
     named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it), or the run whose id starts with `ref` (8 or
-    more hex characters), or else the run that `outputs/run.json` names at `ref` in `project` (an experiment or git
-    revision DVC resolves), or in a team's script project (no stage declares `outputs/run.json`) the latest run
+    more hex characters), or else the run of the training `outputs/run.json` records at `ref` in `project` (an
+    experiment or git revision DVC resolves), or in a team's script project (no stage declares `outputs/run.json`) the latest run
     logged at the commit git revision `ref` names. A name or prefix that several runs share is an error that lists them.
 
     By name, the experiment's candidate run: its calibration runs and the candidate's extra runs (children of it,
     `compare.candidate_repeats`) carry the name too, and start later. An
     experiment that changed only what `train` does not depend on (`compute`, `calibration`, `compare`) trained
-    no run to tag: DVC reused the earlier training, whose run its `outputs/run.json` names.
+    no run to tag: DVC reused the earlier training, which its `outputs/run.json` records.
     """
     from mlflow.exceptions import MlflowException
 
@@ -185,14 +186,15 @@ def _has_remote(project: Path) -> bool:
 
 
 def _run_at_revision(client: MlflowClient, project: Path, ref: str) -> Run | None:
-    """The run the project's `outputs/run.json` names at DVC revision `ref`, or None where DVC resolves no such
-    revision or nothing trained there; RunNotFound where that revision's dvc.lock names a run file the cache lacks."""
+    """The run of the training the project's `outputs/run.json` records at DVC revision `ref` (the newest that
+    logged its inputs and weights), or None where DVC resolves no such revision or nothing trained there;
+    RunNotFound where that revision's dvc.lock names a run file the cache lacks, or no run in the store trained it."""
     import dvc.api
     from dvc.exceptions import DvcException, PathMissingError
     from mlflow.exceptions import MlflowException
 
     try:
-        named = json.loads(dvc.api.read(RUN_FILE.as_posix(), repo=str(project), rev=ref))["run_id"]
+        text = dvc.api.read(RUN_FILE.as_posix(), repo=str(project), rev=ref)
     except PathMissingError as err:
         locked = locked_out_md5(project, ref, RUN_FILE.as_posix())
         if locked is None:
@@ -208,25 +210,26 @@ def _run_at_revision(client: MlflowClient, project: Path, ref: str) -> Run | Non
         ) from err
     except (DvcException, OSError):
         return None
+    training = parse_run_file(text, f"{RUN_FILE} at '{ref}'")
     try:
-        run = run_by_id(client, named)
+        run = find_training(client, training, linked_run(project, training))
     except MlflowException as err:
-        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
-            raise TrackingServerError(
-                f"run {named}, which {RUN_FILE} names at '{ref}', cannot be read from {client.tracking_uri} "
-                f"({str(err).splitlines()[0]})",
-                fix="check the tracking server",
-            ) from err
-        raise RunNotFound(
-            f"run '{ref}' not found in {client.tracking_uri}: no run is tagged dvc.exp_name with that name, and the "
-            f"run its {RUN_FILE} names, {named}, is not in this store",
-            fix="set MLFLOW_TRACKING_URI to the store that logged it (its tracking_uri in that file)",
+        raise TrackingServerError(
+            f"the run of the training {RUN_FILE} records at '{ref}' cannot be read from {client.tracking_uri} "
+            f"({str(err).splitlines()[0]})",
+            fix="check the tracking server",
         ) from err
+    if run is None:
+        raise RunNotFound(
+            f"run '{ref}' not found in {client.tracking_uri}: no run is tagged dvc.exp_name with that name, and no "
+            f"run in this store trained what {RUN_FILE} records at '{ref}' (weights {training.weights_sha256[:12]}...)",
+            fix="set MLFLOW_TRACKING_URI to the store that logged it, or give the run's id",
+        )
     log.info(
-        "'%s': no run is tagged dvc.exp_name with that name; using run %s, which its %s names (the training DVC ran "
-        "or reused there)",
+        "'%s': no run is tagged dvc.exp_name with that name; using run %s, which trained what its %s records (the "
+        "training DVC ran or reused there)",
         ref,
-        named,
+        run.info.run_id,
         RUN_FILE,
     )
     return run
