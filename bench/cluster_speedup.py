@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from servers import RayHead
 
-from tracking.layout import NOISE_FILE, REPEATS_DIR
+from tracking.layout import CALIBRATE, NOISE_FILE, REPEATS_DIR
 from tracking.names import COMPUTE_PROCESS_TAG
+from tracking.store.recorded import read_link
 from tracking.yaml_text import yaml_editor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +45,8 @@ BARE_TRAININGS = 4  # per process, after one warm-up
 
 
 def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, float]]:
-    """Wall time of `dvc repro -f -s calibrate` from nothing kept, the noise file it wrote, and its timeline."""
+    """Wall time of `dvc repro -f -s calibrate` from nothing kept, the noise file it wrote with each repeat's run and
+    place from the checkout's link merged in, and its timeline."""
     shutil.rmtree(clone / REPEATS_DIR, ignore_errors=True)
     began = time.time()
     started = time.perf_counter()
@@ -53,6 +55,8 @@ def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, 
     if done.returncode != 0:
         sys.exit(f"dvc repro calibrate failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     noise = json.loads((clone / NOISE_FILE).read_text())
+    linked = read_link(clone, CALIBRATE)["runs"]  # run ids and places: the noise file holds results only
+    noise["runs"] = [{**run, **link} for run, link in zip(noise["runs"], linked, strict=True)]
     return elapsed, noise, timeline(clone, noise, began, began + elapsed)
 
 

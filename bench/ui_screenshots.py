@@ -34,8 +34,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tracking.layout import TRAIN
 from tracking.names import PROV_PREFIX
 from tracking.noise.judged_view import MODEL_TRAINING, view_link
+from tracking.store.recorded import read_link
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -343,14 +345,15 @@ def blank_tags(dom: str) -> tuple[int, list[str], list[str]]:
 
 
 def pick_runs(database: Path, project: Path, experiment: str) -> tuple[str, str, str]:
-    """The experiment id, the candidate run (from outputs/run.json) and the first calibration repeat."""
+    """The experiment id, the candidate run (the one the checkout's train link names) and the first calibration
+    repeat."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{database}")
     found = client.get_experiment_by_name(experiment)
     if found is None:
         raise SystemExit(f"error: no experiment {experiment!r} in {database}; run `dvc repro evaluate calibrate` first")
-    candidate = json.loads((project / "outputs/run.json").read_text())["run_id"]
+    candidate = read_link(project, TRAIN)["run_id"]
     repeats = client.search_runs([found.experiment_id], filter_string="tags.`noise.repeat` = '0'", max_results=1)
     if not repeats:
         raise SystemExit(f"error: no calibration repeat in {database}; run `dvc repro calibrate` first")

@@ -175,10 +175,10 @@ def test_a_stage_that_keeps_the_end_time_adds_to_a_finished_run_without_lengthen
 
 
 def test_unknown_run_id_is_a_user_error(root):
-    expected = f"names MLflow run {'f' * 32}, which sqlite:///"
+    expected = f"the run to resume, {'f' * 32}, is not in sqlite:///"
     with pytest.raises(RunStateError, match=expected) as raised, Tracker("t", root, run_id="f" * 32):
         pass
-    assert "`dvc repro --force --single-item train` then `dvc repro`" in str(raised.value)
+    assert "`dvc repro --force --downstream train`" in str(raised.value)
 
 
 @pytest.mark.format
