@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import add_deps, assert_user_error, client_for, project_env, recorded, run, runs_of, write_params
+from conftest import REPO, add_deps, assert_user_error, client_for, project_env, recorded, run, runs_of, write_params
 from dvc.utils.serialize import parse_yaml as dvc_parse_yaml
 
 from tracking.errors import RerunError
@@ -199,6 +200,23 @@ def test_a_diff_with_redacted_secrets_is_refused(tmp_path: Path):
     )
     with pytest.raises(RerunError, match=r"secret values redacted in settings\.py"):
         apply_diff(tmp_path, diff, "run1")
+
+
+def test_a_file_the_run_read_as_logged_is_not_said_to_differ(tmp_path: Path):
+    """A clean run's rerun said "4 differed from the file at the commit": the file leaves optional keys at their
+    defaults (train.class_weight) and writes 1 where the run logged 1.0 (compute.cpus_per_run), which the stages read
+    alike. Compared as the stages read params.yaml, nothing differs and the file is left as committed; a changed
+    value is still named."""
+    from tracking.config.params_file import load_params
+    from tracking.yaml_text import param_text
+
+    path = tmp_path / "params.yaml"
+    shutil.copy(REPO / "params.yaml", path)
+    logged = {key: param_text(value) for key, value in load_params(path).flat().items()}
+    assert logged["compute.cpus_per_run"] == "1.0" and "class_weight" not in path.read_text()
+    committed = path.read_text()
+    assert write_logged_params(path, logged) == [] and path.read_text() == committed
+    assert write_logged_params(path, {**logged, "train.learning_rate": "1e-05"}) == ["train.learning_rate"]
 
 
 def test_params_are_rewritten_to_exactly_the_logged_values(tmp_path: Path):

@@ -55,9 +55,11 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> list[str]:
             "cannot be re-created; have the loader read those secrets from the environment instead, and train again"
         )
     wanted = _canonical(params_from_logged(logged))
-    before = _canonical(_read(path))
-    differed = sorted(key for key in wanted.keys() | before.keys() if wanted.get(key) != before.get(key))
-    if not differed:
+    read, before = _as_read(params_from_logged(logged)), _as_read(_read(path))
+    if read is None or before is None:  # one the schema refuses: compared as written
+        read, before = wanted, _canonical(_read(path))
+    differed = sorted(key for key in read.keys() | before.keys() if read.get(key) != before.get(key))
+    if not differed:  # the stages read the logged params from the file as it is (a default left out, 1 for 1.0)
         return []
     editor = yaml_editor()
     document = (editor.load(path.read_text()) if path.is_file() else None) or CommentedMap()
@@ -96,6 +98,19 @@ def params_step(file: str, logged: int, differed: list[str], shown: int = 6) -> 
 def _read(path: Path) -> dict[str, Any]:
     """params.yaml as the stages (and DVC) read it, empty when there is none."""
     return (parse_yaml(path.read_text()) or {}) if path.is_file() else {}
+
+
+def _as_read(tree: dict[str, Any]) -> dict[str, str] | None:
+    """Flattened as the stages read the params (validated, each default filled in, each value its field's type), as
+    JSON; None for a tree the schema refuses."""
+    from pydantic import ValidationError
+
+    from tracking.config.params import Params
+
+    try:
+        return _canonical(Params.model_validate(tree).model_dump(mode="json"))
+    except ValidationError:
+        return None
 
 
 def _canonical(tree: dict[str, Any]) -> dict[str, str]:
