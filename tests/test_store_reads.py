@@ -66,3 +66,31 @@ def test_a_value_holding_a_quote_is_matched_exactly(store):
     assert quoted("plain") == "'plain'" and quoted("it's") == '"it\'s"'
     with pytest.raises(RunSelectionError, match="both quote characters"):
         quoted("""it's "both\"""")
+
+
+def test_the_run_of_a_training_is_found_by_content_and_an_earlier_run_file_by_its_id(store):
+    """outputs/run.json records a training by its inputs' and weights' hashes: the newest run tagged with both (a
+    rerun left out) is its run; a file an earlier version wrote (a revision committed before) named its run by id,
+    and still finds it; a damaged one names the file."""
+    from tracking.errors import RunStateError
+    from tracking.names import RERUN_OF_TAG, TRAINED_INPUTS_TAG, WEIGHTS_TAG
+    from tracking.store.recorded import find_training, parse_run_file
+
+    client, experiment, add = store
+    name = client.get_experiment(experiment).name
+    hashes = {TRAINED_INPUTS_TAG: "1" * 64, WEIGHTS_TAG: "2" * 64}
+    older, newer = add("train-a", 1000, **hashes), add("train-b", 2000, **hashes)
+    add("rerun", 3000, **hashes, **{RERUN_OF_TAG: newer})
+    add("other-weights", 4000, **{**hashes, WEIGHTS_TAG: "3" * 64})
+    today = f'{{"experiment": "{name}", "inputs_sha256": "{"1" * 64}", "weights_sha256": "{"2" * 64}"}}'
+    assert find_training(client, parse_run_file(today)).info.run_id == newer
+    assert find_training(client, parse_run_file(today), linked=older).info.run_id == older
+    earlier = f'{{"run_id": "{older}", "experiment": "{name}", "weights_sha256": "{"2" * 64}"}}'
+    assert find_training(client, parse_run_file(earlier)).info.run_id == older
+    gone = parse_run_file(f'{{"run_id": "{"f" * 32}", "experiment": "{name}"}}')
+    assert (
+        find_training(client, gone) is None
+        and gone.describe("here") == f"outputs/run.json names MLflow run {'f' * 32}, which here does not hold"
+    )
+    with pytest.raises(RunStateError, match=r"outputs/run\.json is damaged"):
+        parse_run_file('{"experiment": "x"}')

@@ -13,7 +13,7 @@ lists such runs, and `train_run_id` names the `dvc repro` that makes one again.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +38,19 @@ class Training:
     experiment: str
     inputs_sha256: str
     weights_sha256: str
+    run_id: str | None = None  # a file of an earlier version named its run by id (a revision committed before)
+
+    def content(self) -> dict[str, str]:
+        """What `outputs/run.json` holds."""
+        return {
+            "experiment": self.experiment,
+            "inputs_sha256": self.inputs_sha256,
+            "weights_sha256": self.weights_sha256,
+        }
 
     def describe(self, uri: str) -> str:
+        if not self.inputs_sha256:
+            return f"{RUN_FILE} names MLflow run {self.run_id}, which {uri} does not hold"
         return f"{RUN_FILE} records a training (weights {self.weights_sha256[:12]}...) that no run in {uri} logged"
 
 
@@ -66,8 +77,8 @@ def read_link(root: Path, stage: str) -> dict[str, Any]:
 def write_run_file(root: Path, training: Training, run_id: str, uri: str) -> None:
     """Write `outputs/run.json` (the training by content) and the train stage's link to its run `run_id` in the
     store at `uri` (shown without credentials)."""
-    (root / RUN_FILE).write_text(json.dumps(asdict(training), indent=2) + "\n", encoding="utf-8")
-    write_link(root, TRAIN, {**asdict(training), "run_id": run_id, "tracking_uri": uri})
+    (root / RUN_FILE).write_text(json.dumps(training.content(), indent=2) + "\n", encoding="utf-8")
+    write_link(root, TRAIN, {**training.content(), "run_id": run_id, "tracking_uri": uri})
 
 
 def read_run_file(root: Path) -> Training:
@@ -88,12 +99,18 @@ def parse_run_file(text: str, where: str = RUN_FILE.as_posix()) -> Training:
         record, why = None, f"not JSON ({err})"
     else:
         why = "not the training's hashes"
-    keys = Training.__dataclass_fields__
-    if not isinstance(record, dict) or not all(isinstance(record.get(key), str) and record[key] for key in keys):
+    keys = ("experiment", "inputs_sha256", "weights_sha256")
+    if isinstance(record, dict) and _text(record.get("run_id")) and "inputs_sha256" not in record:
+        return Training(str(record.get("experiment", "")), "", str(record.get("weights_sha256", "")), record["run_id"])
+    if not isinstance(record, dict) or not all(_text(record.get(key)) for key in keys):
         raise RunStateError(
             f"{where} is damaged ({why})", fix=f"write it again with `dvc repro --force --single-item {TRAIN}`"
         )
-    return Training(**{key: record[key] for key in keys})
+    return Training(*(record[key] for key in keys))
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def training_clause(training: Training) -> str:
@@ -105,12 +122,14 @@ def training_clause(training: Training) -> str:
 
 
 def find_training(client: MlflowClient, training: Training, linked: str | None = None) -> Run | None:
-    """The run `linked` (this checkout's link) where the store holds it, else the newest run of the training's
-    experiment that trained it; None where the store holds none."""
-    if linked:
-        run = present_run(client, linked)
+    """The run `linked` (this checkout's link) or the one an earlier version's file named, where the store holds it,
+    else the newest run of the training's experiment that trained it; None where the store holds none."""
+    for run_id in filter(None, (linked, training.run_id)):
+        run = present_run(client, run_id)
         if run is not None:
             return run
+    if not training.inputs_sha256:  # an earlier version's file: its run is the one it named
+        return None
     experiment = client.get_experiment_by_name(training.experiment)
     if experiment is None:
         return None
@@ -120,7 +139,7 @@ def find_training(client: MlflowClient, training: Training, linked: str | None =
 def linked_run(root: Path, training: Training) -> str | None:
     """The run id this checkout's train link names, where it links the same training."""
     link = read_link(root, TRAIN)
-    same = all(link.get(key) == value for key, value in asdict(training).items())
+    same = all(link.get(key) == value for key, value in training.content().items())
     return link.get("run_id") if same else None
 
 
