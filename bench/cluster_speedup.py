@@ -8,8 +8,9 @@ authentication). Prints each wall time, the speed-up (target: at least 1.6 on 2 
 trained, and whether all gave the same weights, repeat for repeat, and where each executor's time went (read back from the repeats' MLflow runs): before the first repeat
 (the stage's start, and with Ray the cluster's and its workers'), the repeats, after the last one, and how busy the
 workers kept. Then this machine's own ceiling, with no Ray and no tracking: the same bare training (the default
-configuration's ALGO repeats, untracked) in one process alone, then in one process per core at once; the rate
-they reach together over the rate of one alone bounds any executor's speed-up here (cores that share a physical
+configuration's ALGO repeats, untracked) in one process alone, then in one process per core at once, then alone
+again (the faster alone run counts: the first follows the Ray cluster's shutdown); the rate they reach together
+over the rate of one alone bounds any executor's speed-up here (cores that share a physical
 core or memory bandwidth give less than their count). Each Ray calibration's share of that ceiling is printed;
 the target for the running cluster, which pays no Ray start-up, is 95%.
 Run from the project root: `.venv/bin/python bench/cluster_speedup.py`.
@@ -122,9 +123,10 @@ def bare_trainings(count: int) -> None:
     print(f"{time.perf_counter() - started:.3f}")
 
 
-def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, float]:
-    """Seconds of `BARE_TRAININGS` bare trainings in one process alone, and the slowest of `processes` such
-    processes whose timed trainings start together (after each has imported and trained its warm-up)."""
+def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, float, float]:
+    """Seconds of `BARE_TRAININGS` bare trainings in one process alone, before and after the slowest of `processes`
+    such processes whose timed trainings start together (after each has imported and trained its warm-up): the
+    first alone run follows the Ray cluster's shutdown, whose processes can still take a core."""
     command = [sys.executable, str(Path(__file__).resolve()), "--bare", str(BARE_TRAININGS)]
 
     def together(count: int) -> list[float]:
@@ -148,8 +150,10 @@ def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, fl
             process.stdin.flush()
         return [float(process.communicate()[0].split()[-1]) for process in started]
 
-    (alone,) = together(1)
-    return alone, max(together(processes))
+    (before,) = together(1)
+    slowest = max(together(processes))
+    (after,) = together(1)
+    return before, slowest, after
 
 
 def main() -> None:
@@ -178,7 +182,8 @@ def main() -> None:
             cluster_s, cluster, cluster_parts = calibrate(clone, {**env, **head.env})
         finally:
             head.stop()
-        alone_s, together_s = ceiling(clone, env, cores)
+        before_s, together_s, after_s = ceiling(clone, env, cores)
+        alone_s = min(before_s, after_s)  # the least disturbed
 
     repeats = len(local["runs"])
     workers = len({run["where"][COMPUTE_PROCESS_TAG] for run in ray["runs"]})
@@ -197,8 +202,9 @@ def main() -> None:
     limit = cores * alone_s / together_s
     print(
         f"this machine's ceiling, no Ray, no tracking: {BARE_TRAININGS} bare trainings take {alone_s:.1f} s in one "
-        f"process alone and {together_s:.1f} s in each of {cores} at once: {limit:.2f}x the rate of one "
-        f"(the Ray speed-up is {speedup / limit:.0%} of it)"
+        f"process alone (the faster of {before_s:.1f} s before and {after_s:.1f} s after) and {together_s:.1f} s in "
+        f"each of {cores} at once: {limit:.2f}x the rate of one (the Ray speed-up is {speedup / limit:.0%} of it)"
+        + (f"; over {cores}x: the machine was not quiet" if limit > cores else "")
     )
     share = local_s / cluster_s / limit
     print(
