@@ -85,8 +85,8 @@ BENCHES = (
         "(one process), with `ray` (a private Ray, one worker per core) and with `ray` on a cluster already running "
         "(`compute.address`, as teams use one), one after the other: wall times, the speed-up (target: at least 1.6 "
         "on 2 cores) and whether all trained the same weights, repeat for repeat; then the machine's own ceiling: "
-        "the same bare training, untracked, in one process alone and in one per core at once, and each Ray "
-        "calibration's share of it (target with the running cluster: 95%).",
+        "the same bare training, untracked, in one process alone (before and after; the faster counts) and in one "
+        "per core at once, and each Ray calibration's share of it (target with the running cluster: 95%).",
     ),
     Bench(
         "noise_metrics_speed.py",
