@@ -263,10 +263,16 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert params["data.loader"] == "team_data:load" and "tracking.redacted_params" not in found.data.tags
     assert "warning: param(s)" not in first.stderr
     # The store, its artifacts and the lock beside it: owner-only whatever the umask.
-    modes = {
-        name: oct((project / name).stat().st_mode & 0o777) for name in ("mlflow.db", "mlflow.db.lock", "mlartifacts")
+    # So are this checkout's links to its runs (.tracking/runs/), which name the store.
+    stored = ("mlflow.db", "mlflow.db.lock", "mlartifacts", ".tracking", ".tracking/runs")
+    modes = {name: oct((project / name).stat().st_mode & 0o777) for name in stored}
+    assert modes == {
+        "mlflow.db": "0o600",
+        "mlflow.db.lock": "0o600",
+        "mlartifacts": "0o700",
+        ".tracking": "0o700",
+        ".tracking/runs": "0o700",
     }
-    assert modes == {"mlflow.db": "0o600", "mlflow.db.lock": "0o600", "mlartifacts": "0o700"}
     assert [oct(path.stat().st_mode & 0o777) for path in project.glob("mlflow.db-*")] in ([], ["0o600"] * 2)
     assert params["train.learning_rate"] == "0.001" and params["model.kwargs.filters"] == "[4, 4, 4]"
     assert params["seeds.dropout"] == "null" and params["determinism.op_determinism"] == "true"

@@ -21,6 +21,7 @@ from tracking.errors import RunStateError
 from tracking.layout import RUN_FILE, RUN_LINKS, TRAIN
 from tracking.names import RERUN_OF_TAG, TRAINED_INPUTS_TAG, WEIGHTS_TAG, tag_absent, tag_is
 from tracking.store.reads import newest_run, present_run
+from tracking.store.sqlite import private_folder
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -60,8 +61,9 @@ def link_file(stage: str) -> Path:
 
 
 def write_link(root: Path, stage: str, link: dict[str, Any]) -> None:
+    """Write `stage`'s link; its folder owner-only, as everything under `.tracking/` is."""
     path = root / link_file(stage)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(path.parent)
     path.write_text(json.dumps(link, indent=2) + "\n", encoding="utf-8")
 
 
