@@ -35,6 +35,7 @@ from servers import RayHead
 
 from tracking.layout import CALIBRATE, NOISE_FILE, REPEATS_DIR
 from tracking.names import COMPUTE_PROCESS_TAG
+from tracking.noise.record import NoiseRecord
 from tracking.store.recorded import read_link
 from tracking.yaml_text import yaml_editor
 
@@ -55,9 +56,8 @@ def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, 
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"dvc repro calibrate failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    noise = json.loads((clone / NOISE_FILE).read_text())
-    linked = read_link(clone, CALIBRATE)["runs"]  # run ids and places: the noise file holds results only
-    noise["runs"] = [{**run, **link} for run, link in zip(noise["runs"], linked, strict=True)]
+    # run ids and places are in the checkout's link: the noise file holds results only
+    noise = NoiseRecord.whole(json.loads((clone / NOISE_FILE).read_text()), read_link(clone, CALIBRATE))
     return elapsed, noise, timeline(clone, noise, began, began + elapsed)
 
 

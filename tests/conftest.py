@@ -195,10 +195,9 @@ def calibration_link(root: Path) -> dict:
 def calibration_record(root: Path) -> dict:
     """calibration/noise.json's results with this checkout's link merged in (the parent run, reuse, each repeat's run
     and place): the whole record, as the calibrate stage logs it to MLflow."""
-    results = json.loads((root / "calibration/noise.json").read_text())
-    link = calibration_link(root)
-    runs = [{**found, **linked} for found, linked in zip(results["runs"], link["runs"], strict=True)]
-    return {**results, **link, "runs": runs}
+    from tracking.noise.record import NoiseRecord
+
+    return NoiseRecord.whole(json.loads((root / "calibration/noise.json").read_text()), calibration_link(root))
 
 
 def runs_of(root: Path, experiment: str = "test") -> list:

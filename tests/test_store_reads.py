@@ -68,13 +68,14 @@ def test_a_value_holding_a_quote_is_matched_exactly(store):
         quoted("""it's "both\"""")
 
 
-def test_the_run_of_a_training_is_found_by_content_and_an_earlier_run_file_by_its_id(store):
+def test_the_run_of_a_training_is_found_by_content_and_an_earlier_run_file_by_its_id(store, tmp_path):
     """outputs/run.json records a training by its inputs' and weights' hashes: the newest run tagged with both (a
     rerun left out) is its run; a file an earlier version wrote (a revision committed before) named its run by id,
     and still finds it; a damaged one names the file."""
     from tracking.errors import RunStateError
+    from tracking.layout import TRAIN
     from tracking.names import RERUN_OF_TAG, TRAINED_INPUTS_TAG, WEIGHTS_TAG
-    from tracking.store.recorded import find_training, parse_run_file
+    from tracking.store.recorded import find_training, parse_run_file, write_link
 
     client, experiment, add = store
     name = client.get_experiment(experiment).name
@@ -84,7 +85,8 @@ def test_the_run_of_a_training_is_found_by_content_and_an_earlier_run_file_by_it
     add("other-weights", 4000, **{**hashes, WEIGHTS_TAG: "3" * 64})
     today = f'{{"experiment": "{name}", "inputs_sha256": "{"1" * 64}", "weights_sha256": "{"2" * 64}"}}'
     assert find_training(client, parse_run_file(today)).info.run_id == newer
-    assert find_training(client, parse_run_file(today), linked=older).info.run_id == older
+    write_link(tmp_path, TRAIN, {**parse_run_file(today).content(), "run_id": older})  # this checkout's run
+    assert find_training(client, parse_run_file(today), tmp_path).info.run_id == older
     earlier = f'{{"run_id": "{older}", "experiment": "{name}", "weights_sha256": "{"2" * 64}"}}'
     assert find_training(client, parse_run_file(earlier)).info.run_id == older
     gone = parse_run_file(f'{{"run_id": "{"f" * 32}", "experiment": "{name}"}}')

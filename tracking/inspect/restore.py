@@ -54,16 +54,17 @@ def write_logged_params(path: Path, logged: dict[str, str]) -> list[str]:
             f"param(s) {', '.join(redacted)} were logged redacted (they held secret-looking values), so params.yaml "
             "cannot be re-created; have the loader read those secrets from the environment instead, and train again"
         )
-    wanted = _canonical(params_from_logged(logged))
-    read, before = _as_read(params_from_logged(logged)), _as_read(_read(path))
+    tree, written = params_from_logged(logged), _read(path)
+    wanted = _canonical(tree)
+    read, before = _as_read(tree), _as_read(written)
     if read is None or before is None:  # one the schema refuses: compared as written
-        read, before = wanted, _canonical(_read(path))
+        read, before = wanted, _canonical(written)
     differed = sorted(key for key in read.keys() | before.keys() if read.get(key) != before.get(key))
     if not differed:  # the stages read the logged params from the file as it is (a default left out, 1 for 1.0)
         return []
     editor = yaml_editor()
     document = (editor.load(path.read_text()) if path.is_file() else None) or CommentedMap()
-    for key, value in _flatten(params_from_logged(logged)).items():
+    for key, value in _flatten(tree).items():
         *sections, name = key.split(".")
         node = document
         for section in sections:

@@ -139,6 +139,13 @@ class NoiseRecord:
         ]
         return record
 
+    @staticmethod
+    def whole(results: dict[str, Any], execution: dict[str, Any]) -> dict[str, Any]:
+        """The JSON object from its two halves (`calibration/noise.json`'s `results`, a link's `execution`), as the
+        calibrate stage logs it to MLflow."""
+        runs = [{**run, **linked} for run, linked in zip(results["runs"], execution["runs"], strict=True)]
+        return {**results, **execution, "runs": runs}
+
     def write(self, path: Path) -> None:
         """Write the record's results (`results`) to `path`."""
         path.parent.mkdir(parents=True, exist_ok=True)

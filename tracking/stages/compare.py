@@ -81,8 +81,9 @@ def compare_candidate(params: Params) -> bool:
     calibration = np.load(root / CALIBRATION_RUNS)
     evaluation = json.loads((root / EVAL_METRICS).read_text())
     check_compare_metrics(params, flat_metrics(evaluation), noise)
-    candidate_run_id = train_run_id(open_client(root), root, tracking_uri(root))  # DVC does not see a deleted store
     training = read_run_file(root)
+    # found in the store, or one line where it is gone (DVC does not see a deleted store)
+    candidate_run_id = train_run_id(open_client(root), root, training, tracking_uri(root))
     predictions = np.load(root / PREDICTIONS)
     manifest = Manifest.read(root / PREPARED)
     variant, _ = choose_variant(params, baseline, manifest.content_sha256 != noise.data_sha256, list(noise.variants))
@@ -108,9 +109,8 @@ def compare_candidate(params: Params) -> bool:
         [training.weights_sha256, *(kept.run["weights_sha256"] for kept in extras)],
         calibration["predictions"],
     )
-    result.update({"candidate_repeat_runs": [kept.run["run_id"] for kept in extras], "reused_candidate_runs": reused})
     # What this execution decided rather than judged: in the run's compare/compare.json, not in outputs/verdict.json.
-    execution = ("candidate_repeat_runs", "reused_candidate_runs")
+    execution = {"candidate_repeat_runs": [kept.run["run_id"] for kept in extras], "reused_candidate_runs": reused}
     if last is not None:
         result["sequential"] = last.as_dict()
     name, reason = result["band_variant"], result["reason"]
@@ -118,8 +118,7 @@ def compare_candidate(params: Params) -> bool:
     startup.mark(startup.JUDGED)  # compare opens its store after judging: the line tells the two apart
     with Tracker(params.mlflow.experiment, root, run_id=candidate_run_id, stage=COMPARE, keep_end_time=True) as tracker:
         tracker.client.set_experiment_tag(tracker.experiment_id, VIEW_TAG, view_state(judged_metrics(result)))
-        judged = {key: value for key, value in result.items() if key not in execution}
-        write_outputs(root, judged, summary, noise.at_alpha(params.compare.alpha), calibration, predictions, evaluation)
+        write_outputs(root, result, summary, noise.at_alpha(params.compare.alpha), calibration, predictions, evaluation)
         tracker.log_metrics(
             {key: value for key, value in summary.items() if isinstance(value, float) and np.isfinite(value)}
         )
@@ -134,7 +133,7 @@ def compare_candidate(params: Params) -> bool:
         )
         if last is not None:
             tracker.set_tags({CANDIDATE_RUNS_TAG: f"{last.runs} of at most {last.cap}: {last.stop}"})
-        tracker.log_json(result, "compare/compare.json")
+        tracker.log_json({**result, **execution}, "compare/compare.json")
         for path in (COMPARE_REPORT, *COMPARE_PLOTS.values()):
             tracker.log_artifact(root / path, "compare")
     runs = result["candidate_runs"]
@@ -204,8 +203,7 @@ def write_outputs(
     predictions: np.ndarray,
     evaluation: dict,
 ) -> None:
-    """metrics/compare.json, the verdict's record (`result`, what this execution decided left out), the report and
-    its plots."""
+    """metrics/compare.json, the verdict's record (`result`), the report and its plots."""
     from tracking.noise.report import render_plots, render_report
 
     for path in (COMPARE_METRICS, COMPARE_REPORT, VERDICT_FILE):

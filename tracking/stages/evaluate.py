@@ -37,7 +37,7 @@ from tracking.layout import (
 from tracking.provenance.dvc import gather_dvc
 from tracking.run.tracker import Tracker
 from tracking.store.location import open_client, project_root, tracking_uri
-from tracking.store.recorded import train_run_id
+from tracking.store.recorded import read_run_file, train_run_id
 from tracking.training.model import load_trained_model
 from tracking.training.scoring import flat_metrics, score_model, summary_metrics
 
@@ -50,7 +50,7 @@ def evaluate_model(params: Params) -> None:
     for path in (RUN_FILE, MODEL):
         if not (root / path).is_file():
             raise RunStateError(f"{path} not found; run the train stage first (`dvc repro train`)")
-    run_id = train_run_id(open_client(root), root, tracking_uri(root))
+    run_id = train_run_id(open_client(root), root, read_run_file(root), tracking_uri(root))
     manifest = Manifest.read(root / PREPARED)
     test = load_split(root / PREPARED, "test")
     task, n_outputs = manifest.task, manifest.n_outputs

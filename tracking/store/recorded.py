@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 # Re-creates the train stage's run and what evaluate and compare log to it: forcing train alone would leave them
 # up to date, since a run of the same weights writes the same outputs/run.json.
 REPRODUCE_TRAINING = f"re-create it with `dvc repro --force --downstream {TRAIN}`"
+# What outputs/run.json holds.
+CONTENT = ("experiment", "inputs_sha256", "weights_sha256")
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,7 @@ class Training:
 
     def content(self) -> dict[str, str]:
         """What `outputs/run.json` holds."""
-        return {
-            "experiment": self.experiment,
-            "inputs_sha256": self.inputs_sha256,
-            "weights_sha256": self.weights_sha256,
-        }
+        return {key: getattr(self, key) for key in CONTENT}
 
     def describe(self, uri: str) -> str:
         if not self.inputs_sha256:
@@ -86,29 +84,24 @@ def write_run_file(root: Path, training: Training, run_id: str, uri: str) -> Non
 def read_run_file(root: Path) -> Training:
     """`outputs/run.json` as the train stage wrote it; a file that is not is one line naming it and the `dvc repro`
     that writes it again."""
-    try:
-        text = (root / RUN_FILE).read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        text = str(err)
-    return parse_run_file(text)
+    return parse_run_file((root / RUN_FILE).read_bytes())
 
 
-def parse_run_file(text: str, where: str = RUN_FILE.as_posix()) -> Training:
+def parse_run_file(text: str | bytes, where: str = RUN_FILE.as_posix()) -> Training:
     """The training `text` (`outputs/run.json`'s, from `where`) records; one line naming it where it is damaged."""
     try:
         record = json.loads(text)
-    except json.JSONDecodeError as err:
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
         record, why = None, f"not JSON ({err})"
     else:
         why = "not the training's hashes"
-    keys = ("experiment", "inputs_sha256", "weights_sha256")
     if isinstance(record, dict) and _text(record.get("run_id")) and "inputs_sha256" not in record:
         return Training(str(record.get("experiment", "")), "", str(record.get("weights_sha256", "")), record["run_id"])
-    if not isinstance(record, dict) or not all(_text(record.get(key)) for key in keys):
+    if not isinstance(record, dict) or not all(_text(record.get(key)) for key in CONTENT):
         raise RunStateError(
             f"{where} is damaged ({why})", fix=f"write it again with `dvc repro --force --single-item {TRAIN}`"
         )
-    return Training(*(record[key] for key in keys))
+    return Training(*(record[key] for key in CONTENT))
 
 
 def _text(value: Any) -> bool:
@@ -123,9 +116,11 @@ def training_clause(training: Training) -> str:
     )
 
 
-def find_training(client: MlflowClient, training: Training, linked: str | None = None) -> Run | None:
-    """The run `linked` (this checkout's link) or the one an earlier version's file named, where the store holds it,
-    else the newest run of the training's experiment that trained it; None where the store holds none."""
+def find_training(client: MlflowClient, training: Training, root: Path | None = None) -> Run | None:
+    """The run the link of the checkout at `root` names for this training, or the one an earlier version's file
+    named, where the store holds it; else the newest run of the training's experiment that trained it; None where
+    the store holds none."""
+    linked = linked_run(root, training) if root is not None else None
     for run_id in filter(None, (linked, training.run_id)):
         run = present_run(client, run_id)
         if run is not None:
@@ -145,11 +140,11 @@ def linked_run(root: Path, training: Training) -> str | None:
     return link.get("run_id") if same else None
 
 
-def train_run_id(client: MlflowClient, root: Path, uri: str) -> str:
-    """The id of the run that trained what `outputs/run.json` records, which evaluate and compare log to; one line
-    naming the file and the fix where the store at `uri` holds none (deleted or replaced: DVC does not see it)."""
-    training = read_run_file(root)
-    run = find_training(client, training, linked_run(root, training))
+def train_run_id(client: MlflowClient, root: Path, training: Training, uri: str) -> str:
+    """The id of the run that trained `training` (what `outputs/run.json` records), which evaluate and compare log
+    to; one line naming the file and the fix where the store at `uri` holds none (deleted or replaced: DVC does not
+    see it)."""
+    run = find_training(client, training, root)
     if run is None:
         raise gone_error(training.describe(uri))
     return run.info.run_id
@@ -170,6 +165,6 @@ def missing_training(client: MlflowClient | None, root: Path) -> Training | None
         training = read_run_file(root)
     except (OSError, RunStateError):
         return None
-    if client is not None and find_training(client, training, linked_run(root, training)) is not None:
+    if client is not None and find_training(client, training, root) is not None:
         return None
     return training

@@ -34,7 +34,7 @@ from tracking.provenance import LOCKED_DEPS_ARTIFACT, RECORD_ARTIFACT, to_fields
 from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
 from tracking.store.reads import experiment_ids, first_runs, newest_run, run_by_id, run_metrics
-from tracking.store.recorded import find_training, linked_run, parse_run_file
+from tracking.store.recorded import find_training, parse_run_file
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -212,7 +212,7 @@ def _run_at_revision(client: MlflowClient, project: Path, ref: str) -> Run | Non
         return None
     training = parse_run_file(text, f"{RUN_FILE} at '{ref}'")
     try:
-        run = find_training(client, training, linked_run(project, training))
+        run = find_training(client, training, project)
     except MlflowException as err:
         raise TrackingServerError(
             f"the run of the training {RUN_FILE} records at '{ref}' cannot be read from {client.tracking_uri} "
