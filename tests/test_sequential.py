@@ -14,7 +14,16 @@ from scipy import stats
 from tracking.config.params import Params
 from tracking.noise import tails
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN
-from tracking.noise.sequential import CAP_REACHED, DECIDED, UNDECIDABLE, look, nominal_levels, spent, until_decided
+from tracking.noise.sequential import (
+    CAP_REACHED,
+    DECIDED,
+    UNDECIDABLE,
+    equivalence_level,
+    look,
+    nominal_levels,
+    spent,
+    until_decided,
+)
 
 BAND = [0.90, 0.91, 0.89, 0.905, 0.895]  # std 0.0079
 
@@ -65,16 +74,41 @@ def test_no_shift_within_a_narrow_band_stops_within_noise_before_the_cap():
 
 
 def test_a_small_gap_stops_within_noise_by_equivalence_before_the_power_would():
-    """Tight candidate runs around the band's mean: from the third run the gap's interval at the look's level lies
-    inside ±min_effect (two one-sided tests), while the test's power at min_effect, under every noise shape its p is
-    calibrated for, would want 15 runs of each."""
+    """Tight candidate runs around the band's mean: at the second run the gap's interval at twice the look's level
+    lies inside ±min_effect (two one-sided tests at the look's level), while the test's power at min_effect, under
+    every noise shape its p is calibrated for, would want 13 runs of each."""
     runs = [0.901, 0.899, 0.9005, 0.8995, 0.9, 0.9]
-    second = look({"a": BAND}, {"a": runs[:2]}, cap=10, min_effect={"a": 0.02})
-    assert second.stop is None and "(15 of each)" in second.verdict.inconclusive[0]
+    first = look({"a": BAND}, {"a": runs[:1]}, cap=10, min_effect={"a": 0.02})
+    assert first.stop is None and "(13 of each)" in first.verdict.inconclusive[0]
     found = until_decided({"a": BAND}, {"a": runs}, cap=10, min_effect={"a": 0.02})
-    assert (found.runs, found.stop, found.verdict.verdict) == (3, DECIDED, WITHIN)
+    assert (found.runs, found.stop, found.verdict.verdict) == (2, DECIDED, WITHIN)
     check = found.verdict.checks[0]
-    assert check.detectable > 0.02 and "the gap's 98.5% interval, -0.01572 to 0.01605, lies inside it" in check.note
+    assert found.level == pytest.approx(0.01027, abs=1e-5)
+    assert check.detectable > 0.02 and "the gap's 97.9% interval, -0.01984 to 0.01984, lies inside it" in check.note
+
+
+def test_the_equivalence_stop_calls_a_shift_of_min_effect_within_noise_at_most_alpha_of_the_time():
+    """Under a true shift of min_effect, the chance that some look's equivalence interval (at twice its level)
+    lies inside ±min_effect, whatever the other stops, is at most alpha under normal noise and each shape the p is
+    calibrated for: a bound on `within_noise` by equivalence over the looks (5 band runs, cap 10; with the look's
+    own level, as before issue 47's refit of `auto`, it was about alpha/2 and `auto` saved nothing at 10 band runs)."""
+    n, cap, alpha, shift = 5, 10, 0.05, 3.0
+    levels = nominal_levels(n, cap, alpha)
+    rng = np.random.default_rng(2024)
+    draws = 20_000
+    for draw in (lambda size: rng.standard_normal(size), *(partial(shape, rng) for shape in tails.SHAPES.values())):
+        band, runs = draw((draws, n)), draw((draws, cap)) + shift
+        inside = np.zeros(draws, dtype=bool)
+        for k in range(1, cap + 1):
+            gap = runs[:, :k].mean(1) - band.mean(1)
+            squares = ((band - band.mean(1, keepdims=True)) ** 2).sum(1)
+            if k > 1:
+                squares = squares + ((runs[:, :k] - runs[:, :k].mean(1, keepdims=True)) ** 2).sum(1)
+            scale = np.sqrt(squares / (n + k - 2) * (1 / n + 1 / k))
+            half = tails.critical(equivalence_level(levels[k - 1], alpha), n, k) * scale
+            inside |= (gap - half >= -shift) & (gap + half <= shift)
+        # 20,000 draws: a rate of 0.05 has a std of 0.0015
+        assert inside.mean() <= alpha + 0.005
 
 
 def test_undecided_at_the_cap_is_inconclusive_and_says_what_would_decide_it():

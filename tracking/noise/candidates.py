@@ -29,6 +29,7 @@ from tracking.noise.policy import (
     judge,
     judge_control,
 )
+from tracking.noise.power import ceiling_std
 from tracking.noise.statistics import TIE, band_from_values
 from tracking.noise.twosample import (
     MIN_GAP_RUNS,
@@ -84,11 +85,12 @@ def _judge_values(
     if exact and band.std == 0:
         # CONTROL: any candidate run unequal to its identical runs is drift, however many runs there are.
         return _with_beats(judge_control(candidates.tolist(), band), baseline, candidates, mode)
+    ceiling = ceiling_std(baseline) if band.std > 0 else None
     if len(candidates) == 1 or band.std == 0:
         # A band without spread judges nothing but CONTROL: the candidates' own spread alone would say what
         # reseeding the baseline does without having measured it.
         found = judge(float(candidates.mean()), band, exact=exact)
-        return _with_beats(replace(found, candidates=len(candidates)), baseline, candidates, mode)
+        return _with_beats(replace(found, candidates=len(candidates), ceiling_std=ceiling), baseline, candidates, mode)
     test = pooled_t(baseline, candidates, alpha)
     assert test.t is not None  # the band has spread (band.std > 0), so the pooled variance is not 0
     common = {
@@ -113,6 +115,7 @@ def _judge_values(
         permutation_p=permutation_p(baseline, candidates),
         welch_p=separate.p_value,
         interval=_interval(metric, baseline, candidates, alpha) if len(candidates) >= MIN_GAP_RUNS else None,
+        ceiling_std=ceiling,
         **common,
     )
     return _with_beats(found, baseline, candidates, mode)

@@ -65,6 +65,7 @@ def judge(
     weights_identical: bool | None = None,
     source: str = "band",
     reference: Mapping[str, float] | None = None,
+    equivalence_alpha: float | None = None,
 ) -> Verdict:
     """The verdict on candidate runs: `candidates` maps each metric to its values in the candidate runs, `band` to
     its values in the band's runs (or a declared `Band`, e.g. a published mean, std and n, which judges the first
@@ -73,6 +74,8 @@ def judge(
     (same seeds, configuration and environment: only equal values are noise) and `weights_identical` whether the
     candidate's weights are bit-identical to its runs'. `reference` holds, for a metric with a declared `Band`, one
     run's value to judge the candidate around instead of the band's mean (`tracking diff` of two other runs).
+    `equivalence_alpha` is the level of the gap's interval that must lie inside ±min_effect for `within_noise` by
+    equivalence (default `alpha`; the sequential design's looks set their own, `tracking.noise.sequential.look`).
 
     >>> judge({"test_accuracy": [0.98, 0.985, 0.99, 0.985, 0.982]}, {"test_accuracy": [0.62]}).verdict
     'exceeds_noise'
@@ -86,7 +89,7 @@ def judge(
             checks.append(judge_value(float(values[0]), found, (reference or {}).get(metric), control))
         else:
             checks.append(judge_values(metric, found, values, alpha, source, modes.get(metric), control))
-    judged = judge_family(checks, alpha, min_effect or {})
+    judged = judge_family(checks, alpha, min_effect or {}, equivalence_alpha)
     ways = {found.metric: direction(found.delta, modes.get(found.metric)) for found in judged}
     beyond = [found.metric for found in judged if found.verdict == EXCEEDS]
     return Verdict(

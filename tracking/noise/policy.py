@@ -170,6 +170,8 @@ class Judgement:
     runs on (`tracking.noise.twosample`), `detectable` the smallest true shift the test detects with 80% power at
     the level Holm's first step uses, the measured std's own error counted (set by `judge_family`), `beats` the
     probability that a candidate run beats a baseline run, without an interval (metrics with a mode).
+    `ceiling_std` is the spread a shift off the band's ceiling brings, where its runs tie at an extreme
+    (`tracking.noise.power.ceiling_std`): `detectable` and the runs that would decide are stated for it.
     """
 
     metric: str
@@ -190,10 +192,16 @@ class Judgement:
     interval: tuple[float, float] | None = None
     detectable: float | None = None
     beats: dict[str, float] | None = None
+    ceiling_std: float | None = None
 
     @property
     def within_noise(self) -> bool | None:
         return None if self.verdict == INCONCLUSIVE else self.verdict in (WITHIN, WITHIN_TOLERANCE)
+
+    @property
+    def power_std(self) -> float:
+        """The std the power is stated for: the ceiling's where the band has one, else the band's."""
+        return self.band.std if self.ceiling_std is None else self.ceiling_std
 
     def as_dict(self) -> dict[str, Any]:
         """The judgement as JSON holds it: no NaN or infinity (None, the note says why)."""
@@ -300,7 +308,10 @@ def min_effect(metric: str, band_mean: float, declared: Mapping[str, float]) -> 
 
 
 def judge_family(
-    judgements: Sequence[Judgement], alpha: float, min_effects: Mapping[str, float] | None = None
+    judgements: Sequence[Judgement],
+    alpha: float,
+    min_effects: Mapping[str, float] | None = None,
+    equivalence_alpha: float | None = None,
 ) -> list[Judgement]:
     """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged (the others keep
     their `inconclusive` and its reason), each with the shift it detects with 80% power at alpha/k (k tested).
@@ -309,7 +320,8 @@ def judge_family(
     family that decides the verdict, each metric held to its smallest shift that matters (`min_effect`): a gap
     within noise is `within_noise` only where the test detects that shift with 80% power or the gap's 1-alpha
     interval lies inside ± it (or the band is CONTROL's, which sees any shift), otherwise `inconclusive`, saying what would decide it; a significant gap
-    whose interval lies inside ± the metric's entry in `min_effects` is `within_tolerance`.
+    whose interval lies inside ± the metric's entry in `min_effects` is `within_tolerance`. `equivalence_alpha`
+    (default `alpha`) is the level of the interval that shows a gap within noise to lie inside ± its shift.
     """
     from tracking.noise.power import detectable_shift
 
@@ -323,24 +335,32 @@ def judge_family(
             found = replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN)
         if found.band.std > 0:
             seen = detectable_shift(found.band.n, found.candidates, level, found.reference_runs)
-            found = replace(found, detectable=seen * found.band.std)
+            found = replace(found, detectable=seen * found.power_std)
         if min_effects is not None:
             tolerance, origin = min_effect(found.metric, found.band.mean, min_effects)
-            found = _held_to(found, min_effects.get(found.metric), tolerance, origin, level, alpha)
+            found = _held_to(
+                found, min_effects.get(found.metric), tolerance, origin, level, alpha, equivalence_alpha or alpha
+            )
         out.append(found)
     return out
 
 
 def _held_to(
-    found: Judgement, named: float | None, tolerance: float, origin: str, level: float, alpha: float
+    found: Judgement,
+    named: float | None,
+    tolerance: float,
+    origin: str,
+    level: float,
+    alpha: float,
+    equivalence_alpha: float,
 ) -> Judgement:
     """`found` held to the smallest shift that matters (`tolerance`, from `origin`), its test at `level`: a gap
-    within noise is `within_noise` where the test sees that shift 80% of the time, or where the gap's 1-`alpha`
-    interval lies inside ±tolerance (`equivalence`), else inconclusive, with the runs that would decide it; a gap
+    within noise is `within_noise` where the test sees that shift 80% of the time, or where the gap's
+    1-`equivalence_alpha` interval lies inside ±tolerance (`equivalence`), else inconclusive, with the runs that would decide it; a gap
     beyond noise whose interval lies inside ± the shift the team `named` in compare.min_effect is within tolerance
     (`_tolerated`; a default never turns a gap beyond noise into tolerance). CONTROL's zero spread (scale 0) is a measurement: any gap there is
     drift, however small, and an equal value is seen to be equal."""
-    from tracking.noise.power import deciding_runs
+    from tracking.noise.power import ceiling_clause, deciding_runs
 
     if found.scale == 0:
         return found
@@ -348,17 +368,17 @@ def _held_to(
         return _tolerated(found, named, alpha)
     if found.verdict != WITHIN or found.detectable is None or found.detectable <= tolerance:
         return found
-    seen = equivalence(found, tolerance, alpha)
+    seen = equivalence(found, tolerance, equivalence_alpha)
     if seen is not None:
         note = (
-            f"within ±{tolerance:.4g} ({origin}): the gap's {100 * (1 - alpha):.3g}% interval, {seen[0]:.4g} to {seen[1]:.4g}, "
+            f"within ±{tolerance:.4g} ({origin}): the gap's {100 * (1 - equivalence_alpha):.3g}% interval, {seen[0]:.4g} to {seen[1]:.4g}, "
             "lies inside it (two one-sided tests)"
         )
         return replace(found, note="; ".join(filter(None, [found.note, note])))
     note = (
         f"within noise, but blind to a shift of {tolerance:.4g} ({origin}): the test detects "
-        f"{found.detectable:.4g} 80% of the time; "
-        f"{deciding_runs(tolerance, found.band.std, found.band.n, found.candidates, level)}"
+        f"{found.detectable:.4g} 80% of the time{ceiling_clause(found.band.std, found.ceiling_std)}; "
+        f"{deciding_runs(tolerance, found.power_std, found.band.n, found.candidates, level)}"
     )
     return replace(found, verdict=INCONCLUSIVE, note="; ".join(filter(None, [found.note, note])))
 
