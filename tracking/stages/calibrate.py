@@ -126,8 +126,18 @@ def calibrate_baseline(params: Params) -> None:
         # a model that cannot train leaves no run.
         with blamed_on_baseline(params, baseline):
             models = checked_model(baseline, base_seeds, data, root) if executor == LOCAL else None
-        # The run opens first, while this machine is quiet; then Ray's workers start TensorFlow while this process
-        # captures provenance, so the first repeats start as soon as both are done.
+        # Ray's workers start first, for the repeats this checkout has not kept: a worker's start (its process,
+        # TensorFlow, MLflow's store: 8 s on 2 busy cores) is what the first repeat waits for, so it overlaps the run's
+        # opening and the provenance capture; a worker left without a job (a repeat another clone shared through
+        # the server) is released once the jobs are handed out.
+        pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
+        gpu = pool.gpus_per_run > 0 if pool else gpu_present()
+        identity = repeat_identity(params, baseline, manifest, root, gpu)
+        plan = planned(identity, product(params.calibration.variants, range(params.calibration.repeats)))
+        store = RepeatStore(root / REPEATS_DIR)
+        unkept = len(plan) - len(kept_before(store, plan))
+        if pool and unkept:
+            pool.start(RepeatWorker, unkept, worker_environment(), worker_credentials(uri))
         parent = stack.enter_context(
             Tracker(
                 params.mlflow.experiment,
@@ -137,16 +147,9 @@ def calibrate_baseline(params: Params) -> None:
                 tags={NOISE_ROLE_TAG: CALIBRATION_ROLE, COMPUTE_EXECUTOR_TAG: executor},
             )
         )
-        pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
-        gpu = pool.gpus_per_run > 0 if pool else gpu_present()
-        identity = repeat_identity(params, baseline, manifest, root, gpu)
-        plan = planned(identity, product(params.calibration.variants, range(params.calibration.repeats)))
-        store = RepeatStore(root / REPEATS_DIR)
         finished = kept_before(store, plan, parent)
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
-        if pool and pending:
-            pool.start(RepeatWorker, len(pending), worker_environment(), worker_credentials(uri))
         spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
         with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
             if reused:
