@@ -422,16 +422,9 @@ def test_the_printed_shift_is_detected_80_percent_of_the_time_under_a_ceiling():
     """Issue 47's capped accuracy (356/360, 47% of runs on the cap), 10 band runs and one candidate run: a true drop
     of the printed shift, followed, is flagged at least 80% of the time (the interval reaching it); stated for the
     tied band's measured std it was flagged 73%."""
-    import importlib.util
-    from pathlib import Path
-
     from tracking.noise.power import ceiling_std
 
-    spec = importlib.util.spec_from_file_location(
-        "verdict_quality", Path(__file__).parents[1] / "bench" / "verdict_quality.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _verdict_quality_bench()
     rng = np.random.default_rng(4747)
     level, trials = 0.025, 600
     band = bench._capped(rng, (trials, 10))
@@ -449,16 +442,9 @@ def test_the_printed_shift_is_detected_80_percent_of_the_time_under_a_ceiling():
 def test_the_bench_judges_as_tracking_judge_does():
     """bench/verdict_quality.py's vectorised test (its grids of 1,000 trials a cell) flags exactly what
     `tracking.judge` flags, trial by trial, under each of issue 47's noise models."""
-    import importlib.util
-    from pathlib import Path
-
     import tracking
 
-    spec = importlib.util.spec_from_file_location(
-        "verdict_quality", Path(__file__).parents[1] / "bench" / "verdict_quality.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _verdict_quality_bench()
     rng = np.random.default_rng(7)
     for name, draw in bench.FOUR_NOISE.items():
         for runs in (1, 3):
@@ -562,3 +548,16 @@ def test_a_class_row_is_within_noise_only_where_the_verdict_would_say_so_and_is_
     result |= {"band_variant": "algo", "reason": "r", "calibration_runs": 5, "candidate_churn": {"mean": 0, "max": 0}}
     table = render_report(result)
     assert "| inconclusive (beside the verdict) |" in table and "| within_noise (beside the verdict) |" in table
+
+
+def _verdict_quality_bench():
+    """bench/verdict_quality.py as a module: its noise models and vectorised test, which its grids rest on."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "verdict_quality", Path(__file__).parents[1] / "bench" / "verdict_quality.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
