@@ -203,6 +203,11 @@ class Judgement:
         """The std the power is stated for: the ceiling's where the band has one, else the band's."""
         return self.band.std if self.ceiling_std is None else self.ceiling_std
 
+    @property
+    def spread(self) -> str:
+        """Whose std `power_std` is, as the lines name it: "ceiling" or "band"."""
+        return "band" if self.ceiling_std is None else "ceiling"
+
     def as_dict(self) -> dict[str, Any]:
         """The judgement as JSON holds it: no NaN or infinity (None, the note says why)."""
         found = {**asdict(self), "band": self.band.as_dict()}
@@ -378,7 +383,7 @@ def _held_to(
     note = (
         f"within noise, but blind to a shift of {tolerance:.4g} ({origin}): the test detects "
         f"{found.detectable:.4g} 80% of the time{ceiling_clause(found.band.std, found.ceiling_std)}; "
-        f"{deciding_runs(tolerance, found.power_std, found.band.n, found.candidates, level)}"
+        f"{deciding_runs(tolerance, found.power_std, found.band.n, found.candidates, level, spread=found.spread)}"
     )
     return replace(found, verdict=INCONCLUSIVE, note="; ".join(filter(None, [found.note, note])))
 

@@ -187,10 +187,13 @@ def detectable_shift(
     return float(brentq(lambda shift: flagged(shift) - target, 0.0, high, xtol=1e-6))
 
 
-def deciding_runs(shift: float, std: float, n: int, candidates: int, alpha: float, target: float = POWER) -> str:
+def deciding_runs(
+    shift: float, std: float, n: int, candidates: int, alpha: float, target: float = POWER, spread: str = "band"
+) -> str:
     """What would let a test at `alpha` (n calibration runs, `candidates` candidate runs, band std `std`) detect a
     true shift of `shift` with probability `target`, the std's error counted: more candidate runs against this
-    band, or more calibration repeats (these n among them), or where neither alone does, as many of each, in words."""
+    band, or more calibration repeats (these n among them), or where neither alone does, as many of each, in words.
+    `spread` names whose std `std` is: the band's, or the `ceiling`'s (`ceiling_std`)."""
     if shift <= 0 or std <= 0:
         return "no number of runs sees a shift of 0: name the smallest shift that matters in compare.min_effect"
     size = shift / std
@@ -203,10 +206,10 @@ def deciding_runs(shift: float, std: float, n: int, candidates: int, alpha: floa
         options = [f"{both - n} more calibration repeats and {both - candidates} more candidate runs ({both} of each)"]
     if not options:
         return (
-            f"not even {MOST_REPEATS} runs of either (nor {MOST_REPEATS} of each) detect a shift of {shift:.4g} ({size:.2f} band stds) "
-            f"{target:.0%} of the time at this band's std: name a larger compare.min_effect if it does not matter"
+            f"not even {MOST_REPEATS} runs of either (nor {MOST_REPEATS} of each) detect a shift of {shift:.4g} ({size:.2f} {spread} stds) "
+            f"{target:.0%} of the time at this {spread}'s std: name a larger compare.min_effect if it does not matter"
         )
-    return f"{' or '.join(options)} detect a shift of {shift:.4g} {target:.0%} of the time at this band's std"
+    return f"{' or '.join(options)} detect a shift of {shift:.4g} {target:.0%} of the time at this {spread}'s std"
 
 
 def _smallest(enough: Callable[[int], bool], low: int) -> int | None:
