@@ -135,9 +135,9 @@ def calibrate_baseline(params: Params) -> None:
         identity = repeat_identity(params, baseline, manifest, root, gpu)
         plan = planned(identity, product(params.calibration.variants, range(params.calibration.repeats)))
         store = RepeatStore(root / REPEATS_DIR)
-        unkept = len(plan) - len(kept_before(store, plan))
-        if pool and unkept:
-            pool.start(RepeatWorker, unkept, worker_environment(), worker_credentials(uri))
+        kept = kept_before(store, plan)
+        if pool and len(kept) < len(plan):
+            pool.start(RepeatWorker, len(plan) - len(kept), worker_environment(), worker_credentials(uri))
         parent = stack.enter_context(
             Tracker(
                 params.mlflow.experiment,
@@ -147,7 +147,7 @@ def calibrate_baseline(params: Params) -> None:
                 tags={NOISE_ROLE_TAG: CALIBRATION_ROLE, COMPUTE_EXECUTOR_TAG: executor},
             )
         )
-        finished = kept_before(store, plan, parent)
+        finished = kept | kept_before(store, [job for job in plan if job not in kept], parent)  # and the server's
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
         spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
