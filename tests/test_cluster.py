@@ -43,6 +43,7 @@ from tracking.whole_file import PARTIAL_SUFFIX
 pytestmark = pytest.mark.slow
 
 VARIANTS = ["algo", "control"]
+BACKEND_SECTIONS = ("prov.software.backend.", "prov.determinism.", "prov.gpu.")
 
 
 def hashes(noise: dict) -> dict[tuple[str, int], str]:
@@ -129,6 +130,11 @@ def test_ray_workers_train_the_local_executors_weights_and_tag_where(calibrated:
         assert tags[COMPUTE_ATTEMPT_TAG] == "1"
     control = [run for run in runs if run.data.tags["noise.variant"] == "control"]
     assert len({run.data.tags[COMPUTE_PROCESS_TAG] for run in control}) == 2, "CONTROL compared across processes"
+    # The stage's process leaves the backend to its workers: the calibration's run records theirs, as the local one.
+    client = client_for(calibrated["project"])
+    on_ray, here = (client.get_run(noise["parent_run_id"]).data.tags for noise in (ray, local))
+    backend = {key: value for key, value in here.items() if key.startswith(BACKEND_SECTIONS)}
+    assert len(backend) > 8 and {key: on_ray.get(key) for key in backend} == backend
 
 
 def kill_a_worker_mid_repeat(project: Path, head: RayHead, **settings: object) -> tuple[object, str, int]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run
 
 from tracking.config.params import Params
 from tracking.data.manifest import Manifest
@@ -100,3 +103,27 @@ def test_a_repeat_is_kept_whole_in_a_folder_git_ignores(tmp_path: Path, caplog: 
     with caplog.at_level(logging.WARNING):
         assert store.load("k") is None
     assert "trained again" in caplog.text
+
+
+def test_a_ray_calibration_s_own_process_leaves_the_backend_to_its_workers(project: Path) -> None:
+    """The stage's process trains nothing on Ray: importing TensorFlow there only to read its build cost 4 s of CPU
+    that the workers' start-up shares the cores with. The workers record their backend (tests/test_cluster.py)."""
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom tracking.config.params import Params\n"
+        "from tracking.data.manifest import Manifest\nfrom tracking.determinism.seeds import resolve_seeds\n"
+        "from tracking.repeats.planning import repeat_spec\n"
+        "params = Params()\n"
+        "manifest = Manifest(source='s', source_sha256='s', content_sha256='a' * 64, arrays={}, n_samples={}, "
+        "n_outputs=10)\n"
+        "spec = repeat_spec(params, params, resolve_seeds(params.seeds), Path.cwd(), (manifest, {}), 'run', 'ray')\n"
+        "print(json.dumps({'imported': sorted({'tensorflow', 'keras'} & set(sys.modules)), "
+        "'software': sorted(spec.record['software']), 'determinism': sorted(spec.record['determinism'])}))\n"
+    )
+    for command in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "project"]):
+        run(command, project)
+    done = run([sys.executable, "-c", code], project)
+    assert json.loads(done.stdout) == {
+        "imported": [],
+        "software": ["executable", "python_implementation", "versions"],
+        "determinism": ["requested"],
+    }

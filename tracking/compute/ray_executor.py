@@ -227,6 +227,7 @@ class RayPool:
         on_lost: Callable[[Hashable, int, str], None],
         show: Callable[[str], None],
         affinity: Callable[[Hashable], Hashable] = lambda job: None,
+        on_set_up: Callable[[Any], None] = lambda answer: None,
     ) -> Iterator[tuple[Hashable, Any]]:
         """Set every started worker up with `spec` (its `private` variables, then `setup(spec)`, once), run
         each job as `run(job, attempt)` on them, and yield (job, result) as each finishes. A dead worker's job is
@@ -235,7 +236,8 @@ class RayPool:
         is up, so no job waits on a worker that cannot be placed. A worker with no job left is released. `show`
         gets a line of what runs where. A worker is given jobs of one `affinity` (what it has set up for them)
         while there are any, then those of an affinity no other worker holds. A job out of tries stops the rest
-        from starting; the running ones finish and are yielded before its `ComputeError` is raised."""
+        from starting; the running ones finish and are yielded before its `ComputeError` is raised. `on_set_up` gets
+        what `setup(spec)` returned on the worker of the first job to end, once, before that job is yielded."""
         ray = self.ray
         spec_ref = ray.put(spec)
         idle = [self._set_up(worker, spec_ref) for worker in self.idle]
@@ -281,6 +283,9 @@ class RayPool:
                     continue
                 except ray.exceptions.RayTaskError as err:
                     raise self._error(worker, err) from None
+                if on_set_up is not None:
+                    on_set_up(ray.get(worker[2]))  # done: the worker's calls run in order
+                    on_set_up = None
                 idle.append(worker)
                 yield job, result
         finally:

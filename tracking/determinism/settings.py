@@ -96,8 +96,11 @@ def effective() -> EffectiveDeterminism:
     return module().effective()
 
 
-def as_record(requested: DeterminismParams, actual: EffectiveDeterminism) -> dict[str, dict[str, object]]:
-    """Requested and effective settings side by side, for provenance."""
+def as_record(requested: DeterminismParams, actual: EffectiveDeterminism | None) -> dict[str, dict[str, object]]:
+    """Requested and effective settings side by side, for provenance; the requested ones alone where `actual` is
+    None (a process that trains nothing and leaves the backend unimported)."""
+    if actual is None:
+        return {"requested": requested.model_dump()}
     record = asdict(actual)
     details = record.pop("details")
     return {"requested": requested.model_dump(), "effective": {**record, **details}}

@@ -62,20 +62,23 @@ def capture(
     determinism: dict[str, Any],
     stages: tuple[str, ...] = (),
     running: str | None = None,
+    backend: bool = True,
 ) -> dict[str, Any]:
     """Everything needed to say how a run was made, as plain JSON-ready data; `running` names the DVC stage this
-    process runs, whose dependencies are hashed now rather than read from dvc.lock."""
-    return {
+    process runs, whose dependencies are hashed now rather than read from dvc.lock. Without `backend`, what only
+    the backend can say is left out, its build and the GPU section (the GPUs it sees): reading them imports it, which
+    a process that trains nothing need not."""
+    record = {
         "seeds": seeds,
         "determinism": determinism,
-        "software": gather_software(),
+        "software": gather_software(backend),
         "cpu": gather_cpu(),
         "os": gather_os(),
-        "gpu": gather_gpus(),
         "git": gather_git(root),
         "dvc": gather_dvc(root, stages, running),
         "environment": gather_environment(),
     }
+    return {**record, "gpu": gather_gpus()} if backend else record
 
 
 def to_tags(record: dict[str, Any]) -> dict[str, str]:

@@ -15,16 +15,17 @@ from tracking.determinism.settings import build_record
 KEY_PACKAGES = (*chain(*BACKEND_PACKAGES.values()), "keras", "numpy", "mlflow", "dvc", "scikit-learn", "tracking")
 
 
-def gather_software() -> dict[str, Any]:
-    """Versions that change numerics or behaviour; absent packages are left out, not guessed."""
+def gather_software(backend: bool = True) -> dict[str, Any]:
+    """Versions that change numerics or behaviour; absent packages are left out, not guessed. The backend's build
+    (its CUDA/cuDNN) only with `backend`: reading it imports the backend."""
     versions = {"python": platform.python_version()}
     versions.update({name: found for name in KEY_PACKAGES if (found := installed_version(name)) is not None})
-    return {
+    software = {
         "versions": versions,
         "python_implementation": platform.python_implementation(),
         "executable": sys.executable,
-        "backend": build_record(),
     }
+    return {**software, "backend": build_record()} if backend else software
 
 
 def installed_version(name: str) -> str | None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracking.config.params import Params
+from tracking.config.params import RAY, Params
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import seed_frameworks
 from tracking.determinism.seeds import Seeds
@@ -36,11 +36,15 @@ def repeat_spec(
     executor: str,
     role: str = CALIBRATION,
 ) -> RepeatSpec:
-    """Seed the frameworks and capture provenance once: what every repeat of `trained` shares (`role`: whose
-    repeats, tracking/repeats/worker.py)."""
+    """Capture provenance once: what every repeat of `trained` shares (`role`: whose repeats,
+    tracking/repeats/worker.py). Where this process trains them (the local executor) it seeds the frameworks and
+    records their build and effective determinism; Ray's workers record their own (`RepeatWorker.setup`), and this
+    process leaves the backend unimported (4 s of CPU that the workers' start-up shares the cores with)."""
     manifest, splits = data
-    effective = seed_frameworks(trained, base_seeds)
-    record = capture(root, base_seeds.as_dict(), as_record(trained.determinism, effective), stages=("prepare",))
+    trains_here = executor != RAY
+    effective = seed_frameworks(trained, base_seeds) if trains_here else None
+    determinism = as_record(trained.determinism, effective)
+    record = capture(root, base_seeds.as_dict(), determinism, stages=("prepare",), backend=trains_here)
     return RepeatSpec(
         params, trained, base_seeds, root, manifest, splits, record, installed_packages(), parent_run_id, executor, role
     )

@@ -43,12 +43,18 @@ def train_and_keep(
     store: RepeatStore,
     finished: dict[Job, KeptRepeat],
     bar: Any,
+    on_set_up: Callable[[dict[str, dict[str, Any]]], None] = lambda backend: None,
 ) -> None:
     """Train the `pending` repeats on the pool (the executor's first part) or in this process with its models,
-    keep each in `store` and `finished` as it ends (so a killed stage resumes there), and count it on the `bar`."""
+    keep each in `store` and `finished` as it ends (so a killed stage resumes there), and count it on the `bar`.
+    A Ray worker's backend record (`RepeatWorker.setup`) goes to `on_set_up` once its first repeat has ended."""
     pool, models = executor
     show = bar.set_postfix_str
-    trained = train_on_ray(pool, spec, pending, parent, show) if pool else train_locally(spec, models, pending, show)
+    trained = (
+        train_on_ray(pool, spec, pending, parent, show, on_set_up)
+        if pool
+        else train_locally(spec, models, pending, show)
+    )
     for job, kept in trained:
         store.save(job.key, kept)
         finished[job] = kept
@@ -57,7 +63,12 @@ def train_and_keep(
 
 
 def train_on_ray(
-    pool: RayPool, spec: RepeatSpec, jobs: list[Job], parent: Tracker, show: Callable[[str], None]
+    pool: RayPool,
+    spec: RepeatSpec,
+    jobs: list[Job],
+    parent: Tracker,
+    show: Callable[[str], None],
+    on_set_up: Callable[[dict[str, dict[str, Any]]], None],
 ) -> Iterator[tuple[Job, KeptRepeat]]:
     """The Ray executor: repeats on the pool's workers; a repeat whose worker died ends FAILED and is tried again."""
     experiment_id = run_by_id(parent.client, parent.run_id).info.experiment_id
@@ -78,7 +89,9 @@ def train_on_ray(
     def named(job: Job) -> str:
         return label(job, spec.role)
 
-    yield from pool.run(spec, jobs, named, on_lost, show, affinity=lambda job: op_determinism(job.variant))
+    yield from pool.run(
+        spec, jobs, named, on_lost, show, affinity=lambda job: op_determinism(job.variant), on_set_up=on_set_up
+    )
 
 
 def worker_environment() -> dict[str, str]:

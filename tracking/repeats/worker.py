@@ -30,7 +30,7 @@ from tracking.config.params import Params
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process, seed_frameworks
 from tracking.determinism.seeds import Seeds
-from tracking.determinism.settings import as_record, gpu_present
+from tracking.determinism.settings import as_record, build_record, gpu_present
 from tracking.layout import CALIBRATE, COMPARE, PREPARED
 from tracking.names import (
     BAND_VARIANT_TAG,
@@ -105,6 +105,17 @@ def trained_on(run_params: Params, params: Params) -> dict[str, Any]:
 TRAINING_SECTIONS = frozenset(FROZEN_SECTIONS) - {"data"}
 
 
+def backend_record(trained: Params, seeds: Seeds) -> dict[str, dict[str, Any]]:
+    """Seed the frameworks for `trained`; return the provenance sections that only the backend in force in this
+    process can fill: its build (CUDA/cuDNN), the GPUs it sees and its effective determinism."""
+    effective = seed_frameworks(trained, seeds)
+    return {
+        "software": {"backend": build_record()},
+        "gpu": gather_gpus(),
+        "determinism": as_record(trained.determinism, effective),
+    }
+
+
 def log_repeat_setup(
     child: Tracker, record: dict[str, Any], packages: list[str], flat: dict[str, Any], manifest: Manifest, train: dict
 ) -> None:
@@ -128,15 +139,25 @@ class RepeatWorker:
 
         self.gpu = gpu_present()
 
-    def setup(self, spec: RepeatSpec, models: RepeatedModel | None = None) -> None:
+    def setup(self, spec: RepeatSpec, models: RepeatedModel | None = None) -> dict[str, dict[str, Any]]:
         """Set the process up as the stage's own (a no-op where it already is), seed the frameworks, gather this
-        machine's hardware for the repeats' provenance, and make the model the repeats reuse (or take `models`)."""
+        machine's hardware and backend for the repeats' provenance, and make the model the repeats reuse (or take
+        `models`). Return the sections only the backend fills (`backend_record`), for a calibration whose stage
+        leaves the backend to its workers."""
         reproducible_process(spec.trained)
-        seed_frameworks(spec.trained, spec.base_seeds)
+        backend = backend_record(spec.trained, spec.base_seeds)
         self.spec = spec
         self.root = spec.root if spec.root.is_dir() else Path.cwd()  # another node has the project elsewhere
-        self.record = {**spec.record, "cpu": gather_cpu(), "gpu": gather_gpus(), "os": gather_os()}
+        software = {**spec.record["software"], **backend["software"]}
+        self.record = {
+            **spec.record,
+            "software": software,
+            "gpu": backend["gpu"],
+            "cpu": gather_cpu(),
+            "os": gather_os(),
+        }
         self.models = models or RepeatedModel(BuildInputs.of(spec.manifest, spec.splits["train"], self.root))
+        return backend
 
     @classmethod
     def in_this_process(cls, spec: RepeatSpec, models: RepeatedModel | None = None) -> RepeatWorker:

@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Mapping
 from contextlib import ExitStack
+from functools import partial
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from tracking.redaction import redact_params
 from tracking.repeats.kept import RepeatStore
 from tracking.repeats.planning import checked_model, kept_before, planned, repeat_identity, repeat_spec
 from tracking.repeats.running import train_and_keep, worker_credentials, worker_environment
-from tracking.repeats.worker import RepeatSpec, RepeatWorker, label, trained_on
+from tracking.repeats.worker import RepeatSpec, RepeatWorker, backend_record, label, trained_on
 from tracking.run.tracker import Tracker
 from tracking.store.location import project_root, tracking_uri
 from tracking.store.recorded import write_link
@@ -151,10 +152,15 @@ def calibrate_baseline(params: Params) -> None:
         reused = set(finished)
         pending = [job for job in plan if job not in finished]
         spec = open_calibration(params, baseline, base_seeds, root, data, parent, executor)
+        # With Ray, this process leaves the backend unimported (tracking/repeats/planning.py): the run records the
+        # build, GPUs and effective determinism of the first worker to end a repeat, or its own where none trains.
+        with_backend = partial(parent.amend_provenance, dict(spec.record))
+        if pool and not pending:
+            with_backend(backend_record(baseline, base_seeds))
         with tqdm(total=len(plan), initial=len(reused), desc="calibrate", unit="run", file=sys.stderr) as bar:
             if reused:
                 bar.write(f"calibrate: {len(reused)} of {len(plan)} repeats kept from earlier calibrations are reused")
-            train_and_keep(spec, pending, (pool, models), parent, store, finished, bar)
+            train_and_keep(spec, pending, (pool, models), parent, store, finished, bar, with_backend)
         runs = [{**finished[job].run, "reused": job in reused} for job in plan]
         stacked_predictions = np.stack([finished[job].predicted for job in plan])
         stacked_weights = np.stack([finished[job].weights for job in plan])
