@@ -102,7 +102,7 @@ BENCHES = (
         "The public `tracking.judge` on simulated statistics, 2,000 independent calibrations a cell with 95% Wilson "
         "intervals: false alarms, within_noise and inconclusive under six noise models (normal, t(3), bad seeds, "
         "discrete accuracies, a class near its ceiling); how often a shift at min_effect is still called within "
-        "noise; whether 'a true shift of X is detected 80% of the time' comes true; and each `tracking plan` "
+        "noise; whether 'a true shift of X is detected at least 80% of the time' comes true; and each `tracking plan` "
         "option followed.",
     ),
 )

@@ -16,7 +16,7 @@ comes with its 95% Wilson interval over the trials of its cell (2,000 by default
   drawn around it, then 36 Bernoulli trials). test_loss is normal throughout;
 - `blind`: blind `within_noise`: a true drop of test_accuracy exactly at its `min_effect` (3 band stds), how often the
   verdict still says `within_noise` (at most 20% if "detected 80% of the time" holds);
-- `statements`: the statement each report prints, "a true shift of X is detected 80% of the time": X from the trial's own band
+- `statements`: the statement each report prints, "a true shift of X is detected at least 80% of the time": X from the trial's own band
   std (as the report computes it), then a true drop of X, and how often `exceeds_noise` follows;
 - `plans`: `tracking plan` followed: for a shift named in the std the calibration measured, each option it prints (the
   measured runs kept among the calibration's, as a calibration given more repeats keeps them) and a true drop of
@@ -213,7 +213,7 @@ def follow(rng: np.random.Generator, measured: np.ndarray, calibration: int, run
 
 
 def statement(rng: np.random.Generator, n: int, runs: int) -> bool:
-    """Whether a true drop of the shift the report says is detected 80% of the time (from this band's own std,
+    """Whether a true drop of the shift the report says is detected at least 80% of the time (from this band's own std,
     at Holm's first level) is flagged `exceeds_noise`."""
     band = rng.standard_normal(n)
     return follow(rng, band, n, runs, detectable_shift(n, runs, ALPHA / len(METRICS)) * float(np.std(band, ddof=1)))
@@ -411,7 +411,7 @@ def _moved_by(noise: str, rng: np.random.Generator, runs: int, shifts: np.ndarra
 
 
 def power_under_noise(rng: np.random.Generator, trials: int) -> None:
-    """The reports' "a true shift of X is detected 80% of the time" (X from the band's own std, at Holm's first
+    """The reports' "a true shift of X is detected at least 80% of the time" (X from the band's own std, at Holm's first
     level for the two default metrics), followed under issue 47's four noise models, a drop and a rise: the printed
     80% is the least over the shapes the test is calibrated for, so each rate's interval must reach 80%."""
     from tracking.noise.power import POWER, ceiling_std, detectable_shift
@@ -537,8 +537,8 @@ def blind(rng: np.random.Generator, trials: int) -> None:
 
 
 def statements(rng: np.random.Generator, trials: int) -> None:
-    """The reports' "a true shift of X is detected 80% of the time", followed."""
-    print('"a true shift of X is detected 80% of the time", X from the band\'s own std (normal noise):')
+    """The reports' "a true shift of X is detected at least 80% of the time", followed."""
+    print('"a true shift of X is detected at least 80% of the time", X from the band\'s own std (normal noise):')
     for n, runs in ((5, 1), (5, 3), (10, 3), (20, 1)):
         hits = sum(statement(rng, n, runs) for _ in range(trials))
         print(f"  n={n}, N={runs}: detected {wilson(hits, trials)}")

@@ -365,7 +365,7 @@ def _held_to(
     beyond noise whose interval lies inside ± the shift the team `named` in compare.min_effect is within tolerance
     (`_tolerated`; a default never turns a gap beyond noise into tolerance). CONTROL's zero spread (scale 0) is a measurement: any gap there is
     drift, however small, and an equal value is seen to be equal."""
-    from tracking.noise.power import ceiling_clause, deciding_runs
+    from tracking.noise.power import DETECTED, ceiling_clause, deciding_runs
 
     if found.scale == 0:
         return found
@@ -382,7 +382,7 @@ def _held_to(
         return replace(found, note="; ".join(filter(None, [found.note, note])))
     note = (
         f"within noise, but blind to a shift of {tolerance:.4g} ({origin}): the test detects "
-        f"{found.detectable:.4g} 80% of the time{ceiling_clause(found.band.std, found.ceiling_std)}; "
+        f"{found.detectable:.4g} {DETECTED}{ceiling_clause(found.band.std, found.ceiling_std)}; "
         f"{deciding_runs(tolerance, found.power_std, found.band.n, found.candidates, level, spread=found.spread)}"
     )
     return replace(found, verdict=INCONCLUSIVE, note="; ".join(filter(None, [found.note, note])))

@@ -10,7 +10,7 @@ import numpy as np
 
 from tracking.config.params import REGRESSION
 from tracking.noise.groups import in_range
-from tracking.noise.power import NO_STD_INTERVAL, ceiling_clause
+from tracking.noise.power import DETECTED, NO_STD_INTERVAL, ceiling_clause
 from tracking.noise.record import NoiseRecord
 from tracking.noise.statistics import format_p, pairwise_disagreement
 
@@ -87,7 +87,7 @@ def _sees(row: dict[str, Any], runs: int) -> str:
     alpha = band["alpha"]
     text = (
         f"{row['metric']}: band std {band['std']:.4g} ({band['n']} runs; {NO_STD_INTERVAL}); with {runs} candidate run{'s' if runs > 1 else ''} a true shift of "
-        f"{row['detectable']:.4g} ({row['detectable'] / band['std']:.2f} band stds) is detected 80% of the time"
+        f"{row['detectable']:.4g} ({row['detectable'] / band['std']:.2f} band stds) is detected {DETECTED}"
         f"{ceiling_clause(band['std'], row.get('ceiling_std'))}"
     )
     if row["interval"] is not None:

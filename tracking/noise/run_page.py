@@ -14,6 +14,7 @@ from typing import Any
 from tracking.names import MAX_TAG_CHARS
 from tracking.noise.judged_view import view_link
 from tracking.noise.policy import CONTROL, OUTCOMES
+from tracking.noise.power import DETECTED
 from tracking.noise.statistics import format_p
 from tracking.noise.verdict import headline
 
@@ -67,7 +68,7 @@ def _line(row: dict[str, Any], control: bool) -> str:
         text += f" ({1 - alpha:.0%} interval {row['interval'][0]:+.4g} to {row['interval'][1]:+.4g})"
     text += f", t {_number(row['z'], '+.2f')}, p {format_p(row['p_value'])}"
     if row.get("detectable") is not None:
-        text += f"; detects a shift of {row['detectable']:.3g} 80% of the time"
+        text += f"; detects a shift of {row['detectable']:.3g} {DETECTED}"
     elif control:
         text += "; any change is drift"
     return f"{text}: **{row['verdict']}**"

@@ -9,7 +9,7 @@ from tracking.inspect.diff.changes import Change, GroupDiff
 from tracking.inspect.diff.conclusion import RunDiff
 from tracking.inspect.diff.metrics import around_baseline_mean
 from tracking.names import WEIGHTS_TAG
-from tracking.noise.power import NO_STD_INTERVAL, ceiling_clause
+from tracking.noise.power import DETECTED, NO_STD_INTERVAL, ceiling_clause
 from tracking.noise.statistics import format_p
 
 FORMATS = ("text", "md", "json")
@@ -159,7 +159,7 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
 
 
 def _sees(diff: RunDiff) -> list[str]:
-    """What the band can see, per judged metric: its std and the shift detected with 80% power."""
+    """What the band can see, per judged metric: its std and the shift detected at least 80% of the time."""
     lines = []
     for delta in diff.deltas:
         found = delta.judgement
@@ -168,7 +168,7 @@ def _sees(diff: RunDiff) -> list[str]:
         lines.append(
             f"{delta.metric}: band std {found.band.std:.4g} (n={found.band.n}; {NO_STD_INTERVAL}); a true shift of "
             f"{found.detectable:.4g} "
-            f"({found.detectable / found.band.std:.2f} band stds) is detected 80% of the time"
+            f"({found.detectable / found.band.std:.2f} band stds) is detected {DETECTED}"
             f"{ceiling_clause(found.band.std, found.ceiling_std)}"
         )
     return lines
