@@ -2,9 +2,11 @@
 
 In a fresh clone of this repository (its committed HEAD, this checkout's `.venv`): `dvc repro prepare`, then
 `dvc repro -f -s calibrate` twice from nothing kept, once as committed (`compute.executor: local`) and once with
-`compute.executor: ray` (a private Ray using every core), then once more on a Ray cluster already running, as a
-team uses one (`ray start --head` on this machine before the timing, `compute.address` pointing at it, token
-authentication). Prints each wall time, the speed-up (target: at least 1.6 on 2 cores), how many worker processes
+`compute.executor: ray` (a private Ray using every core), then on a Ray cluster already running, as a team uses one
+(`ray start --head` on this machine before the timing, `compute.address` pointing at it, token authentication);
+each executor calibrates twice and the faster counts, as with the ceiling below (load beside a virtual machine only
+ever slows a run: one calibration of the running cluster took 84.9 s, two others the same afternoon 66.8 and 67.7 s).
+Prints each wall time, the speed-up (target: at least 1.6 on 2 cores), how many worker processes
 trained, and whether all gave the same weights, repeat for repeat, and where each executor's time went (read back from the repeats' MLflow runs): before the first repeat
 (the stage's start, and with Ray the cluster's and its workers'), the repeats, after the last one, and how busy the
 workers kept. Then this machine's own ceiling, with no Ray and no tracking: the same bare training (the default
@@ -44,6 +46,7 @@ BIN = Path(sys.executable).parent
 TARGET = 1.6
 CLUSTER_SHARE_TARGET = 0.95  # of the machine's ceiling, with the cluster already running
 BARE_TRAININGS = 4  # per process, after one warm-up
+TRIES = 2  # calibrations per executor; the faster counts
 
 
 def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, float]]:
@@ -59,6 +62,12 @@ def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, 
     # run ids and places are in the checkout's link: the noise file holds results only
     noise = NoiseRecord.whole(json.loads((clone / NOISE_FILE).read_text()), read_link(clone, CALIBRATE))
     return elapsed, noise, timeline(clone, noise, began, began + elapsed)
+
+
+def fastest(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, float], list[float]]:
+    """`calibrate` `TRIES` times: the fastest one's time, noise file and timeline, and every try's time."""
+    tries = [calibrate(clone, env) for _ in range(TRIES)]
+    return (*min(tries, key=lambda found: found[0]), [found[0] for found in tries])
 
 
 def timeline(clone: Path, noise: dict, began: float, ended: float) -> dict[str, float]:
@@ -85,6 +94,10 @@ def timeline(clone: Path, noise: dict, began: float, ended: float) -> dict[str, 
         "workers": len(busy),
         "busy": sum(busy.values()) / (len(busy) * span),
     }
+
+
+def tried(times: list[float]) -> str:
+    return "the fastest of " + ", ".join(f"{time:.1f}" for time in times) + " s"
 
 
 def timeline_line(name: str, parts: dict[str, float]) -> str:
@@ -172,14 +185,14 @@ def main() -> None:
         (clone / ".venv").symlink_to(REPO / ".venv")
         subprocess.run(["dvc", "repro", "prepare"], cwd=clone, env=env, check=True, capture_output=True)
 
-        local_s, local, local_parts = calibrate(clone, env)
+        local_s, local, local_parts, local_tries = fastest(clone, env)
         set_executor(clone, "ray")
-        ray_s, ray, ray_parts = calibrate(clone, env)
+        ray_s, ray, ray_parts, ray_tries = fastest(clone, env)
         cores = os.cpu_count() or 1
         head = RayHead(cpus=cores).start()  # started before the timing, as a team's cluster runs already
         try:
             set_executor(clone, "ray", head.address)
-            cluster_s, cluster, cluster_parts = calibrate(clone, {**env, **head.env})
+            cluster_s, cluster, cluster_parts, cluster_tries = fastest(clone, {**env, **head.env})
         finally:
             head.stop()
         before_s, together_s, after_s = ceiling(clone, env, cores)
@@ -191,9 +204,15 @@ def main() -> None:
     same = hashes[0] == hashes[1] == hashes[2]
     speedup = local_s / ray_s
     print(f"default calibration, {repeats} repeats, {os.cpu_count()} cores")
-    print(f"local executor: {local_s:.1f} s ({local_s / repeats:.2f} s a repeat, one process)")
-    print(f"ray executor:   {ray_s:.1f} s ({workers} worker processes, a private Ray started and stopped)")
-    print(f"ray executor on a running cluster: {cluster_s:.1f} s ({local_s / cluster_s:.2f}x the local executor)")
+    print(f"local executor: {local_s:.1f} s ({local_s / repeats:.2f} s a repeat, one process; {tried(local_tries)})")
+    print(
+        f"ray executor:   {ray_s:.1f} s ({workers} worker processes, a private Ray started and stopped; "
+        f"{tried(ray_tries)})"
+    )
+    print(
+        f"ray executor on a running cluster: {cluster_s:.1f} s ({local_s / cluster_s:.2f}x the local executor; "
+        f"{tried(cluster_tries)})"
+    )
     print(f"speed-up: {speedup:.2f}x (target >= {TARGET}) {'OK' if speedup >= TARGET else 'UNDER TARGET'}")
     print(f"same weights, repeat for repeat, local, private Ray and running cluster: {same}")
     print(timeline_line("local", local_parts))
