@@ -1,21 +1,24 @@
 """The default calibration with the local executor and with Ray on this machine, side by side in one run.
 
 In a fresh clone of this repository (its committed HEAD, this checkout's `.venv`): `dvc repro prepare`, then
-`dvc repro -f -s calibrate` twice from nothing kept, once as committed (`compute.executor: local`) and once with
-`compute.executor: ray` (a private Ray using every core), then on a Ray cluster already running, as a team uses one
-(`ray start --head` on this machine before the timing, `compute.address` pointing at it, token authentication);
-each executor calibrates twice and the faster counts, as with the ceiling below (load beside a virtual machine only
-ever slows a run: one calibration of the running cluster took 84.9 s, two others the same afternoon 66.8 and 67.7 s).
-Prints each wall time, the speed-up (target: at least 1.6 on 2 cores), how many worker processes
-trained, and whether all gave the same weights, repeat for repeat, and where each executor's time went (read back from the repeats' MLflow runs): before the first repeat
-(the stage's start, and with Ray the cluster's and its workers'), the repeats, after the last one, and how busy the
-workers kept. Then this machine's own ceiling, with no Ray and no tracking: the same bare training (the default
+`dvc repro -f -s calibrate` from nothing kept, once as committed (`compute.executor: local`), once with
+`compute.executor: ray` (a private Ray using every core) and once on a Ray cluster already running, as a team uses
+one (`ray start --head` on this machine before the timing, `compute.address` pointing at it, token
+authentication); then this machine's own ceiling, with no Ray and no tracking: the same bare training (the default
 configuration's ALGO repeats, untracked) in one process alone, then in one process per core at once, then alone
-again (the faster alone run counts: the first follows the Ray cluster's shutdown); the rate they reach together
-over the rate of one alone bounds any executor's speed-up here (cores that share a physical
-core or memory bandwidth give less than their count). Each Ray calibration's share of that ceiling is printed;
-the target for the running cluster, which pays no Ray start-up, is 95%.
-Run from the project root: `.venv/bin/python bench/cluster_speedup.py`.
+again; the rate they reach together over the rate of one alone bounds any executor's speed-up here (cores that
+share a physical core or memory bandwidth give less than their count).
+
+All of that is one round, and the bench runs `ROUNDS` of them, every other round in reverse order, and keeps the
+fastest of each measurement: load beside a virtual machine only ever slows a run, and it comes and goes over
+minutes (one running-cluster calibration took 84.9 s, two others the same afternoon 66.8 and 67.7 s), so a share
+read against a ceiling measured at another time moved either way (77% to 103%). Prints each wall time, the
+speed-up (target: at least 1.6 on 2 cores), how many worker processes trained, whether all gave the same weights,
+repeat for repeat, and where each executor's time went (read back from the repeats' MLflow runs): before the first
+repeat (the stage's start, and with Ray the cluster's and its workers'), the repeats, after the last one, and how
+busy the workers kept. Each Ray calibration's share of the ceiling is printed, each round's and from the fastest
+of each; the target for the running cluster, which pays no Ray start-up, is 95%.
+Run from the project root: `.venv/bin/python bench/cluster_speedup.py` (`--rounds N`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,7 +50,7 @@ BIN = Path(sys.executable).parent
 TARGET = 1.6
 CLUSTER_SHARE_TARGET = 0.95  # of the machine's ceiling, with the cluster already running
 BARE_TRAININGS = 4  # per process, after one warm-up
-TRIES = 2  # calibrations per executor; the faster counts
+ROUNDS = 3  # of every calibration and the ceiling, interleaved; the fastest of each counts
 
 
 def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, float]]:
@@ -62,12 +66,6 @@ def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, 
     # run ids and places are in the checkout's link: the noise file holds results only
     noise = NoiseRecord.whole(json.loads((clone / NOISE_FILE).read_text()), read_link(clone, CALIBRATE))
     return elapsed, noise, timeline(clone, noise, began, began + elapsed)
-
-
-def fastest(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, float], list[float]]:
-    """`calibrate` `TRIES` times: the fastest one's time, noise file and timeline, and every try's time."""
-    tries = [calibrate(clone, env) for _ in range(TRIES)]
-    return (*min(tries, key=lambda found: found[0]), [found[0] for found in tries])
 
 
 def timeline(clone: Path, noise: dict, began: float, ended: float) -> dict[str, float]:
@@ -94,10 +92,6 @@ def timeline(clone: Path, noise: dict, began: float, ended: float) -> dict[str, 
         "workers": len(busy),
         "busy": sum(busy.values()) / (len(busy) * span),
     }
-
-
-def tried(times: list[float]) -> str:
-    return "the fastest of " + ", ".join(f"{time:.1f}" for time in times) + " s"
 
 
 def timeline_line(name: str, parts: dict[str, float]) -> str:
@@ -139,7 +133,7 @@ def bare_trainings(count: int) -> None:
 def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, float, float]:
     """Seconds of `BARE_TRAININGS` bare trainings in one process alone, before and after the slowest of `processes`
     such processes whose timed trainings start together (after each has imported and trained its warm-up): the
-    first alone run follows the Ray cluster's shutdown, whose processes can still take a core."""
+    first alone run can follow a Ray cluster's shutdown, whose processes can still take a core."""
     command = [sys.executable, str(Path(__file__).resolve()), "--bare", str(BARE_TRAININGS)]
 
     def together(count: int) -> list[float]:
@@ -169,9 +163,66 @@ def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, fl
     return before, slowest, after
 
 
+Calibration = tuple[float, dict, dict[str, float]]  # wall time, noise file, timeline
+
+
+@dataclass
+class Round:
+    """One round's measurements: each executor's calibration and the ceiling's bare runs (seconds)."""
+
+    local: Calibration
+    ray: Calibration
+    cluster: Calibration
+    alone: float  # the faster of the alone runs before and after the together run
+    together: float  # the slowest process of those at once
+
+    def share(self, cores: int) -> float:
+        """The running cluster's speed-up over the local executor, as a share of the ceiling's."""
+        return self.local[0] / self.cluster[0] / (cores * self.alone / self.together)
+
+
+def one_round(clone: Path, env: dict[str, str], cores: int, reverse: bool) -> Round:
+    """Every calibration and the ceiling once, in order or in reverse, so that a load that grows or fades over the
+    round falls on each side in turn."""
+    found: dict[str, object] = {}
+
+    def local() -> None:
+        set_executor(clone, "local")
+        found["local"] = calibrate(clone, env)
+
+    def private() -> None:
+        set_executor(clone, "ray")
+        found["ray"] = calibrate(clone, env)
+
+    def cluster() -> None:
+        head = RayHead(cpus=cores).start()  # started before the timing, as a team's cluster runs already
+        try:
+            set_executor(clone, "ray", head.address)
+            found["cluster"] = calibrate(clone, {**env, **head.env})
+        finally:
+            head.stop()
+
+    def bare() -> None:
+        before, together, after = ceiling(clone, env, cores)
+        found["alone"], found["together"] = min(before, after), together
+
+    for step in reversed((local, private, cluster, bare)) if reverse else (local, private, cluster, bare):
+        step()
+    return Round(**found)
+
+
+def fastest(rounds: list[Round], executor: str) -> Calibration:
+    return min((getattr(each, executor) for each in rounds), key=lambda calibration: calibration[0])
+
+
+def of(values: list[float]) -> str:
+    return "the fastest of " + ", ".join(f"{value:.1f}" for value in values) + " s"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bare", type=int, help=argparse.SUPPRESS)  # one process of the ceiling measurement
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds of every measurement (default {ROUNDS})")
     args = parser.parse_args()
     if args.bare:
         bare_trainings(args.bare)
@@ -179,56 +230,69 @@ def main() -> None:
     env = {key: value for key, value in os.environ.items() if key not in ("MLFLOW_TRACKING_URI", "VIRTUAL_ENV")}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    cores = os.cpu_count() or 1
+    rounds: list[Round] = []
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         (clone / ".venv").symlink_to(REPO / ".venv")
         subprocess.run(["dvc", "repro", "prepare"], cwd=clone, env=env, check=True, capture_output=True)
+        started = time.perf_counter()
+        for number in range(args.rounds):
+            rounds.append(one_round(clone, env, cores, reverse=number % 2 == 1))
+            each = rounds[-1]
+            left = (time.perf_counter() - started) / (number + 1) * (args.rounds - number - 1)
+            print(
+                f"round {number + 1} of {args.rounds}: local {each.local[0]:.1f} s, private Ray {each.ray[0]:.1f} s, "
+                f"running cluster {each.cluster[0]:.1f} s, bare training alone {each.alone:.1f} s and "
+                f"{each.together:.1f} s {cores} at once; the running cluster at {each.share(cores):.0%} of this "
+                f"round's ceiling" + (f" (about {left / 60:.0f} min left)" if left else ""),
+                flush=True,
+            )
 
-        local_s, local, local_parts, local_tries = fastest(clone, env)
-        set_executor(clone, "ray")
-        ray_s, ray, ray_parts, ray_tries = fastest(clone, env)
-        cores = os.cpu_count() or 1
-        head = RayHead(cpus=cores).start()  # started before the timing, as a team's cluster runs already
-        try:
-            set_executor(clone, "ray", head.address)
-            cluster_s, cluster, cluster_parts, cluster_tries = fastest(clone, {**env, **head.env})
-        finally:
-            head.stop()
-        before_s, together_s, after_s = ceiling(clone, env, cores)
-        alone_s = min(before_s, after_s)  # the least disturbed
-
+    (local_s, local, local_parts), (ray_s, ray, ray_parts), (cluster_s, _, cluster_parts) = (
+        fastest(rounds, executor) for executor in ("local", "ray", "cluster")
+    )
+    alone_s = min(each.alone for each in rounds)
+    together_s = min(each.together for each in rounds)
     repeats = len(local["runs"])
     workers = len({run["where"][COMPUTE_PROCESS_TAG] for run in ray["runs"]})
-    hashes = [[run["weights_sha256"] for run in noise["runs"]] for noise in (local, ray, cluster)]
-    same = hashes[0] == hashes[1] == hashes[2]
+    hashes = [
+        [run["weights_sha256"] for run in getattr(each, executor)[1]["runs"]]
+        for each in rounds
+        for executor in ("local", "ray", "cluster")
+    ]
+    same = all(found == hashes[0] for found in hashes)
     speedup = local_s / ray_s
-    print(f"default calibration, {repeats} repeats, {os.cpu_count()} cores")
-    print(f"local executor: {local_s:.1f} s ({local_s / repeats:.2f} s a repeat, one process; {tried(local_tries)})")
+    print(f"default calibration, {repeats} repeats, {cores} cores, {len(rounds)} rounds (the fastest of each counts)")
+    print(
+        f"local executor: {local_s:.1f} s ({local_s / repeats:.2f} s a repeat, one process; {of([each.local[0] for each in rounds])})"
+    )
     print(
         f"ray executor:   {ray_s:.1f} s ({workers} worker processes, a private Ray started and stopped; "
-        f"{tried(ray_tries)})"
+        f"{of([each.ray[0] for each in rounds])})"
     )
     print(
         f"ray executor on a running cluster: {cluster_s:.1f} s ({local_s / cluster_s:.2f}x the local executor; "
-        f"{tried(cluster_tries)})"
+        f"{of([each.cluster[0] for each in rounds])})"
     )
     print(f"speed-up: {speedup:.2f}x (target >= {TARGET}) {'OK' if speedup >= TARGET else 'UNDER TARGET'}")
-    print(f"same weights, repeat for repeat, local, private Ray and running cluster: {same}")
+    print(f"same weights, repeat for repeat, every calibration of every round: {same}")
     print(timeline_line("local", local_parts))
     print(timeline_line("ray  ", ray_parts))
     print(timeline_line("ray on a running cluster", cluster_parts))
     limit = cores * alone_s / together_s
     print(
         f"this machine's ceiling, no Ray, no tracking: {BARE_TRAININGS} bare trainings take {alone_s:.1f} s in one "
-        f"process alone (the faster of {before_s:.1f} s before and {after_s:.1f} s after) and {together_s:.1f} s in "
-        f"each of {cores} at once: {limit:.2f}x the rate of one (the Ray speed-up is {speedup / limit:.0%} of it)"
-        + (f"; over {cores}x: the machine was not quiet" if limit > cores else "")
+        f"process alone ({of([each.alone for each in rounds])}) and {together_s:.1f} s in each of {cores} at once "
+        f"({of([each.together for each in rounds])}): {limit:.2f}x the rate of one (the Ray speed-up is "
+        f"{speedup / limit:.0%} of it)" + (f"; over {cores}x: the machine was not quiet" if limit > cores else "")
     )
     share = local_s / cluster_s / limit
     print(
-        f"ray on a running cluster: {share:.0%} of the ceiling (target >= {CLUSTER_SHARE_TARGET:.0%}) "
-        f"{'OK' if share >= CLUSTER_SHARE_TARGET else 'UNDER TARGET'}"
+        f"ray on a running cluster: {share:.0%} of the ceiling from the fastest of each (target >= "
+        f"{CLUSTER_SHARE_TARGET:.0%}) {'OK' if share >= CLUSTER_SHARE_TARGET else 'UNDER TARGET'}; round by round "
+        + ", ".join(f"{each.share(cores):.0%}" for each in rounds)
     )
     repeats_speedup = local_parts["span"] / ray_parts["span"]
     ideal = local_parts["before"] + local_parts["after"] + local_parts["span"] / limit
