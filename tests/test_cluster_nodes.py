@@ -9,8 +9,8 @@ namespace, as a machine that dies); more again, stopped with Ctrl-C and resumed;
 again by the local executor, bit for bit. Credentials planted in the driver's environment, its tracking URI, a
 `.env` file and a DVC remote's `config.local` are looked for in every file of both nodes' Ray folders.
 
-Opt-in (`make test-cluster`, which sets TRACKING_TEST_CLUSTER=1; not yet in CI: it has not run green on a loaded 2-core machine): about 5 minutes
-on 2 cores, which the 20-minute budget of `make test` leaves no room for. Making namespaces needs root (CI runs
+In `make test-cluster` (TRACKING_TEST_CLUSTER=1), which CI runs after `make test`: about 3 minutes on 2 cores,
+which the 20-minute budget of `make test` leaves no room for. Making namespaces needs root (CI runs
 as root); elsewhere the test is skipped, saying so.
 """
 

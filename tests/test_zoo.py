@@ -13,8 +13,9 @@ own stream only (in this process, through the library's seeding: initial weights
 training-mode call on a fixed batch, mapped through `train.augment` where the model has one).
 
 The costly checks (`dvc exp run train -S seeds.<name>=<n>` per seed, `tracking rerun`, a learning rate 100 times
-smaller judged against an ALGO band) run for one model each in `make test`: the CCT's `seeds.init` through DVC,
-text classification's smaller learning rate (`tracking rerun` is the examples' and tests/test_rerun.py's there).
+smaller judged against an ALGO band) run in `make test-zoo` only; `make test` takes each path on other projects: a
+seed through `dvc exp run` on a team's model (tests/test_user_model_pipeline.py), `tracking rerun` in the examples
+and tests/test_rerun.py, a learning rate 100 times smaller in the README's commands (tests/test_readme.py).
 `make test-zoo` (TRACKING_TEST_ZOO=1) runs every model's pipeline, every costly check for every model and every
 seed: the `matrix_only` models' pipelines (applications, the VAE, regression, the transformer, the GRU with its
 own metric class, siamese, fraud, augmentation in the input pipeline, and issue 48's ports: a U-Net's masks,
@@ -50,10 +51,9 @@ from tracking.yaml_text import parse_yaml
 pytestmark = pytest.mark.slow
 
 ZOO = Path(__file__).parent / "zoo"
-# The seeds a `seeds_through_dvc` model varies through `dvc exp run` (a run of about 27 CPU seconds each): the
-# initial weights' seed. A layer's stream through `dvc exp run` is tests/test_user_model_pipeline.py's
-# (`seeds.dropout`); every seed of every zoo model is checked in this process. All four cost the suite's
-# 20-minute budget about a minute.
+# The seeds a `seeds_through_dvc` model varies through `dvc exp run` (a run of about 27 CPU seconds each), in the
+# whole matrix only; `make test` checks every seed of every zoo model in this process, and a layer's stream through
+# `dvc exp run` on a team's model (tests/test_user_model_pipeline.py, `seeds.dropout`).
 SEEDS_THROUGH_DVC = ("init",)
 # `make test-zoo` (TRACKING_TEST_ZOO=1): the whole matrix, every costly check for every model and every seed through
 # `dvc exp run`: about 25 CPU minutes on top of the suite's zoo, which its 20-minute budget on 2 cores cannot take.
@@ -119,7 +119,6 @@ MODELS = {
             "cct",
             {"train": {"loss": "models.cct:loss", "optimizer": "adamw", "optimizer_kwargs": {"weight_decay": 0.0001}}},
             frozenset({"dropout", "augment"}),
-            seeds_through_dvc=True,
         ),
         # Two epochs: the train stage's validation pass after the first draws from the Sampling layer's generator.
         Model("vae", {"train": {"epochs": 2}}, frozenset({"dropout"}), adds_to_loss=True, matrix_only=True),
@@ -140,15 +139,14 @@ MODELS = {
             loader=True,
             matrix_only=True,
         ),
-        # Eight epochs of 16 at a learning rate of 0.01: the model learns whatever its seeds (test accuracy 0.94 to
-        # 0.98; at five epochs one reseeded run in three stayed at chance), so a learning rate 100 times smaller
-        # (about 0.52) is a change the ALGO band should see.
+        # In the whole matrix, eight epochs of 16 at a learning rate of 0.01: the model learns whatever its seeds (test
+        # accuracy 0.94 to 0.98; at five epochs one reseeded run in three stayed at chance), so a learning rate 100
+        # times smaller (about 0.52) is a change the ALGO band should see.
         Model(
             "text",
-            {"train": {"epochs": 8, "batch_size": 16, "learning_rate": 0.01}},
-            frozenset({"dropout"}),
+            streams=frozenset({"dropout"}),
             loader=True,
-            smaller_lr=True,
+            learns_with={"train": {"epochs": 8, "batch_size": 16, "learning_rate": 0.01}},
         ),
         Model(
             "siamese",
