@@ -71,16 +71,14 @@ test-zoo: venv
 	TRACKING_TEST_ZOO=1 pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=30 tests/test_zoo.py \
 		tests/test_own_script.py -k "zoo or own_script_zoo or gradient_tape or gan"
 
-# Every test that starts Ray, which the 20-minute budget of `make test` leaves no room for. A calibration on a Ray
-# cluster of two nodes, each in a network namespace of its own (tests/test_cluster_nodes.py): the head with a real
-# `mlflow server` on PostgreSQL, a worker node killed mid-calibration, a stop and a resume, and the local executor's
-# weights bit for bit: about 30 trainings, five stage runs and three Ray node starts. Making namespaces needs root
-# (CI runs as root); elsewhere the test is skipped, saying why. Ray on this machine (tests/test_cluster.py): a head on
-# 127.0.0.1 and a private Ray, workers killed and retried, a calibration stopped and resumed, credentials and a
-# password-protected server. Then a team's deployment: two clones against one PostgreSQL-backed `mlflow server`, the
+# A calibration on a Ray cluster of two nodes, each in a network namespace of its own (tests/test_cluster_nodes.py):
+# the head with a real `mlflow server` on PostgreSQL, a worker node killed mid-calibration, a stop and a resume, and
+# the local executor's weights bit for bit: about 30 trainings, five stage runs and three Ray node starts, which the
+# 20-minute budget of `make test` leaves no room for. Making namespaces needs root (CI runs as root); elsewhere the
+# test is skipped, saying why. Then a team's deployment: two clones against one PostgreSQL-backed `mlflow server`, the
 # second clone's calibration reusing the first's kept repeats (tests/test_server.py).
 test-cluster: venv
-	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py tests/test_cluster.py \
+	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py \
 		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server
 
 # The benchmarks (bench/), one after another (12 to 19 minutes on 2 cores); their output becomes docs/performance.md.

@@ -4,10 +4,6 @@ One tiny project is calibrated three ways, as users do it: `dvc repro` with the 
 and run again (it resumes); `dvc exp run -S compute.executor=ray` on two concurrent workers (the same weights,
 repeat for repeat); and `-S calibration.repeats=4` on Ray while a worker is SIGKILLed mid-repeat (only the new
 repeats train, and the lost one is retried).
-
-In `make test-cluster` (TRACKING_TEST_CLUSTER=1), which CI runs after `make test`, with the cluster of two nodes
-(tests/test_cluster_nodes.py): every test here starts Ray's head, its workers or a private Ray, about 3 minutes on
-2 cores that the 20-minute budget of `make test` leaves no room for.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import calibration_record, client_for, make_project, project_env, run, write_params
-from servers import DEPLOYMENT_TESTS, RayHead, free_port
+from servers import RayHead, free_port
 from test_redaction import CATALOGUE, CATALOGUE_SECRETS
 
 from tracking.config.baseline import freeze
@@ -44,10 +40,7 @@ from tracking.names import (
 from tracking.redaction import REDACTED
 from tracking.whole_file import PARTIAL_SUFFIX
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.environ.get(DEPLOYMENT_TESTS), reason="Ray on this machine: `make test-cluster`"),
-]
+pytestmark = pytest.mark.slow
 
 VARIANTS = ["algo", "control"]
 BACKEND_SECTIONS = ("prov.software.backend.", "prov.determinism.", "prov.gpu.")
