@@ -51,9 +51,10 @@ TARGET = 1.6
 CLUSTER_SHARE_TARGET = 0.95  # of the machine's ceiling, with the cluster already running
 BARE_TRAININGS = 4  # per process, after one warm-up
 ROUNDS = 3  # of every calibration and the ceiling, interleaved; the fastest of each counts
+Calibration = tuple[float, dict, dict[str, float]]  # wall time, noise file, timeline
 
 
-def calibrate(clone: Path, env: dict[str, str]) -> tuple[float, dict, dict[str, float]]:
+def calibrate(clone: Path, env: dict[str, str]) -> Calibration:
     """Wall time of `dvc repro -f -s calibrate` from nothing kept, the noise file it wrote with each repeat's run and
     place from the checkout's link merged in, and its timeline."""
     shutil.rmtree(clone / REPEATS_DIR, ignore_errors=True)
@@ -163,9 +164,6 @@ def ceiling(clone: Path, env: dict[str, str], processes: int) -> tuple[float, fl
     return before, slowest, after
 
 
-Calibration = tuple[float, dict, dict[str, float]]  # wall time, noise file, timeline
-
-
 @dataclass
 class Round:
     """One round's measurements: each executor's calibration and the ceiling's bare runs (seconds)."""
@@ -176,9 +174,13 @@ class Round:
     alone: float  # the faster of the alone runs before and after the together run
     together: float  # the slowest process of those at once
 
+    def ceiling(self, cores: int) -> float:
+        """The rate `cores` bare processes reach together over the rate of one alone."""
+        return cores * self.alone / self.together
+
     def share(self, cores: int) -> float:
-        """The running cluster's speed-up over the local executor, as a share of the ceiling's."""
-        return self.local[0] / self.cluster[0] / (cores * self.alone / self.together)
+        """The running cluster's speed-up over the local executor, as a share of the ceiling."""
+        return self.local[0] / self.cluster[0] / self.ceiling(cores)
 
 
 def one_round(clone: Path, env: dict[str, str], cores: int, reverse: bool) -> Round:
@@ -250,11 +252,17 @@ def main() -> None:
                 flush=True,
             )
 
-    (local_s, local, local_parts), (ray_s, ray, ray_parts), (cluster_s, _, cluster_parts) = (
-        fastest(rounds, executor) for executor in ("local", "ray", "cluster")
+    best = Round(
+        *(fastest(rounds, executor) for executor in ("local", "ray", "cluster")),
+        alone=min(each.alone for each in rounds),
+        together=min(each.together for each in rounds),
     )
-    alone_s = min(each.alone for each in rounds)
-    together_s = min(each.together for each in rounds)
+    (local_s, local, local_parts), (ray_s, ray, ray_parts), (cluster_s, _, cluster_parts) = (
+        best.local,
+        best.ray,
+        best.cluster,
+    )
+    alone_s, together_s = best.alone, best.together
     repeats = len(local["runs"])
     workers = len({run["where"][COMPUTE_PROCESS_TAG] for run in ray["runs"]})
     hashes = [
@@ -281,14 +289,14 @@ def main() -> None:
     print(timeline_line("local", local_parts))
     print(timeline_line("ray  ", ray_parts))
     print(timeline_line("ray on a running cluster", cluster_parts))
-    limit = cores * alone_s / together_s
+    limit = best.ceiling(cores)
     print(
         f"this machine's ceiling, no Ray, no tracking: {BARE_TRAININGS} bare trainings take {alone_s:.1f} s in one "
         f"process alone ({of([each.alone for each in rounds])}) and {together_s:.1f} s in each of {cores} at once "
         f"({of([each.together for each in rounds])}): {limit:.2f}x the rate of one (the Ray speed-up is "
         f"{speedup / limit:.0%} of it)" + (f"; over {cores}x: the machine was not quiet" if limit > cores else "")
     )
-    share = local_s / cluster_s / limit
+    share = best.share(cores)
     print(
         f"ray on a running cluster: {share:.0%} of the ceiling from the fastest of each (target >= "
         f"{CLUSTER_SHARE_TARGET:.0%}) {'OK' if share >= CLUSTER_SHARE_TARGET else 'UNDER TARGET'}; round by round "
