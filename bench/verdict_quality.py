@@ -414,7 +414,8 @@ def power_under_noise(rng: np.random.Generator, trials: int) -> None:
     """The reports' "a true shift of X is detected at least 80% of the time" (X from the band's own std, at Holm's first
     level for the two default metrics), followed under issue 47's four noise models, a drop and a rise: the printed
     80% is the least over the shapes the test is calibrated for, so each rate's interval must reach 80%."""
-    from tracking.noise.power import POWER, ceiling_std, detectable_shift
+    from tracking.noise.ceiling import ceiling_std
+    from tracking.noise.power import POWER, detectable_shift
 
     level = ALPHA / len(METRICS)
     print(

@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from tracking.noise import tails
+from tracking.noise.ceiling import ceiling_std
 from tracking.noise.groups import gap_in_range, left_out
 from tracking.noise.policy import (
     EXCEEDS,
@@ -29,7 +30,6 @@ from tracking.noise.policy import (
     judge,
     judge_control,
 )
-from tracking.noise.power import ceiling_std
 from tracking.noise.statistics import TIE, band_from_values
 from tracking.noise.twosample import (
     MIN_GAP_RUNS,

@@ -171,7 +171,7 @@ class Judgement:
     the level Holm's first step uses, the measured std's own error counted (set by `judge_family`), `beats` the
     probability that a candidate run beats a baseline run, without an interval (metrics with a mode).
     `ceiling_std` is the spread a shift off the band's ceiling brings, where its runs tie at an extreme
-    (`tracking.noise.power.ceiling_std`): `detectable` and the runs that would decide are stated for it.
+    (`tracking.noise.ceiling.ceiling_std`): `detectable` and the runs that would decide are stated for it.
     """
 
     metric: str

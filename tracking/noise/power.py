@@ -31,8 +31,8 @@ A ceiling. Where two or more band runs tie at the band's highest (or lowest) val
 fixed test set whose last few examples no seed gets right, the measured std understates the spread a shift
 brings: a drop takes the runs off the ceiling, and they spread as the model's accuracy does, not as the tied
 band. Followed, "detected 80% of the time" delivered 72-76% there (issue 47: 360 examples capped at 356, 47% of
-runs on the cap). The shift is then stated for the std of a normal censored at the tied value, fit to the band by
-maximum likelihood (`ceiling_std`), where it exceeds the measured std; a floor, since the runs a shift moves
+runs on the cap). The shift is then stated for the std of a normal censored at the tied value
+(`tracking.noise.ceiling.ceiling_std`), where it exceeds the measured std; a floor, since the runs a shift moves
 halfway off the ceiling spread less.
 """
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,43 +57,6 @@ NODES = 64
 DETECTED = f"at least {POWER:.0%} of the time"
 # Why a band's std is printed without an interval (docs/noise-statistics.md#intervals-that-cover).
 NO_STD_INTERVAL = "no interval: a std's interval from few runs covers 64-90% under heavy-tailed noise, short of 95%"
-
-
-def ceiling_std(values: Sequence[float]) -> float | None:
-    """The std of a normal censored at the band's highest and lowest values where two or more of its finite
-    `values` tie there (`tracking.noise.statistics.residue`), fit by maximum likelihood, if it exceeds the measured
-    std (ddof=1); else None: no tie at an extreme, no run between the ties, or the tied runs hide no spread."""
-    import numpy as np
-    from scipy import optimize, stats
-
-    from tracking.noise.statistics import DDOF, residue
-
-    array = np.asarray([value for value in values if value is not None and math.isfinite(value)], dtype=float)
-    if len(array) < 3 or not array.std() > 0:
-        return None
-    magnitude = float(np.abs(array).max())
-    top = np.array([residue(float(array.max() - value), magnitude) for value in array])
-    bottom = np.array([residue(float(value - array.min()), magnitude) for value in array])
-    top &= top.sum() >= 2
-    bottom &= bottom.sum() >= 2
-    if not (top.any() or bottom.any()) or (top | bottom).all():
-        return None  # no tie at an extreme; or runs at two values only, which no censored normal fits
-    measured = float(array.std(ddof=DDOF))
-    # In units of the measured spread around the mean, so that the simplex's first steps fit the data's scale.
-    free = (array[~(top | bottom)] - array.mean()) / measured
-    high, low = (array.max() - array.mean()) / measured, (array.min() - array.mean()) / measured
-
-    def unlikely(point: Any) -> float:
-        centre, spread = point[0], math.exp(point[1])
-        found = stats.norm.logpdf(free, centre, spread).sum()
-        found += top.sum() * stats.norm.logsf(high, centre, spread) + bottom.sum() * stats.norm.logcdf(
-            low, centre, spread
-        )
-        return -float(found)
-
-    fit = optimize.minimize(unlikely, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10})
-    fitted = measured * math.exp(float(fit.x[1]))
-    return fitted if fitted > measured and math.isfinite(fitted) else None
 
 
 def ceiling_clause(found_std: float, ceiling: float | None) -> str:

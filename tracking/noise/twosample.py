@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -76,7 +76,10 @@ def gap_interval(baseline: Sequence[float], candidate: Sequence[float], alpha: f
 
     A group whose runs tie has not measured its spread (three runs of an accuracy at its ceiling, issue 47: the
     interval from the other group's spread alone covered 87% at 20 and 3 runs): it takes the pooled variance of
-    both groups, on their pooled degrees of freedom."""
+    both groups, on their pooled degrees of freedom. A baseline at its ceiling (runs tied at an extreme, enough of
+    them off it) gives the ceiling's score interval instead (`tracking.noise.ceiling.ceiling_interval`)."""
+    from tracking.noise.ceiling import ceiling_interval
+
     a, b = _arrays(baseline, candidate)
     n, m = len(a), len(b)
     own = [(_variance(a), n), (_variance(b), m)]
@@ -87,7 +90,9 @@ def gap_interval(baseline: Sequence[float], candidate: Sequence[float], alpha: f
         return _t_test(_mean(b) - _mean(a), 0.0, 0.0, alpha)
     separate = sum(shares) ** 2 / sum(share**2 / df for share, (_, _, df) in zip(shares, parts, strict=True))
     equal = (1 / n + 1 / m) ** 2 / ((1 / n) ** 2 / (n - 1) + (1 / m) ** 2 / (m - 1))
-    return _t_test(_mean(b) - _mean(a), math.sqrt(sum(shares)), math.sqrt(separate * equal), alpha)
+    found = _t_test(_mean(b) - _mean(a), math.sqrt(sum(shares)), math.sqrt(separate * equal), alpha)
+    ceiling = ceiling_interval(a, b, alpha) if found.low is not None else None
+    return found if ceiling is None else replace(found, low=ceiling[0], high=ceiling[1])
 
 
 def _t_test(difference: float, scale: float, df: float, alpha: float) -> TTest:
