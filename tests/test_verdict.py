@@ -440,6 +440,8 @@ def test_the_ceiling_interval_at_its_edges():
     residue = [*band[:8], float(np.float32(cap)), *band[9:]]  # one tied run logged as float32
     assert ceiling_interval(residue, runs, 0.05) == pytest.approx((low, high), abs=1e-8)
     assert ceiling_interval(band, [*runs[:2], 357 / 360], 0.05) is None
+    assert ceiling_interval(band, [*runs[:2], math.nan], 0.05) is None
+    assert ceiling_interval([*band, math.inf], runs, 0.05) is None
     few_off = np.array([356] * 8 + [355, 353, 350][: MIN_FREE_RUNS - 1]) / 360
     assert ceiling_interval(few_off, runs, 0.05) is None
     assert ceiling_interval(0.9 + 0.01 * np.arange(20), runs, 0.05) is None  # no tie: no ceiling

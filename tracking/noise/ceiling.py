@@ -101,6 +101,8 @@ def ceiling_interval(baseline: Sequence[float], candidate: Sequence[float], alph
     from scipy import stats
     from scipy.optimize import brentq
 
+    if not (np.isfinite(baseline).all() and np.isfinite(candidate).all()):
+        return None  # a gap with an infinite or missing run has no interval (the callers say which runs)
     fit = censored_fit(baseline)
     if fit is None or fit.free < MIN_FREE_RUNS or (fit.high is None) == (fit.low is None):
         return None
