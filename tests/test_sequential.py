@@ -84,7 +84,10 @@ def test_a_small_gap_stops_within_noise_by_equivalence_before_the_power_would():
     assert (found.runs, found.stop, found.verdict.verdict) == (2, DECIDED, WITHIN)
     check = found.verdict.checks[0]
     assert found.level == pytest.approx(0.01027, abs=1e-5)
-    assert check.detectable > 0.02 and "the gap's 97.9% interval, -0.01984 to 0.01984, lies inside it" in check.note
+    assert (
+        check.detectable > 0.02
+        and "the gap's 97.9% interval from the verdict's test, -0.01984 to 0.01984, lies inside it" in check.note
+    )
 
 
 def test_the_equivalence_stop_calls_a_shift_of_min_effect_within_noise_at_most_alpha_of_the_time():

@@ -160,10 +160,13 @@ def test_within_noise_only_where_the_test_sees_the_shift_that_matters():
     assert judge_family([judge(0.70, wide)], 0.05, {"test_accuracy": 1.5})[0].verdict == WITHIN
     several = judge_values("test_accuracy", [0.980, 0.985, 0.990, 0.985, 0.982], [0.984, 0.986, 0.983], 0.05, "c")
     assert judge_family([several], 0.05, {})[0].verdict == WITHIN  # detects 0.011 < 0.02
-    # blind to 0.008 (it detects 0.010), but the gap's 95% interval, -0.0058 to 0.0057, lies inside ±0.008
+    # blind to 0.008 (it detects 0.010), but the 95% interval of its test, -0.0058 to 0.0057, lies inside ±0.008;
+    # named apart from the printed gap interval (Welch's standard error), which is another interval
     equivalent = judge_family([several], 0.05, {"test_accuracy": 0.008})[0]
     assert equivalent.verdict == WITHIN and equivalent.detectable > 0.008
-    assert "interval, -0.005805 to 0.005671, lies inside it (two one-sided tests)" in equivalent.note
+    test_interval = "the gap's 95% interval from the verdict's test, -0.005805 to 0.005671, lies inside it"
+    assert f"{test_interval} (two one-sided tests)" in equivalent.note
+    assert equivalent.interval != pytest.approx((-0.005805, 0.005671), abs=1e-6)
     decided = judge_family([several], 0.05, {"test_accuracy": 0.005})[0]
     assert decided.verdict == INCONCLUSIVE and "more candidate runs (" in decided.note
     # a metric that is not an accuracy: a tenth of the band mean by default; a band centred on 0 sees no shift

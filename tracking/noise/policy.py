@@ -376,8 +376,8 @@ def _held_to(
     seen = equivalence(found, tolerance, equivalence_alpha)
     if seen is not None:
         note = (
-            f"within ±{tolerance:.4g} ({origin}): the gap's {100 * (1 - equivalence_alpha):.3g}% interval, {seen[0]:.4g} to {seen[1]:.4g}, "
-            "lies inside it (two one-sided tests)"
+            f"within ±{tolerance:.4g} ({origin}): the gap's {_test_interval(equivalence_alpha)}, {seen[0]:.4g} to "
+            f"{seen[1]:.4g}, lies inside it (two one-sided tests)"
         )
         return replace(found, note="; ".join(filter(None, [found.note, note])))
     note = (
@@ -393,7 +393,7 @@ def _tolerated(found: Judgement, named: float, alpha: float) -> Judgement:
     ±`named` (`equivalence`), so a true shift of `named` is called tolerable at most alpha/2 of the time; else it
     stays `exceeds_noise`, saying so when the gap itself came out below `named`."""
     seen = equivalence(found, named, alpha)
-    interval = f"{100 * (1 - alpha):.3g}% interval"
+    interval = _test_interval(alpha)
     if seen is not None and (seen[0] > 0 or seen[1] < 0):
         note = (
             f"beyond noise, too small to act on: the gap's {interval}, {seen[0]:.4g} to {seen[1]:.4g}, excludes 0 "
@@ -407,6 +407,12 @@ def _tolerated(found: Judgement, named: float, alpha: float) -> Judgement:
         "inside it: not shown to be too small to act on"
     )
     return replace(found, note="; ".join(filter(None, [found.note, note])))
+
+
+def _test_interval(alpha: float) -> str:
+    """How a note names `_verdict_interval`: apart from the gap's interval a report prints beside it
+    (`tracking.noise.twosample.gap_interval`, which holds where the change moved the spread), and not the same."""
+    return f"{100 * (1 - alpha):.3g}% interval from the verdict's test"
 
 
 def _verdict_interval(found: Judgement, alpha: float) -> tuple[float, float] | None:
