@@ -76,15 +76,23 @@ def _apply_batch(client: MlflowClient, run_id: str, op: Op) -> None:
 
 
 def _apply_inputs(client: MlflowClient, run_id: str, op: Op) -> None:
+    """Log the data set inputs under the SQLite store's lock (`tracking.store.sqlite.creation_lock`): MLflow's SQL
+    store looks a data set up and inserts it when missing, so two trainings logging the same data at once both
+    insert it and one fails (UNIQUE constraint failed: datasets...), as two parallel `dvc queue` workers did."""
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    client.log_inputs(
-        run_id,
-        datasets=[
-            DatasetInput(Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()])
-            for item in op["datasets"]
-        ],
-    )
+    from tracking.store.sqlite import creation_lock
+
+    with creation_lock(client.tracking_uri):
+        client.log_inputs(
+            run_id,
+            datasets=[
+                DatasetInput(
+                    Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()]
+                )
+                for item in op["datasets"]
+            ],
+        )
 
 
 def _apply_model(client: MlflowClient, run_id: str, op: Op) -> None:
