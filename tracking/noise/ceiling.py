@@ -34,11 +34,11 @@ TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class Censored:
-    """A normal (centre, spread) censored at `high` and/or `low`, the values band runs tie at, with `free` runs
-    between them."""
+    """A normal of `spread` censored at `high` and/or `low`, the values band runs tie at, with `free` runs between
+    them; `measured` is the runs' own std (ddof=1), which the tied runs hold down."""
 
-    centre: float
     spread: float
+    measured: float
     high: float | None
     low: float | None
     free: int
@@ -77,8 +77,8 @@ def censored_fit(values: Sequence[float]) -> Censored | None:
 
     fit = optimize.minimize(unlikely, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10})
     return Censored(
-        centre=float(array.mean() + measured * fit.x[0]),
         spread=measured * math.exp(float(fit.x[1])),
+        measured=measured,
         high=float(array.max()) if top.any() else None,
         low=float(array.min()) if bottom.any() else None,
         free=len(free),
@@ -91,8 +91,7 @@ def ceiling_std(values: Sequence[float]) -> float | None:
     fit = censored_fit(values)
     if fit is None:
         return None
-    measured = float(np.std([value for value in values if math.isfinite(value)], ddof=DDOF))
-    return fit.spread if fit.spread > measured and math.isfinite(fit.spread) else None
+    return fit.spread if fit.spread > fit.measured and math.isfinite(fit.spread) else None
 
 
 def ceiling_interval(baseline: Sequence[float], candidate: Sequence[float], alpha: float) -> tuple[float, float] | None:
@@ -144,13 +143,16 @@ def _mean_shortfall(z: float) -> float:
     """E[(bound - X)+]/spread for X normal, z = (bound - mu)/spread."""
     from scipy.special import ndtr
 
-    return z * float(ndtr(z)) + math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    return z * float(ndtr(z)) + _density(z)
 
 
 def _capped_variance(z: float) -> float:
     """Var[min(X, bound)]/spread² for X normal, z = (bound - mu)/spread."""
     from scipy.special import ndtr
 
-    below = float(ndtr(z))
-    density = math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-    return max((z * z + 1) * below + z * density - _mean_shortfall(z) ** 2, 0.0)
+    return max((z * z + 1) * float(ndtr(z)) + z * _density(z) - _mean_shortfall(z) ** 2, 0.0)
+
+
+def _density(z: float) -> float:
+    """The standard normal density at z."""
+    return math.exp(-z * z / 2 - HALF_LOG_TAU)
