@@ -86,7 +86,7 @@ def test_a_small_gap_stops_within_noise_by_equivalence_before_the_power_would():
     assert found.level == pytest.approx(0.01027, abs=1e-5)
     assert (
         check.detectable > 0.02
-        and "the gap's 97.9% interval from the verdict's test, -0.01984 to 0.01984, lies inside it" in check.note
+        and "bounds the gap to -0.01984 to 0.01984 (two one-sided tests at 1.03% each), inside it" in check.note
     )
 
 

@@ -160,12 +160,12 @@ def test_within_noise_only_where_the_test_sees_the_shift_that_matters():
     assert judge_family([judge(0.70, wide)], 0.05, {"test_accuracy": 1.5})[0].verdict == WITHIN
     several = judge_values("test_accuracy", [0.980, 0.985, 0.990, 0.985, 0.982], [0.984, 0.986, 0.983], 0.05, "c")
     assert judge_family([several], 0.05, {})[0].verdict == WITHIN  # detects 0.011 < 0.02
-    # blind to 0.008 (it detects 0.010), but the 95% interval of its test, -0.0058 to 0.0057, lies inside ±0.008;
-    # named apart from the printed gap interval (Welch's standard error), which is another interval
+    # blind to 0.008 (it detects 0.010), but its two one-sided tests bound the gap to -0.0058 to 0.0057, inside
+    # ±0.008; named apart from the printed gap interval (Welch's standard error), which is another interval
     equivalent = judge_family([several], 0.05, {"test_accuracy": 0.008})[0]
     assert equivalent.verdict == WITHIN and equivalent.detectable > 0.008
-    test_interval = "the gap's 95% interval from the verdict's test, -0.005805 to 0.005671, lies inside it"
-    assert f"{test_interval} (two one-sided tests)" in equivalent.note
+    bounds = "the verdict's test bounds the gap to -0.005805 to 0.005671 (two one-sided tests at 2.5% each), inside it"
+    assert bounds in equivalent.note and "95% interval" not in equivalent.note
     assert equivalent.interval != pytest.approx((-0.005805, 0.005671), abs=1e-6)
     decided = judge_family([several], 0.05, {"test_accuracy": 0.005})[0]
     assert decided.verdict == INCONCLUSIVE and "more candidate runs (" in decided.note
@@ -413,7 +413,8 @@ def test_the_ceiling_interval_at_its_edges():
     """The score interval's ends are where the gap's distance equals t(1-α/2, n+N-2) times the standard error the
     candidates would have at that gap (the censored normal's variance, recomputed here by quadrature); candidates
     all on the cap reach the largest gap there is; a floor mirrors a ceiling; it is not used where a candidate run
-    lies beyond the tie, or too few band runs are off it (Welch's interval then, as without a ceiling)."""
+    lies beyond the tie, or too few band runs are off it (Welch's interval then, as without a ceiling); five band
+    runs with three off the tie have it."""
     from scipy import integrate, optimize, stats
 
     from tracking.noise.ceiling import MIN_FREE_RUNS, ceiling_interval, censored_fit
@@ -447,6 +448,11 @@ def test_the_ceiling_interval_at_its_edges():
     assert ceiling_interval([*band, math.inf], runs, 0.05) is None
     few_off = np.array([356] * 8 + [355, 353, 350][: MIN_FREE_RUNS - 1]) / 360
     assert ceiling_interval(few_off, runs, 0.05) is None
+    five = np.array([356, 356, 355, 353, 350]) / 360  # five band runs, two on the cap, have it (Welch's over-covered)
+    assert ceiling_interval(five, runs, 0.05) == (
+        gap_interval(five, runs, 0.05).low,
+        gap_interval(five, runs, 0.05).high,
+    )
     assert ceiling_interval(0.9 + 0.01 * np.arange(20), runs, 0.05) is None  # no tie: no ceiling
     found = gap_interval(band, runs, 0.05)  # what judge, compare and compare-groups print
     assert (found.low, found.high) == (low, high)

@@ -7,7 +7,7 @@ the prediction test for one candidate run, the pooled two-sample t for several),
 Holm-corrected at `alpha` and held to their smallest shift that matters (`tracking.noise.policy.judge_family`),
 and the family gives one of three outcomes: `exceeds_noise`, `within_noise` (only where every test could see
 the shift that matters) or `inconclusive` (with what would decide it); `within_tolerance` for a gap beyond noise
-whose interval lies inside ± a named `min_effect` (real, too small to act on).
+that two one-sided tests bound inside ± a named `min_effect` (real, too small to act on).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ OUTCOMES = {
     EXCEEDS: "a metric moved beyond noise (under CONTROL: any run unequal to its identical runs)",
     INCONCLUSIVE: "not decided: a metric could not be judged, or its test was blind to the shift that matters "
     "(each says what would decide it)",
-    WITHIN_TOLERANCE: "a metric moved beyond noise, but the gap's interval lies inside ± its named "
+    WITHIN_TOLERANCE: "a metric moved beyond noise, but its two one-sided tests bound the gap inside ± its named "
     "compare.min_effect: real, too small to act on",
     WITHIN: "no metric moved beyond noise, and the comparison could see the shift that matters",
 }
@@ -376,8 +376,8 @@ def _held_to(
     seen = equivalence(found, tolerance, equivalence_alpha)
     if seen is not None:
         note = (
-            f"within ±{tolerance:.4g} ({origin}): the gap's {_test_interval(equivalence_alpha)}, {seen[0]:.4g} to "
-            f"{seen[1]:.4g}, lies inside it (two one-sided tests)"
+            f"within ±{tolerance:.4g} ({origin}): the verdict's test bounds the gap to {seen[0]:.4g} to "
+            f"{seen[1]:.4g} ({_one_sided(equivalence_alpha)}), inside it"
         )
         return replace(found, note="; ".join(filter(None, [found.note, note])))
     note = (
@@ -393,26 +393,28 @@ def _tolerated(found: Judgement, named: float, alpha: float) -> Judgement:
     ±`named` (`equivalence`), so a true shift of `named` is called tolerable at most alpha/2 of the time; else it
     stays `exceeds_noise`, saying so when the gap itself came out below `named`."""
     seen = equivalence(found, named, alpha)
-    interval = _test_interval(alpha)
+    tests = _one_sided(alpha)
     if seen is not None and (seen[0] > 0 or seen[1] < 0):
         note = (
-            f"beyond noise, too small to act on: the gap's {interval}, {seen[0]:.4g} to {seen[1]:.4g}, excludes 0 "
-            f"and lies inside ±{named:.4g} (compare.min_effect)"
+            f"beyond noise, too small to act on: the verdict's test bounds the gap to {seen[0]:.4g} to "
+            f"{seen[1]:.4g} ({tests}), which excludes 0 and lies inside ±{named:.4g} (compare.min_effect)"
         )
         return replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
     if abs(found.delta) >= named:
         return found
     note = (
-        f"the gap {abs(found.delta):.4g} is below compare.min_effect {named:.4g}, but its {interval} does not lie "
-        "inside it: not shown to be too small to act on"
+        f"the gap {abs(found.delta):.4g} is below compare.min_effect {named:.4g}, but the verdict's test does not "
+        f"bound it inside that ({tests}): not shown to be too small to act on"
     )
     return replace(found, note="; ".join(filter(None, [found.note, note])))
 
 
-def _test_interval(alpha: float) -> str:
-    """How a note names `_verdict_interval`: apart from the gap's interval a report prints beside it
-    (`tracking.noise.twosample.gap_interval`, which holds where the change moved the spread), and not the same."""
-    return f"{100 * (1 - alpha):.3g}% interval from the verdict's test"
+def _one_sided(alpha: float) -> str:
+    """How a note names `_verdict_interval`: by the error its two one-sided tests hold (a true shift at a bound
+    passes at most alpha/2 of the time, measured), not as a "95% interval", which the report's gap interval is
+    (`tracking.noise.twosample.gap_interval`): the widened critical t over-covers as an interval (98.4% with one
+    candidate run) and the pooled t under-covers where a change moved the spread."""
+    return f"two one-sided tests at {100 * alpha / 2:.3g}% each"
 
 
 def _verdict_interval(found: Judgement, alpha: float) -> tuple[float, float] | None:
