@@ -291,3 +291,40 @@ def readme_typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     and the noise policy's).
     """
     return built_once(tmp_path_factory, "readme_typed", _type_the_readme)
+
+
+DATASET_WRITER = """
+import sys, time
+from pathlib import Path
+from mlflow.tracking import MlflowClient
+from tracking.store.operations import apply, inputs
+
+uri, experiment, folder, writers, shards = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+client = MlflowClient(uri)
+run_id = client.create_run(experiment).info.run_id
+(folder / run_id).touch()
+while len(list(folder.iterdir())) < writers:  # every writer has imported MLflow and made its run
+    time.sleep(0.01)
+for shard in range(shards):
+    data = {"name": "digits", "digest": f"80b56076825e27c{shard:02d}", "source_type": "local", "source": "{}"}
+    apply(client, run_id, inputs([{"dataset": data, "tags": {"mlflow.data.context": "train"}}]))
+"""
+
+
+def log_the_same_data_at_once(uri: str, experiment: str, folder: Path, writers: int = 4, shards: int = 6) -> None:
+    """`writers` processes, released together once each has made its run in a new `experiment`, log the same
+    `shards` data sets one by one through `tracking.store.operations.apply`; every one must exit 0 with them all."""
+    from mlflow.tracking import MlflowClient
+
+    folder.mkdir()
+    found = MlflowClient(uri).create_experiment(experiment)
+    command = [sys.executable, "-c", DATASET_WRITER, uri, found, str(folder), str(writers), str(shards)]
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    started = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        for _ in range(writers)
+    ]
+    outputs = [writer.communicate(timeout=120)[0] for writer in started]
+    assert [writer.returncode for writer in started] == [0] * writers, "\n".join(outputs)
+    runs = MlflowClient(uri).search_runs([found])
+    assert len(runs) == writers and all(len(run.inputs.dataset_inputs) == shards for run in runs)

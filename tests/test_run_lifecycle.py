@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import client_for, make_project, project_env, run, runs_of, write_params
+from conftest import client_for, log_the_same_data_at_once, make_project, project_env, run, runs_of, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -234,36 +234,8 @@ def test_parallel_trainings_and_dvc_queue_share_the_project_store(prepared):
     assert all(name in shown for name in rates)
 
 
-DATASET_WRITER = """
-import sys, time
-from pathlib import Path
-from mlflow.tracking import MlflowClient
-from tracking.store.operations import apply, inputs
-
-uri, experiment, folder = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-client = MlflowClient(uri)
-run_id = client.create_run(experiment).info.run_id
-(folder / run_id).touch()
-while len(list(folder.iterdir())) < 4:  # every writer has imported MLflow and made its run
-    time.sleep(0.01)
-for shard in range(6):
-    data = {"name": "digits", "digest": f"80b56076825e27c{shard}", "source_type": "local", "source": "{}"}
-    apply(client, run_id, inputs([{"dataset": data, "tags": {"mlflow.data.context": "train"}}]))
-"""
-
-
 def test_trainings_of_the_same_data_log_it_at_once_to_one_sqlite_store(tmp_path):
     """MLflow's SQL store looks a data set up, then inserts it: four processes logging the same data at one instant
     inserted it twice, and one failed (UNIQUE constraint failed: datasets...) in 6 of 8 tries, as a `dvc queue`
     worker did in test_parallel_trainings_and_dvc_queue_share_the_project_store. Through the store's lock, none."""
-    from mlflow.tracking import MlflowClient
-
-    uri, ready = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "ready"
-    ready.mkdir()
-    experiment = MlflowClient(uri).create_experiment("data")
-    command = [sys.executable, "-c", DATASET_WRITER, uri, experiment, str(ready)]
-    writers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(4)]
-    outputs = [writer.communicate(timeout=120)[0] for writer in writers]
-    assert [writer.returncode for writer in writers] == [0] * 4, "\n".join(outputs)
-    runs = MlflowClient(uri).search_runs([experiment])
-    assert len(runs) == 4 and all(len(found.inputs.dataset_inputs) == 6 for found in runs)
+    log_the_same_data_at_once(f"sqlite:///{tmp_path / 'mlflow.db'}", "data", tmp_path / "ready")

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 Op = dict[str, Any]
 MLFLOW_UV_LOGGER = "mlflow.utils.uv_utils"
+# How many times data set inputs are logged while the store's database refuses the write (BAD_REQUEST: MLflow's
+# lookup-then-insert of a data set lost a race to another run's insert), and the most seconds between tries.
+INPUT_TRIES, INPUT_RETRY_S = 4, 0.5
 
 
 def batch(
@@ -76,23 +79,33 @@ def _apply_batch(client: MlflowClient, run_id: str, op: Op) -> None:
 
 
 def _apply_inputs(client: MlflowClient, run_id: str, op: Op) -> None:
-    """Log the data set inputs under the SQLite store's lock (`tracking.store.sqlite.creation_lock`): MLflow's SQL
-    store looks a data set up and inserts it when missing, so two trainings logging the same data at once both
-    insert it and one fails (UNIQUE constraint failed: datasets...), as two parallel `dvc queue` workers did."""
+    """Log the data set inputs. MLflow's SQL store looks a data set up and inserts it when missing, so two trainings
+    logging the same data at once both insert it and one fails (UNIQUE constraint failed: datasets..., as two
+    parallel `dvc queue` workers did on SQLite; duplicate key ... "dataset_pk", as clones sharing a PostgreSQL-backed
+    `mlflow server` did, answered BAD_REQUEST, which MLflow's client does not retry). On SQLite the store's lock
+    (`tracking.store.sqlite.creation_lock`) serialises them; elsewhere a refused write is tried again, whose lookup
+    finds the other run's data set (logging inputs again adds none twice), up to `INPUT_TRIES` times."""
+    import random
+    import time
+
     from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.exceptions import MlflowException
 
     from tracking.store.sqlite import creation_lock
 
-    with creation_lock(client.tracking_uri):
-        client.log_inputs(
-            run_id,
-            datasets=[
-                DatasetInput(
-                    Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()]
-                )
-                for item in op["datasets"]
-            ],
-        )
+    datasets = [
+        DatasetInput(Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()])
+        for item in op["datasets"]
+    ]
+    for tried in range(1, INPUT_TRIES + 1):
+        try:
+            with creation_lock(client.tracking_uri):
+                client.log_inputs(run_id, datasets=datasets)
+            return
+        except MlflowException as err:
+            if err.error_code != "BAD_REQUEST" or tried == INPUT_TRIES:
+                raise
+            time.sleep(random.uniform(0, INPUT_RETRY_S))  # apart from the runs that raced it
 
 
 def _apply_model(client: MlflowClient, run_id: str, op: Op) -> None:
