@@ -93,9 +93,20 @@ def _bad_seeds(rng: np.random.Generator, size: int) -> np.ndarray:
     return rng.standard_normal(size) - BAD_SHIFT * (rng.random(size) < 0.1)
 
 
+# Accuracies in steps of one test example: test examples, mean accuracy, std before rounding.
+STEPS = {"steps of 1/360": (360, 0.987, 0.0058), "steps of 1/180": (180, 0.987, 0.0082)}
+
+
+def _stepped(
+    rng: np.random.Generator, size: int, examples: int, mean: float, std: float, shift: float = 0.0
+) -> np.ndarray:
+    """Accuracies rounded to a step of 1/examples, `shift` stds above `mean` before rounding."""
+    return np.round((mean + std * (shift + rng.standard_normal(size))) * examples) / examples
+
+
 def _steps(examples: int, mean: float, std: float) -> Callable[[np.random.Generator, int], np.ndarray]:
     def draw(rng: np.random.Generator, size: int) -> np.ndarray:
-        return (np.round((mean + std * rng.standard_normal(size)) * examples) / examples - mean) / std
+        return (_stepped(rng, size, examples, mean, std) - mean) / std
 
     return draw
 
@@ -152,8 +163,7 @@ NOISE: dict[str, tuple[Callable[[np.random.Generator, int], np.ndarray], float, 
         _capped_mean(0.0),
         _capped_std(),
     ),
-    "steps of 1/360": (_steps(360, 0.987, 0.0058), 0.987, 0.0058),
-    "steps of 1/180": (_steps(180, 0.987, 0.0082), 0.987, 0.0082),
+    **{name: (_steps(*step), step[1], step[2]) for name, step in STEPS.items()},
     "36-example class at 0.97": (_ceiling, 0.97, math.sqrt(0.97 * 0.03 / 36 + 0.01**2)),
 }
 
@@ -461,6 +471,34 @@ def ceiling_intervals(rng: np.random.Generator, trials: int) -> None:
                         hits += found.low <= truth <= found.high
                 cells.append(f"N={runs}: {covered(hits, printed)} ({trials - printed} tied: no interval)")
             print(f"  {examples} examples lower (true gap {truth:+.5f}), n={n}: " + " | ".join(cells))
+    _step_intervals(rng, trials)
+
+
+def _step_intervals(rng: np.random.Generator, trials: int) -> None:
+    """The same interval for accuracies in steps of one test example with no cap, whose best runs tie too: such a
+    band gets the ceiling's interval wherever no candidate run lies above its tie. Rounding to a step of half a
+    band std or less leaves the mean where it was, so the true gap is the shift."""
+    from tracking.noise.ceiling import ceiling_interval
+    from tracking.noise.twosample import gap_interval
+
+    print("the same interval, accuracy in steps of one test example (no cap), covers the true gap:")
+    for noise, (examples, mean, std) in STEPS.items():
+        for shift in (0.0, -1.0, 1.0):
+            for n in (5, 10, 20):
+                cells = []
+                for runs in (3, 5):
+                    hits = printed = scored = 0
+                    for _ in range(trials):
+                        band = _stepped(rng, n, examples, mean, std) - mean
+                        candidates = _stepped(rng, runs, examples, mean, std, shift) - mean
+                        found = gap_interval(band, candidates, ALPHA)
+                        if found.low is not None:
+                            printed += 1
+                            hits += found.low <= std * shift <= found.high
+                            scored += ceiling_interval(band, candidates, ALPHA) is not None
+                    tied = f"{trials - printed} tied: no interval" if printed < trials else "none tied"
+                    cells.append(f"N={runs}: {covered(hits, printed)} (the ceiling's in {scored}; {tied})")
+                print(f"  {noise}, shift {shift:+g} std, n={n}: " + " | ".join(cells))
 
 
 def detectable_shifts(rng: np.random.Generator, trials: int) -> None:

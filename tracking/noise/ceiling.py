@@ -24,8 +24,8 @@ import numpy as np
 from tracking.noise.statistics import DDOF, residue
 
 # The fewest band runs off the ceiling from which the censored fit's spread is trusted for the gap's interval; with
-# fewer, Welch's interval is printed. Measured (4,000-6,000 trials a cell, 5 band runs, 3 or 5 candidate runs): from
-# 4, the 5-run bands kept Welch's, which covered 97.2% under issue 47's capped accuracy with no drop; from 3, 96.4-96.6%
+# fewer, Welch's interval is printed. Measured (4,000-8,000 trials a cell, 5 band runs, 3 or 5 candidate runs): from
+# 4, the 5-run bands kept Welch's, which covered 97.3% under issue 47's capped accuracy with no drop; from 3, 96.3-96.6%
 # there and 94.1-96.1% for accuracies in steps of 1/360 and 1/180 with no cap, whose top runs tie too; from 2,
 # 95.7-95.9% capped but 93.5% in steps of 1/180.
 MIN_FREE_RUNS = 3
