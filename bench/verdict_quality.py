@@ -476,8 +476,8 @@ def ceiling_intervals(rng: np.random.Generator, trials: int) -> None:
 
 def _step_intervals(rng: np.random.Generator, trials: int) -> None:
     """The same interval for accuracies in steps of one test example with no cap, whose best runs tie too: such a
-    band gets the ceiling's interval wherever no candidate run lies above its tie. Rounding to a step of half a
-    band std or less leaves the mean where it was, so the true gap is the shift."""
+    band gets the ceiling's interval wherever no candidate run lies above its tie. Rounding a normal to a step
+    under its std moves its mean by less than 1e-18 of a step (Poisson summation), so the true gap is the shift."""
     from tracking.noise.ceiling import ceiling_interval
     from tracking.noise.twosample import gap_interval
 
