@@ -237,5 +237,6 @@ def test_parallel_trainings_and_dvc_queue_share_the_project_store(prepared):
 def test_trainings_of_the_same_data_log_it_at_once_to_one_sqlite_store(tmp_path):
     """MLflow's SQL store looks a data set up, then inserts it: four processes logging the same data at one instant
     inserted it twice, and one failed (UNIQUE constraint failed: datasets...) in 6 of 8 tries, as a `dvc queue`
-    worker did in test_parallel_trainings_and_dvc_queue_share_the_project_store. Through the store's lock, none."""
+    worker did in test_parallel_trainings_and_dvc_queue_share_the_project_store. A refused data set input is tried
+    again (`tracking.store.operations.INPUT_TRIES`): none fails."""
     log_the_same_data_at_once(f"sqlite:///{tmp_path / 'mlflow.db'}", "data", tmp_path / "ready")

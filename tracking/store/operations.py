@@ -82,16 +82,14 @@ def _apply_inputs(client: MlflowClient, run_id: str, op: Op) -> None:
     """Log the data set inputs. MLflow's SQL store looks a data set up and inserts it when missing, so two trainings
     logging the same data at once both insert it and one fails (UNIQUE constraint failed: datasets..., as two
     parallel `dvc queue` workers did on SQLite; duplicate key ... "dataset_pk", as clones sharing a PostgreSQL-backed
-    `mlflow server` did, answered BAD_REQUEST, which MLflow's client does not retry). On SQLite the store's lock
-    (`tracking.store.sqlite.creation_lock`) serialises them; elsewhere a refused write is tried again, whose lookup
-    finds the other run's data set (logging inputs again adds none twice), up to `INPUT_TRIES` times."""
+    `mlflow server` did), with BAD_REQUEST, which MLflow's client does not retry. The store rolls the refused write
+    back whole, so it is tried again, up to `INPUT_TRIES` times: the other run's insert is committed by then, the
+    lookup finds its data set, and logging inputs again adds none twice. One rule for every store."""
     import random
     import time
 
     from mlflow.entities import Dataset, DatasetInput, InputTag
     from mlflow.exceptions import MlflowException
-
-    from tracking.store.sqlite import creation_lock
 
     datasets = [
         DatasetInput(Dataset(**item["dataset"]), tags=[InputTag(key, value) for key, value in item["tags"].items()])
@@ -99,8 +97,7 @@ def _apply_inputs(client: MlflowClient, run_id: str, op: Op) -> None:
     ]
     for tried in range(1, INPUT_TRIES + 1):
         try:
-            with creation_lock(client.tracking_uri):
-                client.log_inputs(run_id, datasets=datasets)
+            client.log_inputs(run_id, datasets=datasets)
             return
         except MlflowException as err:
             if err.error_code != "BAD_REQUEST" or tried == INPUT_TRIES:

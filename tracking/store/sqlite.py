@@ -5,8 +5,8 @@ Two things go wrong without this, both seen with four trainings started at once 
   with no lock, so two processes migrate the same file at once and fail ("table ... already exists",
   "duplicate column name", "expected to match one row ... in 'alembic_version'"); two processes that find no
   experiment both create it and one fails. `creation_lock` holds an exclusive lock on `mlflow.db.lock`
-  beside the database while a process creates the store and its experiment, and while it logs a data set input
-  (MLflow looks the data set up, then inserts it: two trainings of the same data inserted it twice).
+  beside the database while a process creates the store and its experiment. (A data set input, which MLflow
+  also looks up and then inserts, is tried again when refused, on every store: `tracking.store.operations`.)
 - In SQLite's default rollback-journal mode a reader blocks a writer, so `mlflow ui` or a second training
   reading runs stalls the writers. Write-ahead logging lets readers and the one writer proceed together; it
   is a property of the database file, set once when the store is created (`use_wal`).
