@@ -75,11 +75,14 @@ test-zoo: venv
 # the head with a real `mlflow server` on PostgreSQL, a worker node killed mid-calibration, a stop and a resume, and
 # the local executor's weights bit for bit: about 30 trainings, five stage runs and three Ray node starts, which the
 # 20-minute budget of `make test` leaves no room for. Making namespaces needs root (CI runs as root); elsewhere the
-# test is skipped, saying why. Then a team's deployment: two clones against one PostgreSQL-backed `mlflow server`, the
-# second clone's calibration reusing the first's kept repeats (tests/test_server.py).
+# test is skipped, saying why. Then the tests that start a Ray head on 127.0.0.1 (tests/test_cluster.py: workers
+# killed mid-repeat, a password-protected server, credentials on workers) and a team's deployment: two clones against
+# one PostgreSQL-backed `mlflow server`, the second clone's calibration reusing the first's kept repeats, and six
+# clones logging the same data through it at once (tests/test_server.py). About 5 minutes in all.
 test-cluster: venv
-	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py \
-		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server
+	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py tests/test_cluster.py \
+		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server \
+		tests/test_server.py::test_trainings_of_the_same_data_log_it_at_once_through_one_postgres_backed_server
 
 # The benchmarks (bench/), one after another (12 to 19 minutes on 2 cores); their output becomes docs/performance.md.
 bench: venv

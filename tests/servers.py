@@ -29,8 +29,8 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 START_TIMEOUT_S = 240  # a loaded 2-core CI machine takes up to a minute to import MLflow and migrate the store
 SKIP_POSTGRES = "TRACKING_TEST_SKIP_POSTGRES"
-# Set by `make test-cluster`: the deployment tests (two nodes in namespaces, two clones against one server), minutes
-# each, which the 20-minute budget of `make test` leaves no room for; CI runs them after it.
+# Set by `make test-cluster`: the deployment tests (two nodes in namespaces, a Ray head on 127.0.0.1, clones against
+# one server), minutes in all, which the 20-minute budget of `make test` leaves no room for; CI runs them after it.
 DEPLOYMENT_TESTS = "TRACKING_TEST_CLUSTER"
 # How many times a Ray node is started before its failure is the test's, and what Ray says when a loaded machine
 # kept its raylet's agents from starting in time.
