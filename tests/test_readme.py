@@ -77,6 +77,25 @@ def test_the_readme_links_every_docs_page():
     assert {page.resolve() for page in DOCS.glob("*.md")} <= linked
 
 
+def named_tests(text: str) -> set[tuple[str, str]]:
+    """(file, test) for each test a guarantees.md row names: `tests/x.py::name`, or `::name` after the file named
+    before it in the same cell."""
+    found = set()
+    for line in text.splitlines():
+        for cell in line.split(" | ")[1:]:
+            module = None
+            for path, name in re.findall(r"`(tests/[\w/]+\.py)?::(\w+)", cell):
+                module = path or module
+                found.add((module, name))
+    return found
+
+
+def test_every_test_the_guarantees_name_exists():
+    named = named_tests((DOCS / "guarantees.md").read_text())
+    assert len(named) > 40
+    assert [(path, name) for path, name in sorted(named) if f"def {name}(" not in (REPO / path).read_text()] == []
+
+
 def mapped_modules(text: str) -> set[str]:
     """The modules architecture.md's package map lists: `- `name.py`` lines under a `**`folder/`**` heading."""
     found, folder = set(), ""
