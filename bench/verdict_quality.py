@@ -22,7 +22,7 @@ comes with its 95% Wilson interval over the trials of its cell (2,000 by default
   measured runs kept among the calibration's, as a calibration given more repeats keeps them) and a true drop of
   that shift; and for a fixed true shift, each option wherever the plan offers it;
 - every printed 95% interval's coverage (93-97% to hold) under normal, t(3) and 10% bad seeds noise: the gap's
-  Welch interval beside the pooled t's it replaced, where the change left the spread alone and where it doubled
+  Welch interval beside the pooled t's it replaced, where the change left the spread alone, doubled it or halved
   it; the chi-square interval of a band's std and the F interval of a std ratio, which are no longer printed; the
   audit's cost of determinism from its paired repeats;
 - compare-groups' printed power against how often its verdict says "spreads differ".
@@ -280,14 +280,14 @@ def covered(hits: int, trials: int) -> str:
 
 def gap_intervals(rng: np.random.Generator, trials: int) -> None:
     """How often the gap's printed interval (`tracking.noise.twosample.gap_interval`, from MIN_GAP_RUNS candidate
-    runs on) covers the true gap, where the change left the spread alone and where it doubled it; beside it
+    runs on) covers the true gap, where the change left the spread alone, doubled it or halved it; beside it
     Welch's and the pooled t's intervals it replaced."""
     from tracking.noise.twosample import MIN_GAP_RUNS, gap_interval, pooled_t, welch
 
     print(f"the gap's 95% interval covers the true gap (printed from {MIN_GAP_RUNS} candidate runs on):")
     for noise, draw in COVERAGE_NOISE.items():
-        for spread in (1.0, 2.0):
-            for n, runs in ((3, 3), (5, 3), (20, 3), (5, 5), (20, 5), (20, 10)):
+        for spread in (1.0, 2.0, 0.5):
+            for n, runs in ((3, 3), (5, 3), (10, 3), (20, 3), (5, 5), (10, 5), (20, 5), (20, 10)):
                 hits = {"printed": 0, "Welch": 0, "pooled": 0}
                 for _ in range(trials):
                     band, candidates = draw(rng, n), spread * draw(rng, runs) + 1.0
