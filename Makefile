@@ -78,7 +78,7 @@ test-zoo: venv
 # test is skipped, saying why. Then the tests that start a Ray head on 127.0.0.1 (tests/test_cluster.py: workers
 # killed mid-repeat, a password-protected server, credentials on workers) and a team's deployment: two clones against
 # one PostgreSQL-backed `mlflow server`, the second clone's calibration reusing the first's kept repeats, and six
-# clones logging the same data through it at once (tests/test_server.py). About 5 minutes in all.
+# clones logging the same data through it at once (tests/test_server.py). About 4.5 minutes in all.
 test-cluster: venv
 	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py tests/test_cluster.py \
 		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server \
