@@ -40,7 +40,8 @@ def test_the_description_leads_with_the_verdict_its_band_and_what_it_could_detec
     assert accuracy == (
         f"- test_accuracy 0.8000, band mean 0.9080 (std {row['band']['std']:.2g}): gap {row['delta']:+.4g}, "
         f"t {row['z']:+.2f}, p {row['p_value']:.3g}; detects a shift of "
-        f"{row['detectable']:.3g} at least 80% of the time: **exceeds_noise**"
+        f"{row['detectable']:.3g} at least 80% of the time, under normal noise, t with 3 degrees of freedom or 10% of "
+        "runs 5 stds worse: **exceeds_noise**"
     )
     assert loss.startswith("- test_loss 0.3000") and loss.endswith("**inconclusive**")
     assert why == (

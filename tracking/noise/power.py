@@ -52,9 +52,10 @@ POWER = 0.8
 MOST_REPEATS = 100
 # Gauss-Jacobi nodes for the mean over B: the power's error is below 1e-6 from n = 2 on (tests/test_verdict.py).
 NODES = 64
-# How every line states a power: a floor, the least over the noise shapes the test is calibrated for (followed under
-# normal noise a shift of that size is detected more often, 78-95%; under a ceiling 90-99%: docs/noise-statistics.md).
-DETECTED = f"at least {POWER:.0%} of the time"
+# How every line states a power: a floor, the least over the noise shapes the test is calibrated for, which it names
+# (followed under normal noise a shift of that size is detected more often, 78-95%; under a ceiling 90-99%; no one
+# figure is the realised rate under each: docs/noise-statistics.md).
+DETECTED = f"at least {POWER:.0%} of the time, under normal noise, {' or '.join(tails.SHAPES)}"
 # Why a band's std is printed without an interval (docs/noise-statistics.md#intervals-that-cover).
 NO_STD_INTERVAL = "no interval: a std's interval from few runs covers 64-90% under heavy-tailed noise, short of 95%"
 
