@@ -38,6 +38,14 @@ NODE_ATTEMPTS = 3
 AGENT_TIMEOUT = "The current node timed out during startup"
 
 
+def deployment_test(what: str):
+    """The mark that runs a test only under `make test-cluster` (DEPLOYMENT_TESTS set), skipping it elsewhere with
+    `what` it needs."""
+    import pytest
+
+    return pytest.mark.skipif(not os.environ.get(DEPLOYMENT_TESTS), reason=f"{what}: `make test-cluster`")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

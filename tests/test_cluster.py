@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import calibration_record, client_for, make_project, project_env, run, write_params
-from servers import DEPLOYMENT_TESTS, RayHead, free_port
+from servers import RayHead, deployment_test, free_port
 from test_redaction import CATALOGUE, CATALOGUE_SECRETS
 
 from tracking.config.baseline import freeze
@@ -44,9 +44,7 @@ from tracking.redaction import REDACTED
 
 pytestmark = pytest.mark.slow
 # The tests that start a Ray cluster: `make test-cluster` only.
-on_a_cluster = pytest.mark.skipif(
-    not os.environ.get(DEPLOYMENT_TESTS), reason="a Ray cluster on 127.0.0.1: `make test-cluster`"
-)
+on_a_cluster = deployment_test("a Ray cluster on 127.0.0.1")
 
 VARIANTS = ["algo", "control"]
 BACKEND_SECTIONS = ("prov.software.backend.", "prov.determinism.", "prov.gpu.")

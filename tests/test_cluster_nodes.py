@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from conftest import calibration_record, make_project, project_env, run, write_params
-from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Namespace, Postgres, RayHead
+from servers import SKIP_POSTGRES, MlflowServer, Namespace, Postgres, RayHead, deployment_test
 from test_cluster import CATALOGUE_ENV, planted_in
 from test_redaction import CATALOGUE_SECRETS
 
@@ -38,9 +38,7 @@ from tracking.names import COMPUTE_ATTEMPT_TAG, COMPUTE_NODE_TAG, REPAIRED_TAG, 
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not os.environ.get(DEPLOYMENT_TESTS), reason="a cluster of two nodes in namespaces: `make test-cluster`"
-    ),
+    deployment_test("a cluster of two nodes in namespaces"),
 ]
 
 HEAD, NODE = "10.200.0.1", "10.200.0.2"

@@ -21,7 +21,7 @@ from conftest import (
     train_run_id,
     write_params,
 )
-from servers import DEPLOYMENT_TESTS, SKIP_POSTGRES, MlflowServer, Postgres
+from servers import SKIP_POSTGRES, MlflowServer, Postgres, deployment_test
 
 from tracking.layout import NOISE_FILE, REPEATS_DIR
 from tracking.store.journal import OFFLINE, SYNCED, read_journal
@@ -94,7 +94,7 @@ def test_pipeline_through_a_postgres_backed_server(project, postgres, tmp_path):
         server.kill()
 
 
-@pytest.mark.skipif(not os.environ.get(DEPLOYMENT_TESTS), reason="clones logging at once: `make test-cluster`")
+@deployment_test("clones logging at once")
 def test_trainings_of_the_same_data_log_it_at_once_through_one_postgres_backed_server(postgres, tmp_path):
     """Clones sharing one `mlflow server` log the same data at one instant: MLflow's lookup-then-insert of a data set
     failed a writer (BAD_REQUEST, duplicate key ... "dataset_pk", which MLflow's client does not retry) in 6 of 10
@@ -107,7 +107,7 @@ def test_trainings_of_the_same_data_log_it_at_once_through_one_postgres_backed_s
         server.kill()
 
 
-@pytest.mark.skipif(not os.environ.get(DEPLOYMENT_TESTS), reason="two clones' calibrations: `make test-cluster`")
+@deployment_test("two clones' calibrations")
 def test_two_clones_share_kept_repeats_through_one_postgres_backed_server(postgres, tmp_path):
     """A team's deployment as docs/server-and-offline.md sets it up: one `mlflow server` on PostgreSQL serving
     artifacts, and the template's DVC remote beside the clones. One member calibrates and pushes; a second clone
