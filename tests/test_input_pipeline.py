@@ -175,3 +175,33 @@ def test_an_augmentation_that_fails_stops_before_any_run(splits, team):
     seed_frameworks(params, seeds)
     with pytest.raises(UserCodeError, match=r"train.augment: 'team_augments:images_only' failed on a training batch"):
         prepare_model(params, seeds, BuildInputs(splits["train"], 10, None, team))
+
+
+def test_memory_mapped_splits_train_and_score_bit_identically_to_arrays_in_memory(splits, team, tmp_path, monkeypatch):
+    """The prepared splits as the stages read them (memory-mapped, read a batch at a time past
+    `IN_MEMORY_BYTES`) train the same weights, with sample weights and augmentation, and score the same, bit for
+    bit, as the arrays held in memory."""
+    from tracking.data.dataset import load_splits, write_splits
+    from tracking.data.manifest import Manifest
+    from tracking.training import batches
+
+    data = {
+        "train": {**splits["train"], "sample_weight": np.linspace(0.5, 2, 128, dtype="float32")},
+        "test": splits["test"],
+    }
+    manifest = Manifest.build(data, data["train"], "digits")
+    write_splits(tmp_path / "prepared", data, manifest)
+    mapped = load_splits(tmp_path / "prepared", manifest)
+    assert isinstance(mapped["train"]["x"], np.memmap)
+    params = params_with({"augment": "team_augments:flip_and_jitter", "epochs": 2}, augment=3)
+
+    def scored(data: dict) -> tuple[str, dict[str, float], bytes]:
+        seeds = resolve_seeds(params.seeds)
+        seed_frameworks(params, seeds)
+        built = prepare_model(params, seeds, BuildInputs(data["train"], 10, None, team))
+        found = train_and_score(built, params, seeds, data, 10, None, root=team)
+        return found.weights_sha256, found.metrics, found.predicted.tobytes()
+
+    in_memory = trained(params, data["train"], team), scored(data)
+    monkeypatch.setattr(batches, "IN_MEMORY_BYTES", 0)
+    assert (trained(params, mapped["train"], team), scored(mapped)) == in_memory

@@ -266,13 +266,20 @@ def check_pin(manifest: Manifest, pinned: str | None, pins_dir: Path = PINS_DIR)
     )
 
 
+def _mapped_from(array: np.ndarray, path: Path) -> bool:
+    """Whether `array` is memory-mapped from the file `path`."""
+    filename = getattr(array, "filename", None)
+    return filename is not None and Path(filename) == path.resolve()
+
+
 def load_split(prepared: Path, split: str) -> dict[str, Arrays]:
-    """The arrays of one split as written by the prepare stage (`x` a dict where the data has named inputs); an
-    unreadable file names the way to re-create it."""
+    """The arrays of one split as written by the prepare stage (`x` a dict where the data has named inputs),
+    memory-mapped read-only: training and scoring read them a batch at a time, so memory does not grow with the
+    data set. An unreadable file names the way to re-create it."""
     arrays = {}
     for path in sorted(prepared.glob(f"{split}_*.npy")):
         try:
-            arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, allow_pickle=False)
+            arrays[path.stem.removeprefix(f"{split}_")] = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError, EOFError) as err:
             raise DataError(
                 f"{path} is not a readable .npy file ({err}); re-create it with `dvc repro -f {PREPARE}` "
@@ -291,17 +298,30 @@ def load_splits(prepared: Path, manifest: Manifest) -> dict[str, dict[str, Array
     return {split: load_split(prepared, split) for split in SPLITS if manifest.n_samples.get(split)}
 
 
+def staging_folder(prepared: Path) -> Path:
+    """The sibling folder the prepared arrays are written into before it takes `prepared`'s place."""
+    return prepared.with_name(f".{prepared.name}.partial")
+
+
+def split_file(split: str, name: str) -> str:
+    """The file name of a split's array `name` (flat: `x`, `x.title`, `y`)."""
+    return f"{split}_{name}.npy"
+
+
 def write_splits(prepared: Path, splits: dict[str, dict[str, Arrays]], manifest: Manifest) -> None:
     """Write each array as .npy (byte-stable, unlike .npz) and the manifest last, into a sibling folder that then
-    takes `prepared`'s place: a full disk or a read-only project leaves no half-written set, only one error line."""
-    staging = prepared.with_name(f".{prepared.name}.partial")
+    takes `prepared`'s place: a full disk or a read-only project leaves no half-written set, only one error line.
+    An array already memory-mapped from its file in that folder (the split of a memory-mapped source) is kept as
+    it is, not written twice."""
+    staging = staging_folder(prepared)
     try:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        staging.mkdir(parents=True, exist_ok=True)
         for split, arrays in splits.items():
             for role, value in arrays.items():
                 for name, array in flat(role, value).items():
-                    np.save(staging / f"{split}_{name}.npy", array, allow_pickle=False)
+                    path = staging / split_file(split, name)
+                    if not _mapped_from(array, path):
+                        np.save(path, array, allow_pickle=False)
         (staging / MANIFEST).write_text(manifest.dumps())
         if prepared.exists():
             shutil.rmtree(prepared)

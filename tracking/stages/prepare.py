@@ -4,7 +4,6 @@ arrays and their manifest to `data/prepared`."""
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -12,8 +11,8 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION, DataParams, Params
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
-from tracking.data.arrays import Arrays, map_arrays, n_rows
-from tracking.data.dataset import build_manifest, check_pin, load_data, write_splits
+from tracking.data.arrays import Arrays, flat, n_rows, nested
+from tracking.data.dataset import build_manifest, check_pin, load_data, split_file, staging_folder, write_splits
 from tracking.data.source import Source
 from tracking.determinism.settings import configure_environment
 from tracking.errors import DataError
@@ -36,21 +35,25 @@ def prepare_data(params: Params) -> None:
         require_stage_dep(load_callable(params.data.loader, "data.loader", root), "data.loader", (PREPARE,), root)
         require_loader_inputs(params.data.inputs, params.data.kwargs, PREPARE, root)
     scratch = (root / PREPARED).with_name(f".{PREPARED.name}.stream")  # a loader's dataset, read to disk
+    staging = staging_folder(root / PREPARED)
+    shutil.rmtree(staging, ignore_errors=True)  # what a stopped prepare left
     try:
         source = load_data(params.data, root, scratch)
-        splits = split(source, params.data, params.data.split_seed, scratch)
+        splits = split(source, params.data, params.data.split_seed, staging)
         manifest = build_manifest(splits, source, params.data.task)
         check_pin(manifest, params.data.sha256, root / PINS_DIR)
         write_splits(root / PREPARED, splits, manifest)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
     print(f"prepared {manifest.total} samples, content sha256 {manifest.content_sha256}")
 
 
-def split(source: Source, data: DataParams, seed: int, scratch: Path | None = None) -> dict[str, dict[str, Arrays]]:
+def split(source: Source, data: DataParams, seed: int, staging: Path | None = None) -> dict[str, dict[str, Arrays]]:
     """Train/val/test split, reproducible from `seed`: stratified by class for classification with one label per
     sample, plain for regression, multi-label rows, labels per pixel or step, and a dict `y` (none of them is one
-    class per sample)."""
+    class per sample). The rows of a memory-mapped array are written straight into `staging` under the names
+    `write_splits` keeps, so the disk holds the source and one prepared copy."""
     from sklearn.model_selection import train_test_split
 
     arrays = source.arrays()
@@ -78,23 +81,30 @@ def split(source: Source, data: DataParams, seed: int, scratch: Path | None = No
             "(at least 2 each, so that the split can keep every class in training) or change the fractions in "
             "params.yaml"
         )
-    return {name: _split_rows(arrays, np.sort(idx), scratch, name) for name, idx in parts.items()}
+    return {name: _split_rows(arrays, np.sort(idx), staging, name) for name, idx in parts.items()}
 
 
-def _split_rows(arrays: dict[str, Arrays], index: np.ndarray, scratch: Path | None, name: str) -> dict[str, Arrays]:
+def _split_rows(arrays: dict[str, Arrays], index: np.ndarray, staging: Path | None, name: str) -> dict[str, Arrays]:
     """Every array's rows `index`, in its structure (one split's arrays)."""
     return {
-        key: map_arrays(lambda array: _gathered(array, index, scratch, name), value) for key, value in arrays.items()
+        role: nested(
+            {
+                flat_name: _gathered(array, index, staging, split_file(name, flat_name))
+                for flat_name, array in flat(role, value).items()
+            }
+        )[role]
+        for role, value in arrays.items()
     }
 
 
-def _gathered(array: np.ndarray, index: np.ndarray, scratch: Path | None, split_name: str) -> np.ndarray:
+def _gathered(array: np.ndarray, index: np.ndarray, staging: Path | None, file_name: str) -> np.ndarray:
     """The rows `index` of `array`; of a memory-mapped array (a loader's `.npy` or dataset), gathered a block of
-    rows at a time into a memory-mapped file under `scratch`, so a split never holds the data set in memory."""
-    if scratch is None or not isinstance(array, np.memmap):
+    rows at a time into the memory-mapped file `file_name` under `staging`, so a split never holds the data set in
+    memory and is written once."""
+    if staging is None or not isinstance(array, np.memmap):
         return array[index]
-    scratch.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkstemp(prefix=f"{split_name}-", suffix=".npy", dir=scratch)[1])
+    staging.mkdir(parents=True, exist_ok=True)
+    path = staging / file_name
     out = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=(len(index), *array.shape[1:]))
     step = max(1, GATHER_BYTES // max(1, array[:1].nbytes))
     for start in range(0, len(index), step):
