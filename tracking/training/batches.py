@@ -31,7 +31,7 @@ SCORING_BATCH = 512
 KERAS_VALIDATION_BATCH = 32
 # Arrays of at most this many bytes in all are held in memory as tensors on TensorFlow; larger ones are read a
 # batch at a time from where they lie (a memory-mapped file), so training's memory does not grow with the data.
-IN_MEMORY_BYTES = 256 * 2**20
+IN_MEMORY_BYTES = 64 * 2**20
 
 
 def in_batches(arrays: Any, batch_size: int) -> Any:
