@@ -313,3 +313,45 @@ def test_a_loader_may_return_a_tf_data_dataset_or_a_py_dataset(tmp_path: Path):
     assert peak < 8 * 1000 * 250 * 4 / 2, f"reading 8 MB of batches peaked at {peak / 1e6:.1f} MB"
     with pytest.raises(DataError, match=r"batch 0 is a ndarray, not \(x, y\)"):
         load_from_loader("streams:unbatched", {}, tmp_path, "regression", scratch / "g")
+
+
+def test_a_streamed_loader_is_split_into_the_same_arrays_and_its_copy_consumed_as_they_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The split of a loader's dataset, streamed to disk, writes the rows a split in memory takes, block by block
+    from the last, cutting the streamed copy short behind each block (so the disk never holds it and the splits
+    whole at once); the manifest is the same, its origin read before the copy is consumed."""
+    from tracking.config.params import DataParams
+    from tracking.data import partition
+    from tracking.data.dataset import build_manifest, split_file
+    from tracking.data.manifest import Origin
+    from tracking.data.source import Source
+    from tracking.stages.prepare import split
+
+    (tmp_path / "streams.py").write_text(DATASET_LOADER)
+    scratch, staging = tmp_path / "stream", tmp_path / "staging"
+    data = DataParams(source=None, loader="streams:py_dataset", val_fraction=0.1)
+    streamed = load_from_loader("streams:py_dataset", {}, tmp_path, "classification", scratch)
+    copied = {name: np.array(array) for name, array in streamed.arrays().items()}
+    in_memory = Source(copied["x"], copied["y"], None, streamed.name, copied["sample_weight"])
+    origin = Origin.of(streamed.arrays())
+    expected = split(in_memory, data, 7)
+    cuts: dict[str, list[int]] = {}
+    truncate = partition.os.truncate
+    monkeypatch.setattr(partition, "BLOCK_BYTES", 100_000)  # 100 rows of x a block
+    monkeypatch.setattr(
+        partition.os,
+        "truncate",
+        lambda path, size: (cuts.setdefault(Path(path).name, []).append(size), truncate(path, size)),
+    )
+    found = split(streamed, data, 7, staging, scratch)
+    monkeypatch.undo()
+    assert cuts["x.raw"] == [row * 1000 for row in range(7900, -1, -100)]
+    assert all(sizes[-1] == 0 for sizes in cuts.values())  # labels the checks made into an array are not mapped
+    assert all((scratch / name).stat().st_size == 0 for name in cuts)
+    for name, arrays in expected.items():
+        assert set(found[name]) == set(arrays)
+        for role, array in arrays.items():
+            assert isinstance(found[name][role], np.memmap) and np.array_equal(found[name][role], array)
+            assert Path(found[name][role].filename) == (staging / split_file(name, role)).resolve()
+    assert build_manifest(found, streamed, "classification", origin) == build_manifest(expected, in_memory)

@@ -182,14 +182,14 @@ def test_memory_mapped_splits_train_and_score_bit_identically_to_arrays_in_memor
     `IN_MEMORY_BYTES`) train the same weights, with sample weights and augmentation, and score the same, bit for
     bit, as the arrays held in memory."""
     from tracking.data.dataset import load_splits, write_splits
-    from tracking.data.manifest import Manifest
+    from tracking.data.manifest import Manifest, Origin
     from tracking.training import batches
 
     data = {
         "train": {**splits["train"], "sample_weight": np.linspace(0.5, 2, 128, dtype="float32")},
         "test": splits["test"],
     }
-    manifest = Manifest.build(data, data["train"], "digits")
+    manifest = Manifest.build(data, Origin.of(data["train"]), "digits")
     write_splits(tmp_path / "prepared", data, manifest)
     mapped = load_splits(tmp_path / "prepared", manifest)
     assert isinstance(mapped["train"]["x"], np.memmap)

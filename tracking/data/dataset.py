@@ -31,7 +31,7 @@ from tracking.config.params import CLASSIFICATION, DEFAULT_SPLIT_SEED, REGRESSIO
 from tracking.config.references import referenced_values, resolved
 from tracking.config.user_code import load_callable, source_file, team_call
 from tracking.data.arrays import SEPARATOR, Arrays, flat, nested
-from tracking.data.manifest import MANIFEST, Manifest
+from tracking.data.manifest import MANIFEST, Manifest, Origin
 from tracking.data.npz import read_npz
 from tracking.data.source import ROLE_NAMES, Source, checked_source
 from tracking.data.streamed import is_dataset, seed_dataset_randomness, streamed_arrays
@@ -243,10 +243,13 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
             ) from err
 
 
-def build_manifest(splits: dict[str, dict[str, Arrays]], source: Source, task: str = CLASSIFICATION) -> Manifest:
+def build_manifest(
+    splits: dict[str, dict[str, Arrays]], source: Source, task: str = CLASSIFICATION, origin: Origin | None = None
+) -> Manifest:
     """The manifest of `splits`, split from `source` (whose name is redacted: a token in a file's name stays on this
-    machine)."""
-    return Manifest.build(splits, source.arrays(), redact_name(source.name), task)
+    machine); `origin` is what was read of the source before a split that consumed it."""
+    found = origin if origin is not None else Origin.of(source.arrays(), task)
+    return Manifest.build(splits, found, redact_name(source.name), task)
 
 
 def check_pin(manifest: Manifest, pinned: str | None, pins_dir: Path = PINS_DIR) -> None:

@@ -28,6 +28,37 @@ LOGGED_MANIFEST = "data/manifest.json"
 REFRESH = f"re-create it with `dvc repro -f {PREPARE}`"
 
 
+@dataclass(frozen=True)
+class Origin:
+    """What a manifest records of the arrays a data set is split from, read from them before the split (which
+    consumes a loader's streamed copy as it writes the splits): their combined hash, the targets' shape, the class
+    count of a classification and the outputs a model needs."""
+
+    sha256: str
+    target_shape: list[int] | dict[str, list[int]]
+    classes: int | None
+    n_outputs: int | dict[str, int]
+
+    @classmethod
+    def of(cls, arrays: dict[str, Arrays], task: str = CLASSIFICATION) -> Origin:
+        """The origin facts of `arrays` (x, y, maybe groups and sample_weight) for `task`."""
+        classes = (
+            int(arrays["y"].max()) + 1 if task == CLASSIFICATION and not isinstance(arrays["y"], Mapping) else None
+        )
+        return cls(
+            sha256=combine(
+                {
+                    name: array_sha256(array)
+                    for role, value in arrays.items()
+                    for name, array in flat(role, value).items()
+                }
+            ),
+            target_shape=_listed(shapes(arrays["y"])),
+            classes=classes,
+            n_outputs=classes if classes is not None else widths(arrays["y"]),
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Manifest:
     """Hashes of every array written (`arrays`, by `split/name`), their combined `content_sha256`, the source's
@@ -54,43 +85,34 @@ class Manifest:
     def build(
         cls,
         splits: dict[str, dict[str, Arrays]],
-        origin: dict[str, Arrays],
+        origin: Origin,
         source: str,
         task: str = CLASSIFICATION,
     ) -> Manifest:
-        """The manifest of `splits` (each split's arrays `x`, `y` and maybe `groups`) split from the arrays `origin`
-        of the source named `source` (already redacted). Every array is hashed under its flat name, so a dict's
-        keys are part of the content hash (`train/x.title`)."""
+        """The manifest of `splits` (each split's arrays `x`, `y` and maybe `groups`) split from the arrays that
+        `origin` describes, of the source named `source` (already redacted). Every array is hashed under its flat
+        name, so a dict's keys are part of the content hash (`train/x.title`)."""
         hashes = {
             f"{split}/{name}": array_sha256(array)
             for split, arrays in splits.items()
             for role, value in arrays.items()
             for name, array in flat(role, value).items()
         }
-        several = isinstance(origin["y"], Mapping)
-        target_shape = _listed(shapes(origin["y"]))
-        classes = int(origin["y"].max()) + 1 if task == CLASSIFICATION and not several else None
         return cls(
             source=source,
-            source_sha256=combine(
-                {
-                    name: array_sha256(array)
-                    for role, value in origin.items()
-                    for name, array in flat(role, value).items()
-                }
-            ),
+            source_sha256=origin.sha256,
             content_sha256=combine(hashes),
             arrays=hashes,
             task=task,
-            target_shape=target_shape,
+            target_shape=origin.target_shape,
             n_samples={split: n_rows(arrays["y"]) for split, arrays in splits.items()},
             shapes={split: _listed(shapes(arrays["x"])) for split, arrays in splits.items()},
             has_groups=all("groups" in arrays for arrays in splits.values()),
-            n_outputs=classes if classes is not None else widths(origin["y"]),
-            n_classes=classes,
+            n_outputs=origin.n_outputs,
+            n_classes=origin.classes,
             class_counts=None
-            if classes is None
-            else {split: _class_counts(arrays["y"], classes) for split, arrays in splits.items()},
+            if origin.classes is None
+            else {split: _class_counts(arrays["y"], origin.classes) for split, arrays in splits.items()},
         )
 
     @classmethod

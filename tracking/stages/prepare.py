@@ -11,16 +11,15 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION, DataParams, Params
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
-from tracking.data.arrays import Arrays, flat, n_rows, nested
+from tracking.data.arrays import Arrays, n_rows
 from tracking.data.dataset import build_manifest, check_pin, load_data, split_file, staging_folder, write_splits
+from tracking.data.manifest import Origin
+from tracking.data.partition import partition
 from tracking.data.source import Source
 from tracking.determinism.settings import configure_environment
 from tracking.errors import DataError
 from tracking.layout import PINS_DIR, PREPARE, PREPARED
 from tracking.store.location import project_root
-
-# How many bytes of rows a memory-mapped array's split gathers at a time.
-GATHER_BYTES = 64 * 2**20
 
 
 def prepare_data(params: Params) -> None:
@@ -39,8 +38,9 @@ def prepare_data(params: Params) -> None:
     shutil.rmtree(staging, ignore_errors=True)  # what a stopped prepare left
     try:
         source = load_data(params.data, root, scratch)
-        splits = split(source, params.data, params.data.split_seed, staging)
-        manifest = build_manifest(splits, source, params.data.task)
+        origin = Origin.of(source.arrays(), params.data.task)  # read before the split consumes the streamed copy
+        splits = split(source, params.data, params.data.split_seed, staging, scratch)
+        manifest = build_manifest(splits, source, params.data.task, origin)
         check_pin(manifest, params.data.sha256, root / PINS_DIR)
         write_splits(root / PREPARED, splits, manifest)
     finally:
@@ -49,11 +49,14 @@ def prepare_data(params: Params) -> None:
     print(f"prepared {manifest.total} samples, content sha256 {manifest.content_sha256}")
 
 
-def split(source: Source, data: DataParams, seed: int, staging: Path | None = None) -> dict[str, dict[str, Arrays]]:
+def split(
+    source: Source, data: DataParams, seed: int, staging: Path | None = None, consumed: Path | None = None
+) -> dict[str, dict[str, Arrays]]:
     """Train/val/test split, reproducible from `seed`: stratified by class for classification with one label per
     sample, plain for regression, multi-label rows, labels per pixel or step, and a dict `y` (none of them is one
     class per sample). The rows of a memory-mapped array are written straight into `staging` under the names
-    `write_splits` keeps, so the disk holds the source and one prepared copy."""
+    `write_splits` keeps, and the files under `consumed` (a loader's streamed copy) are cut short as they are, so
+    the disk holds the source and one prepared copy (tracking/data/partition.py)."""
     from sklearn.model_selection import train_test_split
 
     arrays = source.arrays()
@@ -81,33 +84,4 @@ def split(source: Source, data: DataParams, seed: int, staging: Path | None = No
             "(at least 2 each, so that the split can keep every class in training) or change the fractions in "
             "params.yaml"
         )
-    return {name: _split_rows(arrays, np.sort(idx), staging, name) for name, idx in parts.items()}
-
-
-def _split_rows(arrays: dict[str, Arrays], index: np.ndarray, staging: Path | None, name: str) -> dict[str, Arrays]:
-    """Every array's rows `index`, in its structure (one split's arrays)."""
-    return {
-        role: nested(
-            {
-                flat_name: _gathered(array, index, staging, split_file(name, flat_name))
-                for flat_name, array in flat(role, value).items()
-            }
-        )[role]
-        for role, value in arrays.items()
-    }
-
-
-def _gathered(array: np.ndarray, index: np.ndarray, staging: Path | None, file_name: str) -> np.ndarray:
-    """The rows `index` of `array`; of a memory-mapped array (a loader's `.npy` or dataset), gathered a block of
-    rows at a time into the memory-mapped file `file_name` under `staging`, so a split never holds the data set in
-    memory and is written once."""
-    if staging is None or not isinstance(array, np.memmap):
-        return array[index]
-    staging.mkdir(parents=True, exist_ok=True)
-    path = staging / file_name
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=(len(index), *array.shape[1:]))
-    step = max(1, GATHER_BYTES // max(1, array[:1].nbytes))
-    for start in range(0, len(index), step):
-        out[start : start + step] = array[index[start : start + step]]
-    out.flush()
-    return np.load(path, mmap_mode="r")
+    return partition(arrays, {name: np.sort(idx) for name, idx in parts.items()}, staging, split_file, consumed)
