@@ -247,7 +247,9 @@ def test_labels_per_pixel_and_multi_hot_rows_are_taken_for_their_task(tmp_path: 
         load_from_loader(counts, {}, tmp_path, "multilabel")
 
 
-DATASET_LOADER = """import keras
+DATASET_LOADER = """import random
+
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -286,6 +288,31 @@ def py_dataset(batches=8, rows=1000):
 
 def unbatched(n=10):
     return tf.data.Dataset.from_tensor_slices(np.zeros((n, 2), dtype="float32"))
+
+
+class DataGenerator(keras.utils.PyDataset):  # the common one: shuffled with np.random when made, random's offset
+
+    def __init__(self, n=96, batch=32):
+        super().__init__()
+        self.order, self.batch, self.offset = np.arange(n), batch, random.random()
+        np.random.shuffle(self.order)
+
+    def __len__(self):
+        return len(self.order) // self.batch
+
+    def __getitem__(self, index):
+        rows = self.order[index * self.batch : (index + 1) * self.batch]
+        return (rows[:, None] + self.offset).astype("float32"), rows % 2
+
+
+def data_generator():
+    return DataGenerator()
+
+
+def augmented(n=64):  # keras.io's `ds.map(lambda x, y: (data_augmentation(x), y))` inside the loader
+    data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1)])
+    x = np.zeros((n, 8, 8, 1), dtype="float32")
+    return tf.data.Dataset.from_tensor_slices((x, np.arange(n) % 2)).batch(32).map(lambda x, y: (data_augmentation(x), y))
 """
 
 
@@ -356,3 +383,19 @@ def test_a_streamed_loader_is_split_into_the_same_arrays_and_its_copy_consumed_a
         for role in ("x", "sample_weight"):  # streamed to disk (the labels the checks made into an array are not)
             assert Path(found[name][role].filename) == (staging / split_file(name, role)).resolve()
     assert build_manifest(found, streamed, "classification", origin) == build_manifest(expected, in_memory)
+
+
+def test_a_loader_shuffling_with_numpy_or_random_gives_one_hash_and_random_maps_are_refused(tmp_path: Path):
+    """A DataGenerator shuffling with np.random and drawing from random when it is made gives the same samples on
+    every prepare (the loader runs under generators seeded with data.split_seed, which moves them); a dataset that
+    augments in a map (keras.io's pattern) is one line: its draws would be frozen into the test split too."""
+    (tmp_path / "streams.py").write_text(DATASET_LOADER)
+    scratch = tmp_path / "scratch"
+    hashes = [
+        array_sha256(load_from_loader("streams:data_generator", {}, tmp_path, "classification", scratch / k).x)
+        for k in "ab"
+    ]
+    other = load_from_loader("streams:data_generator", {}, tmp_path, "classification", scratch / "c", seed=3)
+    assert hashes[0] == hashes[1] != array_sha256(other.x)
+    with pytest.raises(DataError, match=r"draws random numbers \(Stateless.*test split too.*set train.augment"):
+        load_from_loader("streams:augmented", {}, tmp_path, "classification", scratch / "d")

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tracking import startup
 from tracking.config.params import CLASSIFICATION, DEFAULT_SPLIT_SEED, REGRESSION, DataParams
 from tracking.config.references import referenced_values, resolved
 from tracking.config.user_code import load_callable, source_file, team_call
@@ -34,7 +35,7 @@ from tracking.data.arrays import SEPARATOR, Arrays, flat, nested
 from tracking.data.manifest import MANIFEST, Manifest, Origin
 from tracking.data.npz import read_npz
 from tracking.data.source import ROLE_NAMES, Source, checked_source
-from tracking.data.streamed import is_dataset, seed_dataset_randomness, streamed_arrays
+from tracking.data.streamed import is_dataset, seed_loader_randomness, streamed_arrays
 from tracking.dvc_files import stage_deps, within
 from tracking.errors import DataError, DataPinMismatch, UserCodeError, not_a_readable_file
 from tracking.layout import DVC_FILE, PINS_DIR, PREPARE
@@ -168,7 +169,8 @@ def load_from_loader(
 ) -> Source:
     """Call the team's `data.loader` with `data.kwargs` and check what it returns: a mapping of arrays x, y, groups,
     or a `tf.data.Dataset` or `keras.utils.PyDataset` of batches, read once into memory-mapped arrays under
-    `scratch` (tracking/data/streamed.py), its unseeded randomness drawn from TensorFlow's global seed `seed`."""
+    `scratch` (tracking/data/streamed.py); the loader runs with Python's, NumPy's and TensorFlow's global generators
+    seeded with `seed`, so its own unseeded randomness draws the same on every prepare."""
     loader = load_callable(spec, "data.loader", root)
     where = f"data.loader: '{spec}'"
     try:
@@ -180,7 +182,7 @@ def load_from_loader(
         ) from err
     except ValueError:  # no signature to check (a builtin): the call itself says
         pass
-    seed_dataset_randomness(seed)
+    seed_loader_randomness(seed)
     returned = _call_loader(loader, resolved(kwargs, "data.kwargs."), where, root, referenced_values(kwargs))
     if is_dataset(returned):
         if scratch is None:
@@ -275,7 +277,7 @@ def _mapped_from(array: np.ndarray, path: Path) -> bool:
     return filename is not None and Path(filename) == path.resolve()
 
 
-def load_split(prepared: Path, split: str) -> dict[str, Arrays]:
+def _read_split(prepared: Path, split: str) -> dict[str, Arrays]:
     """The arrays of one split as written by the prepare stage (`x` a dict where the data has named inputs),
     memory-mapped read-only: training and scoring read them a batch at a time, so memory does not grow with the
     data set. An unreadable file names the way to re-create it."""
@@ -296,9 +298,18 @@ def load_split(prepared: Path, split: str) -> dict[str, Arrays]:
     return found
 
 
+def load_split(prepared: Path, split: str) -> dict[str, Arrays]:
+    """One split's arrays (`_read_split`), its mapping the start-up line's `data`."""
+    found = _read_split(prepared, split)
+    startup.mark(startup.DATA)
+    return found
+
+
 def load_splits(prepared: Path, manifest: Manifest) -> dict[str, dict[str, Arrays]]:
     """Every split the manifest lists with samples (val is absent when `data.val_fraction` is 0)."""
-    return {split: load_split(prepared, split) for split in SPLITS if manifest.n_samples.get(split)}
+    found = {split: _read_split(prepared, split) for split in SPLITS if manifest.n_samples.get(split)}
+    startup.mark(startup.DATA)
+    return found
 
 
 def staging_folder(prepared: Path) -> Path:

@@ -33,11 +33,15 @@ def combine(hashes: dict[str, str]) -> str:
 
 
 def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
+    """SHA-256 of a file's bytes, read in chunks: a file of any size takes a chunk of memory."""
     with open(path, "rb") as handle:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def file_md5(path: str | Path) -> str:
+    """MD5 of a file's bytes as DVC 3 locks a dependency, read in chunks like `file_sha256`."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
 def _update(digest: hashlib._Hash, array: np.ndarray) -> None:

@@ -3,13 +3,17 @@ the order it yields them (batches, as `fit` takes either), each numeric array ap
 folder and memory-mapped, so reading holds one batch in memory whatever the data set's size. The arrays then pass
 the checks, the split and the full-content hash of any loader's arrays (tracking/data/source.py, manifest.py).
 
-The dataset's own randomness (a `shuffle` or a random `map` without a seed of its own) draws from TensorFlow's
-global seed, which the prepare stage sets to `data.split_seed` before the loader is called, and tf.data runs with
-`deterministic` order: the same params give the same samples in the same order, and the content hash says so.
+The loader's own randomness (a `shuffle` without a seed of its own, a `PyDataset` shuffling its files with
+`np.random` or `random` when it is made) draws from Python's, NumPy's and TensorFlow's global generators, which the
+prepare stage seeds with `data.split_seed` before the loader is called, and tf.data runs with `deterministic`
+order: the same params give the same samples in the same order, and the content hash says so. A tf.data dataset
+that draws random numbers in its functions (keras.io's `ds.map(data_augmentation)`) is refused: its draws would be
+frozen into the prepared data, the test split's too; `train.augment` augments training batches anew each epoch.
 """
 
 from __future__ import annotations
 
+import random
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,12 +39,30 @@ def is_dataset(value: Any) -> bool:
     )
 
 
-def seed_dataset_randomness(seed: int) -> None:
-    """TensorFlow's global seed set to `seed` where TensorFlow is loaded, so a dataset's unseeded shuffle draws
-    the same order each time it is made."""
+def seed_loader_randomness(seed: int) -> None:
+    """Python's and NumPy's global generators seeded with `seed`, and TensorFlow's global seed where TensorFlow is
+    loaded, before a loader is called: a `PyDataset` that shuffles its files with `np.random` or `random` when it is
+    made (the common DataGenerator), or a dataset's unseeded shuffle, draws the same order on every prepare."""
+    random.seed(seed)
+    np.random.seed(seed)
     tf = sys.modules.get("tensorflow")
     if tf is not None:
         tf.random.set_seed(seed)
+
+
+def random_ops(dataset: Any) -> list[str]:
+    """The random ops a tf.data dataset's functions run (a `map` of keras.io's augmentation layers, `tf.random`),
+    sorted; empty for a dataset whose graph cannot be read (a `from_generator`'s Python)."""
+    import tensorflow as tf
+
+    try:
+        graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    except (tf.errors.OpError, ValueError, TypeError):
+        return []
+    ops = {node.op for node in graph.node} | {
+        node.op for function in graph.library.function for node in function.node_def
+    }
+    return sorted(op for op in ops if "Random" in op or op.startswith("Rng"))
 
 
 def _batches(dataset: Any, where: str) -> Iterator[Any]:
@@ -49,6 +71,14 @@ def _batches(dataset: Any, where: str) -> Iterator[Any]:
     if tf is not None and isinstance(dataset, tf.data.Dataset):
         if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
             raise DataError(f"{where} returned an infinite dataset (a repeat()); return it without repeat()")
+        drawn = random_ops(dataset)
+        if drawn:
+            raise DataError(
+                f"{where} returned a dataset that draws random numbers ({', '.join(drawn[:3])}): augmentation "
+                "mapped there would be drawn once, frozen into the prepared data and applied to the test split too",
+                fix="return the dataset without it, and set train.augment to a function (x, y, seed) -> (x, y) that "
+                "augments each training batch anew (docs/configuration.md#class-weights-sample-weights-and-augmentation)",
+            )
         options = tf.data.Options()
         options.deterministic = True
         yield from dataset.with_options(options).as_numpy_iterator()

@@ -277,5 +277,5 @@ def prepared_content_sha256(prepared: Path) -> str:
     hashes = {}
     for path in sorted(prepared.glob("*.npy")):
         split, name = path.stem.split("_", 1)
-        hashes[f"{split}/{name}"] = array_sha256(np.load(path, allow_pickle=False))
+        hashes[f"{split}/{name}"] = array_sha256(np.load(path, mmap_mode="r", allow_pickle=False))
     return combine(hashes)

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tracking import startup
 from tracking.dvc_files import declared_stages
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.layout import DVC_FILE
@@ -28,6 +29,7 @@ def gather_dvc(root: Path, stages: tuple[str, ...] = (), running: str | None = N
     if running:
         deps = {name: hashes for name, hashes in deps.items() if name != running}
         deps[running] = stage_hashes_now(root, running)
+        startup.mark(startup.DEPS)
     return {
         "experiment": _redacted(os.environ.get(DVC_EXP_NAME)),
         "baseline_rev": _redacted(os.environ.get(DVC_EXP_BASELINE_REV)),
@@ -49,8 +51,10 @@ def _md5_now(path: Path) -> str:
     """MD5 of a file's bytes; of a folder's sorted file lines (`.files`); empty for a path that does not exist."""
     import hashlib
 
+    from tracking.data.hashing import file_md5
+
     if path.is_file():
-        return hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+        return file_md5(path)
     if path.is_dir():
         lines = "".join(
             f"{item.relative_to(path).as_posix()} {_md5_now(item)}\n"
