@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import add_deps, make_project, run, write_params
+from conftest import add_deps, assert_user_error, make_project, project_env, run, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +27,10 @@ import numpy as np
 
 def load(folder):
     return {name: np.load(Path(folder) / f"{name}.npy", mmap_mode="r") for name in ("x", "y")}
+
+
+def load_whole(folder):
+    return {name: np.load(Path(folder) / f"{name}.npy") for name in ("x", "y")}
 '''
 V2, V1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory")
 
@@ -93,3 +97,21 @@ def test_a_data_set_larger_than_the_memory_limit_prepares_trains_and_scores(tmp_
     assert (root / "metrics/eval.json").is_file()
     prepared = sum(path.stat().st_size for path in (root / "data/prepared").glob("*.npy"))
     assert prepared > LIMIT
+
+
+def test_arrays_held_in_memory_that_the_split_cannot_copy_are_one_line_naming_the_fix(tmp_path: Path, limited: Path):
+    """A loader returning 0.63 GB of arrays read whole, under the 1 GiB limit: prepare says the split's copy does not
+    fit the memory available to it (the cgroup's, not the machine's), and how to read the data a batch at a time."""
+    root = make_project(tmp_path / "project")
+    data = root / "data/raw/whole"
+    data.mkdir()
+    np.save(data / "x.npy", np.ones((2400, 65_536), dtype=np.float32))
+    np.save(data / "y.npy", np.arange(2400) % 2)
+    (root / "team_large.py").write_text(LOADER)
+    write_params(root, data={"source": None, "loader": "team_large:load_whole", "kwargs": {"folder": "data/raw/whole"}})
+    add_deps(root, "team_large.py", "prepare")
+    add_deps(root, "data/raw/whole", "prepare")
+    command = f"echo $$ > {shlex.quote(str(limited / 'cgroup.procs'))} && exec python -m pipelines.prepare"
+    done = run(["sh", "-c", command], root, check=False, env=project_env())
+    assert_user_error(done, "gave 600 MiB of arrays in memory", "of memory is available", "mmap_mode='r'")
+    assert not (root / "data/prepared").exists()

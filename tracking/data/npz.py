@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tracking.data.memory import available_memory
 from tracking.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,6 @@ def read_npz(path: Path, where: str) -> dict[str, np.ndarray]:
 def check_sizes(path: Path, where: str) -> int:
     """The bytes the archive's arrays take decompressed; a `DataError` for an array of objects, a header claiming
     more than its member holds, or for more than the memory available."""
-    import psutil
-
     total = 0
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
@@ -94,7 +93,7 @@ def check_sizes(path: Path, where: str) -> int:
                     f"the file holds {human_size(held)} of it: it is damaged or was not written by np.savez",
                     fix="re-create it with np.savez(path, x=..., y=...) or re-fetch it",
                 )
-    available = psutil.virtual_memory().available
+    available = available_memory()
     if total > available:
         raise DataError(
             f"{where} expands to {human_size(total)} decompressed, more than the {human_size(available)} of memory "

@@ -11,9 +11,11 @@ import numpy as np
 
 from tracking.config.params import CLASSIFICATION, DataParams, Params
 from tracking.config.user_code import load_callable, require_loader_inputs, require_stage_dep
-from tracking.data.arrays import Arrays, n_rows
+from tracking.data.arrays import Arrays, flat, n_rows
 from tracking.data.dataset import build_manifest, check_pin, load_data, split_file, staging_folder, write_splits
 from tracking.data.manifest import Origin
+from tracking.data.memory import available_memory
+from tracking.data.npz import human_size
 from tracking.data.partition import partition
 from tracking.data.source import Source
 from tracking.determinism.settings import configure_environment
@@ -84,4 +86,24 @@ def split(
             "(at least 2 each, so that the split can keep every class in training) or change the fractions in "
             "params.yaml"
         )
+    _require_memory(arrays, source.name)
     return partition(arrays, {name: np.sort(idx) for name, idx in parts.items()}, staging, split_file, consumed)
+
+
+def _require_memory(arrays: dict[str, Arrays], name: str) -> None:
+    """A `DataError` where the arrays held in memory (not memory-mapped) are more than the memory available to
+    copy them into the splits: one line saying so, rather than a process the kernel kills."""
+    held = sum(
+        array.nbytes
+        for role, value in arrays.items()
+        for array in flat(role, value).values()
+        if not isinstance(array, np.memmap)
+    )
+    available = available_memory()
+    if held > available:
+        raise DataError(
+            f"data: {name} gave {human_size(held)} of arrays in memory, which the split copies, and "
+            f"{human_size(available)} of memory is available to this process",
+            fix="have the loader return memory-mapped arrays (np.load(path, mmap_mode='r')) or a "
+            "keras.utils.PyDataset of batches, which prepare reads a batch at a time",
+        )
