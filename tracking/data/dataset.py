@@ -39,6 +39,7 @@ from tracking.data.streamed import is_dataset, seed_loader_randomness, streamed_
 from tracking.dvc_files import stage_deps, within
 from tracking.errors import DataError, DataPinMismatch, UserCodeError, not_a_readable_file
 from tracking.layout import DVC_FILE, PINS_DIR, PREPARE
+from tracking.progress import Progress
 from tracking.redaction import redact_name, redact_param, redact_text, secret_values
 from tracking.yaml_text import flatten
 
@@ -246,12 +247,17 @@ def _call_loader(loader: Callable[..., Any], kwargs: dict[str, Any], where: str,
 
 
 def build_manifest(
-    splits: dict[str, dict[str, Arrays]], source: Source, task: str = CLASSIFICATION, origin: Origin | None = None
+    splits: dict[str, dict[str, Arrays]],
+    source: Source,
+    task: str = CLASSIFICATION,
+    origin: Origin | None = None,
+    progress: Progress | None = None,
 ) -> Manifest:
     """The manifest of `splits`, split from `source` (whose name is redacted: a token in a file's name stays on this
-    machine); `origin` is what was read of the source before a split that consumed it."""
-    found = origin if origin is not None else Origin.of(source.arrays(), task)
-    return Manifest.build(splits, found, redact_name(source.name), task)
+    machine); `origin` is what was read of the source before a split that consumed it; hashing advances
+    `progress`."""
+    found = origin if origin is not None else Origin.of(source.arrays(), task, progress)
+    return Manifest.build(splits, found, redact_name(source.name), task, progress)
 
 
 def check_pin(manifest: Manifest, pinned: str | None, pins_dir: Path = PINS_DIR) -> None:

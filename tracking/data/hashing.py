@@ -8,13 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
+from tracking.progress import Progress
+
 _CHUNK = 1 << 20
 
 
-def array_sha256(array: np.ndarray) -> str:
-    """SHA-256 of an array's dtype, shape and C-order bytes, so equal hashes mean equal arrays."""
+def array_sha256(array: np.ndarray, progress: Progress | None = None) -> str:
+    """SHA-256 of an array's dtype, shape and C-order bytes, so equal hashes mean equal arrays; each chunk hashed
+    advances `progress` by its bytes."""
     digest = hashlib.sha256()
-    _update(digest, array)
+    _update(digest, array, progress)
     return digest.hexdigest()
 
 
@@ -44,7 +47,7 @@ def file_md5(path: str | Path) -> str:
         return hashlib.file_digest(handle, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
-def _update(digest: hashlib._Hash, array: np.ndarray) -> None:
+def _update(digest: hashlib._Hash, array: np.ndarray, progress: Progress | None = None) -> None:
     """Header, then the C-order bytes a block of rows at a time: a memory-mapped array is never read in whole.
 
     The digest is the same as hashing all bytes at once, so chunking changes no recorded hash.
@@ -56,4 +59,7 @@ def _update(digest: hashlib._Hash, array: np.ndarray) -> None:
     row_bytes = max(1, array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64)))
     rows = max(1, _CHUNK // row_bytes)
     for start in range(0, len(array), rows):
-        digest.update(memoryview(np.ascontiguousarray(array[start : start + rows])).cast("B"))
+        chunk = np.ascontiguousarray(array[start : start + rows])
+        digest.update(memoryview(chunk).cast("B"))
+        if progress is not None:
+            progress.advance(chunk.nbytes)

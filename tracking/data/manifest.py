@@ -21,6 +21,7 @@ from tracking.data.arrays import Arrays, flat, n_rows, shapes, widths
 from tracking.data.hashing import array_sha256, combine
 from tracking.errors import DataError
 from tracking.layout import PREPARE
+from tracking.progress import Progress
 
 MANIFEST = "manifest.json"
 # Where a run logs the manifest of its data among its MLflow artifacts.
@@ -40,15 +41,16 @@ class Origin:
     n_outputs: int | dict[str, int]
 
     @classmethod
-    def of(cls, arrays: dict[str, Arrays], task: str = CLASSIFICATION) -> Origin:
-        """The origin facts of `arrays` (x, y, maybe groups and sample_weight) for `task`."""
+    def of(cls, arrays: dict[str, Arrays], task: str = CLASSIFICATION, progress: Progress | None = None) -> Origin:
+        """The origin facts of `arrays` (x, y, maybe groups and sample_weight) for `task`; hashing them advances
+        `progress`."""
         classes = (
             int(arrays["y"].max()) + 1 if task == CLASSIFICATION and not isinstance(arrays["y"], Mapping) else None
         )
         return cls(
             sha256=combine(
                 {
-                    name: array_sha256(array)
+                    name: array_sha256(array, progress)
                     for role, value in arrays.items()
                     for name, array in flat(role, value).items()
                 }
@@ -88,12 +90,13 @@ class Manifest:
         origin: Origin,
         source: str,
         task: str = CLASSIFICATION,
+        progress: Progress | None = None,
     ) -> Manifest:
         """The manifest of `splits` (each split's arrays `x`, `y` and maybe `groups`) split from the arrays that
         `origin` describes, of the source named `source` (already redacted). Every array is hashed under its flat
         name, so a dict's keys are part of the content hash (`train/x.title`)."""
         hashes = {
-            f"{split}/{name}": array_sha256(array)
+            f"{split}/{name}": array_sha256(array, progress)
             for split, arrays in splits.items()
             for role, value in arrays.items()
             for name, array in flat(role, value).items()

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from tracking.data.arrays import Arrays, flat, nested
+from tracking.layout import PREPARE
+from tracking.progress import GB, Progress
 
 # How many bytes of rows are read and written at a time.
 BLOCK_BYTES = 64 * 2**20
@@ -30,6 +32,8 @@ def partition(
     """Each part's rows (sorted indices `parts[name]`) of every array, in the arrays' structure; memory-mapped
     arrays are written into `staging`, as `file_name(part, flat name)`; files under `consumed` are cut short as
     their rows are written."""
+    mapped = [array for value in arrays.values() for array in flat("", value).values() if isinstance(array, np.memmap)]
+    progress = Progress(PREPARE, "split", "GB", sum(array.nbytes for array in mapped), GB)
     found: dict[str, dict[str, np.ndarray]] = {name: {} for name in parts}
     for role, value in arrays.items():
         for flat_name, array in flat(role, value).items():
@@ -38,14 +42,14 @@ def partition(
                     found[name][flat_name] = array[index]
                 continue
             files = {name: staging / file_name(name, flat_name) for name in parts}
-            written = _written(array, parts, files, consumed)
+            written = _written(array, parts, files, consumed, progress)
             for name in parts:
                 found[name][flat_name] = written[name]
     return {name: nested(values) for name, values in found.items()}
 
 
 def _written(
-    array: np.memmap, parts: Mapping[str, np.ndarray], files: dict[str, Path], consumed: Path | None
+    array: np.memmap, parts: Mapping[str, np.ndarray], files: dict[str, Path], consumed: Path | None, progress: Progress
 ) -> dict[str, np.ndarray]:
     """`array`'s rows of each part written to its file, the last block first; the array's own file cut short
     behind each block where it lies under `consumed`."""
@@ -66,6 +70,7 @@ def _written(
             outs[name][low:high] = block[index[low:high] - start]
         if cut:
             os.truncate(source, array.offset + start * row_bytes)
+        progress.advance(block.nbytes)
     for out in outs.values():
         out.flush()
     return {name: np.load(path, mmap_mode="r") for name, path in files.items()}

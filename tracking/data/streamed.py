@@ -24,6 +24,8 @@ import numpy as np
 
 from tracking.data.arrays import Arrays, nested
 from tracking.errors import DataError
+from tracking.layout import PREPARE
+from tracking.progress import Progress
 
 # The roles of a batch's parts, in the order `fit` reads a tuple: (x, y) or (x, y, sample_weight).
 ROLES = ("x", "y", "sample_weight")
@@ -88,6 +90,15 @@ def _batches(dataset: Any, where: str) -> Iterator[Any]:
         raise DataError(f"{where} returned a PyDataset without a length; give it __len__ (its number of batches)")
     for index in range(count):
         yield dataset[index]
+
+
+def _length(dataset: Any) -> int | None:
+    """How many batches the dataset holds, where it says."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(dataset, tf.data.Dataset):
+        count = int(dataset.cardinality())
+        return count if count >= 0 else None
+    return getattr(dataset, "num_batches", None)
 
 
 def _parts(batch: Any, where: str, index: int) -> dict[str, Any]:
@@ -155,7 +166,9 @@ def streamed_arrays(dataset: Any, where: str, scratch: Path) -> dict[str, Arrays
     scratch.mkdir(parents=True, exist_ok=True)
     columns: dict[str, _Column] = {}
     roles: set[str] | None = None
+    progress = Progress(PREPARE, "read", "batches of the loader's dataset", _length(dataset))
     for index, batch in enumerate(_batches(dataset, where)):
+        progress.advance(1)
         parts = _parts(batch, where, index)
         names = {}
         for role, value in parts.items():

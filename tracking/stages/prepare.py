@@ -21,6 +21,7 @@ from tracking.data.source import Source
 from tracking.determinism.settings import configure_environment
 from tracking.errors import DataError
 from tracking.layout import PINS_DIR, PREPARE, PREPARED
+from tracking.progress import GB, Progress
 from tracking.store.location import project_root
 
 
@@ -40,9 +41,11 @@ def prepare_data(params: Params) -> None:
     shutil.rmtree(staging, ignore_errors=True)  # what a stopped prepare left
     try:
         source = load_data(params.data, root, scratch)
-        origin = Origin.of(source.arrays(), params.data.task)  # read before the split consumes the streamed copy
+        size = sum(array.nbytes for role, value in source.arrays().items() for array in flat(role, value).values())
+        hashing = Progress(PREPARE, "hashed", "GB", 2 * size, GB)  # the source, then its splits
+        origin = Origin.of(source.arrays(), params.data.task, hashing)  # before the split consumes a streamed copy
         splits = split(source, params.data, params.data.split_seed, staging, scratch)
-        manifest = build_manifest(splits, source, params.data.task, origin)
+        manifest = build_manifest(splits, source, params.data.task, origin, hashing)
         check_pin(manifest, params.data.sha256, root / PINS_DIR)
         write_splits(root / PREPARED, splits, manifest)
     finally:

@@ -13,6 +13,7 @@ from typing import Any
 import keras
 
 from tracking import startup
+from tracking.progress import Progress
 from tracking.run.lifecycle import raise_if_interrupted
 from tracking.run.tracker import Tracker
 
@@ -35,13 +36,24 @@ log = logging.getLogger(__name__)
 
 
 class EpochProgress(keras.callbacks.Callback):
-    """One line per epoch as the train stage runs: `epoch 3/20: accuracy 0.9652, loss 0.1234, ... (0.2 s)`.
+    """One line per epoch as the train stage runs: `epoch 3/20: accuracy 0.9652, loss 0.1234, ... (0.2 s)`, and
+    within an epoch that takes long, a line at most every 30 s (`epoch 1/20: trained 1,200 of 5,000 steps in 30 s,
+    about 1 min 35 s left`).
 
     Keras's own progress bar stays off (`fit(verbose=0)`): under DVC's pipe it would print a line per update.
     The line reads the logs Keras hands every callback, so training is the same with or without it."""
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._started = time.monotonic()
+        self._steps = Progress(
+            f"epoch {epoch + 1}/{self.params.get('epochs', '?')}", "step", "", self.params.get("steps")
+        )
+        self._step = 0
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        """A line within a long epoch (a first epoch over many GB) at most every `EVERY_S` seconds."""
+        self._steps.advance(batch + 1 - self._step)
+        self._step = batch + 1
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         shown = ", ".join(f"{key} {float(value):.4g}" for key, value in (logs or {}).items())
