@@ -84,7 +84,8 @@ test-cluster: venv
 		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server \
 		tests/test_server.py::test_trainings_of_the_same_data_log_it_at_once_through_one_postgres_backed_server
 
-# The benchmarks (bench/), one after another (12 to 19 minutes on 2 cores); their output becomes docs/performance.md.
+# The benchmarks (bench/), one after another (30 to 40 minutes on 2 cores, half of it data_scale.py's 7.5 GB of data
+# sets); their output becomes docs/performance.md.
 bench: venv
 	$(BIN)/python bench/report.py
 

@@ -78,6 +78,18 @@ BENCHES = (
         "at most 1.02.",
     ),
     Bench(
+        "data_scale.py",
+        (),
+        "A team's data at its real size",
+        "Per size (0.5, 1, 2 and 4 GB of memory-mapped shards read by a team's `PyDataset` loader, a tiny model, one "
+        "epoch), each stage through `dvc repro` in a fresh project with DVC's cache hardlinked: wall and CPU time, "
+        "time per GB, the peak anonymous memory of the stage's processes (RssAnon, DVC's own left out) and the "
+        "project's peak disk (data, DVC's cache and scratch, each inode once) against the data set; the full-content "
+        "hash's throughput beside `sha256sum` and `dvc add`; the trained weights in memory and memory-mapped. "
+        "Targets: train's and calibrate's peak anonymous memory flat (within 0.2 GB from 0.5 to 4 GB) and under "
+        "1.5 GB, prepare's disk peak at most 2.1x the data set, time per GB about constant, weights bit-identical.",
+    ),
+    Bench(
         "cluster_speedup.py",
         (),
         "Calibration on Ray next to the local executor",
