@@ -246,6 +246,9 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
         ("train", "first step"),
         ("evaluate", "TensorFlow"),
     ], first.stderr  # prepare, train, evaluate: each says what it paid before its work
+    for stage, _, parts in starts[1:]:  # the data's mapping named apart from the store's opening, before it
+        named = [part.rsplit(" ", 2)[0] for part in parts.split(", ")]
+        assert named.index("data") < named.index("MLflow store"), (stage, parts)
 
     runs = runs_of(project)
     assert len(runs) == 1

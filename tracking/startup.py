@@ -1,11 +1,11 @@
 """What a stage pays before its work: the time from the process's start to each milestone it reaches.
 
 Milestones are marked where they happen (the stage's modules imported, the candidate judged, the data mapped,
-MLflow store open, TensorFlow imported, the stage's DVC dependencies hashed, first training step done) and are said as one line, `train: started in 6.1 s (imports 0.3 s,
-MLflow store 1.9 s, TensorFlow 2.5 s, first step 1.4 s)`, at the first training step (or, in a stage that trains
-nothing, when it ends), so a slow start shows in every `dvc repro` log with where the time went. The process's
-start is the kernel's record of it (Linux), so the interpreter start-up and the re-execution that pins
-PYTHONHASHSEED count in `imports`; elsewhere it is the time this module was imported.
+MLflow store open, TensorFlow imported, first training step done) and are said as one line, `train: started in
+6.1 s (imports 0.3 s, data 0.0 s, MLflow store 1.9 s, TensorFlow 2.5 s, first step 1.4 s)`, at the first training
+step (or, in a stage that trains nothing, when it ends), so a slow start shows in every `dvc repro` log with where
+the time went. The process's start is the kernel's record of it (Linux), so the interpreter start-up and the
+re-execution that pins PYTHONHASHSEED count in `imports`; elsewhere it is the time this module was imported.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import time
 MAIN = "imports"  # Python, the stage's imports and params, twice where it re-executes to pin PYTHONHASHSEED
 JUDGED = "judging"  # reading the calibration and judging the candidate
 DATA = "data"  # reading the data manifest and memory-mapping the prepared splits
-DEPS = "DVC deps"  # hashing every byte of the running stage's DVC dependencies (the data among them) for provenance
 TENSORFLOW = "TensorFlow"  # importing TensorFlow and Keras
 STORE = "MLflow store"  # opening the MLflow store
 FIRST_STEP = "first step"  # the model, its provenance and the first training step

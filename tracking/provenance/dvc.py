@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tracking import startup
 from tracking.dvc_files import declared_stages
 from tracking.env import DVC_EXP_BASELINE_REV, DVC_EXP_NAME
 from tracking.layout import DVC_FILE
@@ -29,7 +28,6 @@ def gather_dvc(root: Path, stages: tuple[str, ...] = (), running: str | None = N
     if running:
         deps = {name: hashes for name, hashes in deps.items() if name != running}
         deps[running] = stage_hashes_now(root, running)
-        startup.mark(startup.DEPS)
     return {
         "experiment": _redacted(os.environ.get(DVC_EXP_NAME)),
         "baseline_rev": _redacted(os.environ.get(DVC_EXP_BASELINE_REV)),

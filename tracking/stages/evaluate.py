@@ -50,9 +50,9 @@ def evaluate_model(params: Params) -> None:
     for path in (RUN_FILE, MODEL):
         if not (root / path).is_file():
             raise RunStateError(f"{path} not found; run the train stage first (`dvc repro train`)")
-    run_id = train_run_id(open_client(root), root, read_run_file(root), tracking_uri(root))
     manifest = Manifest.read(root / PREPARED)
-    test = load_split(root / PREPARED, "test")
+    test = load_split(root / PREPARED, "test")  # before the store, so the start-up line tells the two apart
+    run_id = train_run_id(open_client(root), root, read_run_file(root), tracking_uri(root))
     task, n_outputs = manifest.task, manifest.n_outputs
     with Tracker(params.mlflow.experiment, root, run_id=run_id, stage=EVALUATE) as tracker:
         seed_frameworks(params, seeds)
