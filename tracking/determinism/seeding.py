@@ -4,11 +4,14 @@ After a builder returns (ours or a team's), `seed_model` walks the model's layer
 they are tracked (sub-layers of a layer right after it) and gives
 - every weight drawn by a random initializer the seed `seeds.init + k`, k counting those weights in walk
   order (each layer's weights in creation order), and re-draws it;
-- every `SeedGenerator` of an augmentation/preprocessing layer the state `[seeds.augment + i, 0]`, i counting
-  those generators in walk order;
+- every `SeedGenerator` of an augmentation layer (a Keras preprocessing layer or a subclass of one, or a team's
+  layer named as augmentation is named, `Random...` or `...Augment...`: keras-io's `RandomColorAffine`) the state
+  `[seeds.augment + i, 0]`, i counting those generators in walk order;
 - every other layer's `SeedGenerator` (the Dropout family, GaussianNoise, recurrent dropout in RNN cells,
   MultiHeadAttention's dropout, a custom layer's own generator) the state `[seeds.dropout + j, 0]`.
-So changing one of the three seeds changes its stream alone. The built-in builders' seeds follow the same
+The record names the layers each generator stream seeds (`prov.model.seeded_*_layers`), so which layers follow
+`seeds.dropout` and which `seeds.augment` is written down, not inferred. So changing one of the three seeds changes
+its stream alone. The built-in builders' seeds follow the same
 numbering (their k-th kernel initializer used `seeds.init + k`), so their weights are unchanged.
 
 Randomness that cannot be attributed to a layer's stream is seeded from `seeds.base` and named in the
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +103,7 @@ class SeedReport:
     unattributed: tuple[str, ...]
     kept: int = 0
     kept_sha256: str = ""  # the kept weights' SHA-256, in creation order (`with_kept_digest`, tracking/training)
+    layers: dict[str, str] = field(default_factory=dict)  # by stream: its layers' classes, counted (`stream_layers`)
 
     def as_record(self) -> dict[str, Any]:
         """The provenance entries (`prov.model.*`): counts per stream, the weights kept as the builder left them (their
@@ -108,6 +113,7 @@ class SeedReport:
             "seeded_dropout_generators": self.dropout,
             "seeded_augment_generators": self.augment,
         }
+        record.update({f"seeded_{stream}_layers": layers for stream, layers in self.layers.items() if layers})
         if self.kept:
             record.update(kept_weights=self.kept, kept_weights_sha256=self.kept_sha256)
         if self.unattributed:
@@ -125,7 +131,8 @@ class SeedReport:
 UNUSED = {
     "init": "unused: no weight of the model was at its initializer's first draw",
     "dropout": "unused: the model has no dropout or other generator outside augmentation layers",
-    "augment": "unused: the model has no augmentation layer",
+    "augment": "unused: the model has no augmentation layer (a Keras preprocessing layer, or one named Random... or "
+    "...Augment...) with a generator",
 }
 # `prov.seeds.<source>` of a stream whose generators all stood still in training.
 IDLE = "unused: the model's {n} generator(s) of this stream drew nothing in training (a dropout rate of 0, say)"
@@ -187,8 +194,26 @@ def walk_layers(model: Any) -> list[Any]:
 
 
 def is_augmentation(layer: Any) -> bool:
-    """A preprocessing layer (RandomFlip, RandomTranslation, ...): its randomness is the augment stream."""
-    return type(layer).__module__.startswith("keras.src.layers.preprocessing")
+    """An augmentation layer, whose randomness is the augment stream: a Keras preprocessing layer (RandomFlip,
+    RandomTranslation, ...) or a subclass of one, or a layer whose class (or a base class of it) is named as Keras
+    and keras-io name augmentation, `Random...` or `...Augment...` (keras-io's `RandomColorAffine`, Barlow twins'
+    `Augmentation` subclasses). Any other layer's generator (Dropout, StochasticDepth) is the dropout stream."""
+    return any(
+        cls.__module__.startswith("keras.src.layers.preprocessing")
+        or cls.__name__.startswith("Random")
+        or "Augment" in cls.__name__
+        for cls in type(layer).__mro__
+    )
+
+
+def stream_layers(layers: list[Any]) -> dict[str, str]:
+    """By generator stream, the classes of the layers holding its generators, counted (`Dropout: 2, StochasticDepth:
+    1`): the record of which layers draw from `seeds.dropout` and which from `seeds.augment`."""
+    found: dict[str, Counter[str]] = {"dropout": Counter(), "augment": Counter()}
+    for layer in layers:
+        if layer._seed_generators:
+            found["augment" if is_augmentation(layer) else "dropout"][type(layer).__name__] += 1
+    return {stream: ", ".join(f"{name}: {n}" for name, n in counts.most_common()) for stream, counts in found.items()}
 
 
 def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any, example: Any = None) -> SeedReport:
@@ -200,7 +225,8 @@ def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any, exa
     init, counts, unattributed = reseed(model, created, seeds)
     unattributed += unattributed_randomness(model, input_shape, seeds.base, example)
     kept = created.kept_variables()
-    report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed), len(kept))
+    layers = stream_layers(walk_layers(model))
+    report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed), len(kept), layers=layers)
     if kept:
         log.info(
             "%d weight(s) of the model (%s%s) were trained, loaded or set before it was returned: kept as they are "

@@ -51,6 +51,9 @@ def created_weights(model: Any) -> Any:
 def initializer_names(weight: str) -> tuple[str, ...]:
     """The layer attributes that may hold a weight's initializer, by Keras's naming: `<weight>_initializer`, and for
     a `<kind>_kernel` also `<kind>_initializer` (an RNN cell's `recurrent_kernel` is drawn by its
-    `recurrent_initializer`, a separable convolution's `depthwise_kernel` by its `depthwise_initializer`)."""
+    `recurrent_initializer`, a separable convolution's `depthwise_kernel` by its `depthwise_initializer`); a
+    depthwise convolution's `kernel` is drawn by its `depthwise_initializer` (MobileNet's DepthwiseConv2D)."""
+    if weight == "kernel":
+        return ("kernel_initializer", "depthwise_initializer")
     kind = weight.removesuffix("_kernel")
     return (f"{weight}_initializer",) if kind == weight else (f"{weight}_initializer", f"{kind}_initializer")
