@@ -10,10 +10,11 @@ from typing import Any
 
 
 def moved_weights(created: Any) -> tuple[list[Any], int]:
-    """The trainable weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that
-    no longer hold that initializer's draw (the draw repeats exactly), with how many such weights were judged: the
-    weights a training moved, whatever ran it (`fit`, a `GradientTape` loop with its optimizer outside the model),
-    or that were set or loaded."""
+    """The weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that no longer
+    hold that initializer's draw (the draw repeats exactly), with how many such weights were judged: the weights a
+    training moved, whatever ran it (`fit`, a `GradientTape` loop with its optimizer outside the model), or that
+    were set or loaded. Trainable or not: a backbone frozen (`trainable = False`) after its pretrained weights were
+    loaded holds them as non-trainable weights, and they are kept like any other."""
     import numpy as np
     from keras.src.initializers.random_initializers import RandomInitializer
 
@@ -22,7 +23,7 @@ def moved_weights(created: Any) -> tuple[list[Any], int]:
         # Only the layer's own initializer object drew the weight; one named by a string is drawn afresh each time.
         own = any(getattr(layer, name, None) is initializer for name in initializer_names(variable.name))
         seeded = isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int)
-        if own and seeded and variable.trainable:
+        if own and seeded:
             judged += 1
             drawn = np.asarray(initializer(variable.shape, dtype=variable.dtype))
             if not np.array_equal(drawn, np.asarray(variable)):
