@@ -184,9 +184,9 @@ def test_a_builder_taking_seeds_gets_the_run_s_seeds(zoo: Path):
 
 
 def test_randomness_without_a_generator_is_named_and_warned_about(zoo: Path, caplog: pytest.LogCaptureFixture):
-    import tracking.determinism.seeding
+    import tracking.determinism.unattributed
 
-    tracking.determinism.seeding._warned = False
+    tracking.determinism.unattributed._warned = False
     built = build(zoo, "unseeded")
     found = built.seeding.unattributed
     assert len(found) == 2, found

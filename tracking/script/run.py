@@ -238,7 +238,8 @@ class ScriptRun:
         """`model` with every random initial weight and generator re-drawn from the run's seeds by position
         (tracking/determinism/seeding.py), as our stages seed theirs; refused for a model that already trained."""
         from tracking.data.hashing import weights_sha256
-        from tracking.determinism.seeding import is_model_of_models, reset_global_streams, seed_model
+        from tracking.determinism.seeding import reset_global_streams, seed_model
+        from tracking.determinism.unattributed import is_model_of_models
         from tracking.training.building import build_unbuilt
         from tracking.training.model import with_kept_digest
 
@@ -398,7 +399,7 @@ class ScriptRun:
         `unknown` (never a guess)."""
 
         from tracking.data.hashing import weights_sha256
-        from tracking.determinism.seeding import is_model_of_models
+        from tracking.determinism.unattributed import is_model_of_models
         from tracking.training.model import dtype_fields
 
         tracker = self._open()

@@ -117,7 +117,8 @@ def build_unbuilt(model: Any, spec: str, input_shape: Any, sample: Any) -> None:
     the training inputs, their dtypes the data's: a dict of integer ids builds its embeddings), or built from
     `input_shape` where there is no sample. Keras's `build(shape)` of a subclassed model leaves its layers unbuilt
     (it warns), so their weights would be drawn at the first `fit`, from no seed of ours."""
-    from tracking.determinism.seeding import is_model_of_models, walk_layers
+    from tracking.determinism.seeding import walk_layers
+    from tracking.determinism.unattributed import is_model_of_models
 
     if model.built and all(layer.built for layer in walk_layers(model)):
         return
