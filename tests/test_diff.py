@@ -17,6 +17,7 @@ from tracking.inspect.diff.code import code_group, split_diff
 from tracking.inspect.diff.conclusion import conclude
 from tracking.inspect.diff.metrics import metric_deltas
 from tracking.names import WEIGHTS_TAG
+from tracking.noise.knobs import LIBRARY, advising
 from tracking.noise.policy import INCONCLUSIVE, choose_band
 from tracking.noise.record import NoiseRecord
 
@@ -201,6 +202,9 @@ def test_band_choice_follows_what_differs():
     # never a band narrower than the noise in play
     missing = chosen([group("seeds")], det, nondet, ["algo"])
     assert missing.variant is None and "add one of algo+impl to calibration.variants" in missing.reason
+    with advising(LIBRARY):  # a team's script calibrates with `tracking calibrate`, its project has no such key
+        missing = chosen([group("seeds")], det, nondet, ["algo"])
+    assert "calibrate with one of algo+impl in tracking calibrate --variants" in missing.reason
     assert chosen([], det, det, ["algo"]).variant == "algo"
 
 

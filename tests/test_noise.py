@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tracking.noise.knobs import LIBRARY, advising
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, family_verdict, judge, judge_family
 from tracking.noise.statistics import (
     NoiseError,
@@ -71,6 +72,8 @@ def test_tied_band_cannot_judge_and_says_why():
     found = judge(352 / 360, tied)
     assert found.verdict == INCONCLUSIVE and found.within_noise is None and found.z is None and found.p_value is None
     assert "3 identical values" in found.note and "raise calibration.repeats" in found.note
+    with advising(LIBRARY):  # a team's script: its calibration is `tracking calibrate`'s
+        assert "calibrate with more runs (tracking calibrate --repeats N)" in judge(352 / 360, tied).note
     assert judge(352 / 360, tied, reference=356 / 360).verdict == INCONCLUSIVE
     loss = band_from_values("test_loss", [0.30, 0.32, 0.31], alpha=0.05, source="calibration:algo+impl")
     family = judge_family([found, judge(0.31, loss)], alpha=0.05)

@@ -79,7 +79,7 @@ def test_a_notebook_on_the_projects_kernel_runs_reproducibly(tmp_path: Path, mon
     # A kernel's arguments name its connection file: re-run as a command, it waited for a client for ever.
     assert first["prov.script.command"] == NOTEBOOK_COMMAND
     rerun = run(["tracking", "rerun", found[0].info.run_id], team, check=False, timeout=120)
-    assert_user_error(rerun, "was made in a Jupyter notebook", "jupyter nbconvert --to notebook --execute")
+    assert_user_error(rerun, "was made in a Jupyter notebook", "jupyter execute --kernel_name=tracking")
 
 
 def test_a_notebook_on_a_plain_kernel_is_told_which_kernel_to_use(tmp_path: Path):

@@ -215,6 +215,13 @@ def test_calibrate_the_script_resume_it_and_judge_a_run(team: Path):
     assert "ALGO band of calibration run" in verdict and verdict.splitlines()[-1] == "verdict: inconclusive"
     assert "within noise, but blind to a shift of" in verdict
     assert client.get_run(second.info.run_id).data.tags["noise.verdict"] == "inconclusive"
+    # The advice names the library's knobs: a script project has no compare or calibration section to edit.
+    assert "tracking judge --min-effect" in verdict
+    shifts = ["--min-effect", "test_accuracy=0.000001", "--min-effect", "test_loss=0.000001"]
+    named = run(["tracking", "judge", "HEAD", *shifts], team).stdout
+    assert "blind to a shift of 1e-06 (the shift named for test_" in named, named
+    template_keys = ("compare.min_effect", "calibration.repeats", "calibration.variants")
+    assert not [key for key in template_keys if key in verdict + named], verdict + named
 
 
 def test_calibrating_a_command_that_logs_no_run_is_one_error_line(tmp_path: Path):

@@ -66,6 +66,30 @@ def still(input_shape, n_outputs, rate=0.0):
     return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(x))
 
 
+class RandomColorAffine(keras.layers.Layer):
+    """keras-io's augmentation layer (semi-supervised contrastive learning), its own generator seeded 1337:
+    brightness and a colour jitter drawn per image, here for any number of channels."""
+
+    def __init__(self, brightness=0.5, jitter=0.2, **kwargs):
+        super().__init__(**kwargs)
+        self.seed_generator = keras.random.SeedGenerator(1337)
+        self.brightness, self.jitter = brightness, jitter
+
+    def call(self, images, training=True):
+        if not training:
+            return images
+        n, channels = keras.ops.shape(images)[0], images.shape[-1]
+        scale = 1 + keras.random.uniform((n, 1, 1, 1), -self.brightness, self.brightness, seed=self.seed_generator)
+        jitter = keras.random.uniform((n, 1, channels, channels), -self.jitter, self.jitter, seed=self.seed_generator)
+        return keras.ops.clip(keras.ops.matmul(images, keras.ops.eye(channels) * scale + jitter), 0, 1)
+
+
+def color_augmented(input_shape, n_outputs):
+    inputs = keras.Input(input_shape)
+    x = keras.layers.Flatten()(RandomColorAffine()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(n_outputs, activation="softmax")(keras.layers.Dropout(0.3)(x)))
+
+
 def unseeded(input_shape, n_outputs):
     inputs = keras.Input(input_shape)
     x = Unseeded()(keras.layers.Flatten()(inputs))
@@ -160,9 +184,9 @@ def test_a_builder_taking_seeds_gets_the_run_s_seeds(zoo: Path):
 
 
 def test_randomness_without_a_generator_is_named_and_warned_about(zoo: Path, caplog: pytest.LogCaptureFixture):
-    import tracking.determinism.seeding
+    import tracking.determinism.unattributed
 
-    tracking.determinism.seeding._warned = False
+    tracking.determinism.unattributed._warned = False
     built = build(zoo, "unseeded")
     found = built.seeding.unattributed
     assert len(found) == 2, found
@@ -196,3 +220,42 @@ def test_a_seed_whose_generators_never_drew_in_training_is_recorded_as_unused(zo
         assert set(idle) == {"dropout"} and idle["dropout"].startswith(
             f"unused: the model's {built.seeding.dropout} generator"
         )
+
+
+def test_a_custom_augmentation_layer_follows_seeds_augment_and_the_record_names_each_streams_layers(zoo: Path):
+    """keras-io's RandomColorAffine holds its own generator: it is augmentation (it followed `seeds.dropout` while
+    `seeds.augment` was recorded "unused: the model has no augmentation layer"), and the record says which layers
+    each stream seeds."""
+    image = np.linspace(0, 1, 2 * 36, dtype=np.float32).reshape(2, *SHAPE)
+
+    def drawn(built) -> str:
+        (layer,) = [layer for layer in built.model.layers if type(layer).__name__ == "RandomColorAffine"]
+        return digest(layer(image, training=True))
+
+    first = build(zoo, "color_augmented")
+    assert (first.seeding.augment, first.seeding.dropout) == (1, 1)
+    assert first.seeding.unused() == {}
+    record = first.seeding.as_record()
+    assert record["seeded_augment_layers"] == "RandomColorAffine: 1"
+    assert record["seeded_dropout_layers"] == "Dropout: 1"
+    assert drawn(build(zoo, "color_augmented")) == drawn(first) == drawn(build(zoo, "color_augmented", dropout=99))
+    assert drawn(build(zoo, "color_augmented", augment=99)) != drawn(first)
+
+
+def test_a_depthwise_kernel_a_script_seeds_follows_seeds_init():
+    """`run.seeded` finds a DepthwiseConv2D's `kernel` initializer by Keras's naming (`depthwise_initializer`): the
+    kernel follows `seeds.init`, and is no longer named as randomness only `seeds.base` covers."""
+    import keras
+
+    from tracking.determinism.seeding import reseed
+    from tracking.determinism.seeds import Seeds
+    from tracking.script.initial_weights import created_weights
+
+    def kernel(init: int) -> np.ndarray:
+        inputs = keras.Input(SHAPE)
+        model = keras.Model(inputs, keras.layers.DepthwiseConv2D(3, padding="same")(inputs))
+        seeded, _, unattributed = reseed(model, created_weights(model), Seeds(5, init, 6, 7, 8, 9))
+        assert (seeded, unattributed) == (1, [])
+        return model.layers[-1].kernel.numpy()
+
+    assert np.array_equal(kernel(11), kernel(11)) and not np.array_equal(kernel(11), kernel(12))

@@ -250,7 +250,7 @@ def test_a_guide_metric_returning_a_variable_value_passes_the_check_on_tensorflo
 def test_a_metric_factory_is_called_and_a_metric_function_is_kept(team: Path):
     import keras
 
-    from tracking.training.building import resolve_metrics
+    from tracking.training.compiling import resolve_metrics
 
     made, function = resolve_metrics(["team_models:auc", "team_models:mean_prediction"], team)
     assert isinstance(made, keras.metrics.AUC) and made.multi_label and made.name == "auc_labels"
@@ -268,7 +268,7 @@ def test_a_metric_factory_is_called_and_a_metric_function_is_kept(team: Path):
 )
 def test_a_models_own_compile_arguments_are_checked_one_line_each(team: Path, train: dict, expected: str):
     from tracking.errors import UserCodeError
-    from tracking.training.building import compile_model
+    from tracking.training.compiling import compile_model
 
     team_models = team_module(team)
     model = team_models.Distiller(team_models.net((6,), 3, "s"), team_models.net((6,), 3, "t"))

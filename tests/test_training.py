@@ -111,7 +111,7 @@ def test_a_model_with_a_team_s_layer_and_loss_reloads_with_custom_objects(tmp_pa
     """What the evaluate stage does with `custom_objects(params, root)`: the saved model reloads and predicts the same."""
     import keras
 
-    from tracking.training.building import custom_objects
+    from tracking.training.compiling import custom_objects
     from tracking.training.model import prepare_model
 
     (tmp_path / "team_code.py").write_text(TEAM)
@@ -430,7 +430,7 @@ def test_loss_and_metric_classes_of_the_team_s_own_compile_as_keras_takes_them(t
 )
 def test_a_team_s_loss_or_metric_that_compile_cannot_take_is_one_line(tmp_path, train, message):
     from tracking.errors import UserCodeError
-    from tracking.training.building import compile_model
+    from tracking.training.compiling import compile_model
     from tracking.training.model import build_model
 
     (tmp_path / "shaped.py").write_text(SHAPED)

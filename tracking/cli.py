@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -133,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric", action="append", help="metric to judge (repeatable; default: test_accuracy, test_loss)"
     )
     judge.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: 0.05)")
+    judge.add_argument(
+        "--min-effect",
+        action="append",
+        type=_shift,
+        metavar="METRIC=SHIFT",
+        help="the smallest shift of METRIC that matters (repeatable; default: 0.02 for an accuracy, else 10%% of the "
+        "band mean)",
+    )
     judge.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run (default: the latest)")
     judge.set_defaults(handler=_judge)
     doctor = commands.add_parser(
@@ -181,6 +190,20 @@ def _selection(command: argparse.ArgumentParser) -> None:
         "--metric", action="append", help="metric to use (repeatable; default: test_accuracy, test_loss)"
     )
     command.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: 0.05)")
+
+
+def _shift(text: str) -> tuple[str, float]:
+    """`METRIC=SHIFT`, the shift a number above 0."""
+    metric, _, value = text.partition("=")
+    try:
+        shift = float(value)
+    except ValueError:
+        shift = math.nan
+    if not metric or not math.isfinite(shift) or shift <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected METRIC=SHIFT with a number above 0, e.g. test_loss=0.01, got {text!r}"
+        )
+    return metric, shift
 
 
 def _probability(text: str) -> float:
@@ -373,7 +396,8 @@ def _judge(args: argparse.Namespace) -> None:
     from tracking.store.location import open_client, project_root
 
     root = project_root()
-    result = judge_script(open_client(root), root, args.run, args.metric, args.alpha, args.calibration)
+    shifts = dict(args.min_effect or [])
+    result = judge_script(open_client(root), root, args.run, args.metric, args.alpha, args.calibration, shifts)
     sys.stdout.write(render(result, title="tracking judge"))
     unjudged = "neither run logged the metrics judged: name yours with --metric" if not result.deltas else ""
     print(f"verdict: {result.verdict or 'none (' + (unjudged or 'no band covers what differs') + ')'}")

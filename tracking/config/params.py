@@ -145,7 +145,7 @@ class TrainParams(_Section):
     training batch inside the tf.data pipeline as `augment(x, y, seed) -> (x, y)`, `seed` a stateless seed pair
     from `seeds.augment` and the step (tracking/training/augment.py). `compile_kwargs`: the arguments of a model's own
     `compile` beyond the optimizer, loss and metrics (keras-io's `Distiller`: `student_loss_fn`, `alpha`, ...), a
-    "module:name" value the team's object (tracking/training/building.py, `compile_arguments`).
+    "module:name" value the team's object (tracking/training/compiling.py, `compile_arguments`).
     """
 
     epochs: Annotated[int, Field(ge=1, le=10_000)] = 20

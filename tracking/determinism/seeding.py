@@ -4,56 +4,37 @@ After a builder returns (ours or a team's), `seed_model` walks the model's layer
 they are tracked (sub-layers of a layer right after it) and gives
 - every weight drawn by a random initializer the seed `seeds.init + k`, k counting those weights in walk
   order (each layer's weights in creation order), and re-draws it;
-- every `SeedGenerator` of an augmentation/preprocessing layer the state `[seeds.augment + i, 0]`, i counting
-  those generators in walk order;
+- every `SeedGenerator` of an augmentation layer (a Keras preprocessing layer or a subclass of one, or a team's
+  layer named as augmentation is named, `Random...` or `...Augment...`: keras-io's `RandomColorAffine`) the state
+  `[seeds.augment + i, 0]`, i counting those generators in walk order;
 - every other layer's `SeedGenerator` (the Dropout family, GaussianNoise, recurrent dropout in RNN cells,
   MultiHeadAttention's dropout, a custom layer's own generator) the state `[seeds.dropout + j, 0]`.
-So changing one of the three seeds changes its stream alone. The built-in builders' seeds follow the same
-numbering (their k-th kernel initializer used `seeds.init + k`), so their weights are unchanged.
+The record names the layers each generator stream seeds (`prov.model.seeded_*_layers`), so which layers follow
+`seeds.dropout` and which `seeds.augment` is written down, not inferred. So changing one of the three seeds changes
+its stream alone. The built-in builders' seeds follow the same numbering (their k-th kernel initializer used
+`seeds.init + k`), so their weights are unchanged.
 
-Randomness that cannot be attributed to a layer's stream is seeded from `seeds.base` and named in the
-run's provenance (`prov.seeds.unattributed`): a `keras.random` call without a generator (Keras's global
-generator), a stateful `tf.random` op, an initializer that is not a Keras one and draws, or a variable made outside
-`add_weight`. It is also warned about once.
+Randomness that cannot be attributed to a layer's stream is seeded from `seeds.base` and named in the run's
+provenance (`prov.seeds.unattributed`): an initializer that is not a Keras one and draws, or a variable made outside
+`add_weight` (found here), a `keras.random` call without a generator or a stateful `tf.random` op (found by
+tracing the model, tracking/determinism/unattributed.py). It is also warned about once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracking.determinism.backend import TENSORFLOW, TORCH, configured
+from tracking.determinism.backend import TORCH, configured
 from tracking.determinism.seeds import Seeds
+from tracking.determinism.unattributed import seed_global_generator, unattributed_randomness, warn_unattributed
 
 log = logging.getLogger(__name__)
 
-# Stateful TensorFlow random ops: seeded from the global TF seed and a graph counter, so not by any layer's
-# seed. (Keras's own random functions use the stateless kind with a seed from a generator.)
-STATEFUL_RANDOM_OPS = frozenset(
-    {
-        "RandomStandardNormal",
-        "RandomUniform",
-        "RandomUniformInt",
-        "TruncatedNormal",
-        "RandomShuffle",
-        "Multinomial",
-        "RandomGamma",
-        "RandomPoisson",
-        "RandomPoissonV2",
-        "ParameterizedTruncatedNormal",
-        "RandomCrop",
-        "RandomGammaGrad",
-        "StatefulStandardNormalV2",
-        "StatefulUniform",
-        "StatefulUniformInt",
-        "StatefulUniformFullInt",
-        "StatefulTruncatedNormal",
-        "StatefulRandomBinomial",
-    }
-)
 # The counter every generator scores from (`inference_streams`): far beyond the draws a training makes, so inference
 # never repeats a training draw.
 INFERENCE_COUNTER = 1 << 30
@@ -99,6 +80,7 @@ class SeedReport:
     unattributed: tuple[str, ...]
     kept: int = 0
     kept_sha256: str = ""  # the kept weights' SHA-256, in creation order (`with_kept_digest`, tracking/training)
+    layers: dict[str, str] = field(default_factory=dict)  # by stream: its layers' classes, counted (`stream_layers`)
 
     def as_record(self) -> dict[str, Any]:
         """The provenance entries (`prov.model.*`): counts per stream, the weights kept as the builder left them (their
@@ -108,6 +90,7 @@ class SeedReport:
             "seeded_dropout_generators": self.dropout,
             "seeded_augment_generators": self.augment,
         }
+        record.update({f"seeded_{stream}_layers": layers for stream, layers in self.layers.items() if layers})
         if self.kept:
             record.update(kept_weights=self.kept, kept_weights_sha256=self.kept_sha256)
         if self.unattributed:
@@ -125,7 +108,8 @@ class SeedReport:
 UNUSED = {
     "init": "unused: no weight of the model was at its initializer's first draw",
     "dropout": "unused: the model has no dropout or other generator outside augmentation layers",
-    "augment": "unused: the model has no augmentation layer",
+    "augment": "unused: the model has no augmentation layer (a Keras preprocessing layer, or one named Random... or "
+    "...Augment...) with a generator",
 }
 # `prov.seeds.<source>` of a stream whose generators all stood still in training.
 IDLE = "unused: the model's {n} generator(s) of this stream drew nothing in training (a dropout rate of 0, say)"
@@ -187,8 +171,26 @@ def walk_layers(model: Any) -> list[Any]:
 
 
 def is_augmentation(layer: Any) -> bool:
-    """A preprocessing layer (RandomFlip, RandomTranslation, ...): its randomness is the augment stream."""
-    return type(layer).__module__.startswith("keras.src.layers.preprocessing")
+    """An augmentation layer, whose randomness is the augment stream: a Keras preprocessing layer (RandomFlip,
+    RandomTranslation, ...) or a subclass of one, or a layer whose class (or a base class of it) is named as Keras
+    and keras-io name augmentation, `Random...` or `...Augment...` (keras-io's `RandomColorAffine`, Barlow twins'
+    `Augmentation` subclasses). Any other layer's generator (Dropout, StochasticDepth) is the dropout stream."""
+    return any(
+        cls.__module__.startswith("keras.src.layers.preprocessing")
+        or cls.__name__.startswith("Random")
+        or "Augment" in cls.__name__
+        for cls in type(layer).__mro__
+    )
+
+
+def stream_layers(layers: list[Any]) -> dict[str, str]:
+    """By generator stream, the classes of the layers holding its generators, counted (`Dropout: 2, StochasticDepth:
+    1`): the record of which layers draw from `seeds.dropout` and which from `seeds.augment`."""
+    found: dict[str, Counter[str]] = {"dropout": Counter(), "augment": Counter()}
+    for layer in layers:
+        if layer._seed_generators:
+            found["augment" if is_augmentation(layer) else "dropout"][type(layer).__name__] += 1
+    return {stream: ", ".join(f"{name}: {n}" for name, n in counts.most_common()) for stream, counts in found.items()}
 
 
 def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any, example: Any = None) -> SeedReport:
@@ -200,7 +202,8 @@ def seed_model(model: Any, created: Created, seeds: Seeds, input_shape: Any, exa
     init, counts, unattributed = reseed(model, created, seeds)
     unattributed += unattributed_randomness(model, input_shape, seeds.base, example)
     kept = created.kept_variables()
-    report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed), len(kept))
+    layers = stream_layers(walk_layers(model))
+    report = SeedReport(init, counts["dropout"], counts["augment"], tuple(unattributed), len(kept), layers=layers)
     if kept:
         log.info(
             "%d weight(s) of the model (%s%s) were trained, loaded or set before it was returned: kept as they are "
@@ -312,148 +315,13 @@ def inference_streams(model: Any, seeds: Seeds) -> None:
     set_generators(walk_layers(model), seeds, INFERENCE_COUNTER)
 
 
-def unattributed_randomness(model: Any, input_shape: Any, base: int, example: Any = None) -> list[str]:
-    """Random draws in a training-mode call of `model` that no layer's generator makes, after seeding Keras's
-    global generator from `base`: found by tracing the call (nothing runs, so no state moves). `input_shape` is
-    one shape, or a dict of them by input name for a model fed a dict. On JAX and PyTorch the model is called
-    instead, once, statelessly, on one sample of zeros (`global_draws_in_call`). `example` gives the dtypes of a
-    model without symbolic inputs."""
-    _seed_global_generator(base)
-    if input_shape is None and not model_inputs(model) and example is None:
-        return ["not checked: the model has no inputs of its own (a model of models), so its call is not traced"]
-    if configured() != TENSORFLOW:
-        return global_draws_in_call(model, input_shape, example)
-    import tensorflow as tf
-
-    spec = sample_inputs(model, input_shape, tf.TensorSpec, example)
-    with recording_global_draws(tf.get_current_name_scope) as global_calls:
-        try:
-            graph = tf.function(lambda x: model(x, training=True)).get_concrete_function(spec).graph
-        except Exception as err:  # a model that only runs eagerly: say the check could not look, never stay silent
-            first = (str(err).splitlines() or [""])[0][:200]
-            return [f"not checked: tracing the model in training mode failed ({type(err).__name__}: {first})"]
-    found = [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(global_calls)]
-    found += [f"tf.random op {op.type} at {op.name}" for op in graph.get_operations() if op.type in STATEFUL_RANDOM_OPS]
-    return found
-
-
-def global_draws_in_call(model: Any, input_shape: Any, example: Any = None) -> list[str]:
-    """`unattributed_randomness` where nothing can be traced without running (JAX, PyTorch): one training-mode
-    `stateless_call` on a sample of zeros, which leaves every variable and generator of the model as it was,
-    recording each draw from Keras's global generator by the layer it came from."""
-    import numpy as np
-    from keras.src.backend.common.name_scope import current_path
-
-    x = sample_inputs(model, input_shape, lambda shape, dtype: np.zeros((1, *shape[1:]), dtype), example)
-    trainable = [variable.value for variable in model.trainable_variables]
-    non_trainable = [variable.value for variable in model.non_trainable_variables]
-    with recording_global_draws(current_path) as calls:
-        try:
-            model.stateless_call(trainable, non_trainable, x, training=True)
-        except Exception as err:  # a model that cannot be called on zeros: say the check could not look
-            first = (str(err).splitlines() or [""])[0][:200]
-            return [f"not checked: calling the model in training mode failed ({type(err).__name__}: {first})"]
-    return [f"keras.random without a SeedGenerator in {scope}" for scope in dict.fromkeys(calls)]
-
-
-def is_model_of_models(model: Any) -> bool:
-    """A model of models (keras-io's GAN): no symbolic inputs and no `call` of its own, so it cannot be called on
-    the data; a subclassed model with its own `call` is a single model, called to be built and traced."""
-    import keras
-
-    return not model_inputs(model) and type(model).call is keras.Model.call
-
-
-def model_inputs(model: Any) -> list[Any]:
-    """The model's symbolic inputs (none for a subclassed model or a model of models)."""
-    return getattr(model, "inputs", None) or []
-
-
-def sample_inputs(
-    model: Any, input_shape: Any, leaf: Callable[[tuple[int | None, ...], Any], Any], example: Any = None
-) -> Any:
-    """The inputs `model` is called with, in the structure it takes (a dict by name, its functional inputs' own
-    structure, or one array), each made by `leaf(shape, dtype)`, the shape with its sample axis (None where the
-    model leaves it open): a TensorSpec to trace, or zeros to call. A model without symbolic inputs takes the
-    structure, shapes and dtypes of `example` (a sample of its data) where one is given."""
-    inputs = model_inputs(model)
-    if not inputs and example is not None:
-        from keras import tree
-
-        return tree.map_structure(lambda array: leaf((None, *array.shape[1:]), array.dtype), example)
-    if isinstance(input_shape, dict):
-        dtypes = {tensor.name: tensor.dtype for tensor in inputs}
-        return {name: leaf((None, *shape), dtypes.get(name, "float32")) for name, shape in input_shape.items()}
-    if len(inputs) > 1:  # a functional model of several inputs, in the structure it was built with
-        from keras import tree
-
-        return tree.map_structure(
-            lambda tensor: leaf(tuple(tensor.shape), tensor.dtype), getattr(model, "_inputs_struct", inputs)
-        )
-    return leaf((None, *input_shape), inputs[0].dtype if inputs else "float32")
-
-
-@contextlib.contextmanager
-def recording_global_draws(scope: Callable[[], str | None]) -> Iterator[list[str]]:
-    """The scope (`scope()`, else "the model") of every draw from Keras's global generator made in the block."""
-    from keras.src.random import seed_generator
-
-    calls: list[str] = []
-    original = seed_generator.global_seed_generator
-
-    def recording() -> Any:
-        calls.append(scope() or "the model")
-        return original()
-
-    seed_generator.global_seed_generator = recording
-    try:
-        yield calls
-    finally:
-        seed_generator.global_seed_generator = original
-
-
 def reset_global_streams(seeds: Seeds) -> None:
     """Seed Python's, NumPy's, TensorFlow's and Keras's global random streams from `seeds.base` again: what training
     draws from them (randomness no layer's seed covers) then follows the seeds alone, not what ran before."""
     import keras
 
     keras.utils.set_random_seed(seeds.base)
-    _seed_global_generator(seeds.base)
-
-
-def _seed_global_generator(base: int) -> None:
-    """Keras's global generator (what `keras.random` calls without a generator draw from), seeded from `base`."""
-    from keras.src.backend.common import global_state
-    from keras.src.random import seed_generator
-
-    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, seed_generator.SeedGenerator(base))
-
-
-_warned = False
-
-
-def warn_unattributed(sources: tuple[str, ...]) -> None:
-    """Say once per process that some randomness follows `seeds.base` only, naming it."""
-    global _warned
-    if not _warned:
-        _warned = True
-        log.warning(
-            "randomness no layer's seed covers, seeded from seeds.base (recorded in prov.seeds.unattributed): %s",
-            "; ".join((*sources, *_advice(sources))),
-        )
-
-
-def _advice(sources: tuple[str, ...]) -> list[str]:
-    """What makes each kind of unattributed randomness among `sources` follow a layer's seed."""
-    advice = []
-    if any(source.startswith(("variable ", "initializer ")) for source in sources):
-        advice.append(
-            "create a weight with the layer's add_weight(initializer=...), a Keras initializer, kept as the layer's "
-            "`<weight>_initializer`, so seeds.init draws it"
-        )
-    if any(source.startswith(("keras.random ", "tf.random ")) for source in sources):
-        advice.append("give the layer its own keras.random.SeedGenerator so seeds.dropout or seeds.augment decides it")
-    return advice
+    seed_global_generator(seeds.base)
 
 
 def _draws(initializer: Any, variable: Any) -> bool:

@@ -26,6 +26,7 @@ from tracking.names import (
     SCRIPT_STAGE_TAG,
     tag_is,
 )
+from tracking.script.kernel import DEFAULT_KERNEL
 from tracking.store.reads import experiment_by_id, newest_run
 
 if TYPE_CHECKING:
@@ -50,8 +51,8 @@ def script_command(original: RunSnapshot) -> list[str]:
         raise RerunError(
             f"run {original.run_id} was made in a Jupyter notebook, whose cells are not recorded, so no command "
             "re-creates it (its kernel's arguments name only the kernel's connection file)",
-            fix="run the notebook top to bottom at the run's commit on the project's kernel (`jupyter nbconvert "
-            "--to notebook --execute NOTEBOOK.ipynb`), then `tracking diff` the two runs",
+            fix="run the notebook top to bottom at the run's commit on the project's kernel (`jupyter execute "
+            f"--kernel_name={DEFAULT_KERNEL} NOTEBOOK.ipynb`, nbclient's), then `tracking diff` the two runs",
         )
     return [sys.executable, *shlex.split(original.tags[SCRIPT_COMMAND_TAG])]
 

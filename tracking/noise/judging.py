@@ -19,6 +19,7 @@ from typing import Any
 
 from tracking.errors import NoiseError
 from tracking.noise.candidates import judge_values
+from tracking.noise.knobs import knobs
 from tracking.noise.policy import (
     EXCEEDS,
     INCONCLUSIVE,
@@ -118,5 +119,6 @@ def _refuse_bad_inputs(
         if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
             raise NoiseError(
                 f"min_effect for {metric} is {value!r}: the smallest shift that matters must be a number above 0",
-                fix=f"name a positive shift for {metric} (compare.min_effect.{metric}) or leave it out for the default",
+                fix=f"name a positive shift for {metric} ({knobs().min_effect.format(metric=metric)}) or leave it "
+                "out for the default",
             )

@@ -58,6 +58,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from tracking.noise.knobs import knobs
 from tracking.noise.statistics import Band, finite, holm, same
 from tracking.redaction import redact_param
 
@@ -138,7 +139,7 @@ def choose_band(differences: Differences, available: Iterable[str]) -> BandChoic
         return BandChoice(
             None,
             f"{reason}; the calibration has no variant holding that noise "
-            f"(add one of {', '.join(covering)} to calibration.variants)",
+            f"({knobs().variants.format(names=', '.join(covering))})",
         )
     return BandChoice(variant, reason)
 
@@ -243,7 +244,7 @@ def judge(value: float, band: Band, reference: float | None = None, exact: bool 
         return judge_control([value], band, None if around is None else reference)
     else:
         scale, verdict = None, INCONCLUSIVE
-        note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; raise calibration.repeats"
+        note = f"{band.n} identical values ({band.mean:.6g}) in {band.source}: no measured spread; {knobs().repeats}"
     return Judgement(
         band.metric, value, reference, runs, delta, scale, z, p_value, verdict, note, band,
     )  # fmt: skip
@@ -302,14 +303,14 @@ def min_effect(metric: str, band_mean: float, declared: Mapping[str, float]) -> 
     """The smallest shift of `metric` that matters, and where it comes from: its `compare.min_effect` entry in
     `declared`, else the default (`ACCURACY_MIN_EFFECT` for an accuracy, else `RELATIVE_MIN_EFFECT` of the band's
     mean; 0 for a band centred on 0, which no test can be said to see)."""
+    route = knobs()
     if metric in declared:
-        return float(declared[metric]), f"compare.min_effect.{metric}"
+        return float(declared[metric]), route.named.format(metric=metric)
+    name = route.min_effect.format(metric=metric)
     if "accuracy" in metric:
-        return ACCURACY_MIN_EFFECT, f"the default for an accuracy; name compare.min_effect.{metric} to change it"
-    return (
-        RELATIVE_MIN_EFFECT * abs(band_mean),
-        f"the default, {RELATIVE_MIN_EFFECT:.0%} of the band mean; name compare.min_effect.{metric} to change it",
-    )
+        return ACCURACY_MIN_EFFECT, f"the default for an accuracy; name {name} to change it"
+    relative = f"the default, {RELATIVE_MIN_EFFECT:.0%} of the band mean; name {name} to change it"
+    return RELATIVE_MIN_EFFECT * abs(band_mean), relative
 
 
 def judge_family(
@@ -397,13 +398,13 @@ def _tolerated(found: Judgement, named: float, alpha: float) -> Judgement:
     if seen is not None and (seen[0] > 0 or seen[1] < 0):
         note = (
             f"beyond noise, too small to act on: the verdict's test bounds the gap to {seen[0]:.4g} to "
-            f"{seen[1]:.4g} ({tests}), which excludes 0 and lies inside ±{named:.4g} (compare.min_effect)"
+            f"{seen[1]:.4g} ({tests}), which excludes 0 and lies inside ±{named:.4g} ({knobs().shift})"
         )
         return replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
     if abs(found.delta) >= named:
         return found
     note = (
-        f"the gap {abs(found.delta):.4g} is below compare.min_effect {named:.4g}, but the verdict's test does not "
+        f"the gap {abs(found.delta):.4g} is below {knobs().shift} {named:.4g}, but the verdict's test does not "
         f"bound it inside that ({tests}): not shown to be too small to act on"
     )
     return replace(found, note="; ".join(filter(None, [found.note, note])))

@@ -46,6 +46,7 @@ from typing import Any
 
 from tracking.errors import NoiseError
 from tracking.noise import tails
+from tracking.noise.knobs import knobs
 
 POWER = 0.8
 # The most repeats a plan proposes: beyond it the shift is too small for this band to see at any affordable cost.
@@ -162,7 +163,7 @@ def deciding_runs(
     band, or more calibration repeats (these n among them), or where neither alone does, as many of each, in words.
     `spread` names whose std `std` is: the band's, or the `ceiling`'s (`ceiling_std`)."""
     if shift <= 0 or std <= 0:
-        return "no number of runs sees a shift of 0: name the smallest shift that matters in compare.min_effect"
+        return f"no number of runs sees a shift of 0: name the smallest shift that matters in {knobs().shift}"
     size = shift / std
     more = _smallest(lambda m: _detects(size, n, m, alpha, target), candidates + 1)
     calibration = _smallest(lambda k: _detects(size, n, candidates, alpha, target, k), n + 1)
@@ -174,7 +175,7 @@ def deciding_runs(
     if not options:
         return (
             f"not even {MOST_REPEATS} runs of either (nor {MOST_REPEATS} of each) detect a shift of {shift:.4g} ({size:.2f} {spread} stds) "
-            f"at least {target:.0%} of the time at this {spread}'s std: name a larger compare.min_effect if it does "
+            f"at least {target:.0%} of the time at this {spread}'s std: name a larger {knobs().shift} if it does "
             "not matter"
         )
     return (

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import subprocess
+from collections.abc import Mapping
 from itertools import product
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -212,10 +213,17 @@ def _data_sha256(run: Run) -> str | None:
 
 
 def judge_script(
-    client: MlflowClient, root: Path, ref: str, metrics: list[str] | None, alpha: float, calibration: str | None
+    client: MlflowClient,
+    root: Path,
+    ref: str,
+    metrics: list[str] | None,
+    alpha: float,
+    calibration: str | None,
+    min_effect: Mapping[str, float] | None = None,
 ) -> RunDiff:
     """The candidate run `ref` judged against the script's calibration: `tracking diff` of the calibrated baseline
-    (a CONTROL repeat, else the first repeat) against it; the verdict is tagged on the candidate as compare tags its."""
+    (a CONTROL repeat, else the first repeat) against it, each metric held to its `min_effect` where one is named;
+    the verdict is tagged on the candidate as compare tags its."""
     from tracking.inspect.diff import diff_runs, load_run
     from tracking.inspect.diff.bands import find_calibration
 
@@ -236,7 +244,7 @@ def judge_script(
     parent, noise = found
     variant = "control" if "control" in noise.variants else next(iter(noise.variants))
     reference = load_run(client, noise.runs_of(variant)[0]["run_id"])
-    diff = diff_runs(client, reference, candidate, metrics, alpha, calibration=parent, repo=root)
+    diff = diff_runs(client, reference, candidate, metrics, alpha, calibration=parent, repo=root, min_effect=min_effect)
     if diff.verdict is not None:
         client.set_tag(candidate.run_id, VERDICT_TAG, diff.verdict)
         client.set_tag(candidate.run_id, BAND_VARIANT_TAG, diff.band.get("variant") or "")

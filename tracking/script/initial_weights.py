@@ -10,10 +10,11 @@ from typing import Any
 
 
 def moved_weights(created: Any) -> tuple[list[Any], int]:
-    """The trainable weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that
-    no longer hold that initializer's draw (the draw repeats exactly), with how many such weights were judged: the
-    weights a training moved, whatever ran it (`fit`, a `GradientTape` loop with its optimizer outside the model),
-    or that were set or loaded."""
+    """The weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that no longer
+    hold that initializer's draw (the draw repeats exactly), with how many such weights were judged: the weights a
+    training moved, whatever ran it (`fit`, a `GradientTape` loop with its optimizer outside the model), or that
+    were set or loaded. Trainable or not: a backbone frozen (`trainable = False`) after its pretrained weights were
+    loaded holds them as non-trainable weights, and they are kept like any other."""
     import numpy as np
     from keras.src.initializers.random_initializers import RandomInitializer
 
@@ -22,7 +23,7 @@ def moved_weights(created: Any) -> tuple[list[Any], int]:
         # Only the layer's own initializer object drew the weight; one named by a string is drawn afresh each time.
         own = any(getattr(layer, name, None) is initializer for name in initializer_names(variable.name))
         seeded = isinstance(initializer, RandomInitializer) and isinstance(initializer.seed, int)
-        if own and seeded and variable.trainable:
+        if own and seeded:
             judged += 1
             drawn = np.asarray(initializer(variable.shape, dtype=variable.dtype))
             if not np.array_equal(drawn, np.asarray(variable)):
@@ -51,6 +52,9 @@ def created_weights(model: Any) -> Any:
 def initializer_names(weight: str) -> tuple[str, ...]:
     """The layer attributes that may hold a weight's initializer, by Keras's naming: `<weight>_initializer`, and for
     a `<kind>_kernel` also `<kind>_initializer` (an RNN cell's `recurrent_kernel` is drawn by its
-    `recurrent_initializer`, a separable convolution's `depthwise_kernel` by its `depthwise_initializer`)."""
+    `recurrent_initializer`, a separable convolution's `depthwise_kernel` by its `depthwise_initializer`); a
+    depthwise convolution's `kernel` is drawn by its `depthwise_initializer` (MobileNet's DepthwiseConv2D)."""
+    if weight == "kernel":
+        return ("kernel_initializer", "depthwise_initializer")
     kind = weight.removesuffix("_kernel")
     return (f"{weight}_initializer",) if kind == weight else (f"{weight}_initializer", f"{kind}_initializer")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracking.config.params import DeterminismParams
 from tracking.determinism import backend
@@ -40,6 +40,9 @@ from tracking.script.provenance_record import script_record
 from tracking.script.repeat_context import ScriptRepeat, repeat_from_env
 from tracking.script.seed_use import DECIDED_BY_SCRIPT, OWN_ORDER, ReadSeeds
 from tracking.script.team_params import ScriptParams, read_params
+
+if TYPE_CHECKING:
+    from tracking.training.callback import EpochSteps
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +123,7 @@ class ScriptRun:
         self._example: Any = None
         self._classifier: bool | None = None
         self._models: list[Any] = []  # handed to seeded or log_model: whether Keras's fit trained them
+        self._epoch_steps: EpochSteps | None = None  # the step axis every run.callback() logs epochs on
 
     @property
     def run_id(self) -> str:
@@ -234,7 +238,8 @@ class ScriptRun:
         """`model` with every random initial weight and generator re-drawn from the run's seeds by position
         (tracking/determinism/seeding.py), as our stages seed theirs; refused for a model that already trained."""
         from tracking.data.hashing import weights_sha256
-        from tracking.determinism.seeding import is_model_of_models, reset_global_streams, seed_model
+        from tracking.determinism.seeding import reset_global_streams, seed_model
+        from tracking.determinism.unattributed import is_model_of_models
         from tracking.training.building import build_unbuilt
         from tracking.training.model import with_kept_digest
 
@@ -329,10 +334,13 @@ class ScriptRun:
         )
 
     def callback(self) -> Any:
-        """A Keras callback logging every epoch's metrics to the run (and acting on Ctrl-C between batches)."""
-        from tracking.training.callback import MlflowMetricsCallback
+        """A Keras callback logging every epoch's metrics to the run (and acting on Ctrl-C between batches); every
+        callback of the run logs on one step axis, so the epochs of several `fit` calls follow each other."""
+        from tracking.training.callback import EpochSteps, MlflowMetricsCallback
 
-        return MlflowMetricsCallback(self._open())
+        if self._epoch_steps is None:
+            self._epoch_steps = EpochSteps()
+        return MlflowMetricsCallback(self._open(), self._epoch_steps)
 
     def log_data(self, x: Any, y: Any = None, name: str = "training", sample_weight: Any = None) -> str:
         """The training data as the run's MLflow dataset and data manifest, its digest the full-content SHA-256 of
@@ -391,7 +399,7 @@ class ScriptRun:
         `unknown` (never a guess)."""
 
         from tracking.data.hashing import weights_sha256
-        from tracking.determinism.seeding import is_model_of_models
+        from tracking.determinism.unattributed import is_model_of_models
         from tracking.training.model import dtype_fields
 
         tracker = self._open()

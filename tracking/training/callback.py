@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -61,16 +62,27 @@ class EpochProgress(keras.callbacks.Callback):
         log.info("epoch %d/%s: %s (%.1f s)", epoch + 1, self.params.get("epochs", "?"), shown, took)
 
 
+@dataclass
+class EpochSteps:
+    """A run's step axis for per-epoch metrics: the next epoch of any `fit` of the run is the next step, so a second
+    phase (a team's fine-tuning after its frozen phase) continues the first rather than logging steps 0..n over it."""
+
+    next: int = 0
+
+
 class MlflowMetricsCallback(keras.callbacks.Callback):
-    """Log `logs` at the end of every epoch, with the epoch as MLflow's step and an `epoch_` prefix.
+    """Log `logs` at the end of every epoch, with the run's epoch count (`steps`, shared by every callback of the
+    run) as MLflow's step and an `epoch_` prefix.
 
     Writes are queued so the store never holds up training; the run's end waits for them.
     """
 
-    def __init__(self, tracker: Tracker) -> None:
+    def __init__(self, tracker: Tracker, steps: EpochSteps | None = None) -> None:
         super().__init__()
         self.tracker = tracker
+        self.steps = steps or EpochSteps()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        step, self.steps.next = self.steps.next, self.steps.next + 1
         if logs:
-            self.tracker.log_metrics({f"epoch_{key}": value for key, value in logs.items()}, step=epoch, wait=False)
+            self.tracker.log_metrics({f"epoch_{key}": value for key, value in logs.items()}, step=step, wait=False)

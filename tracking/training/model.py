@@ -36,7 +36,8 @@ from tracking.determinism.seeds import Seeds
 from tracking.errors import RunStateError
 from tracking.layout import DVC_FILE, MODEL_STAGES, TRAIN
 from tracking.redaction import redact_params
-from tracking.training.building import call_builder, check_output, compile_model, custom_objects, team_code
+from tracking.training.building import call_builder, check_output
+from tracking.training.compiling import compile_model, custom_objects, team_code
 
 
 def require_code_deps(params: Params, stage: str, root: Path, dvc_file: str = DVC_FILE) -> None:

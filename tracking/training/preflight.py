@@ -28,7 +28,7 @@ from tracking.determinism.settings import is_determinism_error
 from tracking.errors import UserCodeError
 from tracking.training.augment import augment_function
 from tracking.training.batches import fit_arrays, in_batches
-from tracking.training.building import compile_model, custom_objects
+from tracking.training.compiling import compile_model, custom_objects
 from tracking.training.weighting import training_weights
 
 log = logging.getLogger(__name__)

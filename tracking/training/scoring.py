@@ -45,7 +45,7 @@ from tracking.determinism.seeding import inference_streams
 from tracking.determinism.seeds import Seeds
 from tracking.errors import UserCodeError
 from tracking.training.batches import SCORING_BATCH, in_batches
-from tracking.training.building import task_loss
+from tracking.training.compiling import task_loss
 
 # The task's own loss under its own name, where `test_loss` is another loss the team compiled.
 STANDARD_LOSS = {CLASSIFICATION: "test_crossentropy", REGRESSION: "test_mse", MULTILABEL: "test_crossentropy"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,8 @@ from tracking.inspect.diff.changes import GroupDiff
 from tracking.inspect.diff.metrics import MetricDelta, logged_compare_metrics, metric_deltas
 from tracking.inspect.diff.ranked_groups import CAUSES, GROUP_ORDER, group_diffs, name_causes
 from tracking.inspect.diff.runs import RunSnapshot
-from tracking.names import DVC_EXP_NAME_TAG, WEIGHTS_TAG
+from tracking.names import DVC_EXP_NAME_TAG, SCRIPT_COMMAND_TAG, WEIGHTS_TAG
+from tracking.noise.knobs import LIBRARY, TEMPLATE, advising
 from tracking.noise.policy import CONTROL, EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE, overall_verdict
 from tracking.noise.statistics import format_p
 
@@ -65,18 +67,21 @@ def diff_runs(
     alpha: float = 0.05,
     calibration: str | None = None,
     repo: Path | None = None,
+    min_effect: Mapping[str, float] | None = None,
 ) -> RunDiff:
-    """Everything `tracking diff` reports about two runs; `metrics` None: those run B's configuration judges."""
+    """Everything `tracking diff` reports about two runs; `metrics` None: those run B's configuration judges;
+    `min_effect`: smallest shifts that matter beyond those run B logged (`tracking judge --min-effect`). Advice names
+    the knobs of run B's route: a team's script's (`tracking calibrate`, `tracking judge`) or the template's."""
     metrics = metrics or list(logged_compare_metrics(b.params))
     groups = group_diffs(a, b, repo)
     hash_a, hash_b = a.tags.get(WEIGHTS_TAG), b.tags.get(WEIGHTS_TAG)
     identical = hash_a == hash_b if hash_a and hash_b else None
-    band = choose_calibrated_band(client, groups, a, b, calibration)
-    deltas = metric_deltas(
-        a, b, metrics, band.bands, alpha, band.baseline_reference, exact=band.described["variant"] == CONTROL
-    )
-    result = RunDiff(a, b, groups, identical, deltas, band.described, alpha)
-    return RunDiff(**{**result.__dict__, "conclusion": conclude(result)})
+    with advising(LIBRARY if SCRIPT_COMMAND_TAG in b.tags else TEMPLATE):
+        band = choose_calibrated_band(client, groups, a, b, calibration)
+        exact = band.described["variant"] == CONTROL
+        deltas = metric_deltas(a, b, metrics, band.bands, alpha, band.baseline_reference, exact, min_effect)
+        result = RunDiff(a, b, groups, identical, deltas, band.described, alpha)
+        return RunDiff(**{**result.__dict__, "conclusion": conclude(result)})
 
 
 def conclude(diff: RunDiff) -> str:

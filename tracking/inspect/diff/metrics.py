@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,9 +83,11 @@ def metric_deltas(
     alpha: float,
     baseline_reference: bool = False,
     exact: bool = False,
+    min_effect: Mapping[str, float] | None = None,
 ) -> list[MetricDelta]:
     """B - A per metric; with bands, B judged by `tracking.judge` (around the baseline's mean when
-    `baseline_reference`, else around A), Holm-corrected over the metrics, with run B's `compare.min_effect`."""
+    `baseline_reference`, else around A), Holm-corrected over the metrics, with run B's `compare.min_effect` and,
+    over it, `min_effect`."""
     rows = [
         (metric, a.metrics[metric], b.metrics[metric])
         for metric in metrics
@@ -99,7 +102,7 @@ def metric_deltas(
         checked,
         {metric: [b.metrics[metric]] for metric in checked},
         alpha=alpha,
-        min_effect=logged_min_effects(b.params),
+        min_effect={**logged_min_effects(b.params), **(min_effect or {})},
         control=exact,
         reference=None if baseline_reference else {metric: a.metrics[metric] for metric in checked},
     )
