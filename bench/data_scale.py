@@ -184,7 +184,7 @@ def disk_bytes(root: Path) -> int:
 
 def measured(cmd: list[str], root: Path) -> tuple[Measured, str]:
     """Run `cmd` in `root`, sampling its processes' anonymous memory and the project's disk as it runs."""
-    before = os.times()
+    before = children_cpu()
     started = time.perf_counter()
     process = subprocess.Popen(cmd, cwd=root, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peaks = {"anon": 0, "disk": disk_bytes(root)}
@@ -201,34 +201,39 @@ def measured(cmd: list[str], root: Path) -> tuple[Measured, str]:
     process.wait()
     sampler.join()
     wall = time.perf_counter() - started
-    after = os.times()
     if process.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({process.returncode}):\n{output}")
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return Measured(wall, cpu, peaks["anon"], peaks["disk"]), output
+    return Measured(wall, children_cpu() - before, peaks["anon"], peaks["disk"]), output
 
 
 def hash_rates(root: Path) -> dict[str, float]:
-    """GB per second over the shards' bytes: prepare's full-content hash, `sha256sum`, `dvc add` (MD5)."""
+    """GB per CPU-second over the shards' bytes (CPU time, so that other work on the machine does not move it):
+    prepare's full-content hash, `sha256sum`, `dvc add` (MD5, DVC's start-up included)."""
     from tracking.data.hashing import array_sha256
 
     shards = sorted((root / "data/raw/shards").glob("x-*.npy"))
     size = sum(path.stat().st_size for path in shards) / GB
-    started = time.perf_counter()
+    started = time.process_time()
     for path in shards:
         array_sha256(np.load(path, mmap_mode="r"))
-    ours = time.perf_counter() - started
-    started = time.perf_counter()
+    ours = time.process_time() - started
+    started = children_cpu()
     subprocess.run(["sha256sum", *map(str, shards)], capture_output=True, check=True)
-    sha256sum = time.perf_counter() - started
+    sha256sum = children_cpu() - started
     copy = root / "hash-copy"
     copy.mkdir()
     for path in shards:
         os.link(path, copy / path.name)
-    started = time.perf_counter()
+    started = children_cpu()
     run(["dvc", "add", "-q", "hash-copy"], root)
-    dvc_add = time.perf_counter() - started
+    dvc_add = children_cpu() - started
     return {"ours": size / ours, "sha256sum": size / sha256sum, "dvc add": size / dvc_add}
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's finished children."""
+    found = os.times()
+    return found.children_user + found.children_system
 
 
 def weights_agree(root: Path) -> tuple[str, str, str]:
@@ -278,7 +283,7 @@ def main() -> None:
     if args.weights_of is not None:
         print(json.dumps(trained_both_ways(args.weights_of)))
         return
-    print("| data set | stage | wall s | CPU s | s per GB | peak RssAnon GB | peak disk GB | disk / data |")
+    print("| data set | stage | wall s | CPU s | CPU s per GB | peak RssAnon GB | peak disk GB | disk / data |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     memory: dict[str, list[float]] = {}
     rates, agreement = [], None
@@ -292,7 +297,7 @@ def main() -> None:
                 memory.setdefault(stage, []).append(found.anon_peak / GB)
                 print(
                     f"| {data / GB:.2f} GB | {stage} | {found.wall_s:.1f} | {found.cpu_s:.1f} | "
-                    f"{found.wall_s / (data / GB):.1f} | {found.anon_peak / GB:.2f} | {found.disk_peak / GB:.2f} | "
+                    f"{found.cpu_s / (data / GB):.1f} | {found.anon_peak / GB:.2f} | {found.disk_peak / GB:.2f} | "
                     f"{found.disk_peak / data:.2f}x |",
                     flush=True,
                 )
@@ -300,12 +305,10 @@ def main() -> None:
             if agreement is None:
                 agreement = (data / GB, weights_agree(root))
     print()
-    print("| data set | prepare's hash | sha256sum | dvc add (MD5) |")
+    print("| data set | prepare's hash, GB per CPU-second | sha256sum | dvc add (MD5) |")
     print("| --- | --- | --- | --- |")
     for size, found in rates:
-        print(
-            f"| {size:.2f} GB | {found['ours']:.2f} GB/s | {found['sha256sum']:.2f} GB/s | {found['dvc add']:.2f} GB/s |"
-        )
+        print(f"| {size:.2f} GB | {found['ours']:.2f} | {found['sha256sum']:.2f} | {found['dvc add']:.2f} |")
     print()
     for stage, peaks in memory.items():
         print(
