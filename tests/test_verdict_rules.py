@@ -96,6 +96,23 @@ def test_a_metric_missing_from_the_band_and_a_bad_min_effect_are_one_line():
             tracking.judge(
                 {"test_accuracy": [0.9, 0.91, 0.92]}, {"test_accuracy": [0.91]}, min_effect={"test_accuracy": bad}
             )
+    with pytest.raises(NoiseError, match=r"^min_effect names test_acuracy, which is not judged: the candidates hold"):
+        tracking.judge(
+            {"test_accuracy": [0.9, 0.91, 0.92]}, {"test_accuracy": [0.91]}, min_effect={"test_acuracy": 0.01}
+        )
+
+
+def test_the_sql_stores_stand_in_for_an_infinity_is_judged_as_the_infinity():
+    """A team reading runs back through MLflow's API gets an infinite loss as 1.797e308: `tracking.judge` reads it
+    as logged, in the candidates and in the band alike."""
+
+    def said(band: list[float], candidates: list[float]) -> tuple[str, list[str]]:
+        found = tracking.judge({"test_loss": band}, {"test_loss": candidates})
+        return found.verdict, [check.note for check in found.checks]
+
+    band, stored = [0.30, 0.31, 0.29, 0.30, 0.32], float(np.finfo(np.float64).max)
+    assert said(band, [stored]) == said(band, [math.inf]) and "is inf in 1 of 1" in said(band, [stored])[1][0]
+    assert said([*band, -stored], [0.3]) == said([*band, -math.inf], [0.3]) != said(band, [0.3])
 
 
 def test_compare_groups_has_three_outcomes_and_null_for_a_test_not_run():

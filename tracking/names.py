@@ -9,6 +9,9 @@ environment variables in tracking/env.py.
 
 from __future__ import annotations
 
+import math
+import sys
+
 from tracking.errors import RunSelectionError
 
 # MLflow's limits (mlflow/utils/validation.py): the longest tag value we write (longer ones are cut to it), and
@@ -17,8 +20,16 @@ MAX_TAG_CHARS = 5000
 MAX_PARAM_VALUE_CHARS = 6000  # MAX_PARAM_VAL_LENGTH
 MAX_KEY_CHARS = 250  # MAX_ENTITY_KEY_LENGTH: a param's, metric's or tag's name
 MAX_EXPERIMENT_NAME_CHARS = 500  # MAX_EXPERIMENT_NAME_LENGTH
+# MLflow's SQL stores keep an infinite metric as the largest float and hand that back (`as_logged` reads it).
+STORED_INFINITY = sys.float_info.max
 # How runs are ordered when the newest is wanted.
 NEWEST_FIRST = "attributes.start_time DESC"
+
+
+def as_logged(value: float) -> float:
+    """A metric value as it was logged: the SQL store's stand-in for an infinity (±`STORED_INFINITY`) read as that
+    infinity, anything else as it is."""
+    return math.copysign(math.inf, value) if abs(value) >= STORED_INFINITY else value
 
 
 def quoted(value: object) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracking.errors import NoiseError
+from tracking.names import as_logged
 from tracking.noise.candidates import judge_values
 from tracking.noise.knobs import knobs
 from tracking.noise.policy import (
@@ -77,12 +78,17 @@ def judge(
     run's value to judge the candidate around instead of the band's mean (`tracking diff` of two other runs).
     `equivalence_alpha` is the level of the gap's interval that must lie inside ±min_effect for `within_noise` by
     equivalence (default `alpha`; the sequential design's looks set their own, `tracking.noise.sequential.look`).
+    Values as MLflow's SQL store hands them back are read as logged: its ±1.797e308 is an infinity.
 
     >>> judge({"test_accuracy": [0.98, 0.985, 0.99, 0.985, 0.982]}, {"test_accuracy": [0.62]}).verdict
     'exceeds_noise'
     """
     modes = modes or {}
     _refuse_bad_inputs(band, candidates, min_effect or {})
+    band = {
+        metric: found if isinstance(found, Band) else [as_logged(v) for v in found] for metric, found in band.items()
+    }
+    candidates = {metric: [as_logged(value) for value in values] for metric, values in candidates.items()}
     checks = []
     for metric, values in candidates.items():
         found = band[metric]
@@ -107,13 +113,22 @@ def _refuse_bad_inputs(
     candidates: Mapping[str, Sequence[float]],
     min_effect: Mapping[str, float],
 ) -> None:
-    """One line for what no verdict can come from: a candidate metric the band lacks, or a smallest shift that matters
-    that is not a number above 0 (no test sees a shift of 0, and NaN would be printed as one it detects)."""
+    """One line for what no verdict can come from: a candidate metric the band lacks, a smallest shift that matters
+    of a metric not judged (a misspelt name would leave the judged one at its default), or one that is not a number
+    above 0 (no test sees a shift of 0, and NaN would be printed as one it detects)."""
     missing = [metric for metric in candidates if metric not in band]
     if missing:
         raise NoiseError(
             f"no band for {', '.join(missing)}: the band holds {', '.join(band) or 'no metric'}",
             fix="give the band runs' values of every metric judged, or leave it out of the candidates",
+        )
+    unjudged = sorted(metric for metric in min_effect if metric not in candidates)
+    if unjudged:
+        raise NoiseError(
+            f"min_effect names {', '.join(unjudged)}, which is not judged: the candidates hold "
+            f"{', '.join(candidates) or 'no metric'}",
+            fix=f"name a judged metric ({knobs().min_effect.format(metric=next(iter(candidates), 'METRIC'))}): a "
+            "misspelt name would leave the metric judged at its default shift",
         )
     for metric, value in min_effect.items():
         if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):

@@ -7,12 +7,10 @@ MLflow loads only when a client is handed in, so importing this module stays che
 
 from __future__ import annotations
 
-import math
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tracking.names import MLFLOW_PARENT_RUN_TAG, NEWEST_FIRST, REPEAT_KEY_TAG, status_is, tag_is
+from tracking.names import MLFLOW_PARENT_RUN_TAG, NEWEST_FIRST, REPEAT_KEY_TAG, as_logged, status_is, tag_is
 
 if TYPE_CHECKING:
     from mlflow.entities import Experiment, Run
@@ -44,12 +42,7 @@ def present_run(client: MlflowClient, run_id: str) -> Run | None:
 def run_metrics(run: Run) -> dict[str, float]:
     """The run's latest metric values as they were logged: MLflow's SQL store keeps an infinite value as the largest
     float (±1.797e308) and hands that back, so it reads as infinite again here, for every command that judges."""
-    return {name: _logged(value) for name, value in run.data.metrics.items()}
-
-
-def _logged(value: float) -> float:
-    """`value` with the SQL store's stand-in for an infinity (±`sys.float_info.max`) read as that infinity."""
-    return math.copysign(math.inf, value) if abs(value) >= sys.float_info.max else value
+    return {name: as_logged(value) for name, value in run.data.metrics.items()}
 
 
 def experiment_by_id(client: MlflowClient, experiment_id: str) -> Experiment:

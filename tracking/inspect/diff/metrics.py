@@ -102,7 +102,10 @@ def metric_deltas(
         checked,
         {metric: [b.metrics[metric]] for metric in checked},
         alpha=alpha,
-        min_effect={**logged_min_effects(b.params), **(min_effect or {})},
+        min_effect={  # the run's own for the metrics judged here, and every one the user named
+            **{metric: shift for metric, shift in logged_min_effects(b.params).items() if metric in checked},
+            **(min_effect or {}),
+        },
         control=exact,
         reference=None if baseline_reference else {metric: a.metrics[metric] for metric in checked},
     )
