@@ -65,7 +65,9 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
         train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) ')
         + f"\nAPI_TOKEN = {CODE_SECRET!r}  # a secret in uncommitted code, exact in git, nowhere else\n"
     )
-    (clone / "team_notes.py").write_text("NOTE = 1\n")  # untracked, not ignored: in the snapshot too
+    (clone / "team_notes.py").write_text("NOTE = 1\n")
+    run(["git", "add", "-N", "team_notes.py"], clone)  # tracked, not committed: in the snapshot too
+    (clone / ".env").write_text(f"API_TOKEN={CODE_SECRET}\n")  # untracked: only counted
     write_params(clone, train={"learning_rate": 0.002})
     run(["dvc", "repro", "evaluate"], clone)
     changed = {line[3:] for line in run(["git", "status", "--porcelain"], clone).stdout.splitlines()}
@@ -80,6 +82,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv", "outputs/model.keras"} <= set(
         record["git"]["diff_excludes"]
     )
+    assert record["git"]["untracked_files"] == 1
     assert [changed["path"] for changed in record["git"]["changed_files"]] == [
         "params.yaml",
         "team_notes.py",
@@ -159,10 +162,11 @@ def build(input_shape, n_outputs):
 
 @pytest.mark.slow
 def test_a_run_trained_beside_its_uncommitted_module_is_re_created(project: Path):
-    """A team trains before committing its new models/net.py (untracked, not ignored): the run's snapshot holds
-    it, so the rerun restores it and trains the same weights (a logged diff held no untracked file)."""
+    """A team trains before committing its new models/net.py, added with `git add -N`: the run's snapshot holds
+    it, so the rerun restores it and trains the same weights (an untracked one would be named in a warning)."""
     (project / "models").mkdir()
     (project / "models/net.py").write_text(BUILDER)
+    run(["git", "add", "-N", "models/net.py"], project)
     write_params(project, model={"builder": "models.net:build", "kwargs": {}})
     add_deps(project, "models/net.py", *MODEL_STAGES)
     run(["dvc", "repro", "evaluate"], project)
