@@ -35,6 +35,7 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 CODE_SECRET = "ghp_rerunPlantedCodeToken0123456789"
+ENV_FILE_SECRET = "ghp_rerunPlantedEnvFileToken0123456"
 
 
 def leaks(root: Path, secret: str) -> list[str]:
@@ -67,7 +68,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     )
     (clone / "team_notes.py").write_text("NOTE = 1\n")
     run(["git", "add", "-N", "team_notes.py"], clone)  # tracked, not committed: in the snapshot too
-    (clone / ".env").write_text(f"API_TOKEN={CODE_SECRET}\n")  # untracked: only counted
+    (clone / ".env").write_text(f"API_TOKEN={ENV_FILE_SECRET}\n")  # untracked: only counted, in no snapshot
     write_params(clone, train={"learning_rate": 0.002})
     run(["dvc", "repro", "evaluate"], clone)
     changed = {line[3:] for line in run(["git", "status", "--porcelain"], clone).stdout.splitlines()}
@@ -93,6 +94,9 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert run(["git", "for-each-ref", "refs/tracking/"], clone).stdout.split()[-1].endswith(snapshot_sha)
     assert "snapshot" not in run(["git", "status", "--porcelain"], clone).stdout
     assert leaks(clone, CODE_SECRET) == [], "the store, its artifacts and the outputs hold none of the code's text"
+    assert leaks(clone, ENV_FILE_SECRET) == [str(clone / ".env")]
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=clone, capture_output=True)
+    assert ENV_FILE_SECRET.encode() not in objects.stdout, "no git object holds the untracked file"
     run(["git", "add", "-A"], clone)
     run(["git", "commit", "-qm", "after the run"], clone)
     train.write_text(train.read_text().replace("(uncommitted edit)", "(edited after the run)"))
