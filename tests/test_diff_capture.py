@@ -312,7 +312,7 @@ def test_tracking_diff_compares_the_runs_snapshots_in_git(tmp_path: Path):
 
 
 def test_prune_snapshots_keeps_what_runs_record_and_deletes_the_rest(project: Path):
-    """`tracking prune-snapshots`: --dry-run deletes nothing; the default keeps the snapshot a run of the store
+    """`tracking prune-refs`: --dry-run deletes nothing; the default keeps the snapshot a run of the store
     records; --all deletes it too. Each through the command a user types."""
     params, shas = (project / "params.yaml").read_text(), []
     for text in ("a", "b", "c"):
@@ -324,7 +324,7 @@ def test_prune_snapshots_keeps_what_runs_record_and_deletes_the_rest(project: Pa
     client.set_tag(client.create_run(experiment).info.run_id, GIT_SNAPSHOT_TAG, shas[0])
 
     def prune(*flags: str) -> tuple[str, list[str]]:
-        done = run([sys.executable, "-m", "tracking", "prune-snapshots", *flags], project)
+        done = run([sys.executable, "-m", "tracking", "prune-refs", *flags], project)
         refs = run(["git", "for-each-ref", "--format=%(objectname)", "refs/tracking/"], project).stdout.split()
         return done.stdout, refs
 

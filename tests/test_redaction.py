@@ -27,7 +27,7 @@ def redact_diff(diff: str) -> str:
     return "\n".join(redact_lines(diff.split("\n"), names=("diff --git ", "index ", "--- ", "+++ ")))
 
 
-# One of each format: the formats redaction.py adds to detect-secrets (TOKEN_FORMATS) and a sample of the
+# One of each format: the formats tracking/redaction/formats.py adds to detect-secrets (TOKEN_FORMATS) and a sample of the
 # detectors detect-secrets maintains. Each is planted whole; none may survive in any vector.
 TOKENS = {
     "github classic": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",

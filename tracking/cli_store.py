@@ -1,6 +1,6 @@
 """The `tracking` commands over what runs leave behind: `doctor` (runs left RUNNING ended FAILED, runs the
 project's outputs name and the store lacks), `sync` (runs kept in the offline journal uploaded) and
-`prune-snapshots` (our git refs of runs' working trees deleted). Kept apart from tracking/cli.py's parser; imports
+`prune-refs` (our git refs of runs' working trees deleted). Kept apart from tracking/cli.py's parser; imports
 stay inside the commands so that `tracking --help` starts fast.
 """
 

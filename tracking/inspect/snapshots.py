@@ -1,4 +1,4 @@
-"""`tracking prune-snapshots`: delete our git refs (`refs/tracking/...`), each naming a run's working tree.
+"""`tracking prune-refs`: delete our git refs (`refs/tracking/...`), each naming a run's working tree.
 
 A push of them (`git push origin 'refs/tracking/*'`, or `git push --mirror`) sends the commits they name and every
 object those reach: the tracked files of each run's working tree, uncommitted changes included, and nothing

@@ -9,7 +9,7 @@ in a warning, since no rerun can restore it. The run records the snapshot's sha,
 and a diffstat whose file names pass through the redactor: `tracking rerun` and `tracking diff` read the code
 from git, exact to the byte (a secret in it included), and nothing of its content reaches the store, the
 artifacts or a server. `git push origin 'refs/tracking/*'` shares the snapshots with a team; a clone without
-them is told how to fetch them; `tracking prune-snapshots` deletes them. Every output DVC declares and every
+them is told how to fetch them; `tracking prune-refs` deletes them. Every output DVC declares and every
 dvc.lock is left as the commit has it (results, not code; listed in the record as `diff_excludes`).
 
 Remote URLs lose any user:password@ part and query string; the branch's name passes through the redactor.
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Where a run's working tree is kept, and how a team shares and fetches it.
 SNAPSHOT_REFS = "refs/tracking/snapshots/"
-OUR_REFS = "refs/tracking/"  # every ref of ours: what `tracking prune-snapshots` deletes
+OUR_REFS = "refs/tracking/"  # every ref of ours: what `tracking prune-refs` deletes
 PUSH_SNAPSHOTS = "git push origin 'refs/tracking/*'"
 FETCH_SNAPSHOTS = "git fetch origin 'refs/tracking/*:refs/tracking/*'"
 SNAPSHOT_MESSAGE = "tracking: the working tree of a run (tracking/provenance/git.py)"
