@@ -465,3 +465,42 @@ def test_an_error_line_quoting_a_teams_exception_prints_no_form_of_the_catalogue
     shown = capsys.readouterr().err
     assert [secret for secret in CATALOGUE_SECRETS if secret in shown] == []
     assert shown.count("error: data.loader") == len(CATALOGUE)
+
+
+def replace_each(text: str, tokens: set[str]) -> str:
+    """The replacement before the one pass (issue 64): one `str.replace` a token, longest first."""
+    for token in sorted(tokens, key=len, reverse=True):
+        text = text.replace(token, REDACTED)
+    return text
+
+
+def test_the_one_pass_replacement_equals_a_replace_a_token_on_nested_tokens():
+    """Tokens each held in the next (`c`, `sk-c`, `sk-c-x9`, `c` of distinct characters), repeated, adjacent and
+    apart, in 300 seeded texts: the one pass gives what one `str.replace` a token, longest first, gave."""
+    import random
+
+    from tracking.redaction import replace_all
+
+    chooser = random.Random(64)
+    for _ in range(300):
+        core = "".join(chooser.sample("abcdefgh1234", chooser.randint(4, 9)))
+        chain = [core, f"sk-{core}", f"sk-{core}-x9"]
+        tokens = set(chooser.sample(chain, chooser.randint(1, len(chain))))
+        pieces = [*chain, core[:2], core[-2:], " ", "=", "sk-", "-x9", "q", ""]
+        text = "".join(chooser.choice(pieces) for _ in range(chooser.randint(1, 40)))
+        assert replace_all(text, tokens) == replace_each(text, tokens), (text, tokens)
+
+
+def test_the_one_pass_replacement_hides_every_character_overlapping_tokens_cover():
+    """Two occurrences that overlap in part: the one pass hides both whole, where a replace a token left the head
+    of the shorter one in the text; occurrences that only touch stay two."""
+    from tracking.redaction import replace_all
+
+    first, second = "ghp_AAAA1111BBBB", "BBBB2222ccccDDDDEE"  # the end of one is the start of the other
+    text = "x ghp_AAAA1111BBBB2222ccccDDDDEE y"
+    assert replace_all(text, {first, second}) == f"x {REDACTED} y"
+    assert replace_each(text, {first, second}) == f"x ghp_AAAA1111{REDACTED} y", "what the old way left"
+    assert replace_all(f"{first}{first}", {first}) == REDACTED * 2
+    assert replace_all("aaaa", {"aa"}) == REDACTED == replace_all("aaa", {"aa"}), "overlapping occurrences of one token"
+    assert replace_all("no token here", {"absent"}) == "no token here" and replace_all("x", set()) == "x"
+    assert replace_all("ab", {"abc"}) == "ab", "a text shorter than every token"
