@@ -33,7 +33,14 @@ from tracking.redaction.rules import (
     strip_url_userinfo,
     was_redacted,
 )
-from tracking.redaction.values import MIN_KNOWN_CHARS, looks_secret, redact_param, redact_params, secret_values
+from tracking.redaction.values import (
+    MIN_KNOWN_CHARS,
+    looks_secret,
+    redact_param,
+    redact_params,
+    secret_values,
+    why_secret,
+)
 from tracking.redaction.words import SECRET_NAME, names_secret
 
 __all__ = [
@@ -58,4 +65,5 @@ __all__ = [
     "strip_credentials",
     "strip_url_userinfo",
     "was_redacted",
+    "why_secret",
 ]

@@ -99,7 +99,19 @@ TOKEN_FORMATS = {
     "Telegram bot": r"(?:bot)?[0-9]{6,12}:[A-Za-z0-9_\-]{30,}",
     "Microsoft Teams webhook": r"[A-Za-z0-9.\-]*(?:webhook\.office\.com|outlook\.office\.com)/webhook[A-Za-z0-9]*/[^\s'\"<>]+",
     "IFTTT webhook": r"maker\.ifttt\.com/(?:[^\s'\"<>]*/)?(?:key|use)/[A-Za-z0-9_\-]{10,}",
+    "xAI": r"xai-[A-Za-z0-9_\-]{20,}",
+    "Pinecone": r"pcsk_[A-Za-z0-9_\-]{20,}",
+    "LangSmith": r"lsv2_(?:pt|sk)_[A-Za-z0-9_]{20,}",
+    "Tencent Cloud": r"AKID[A-Za-z0-9]{13,40}",
+    "Google OAuth refresh token": r"1//0[A-Za-z0-9_\-]{20,}",
+    "Cloudflare origin CA key": r"v1\.0-[a-f0-9]{24}-[a-f0-9]{100,}",
+    "Azure DevOps": r"[A-Za-z0-9]{52}AZDO[A-Za-z0-9]{4,}|[a-z2-7]{52}",
+    "AWS session token": r"(?:FwoGZXIvYXdzE|IQoJb3JpZ2luX2Vj)[A-Za-z0-9/+=]{20,}",
+    "Neptune": r"eyJhcGlfYWRkcmVzcyI6[A-Za-z0-9+/=]{20,}",
 }
+# Formats too plain to tell from a digest or a long identifier alone, taken only when they hold 4 or more each of upper
+# case, lower case and digits (random 40 characters do): an Okta API token (`00` and 40 more), a Cloudflare API token.
+_MIXED_FORMATS = linear(r"(?:^|[^A-Za-z0-9_\-])(?P<token>00[A-Za-z0-9_\-]{40}|[A-Za-z0-9_\-]{40})(?:$|[^A-Za-z0-9_\-])")
 # A token of TOKEN_FORMATS starts a text or follows a character that cannot be part of it (matched, not looked at).
 _OWN_FORMATS = linear(
     r"(?:^|[^A-Za-z0-9])(?P<token>" + "|".join(f"(?:{pattern})" for pattern in TOKEN_FORMATS.values()) + ")"
@@ -142,6 +154,7 @@ def known_tokens(text: str) -> set[str]:
     """The substrings of `text` that have a known token format or follow `Bearer`, `Basic` or `curl -u`."""
     found = {match["token"] for match in _OWN_FORMATS.finditer(text)}
     found.update(match["token"] for match in _AWS_SECRET_KEY.finditer(text) if _mixed(match["token"]))
+    found.update(match["token"] for match in _MIXED_FORMATS.finditer(text) if _mixed(match["token"], 4))
     for match in _CONTEXT.finditer(text):
         if match["user"] or any(char.isdigit() for char in match["scheme"]):
             found.add(match["user"] or match["scheme"])
@@ -154,6 +167,7 @@ def known_tokens(text: str) -> set[str]:
     return found
 
 
-def _mixed(word: str) -> bool:
-    """Whether `word` holds an upper-case letter, a lower-case letter and a digit."""
-    return any(c.isupper() for c in word) and any(c.islower() for c in word) and any(c.isdigit() for c in word)
+def _mixed(word: str, each: int = 1) -> bool:
+    """Whether `word` holds at least `each` upper-case letters, `each` lower-case letters and `each` digits."""
+    counts = (sum(c.isupper() for c in word), sum(c.islower() for c in word), sum(c.isdigit() for c in word))
+    return min(counts) >= each

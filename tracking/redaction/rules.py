@@ -30,11 +30,12 @@ _FLAGGED = linear(
     r"|\bsshpass\s+-p\s*['\"]?(?P<sshpass>[^\s'\"]+)"
     r"|\bmysql(?:dump|admin)?\b.*?\s-p(?P<mysql>[^\s'\"]+)"
     r"|(?:\blogin\s+\S+\s+|^[\s+\-]*)password\s+(?P<netrc>[^\s=:]\S*)"
-    r"|[?&;](?:sig|x-goog-signature|x-amz-signature|signature)=(?P<sig>[^&\s'\"#]+)"
+    r"|[?&;](?:sig|x-goog-signature|x-amz-signature|signature|(?:api[_-]?|access[_-]?)?key|apikey|"
+    r"(?:access[_-]?|auth[_-]?|id[_-]?|refresh[_-]?|session[_-]?)?token|secret|password|passwd|pwd)=(?P<sig>[^&\s'\"#]+)"
     r"|(?:^|[^\w.])['\"]?key['\"]?\s*[:=]\s*(?:\"(?P<keyed>[^'\"]{8,})\"|'(?P<keyed1>[^'\"]{8,})')"
     r"|\bjdbc:[\w:]+?:@?[^\s/@:'\"]+/(?P<jdbc>[^\s@'\"]+)@"
     r"|(?:^|[\s'\"(\[,=])[\w.\-*]+:(?:[0-9]{1,5}|\*):[\w.\-*]+:[\w.\-*]+:(?P<pgpass>[^\s'\"]+)"
-    r"|\b(?:set-)?cookie\s*:\s*(?P<cookie>.+)"
+    r"|\b(?:set-)?cookie[\"']?\s*:\s*(?P<cookie>.+)"
     r"|\bHTTP(?:Basic|Digest|Proxy)Auth\(\s*(?:[\"'][^\"']*[\"']|\w+)\s*,\s*[\"']?(?P<basic>[^\"'\s)]+)",
     ignore_case=True,
 )

@@ -8,13 +8,48 @@ from typing import Any
 
 from tracking.redaction.formats import TOKEN_PREFIXES, linear
 from tracking.redaction.onepass import REDACTED
-from tracking.redaction.rules import redact_line
-from tracking.redaction.words import SECRET_NAME, names_secret
+from tracking.redaction.rules import redact_line, redact_name
+from tracking.redaction.words import SECRET_NAME, name_words, names_secret
 from tracking.yaml_text import flatten, param_text
 
 MIN_KNOWN_CHARS = 4  # a credential's value shorter than this is not searched for in text: it would match anywhere
 # Judged word by word with Python's `re`: one character class, matched whole, is linear in the word.
 _OPAQUE = re.compile(r"[A-Za-z0-9_\-+/=]{32,}")
+# Names whose value is a credential when it reads `user:password` (`login: svc:pw`), and names of W&B, whose API key
+# is 40 hex digits (a commit id's form, so judged with its name only).
+PAIR_WORDS = frozenset({"login", "user", "username", "userinfo", "basic", "account"})
+WANDB_WORDS = frozenset({"wandb", "wb", "weightsandbiases"})
+_USER_PASSWORD = re.compile(r"[^\s:/@]+:\S+")
+_HEX40 = re.compile(r"[0-9a-f]{40}")
+# A team's code named as "package.module:function" (`data.loader`, `model.builder`): judged by its tokens only,
+# so a module named `secret_loader` is not taken for an assignment.
+_CODE_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+VALUE_HOLDS = "its value holds a credential (a token, a password or key in a URL, a header, a signature)"
+
+
+def why_secret(key: str, value: Any) -> str | None:
+    """Why the param or variable `key` holding `value` holds a credential, or None: the one rule for params,
+    environment variables and names. By its key (a token in it; its words: `db_pw`, `bearer`), by its value's
+    form (a token, a URL's password or key, a cookie header: what `redact_line` takes out), or by both (`user:pw`
+    under `login`, 40 hex digits under a W&B name). A reference (`env:NAME`), null, true/false or empty holds none.
+    """
+    if redact_name(key) != key:
+        return "the key itself holds a token"
+    if value is None or isinstance(value, bool) or value in ("", [], {}):
+        return None
+    text = param_text(value)
+    if isinstance(value, str) and value.startswith("env:"):
+        return None
+    if names_secret(key):
+        return "its name says it holds a credential"
+    words = name_words(key)
+    if words & PAIR_WORDS and _USER_PASSWORD.fullmatch(text):
+        return "its value is a user:password pair"
+    if words & WANDB_WORDS and _HEX40.fullmatch(text):
+        return "its value has the form of a W&B API key"
+    if (redact_name if _CODE_SPEC.fullmatch(text) else redact_line)(text) != text:
+        return VALUE_HOLDS
+    return None
 
 
 def secret_values(tree: dict[str, Any], prefix: str = "") -> set[str]:
@@ -61,7 +96,10 @@ def redact_param(key: str, value: Any) -> tuple[str, str | None]:
     if value is not None and not isinstance(value, bool) and value not in ("", [], {}) and names_secret(key):
         return REDACTED, "its name says it holds a credential"
     redacted = redact_line(text)
-    return (redacted, "its value holds a token or a URL's password") if redacted != text else (text, None)
+    if redacted != text:
+        return redacted, "its value holds a token or a URL's password"
+    why = why_secret(key, value)
+    return (REDACTED, why) if why else (text, None)
 
 
 def looks_secret(name: str, value: str) -> bool:
@@ -70,7 +108,7 @@ def looks_secret(name: str, value: str) -> bool:
 
     A command-line flag (`--xla_..._count=8`) is judged by its value only, so long flag names stay readable.
     """
-    if SECRET_NAME.search(name) or names_secret(name) or redact_line(value) != value:
+    if SECRET_NAME.search(name) or why_secret(name, value) or redact_line(value) != value:
         return True
     words = re.split(r"[\s,;]+", value)
     if SECRET_NAME.search(

@@ -40,6 +40,8 @@ SECRET_WORDS = frozenset(
         "apikey",
         "dsn",
         "cookie",
+        "bearer",
+        "jwt",
     }
 )
 SECRET_PARTS = (
@@ -92,10 +94,15 @@ SHAPE_WORDS = frozenset({"dim", "dims", "size", "shape", "axis", "axes"})
 _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
+def name_words(name: str) -> set[str]:
+    """The words of a param's or a variable's name, lower case: split at `.`, `_`, `-` and lower-to-upper case."""
+    return {word.lower() for word in _NAME_WORDS.findall(name)}
+
+
 def names_secret(name: str) -> bool:
     """Whether a param's or an environment variable's name says it holds a credential (SECRET_WORDS, SECRET_PARTS,
     SECRET_ENDINGS)."""
-    words = {word.lower() for word in _NAME_WORDS.findall(name)}
+    words = name_words(name)
     named = words & SECRET_WORDS
     if named == {"key"} and not words.isdisjoint(SHAPE_WORDS):
         named = set()
