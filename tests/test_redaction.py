@@ -89,9 +89,24 @@ TOKENS = {
     "twilio": "SK" + "0123456789abcdef" * 2,
     "mailchimp": "0123456789abcdef0123456789abcdef-us12",
     "discord": "MTA" + "x" * 21 + ".Gabcde." + "y" * 27,
+    # Issue 64: formats the rules lacked, each found by the adversary in a param.
+    "xai": "xai-" + "Zq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0Gj" * 2,
+    "pinecone": "pcsk_4Rt2Yp_8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3Xz7",
+    "langsmith": "lsv2_pt_0123456789abcdef0123456789abcdef_0123456789",
+    "tencent cloud": "AKIDz8krbsJ5yKBZQpn74WFkmLPx3gnPhESA",
+    "google refresh token": "1//0gLq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3Xz7Ab",
+    "okta": "00Q3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3XzA7Bc",
+    "cloudflare api token": "Zq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0Gj_Qw3Xz7A",
+    "azure devops": "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst",
+    "azure devops new": "Q3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3Xz7AbCdEfGhIjKlMnp" + "AZDO" + "Ab12",
+    "aws session token": "IQoJb3JpZ2luX2VjEZq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0Gj",
+    "neptune": "eyJhcGlfYWRkcmVzcyI6Imh0dHBzOi8vYXBwLm5lcHR1bmUuYWkiLCJhcGlfa2V5Ijoi",
 }
 # Credentials known by their name or their context, as people write them: `secret` is the part that must go.
 WRITTEN = {
+    "url key query": ("https://hub.example.com/v1?key=urlKeyPlanted0123&page=2", "urlKeyPlanted0123"),
+    "url token query": ("https://hub.example.com/x?access_token=urlTokPlanted0123", "urlTokPlanted0123"),
+    "cookie header map": ('[{"Cookie": "session=cookieMapPlanted0123"}]', "cookieMapPlanted0123"),
     "passphrase": ('passphrase = "correct horse battery staple"', "correct horse battery staple"),
     "pwd": ("pwd = hunter2hunter2", "hunter2hunter2"),
     "mysql": ("MYSQL_PWD=s3cr3tMysql mysql -u root", "s3cr3tMysql"),

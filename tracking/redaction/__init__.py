@@ -1,7 +1,8 @@
 """The one home of what counts as a secret, and of how it is taken out of what a run records.
 
-Four kinds of secret are recognised, wherever the product captures or prints text (the uncommitted diff and
-its file names, untracked file names, environment variables, params, URLs, the data source's name):
+Four kinds of secret are recognised, wherever the product captures or prints text (the snapshot's file names,
+environment variables, params, URLs, the data source's name, error lines), by one rule for a param or a variable
+(`why_secret`: its name, its value's form, or both):
 - a credential by its name: an assignment or variable named like a password, passphrase, token, API key, ...;
   the name stays, the value goes. A param's or an environment variable's name is judged by its words
   (`names_secret`: `kaggle_key`, `db_pw`, `SharedAccessKey`, in any case and position), whatever its value;
