@@ -519,3 +519,21 @@ def test_the_one_pass_replacement_hides_every_character_overlapping_tokens_cover
     assert replace_all("aaaa", {"aa"}) == REDACTED == replace_all("aaa", {"aa"}), "overlapping occurrences of one token"
     assert replace_all("no token here", {"absent"}) == "no token here" and replace_all("x", set()) == "x"
     assert replace_all("ab", {"abc"}) == "ab", "a text shorter than every token"
+
+
+def test_a_file_name_keeps_its_non_secret_part_so_two_runs_still_differ():
+    """Data file names the adversary used (issue 64): the secret part goes, the rest stays, so runs on different
+    files still diff; a name that only mentions a credential stays whole."""
+    xai = TOKENS["xai"]
+    assert redact_name(f"data/raw/export_{xai}.npz") == f"data/raw/export_{REDACTED}.npz"
+    assert redact_name("data/raw/customers_password_Hunter2x9Q.npz") == f"data/raw/customers_password_{REDACTED}.npz"
+    assert redact_name(f"data/raw/a_{xai}.npz") != redact_name(f"data/raw/b_{xai}.npz")
+    for kept in ("password_reset.py", "tokenizer_v2.json", "token_counts_2024.csv", "secret_santa.md"):
+        assert redact_name(kept) == kept
+
+
+def test_an_environment_value_holding_a_token_is_recorded_redacted():
+    from tracking.provenance.environment import gather_environment
+
+    env = {"DVC_EXP_NOTE": f"tried {TOKENS['pinecone']} again", "KERAS_BACKEND": "tensorflow"}
+    assert gather_environment(env) == {"DVC_EXP_NOTE": REDACTED, "KERAS_BACKEND": "tensorflow"}

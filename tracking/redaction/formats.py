@@ -112,6 +112,12 @@ TOKEN_FORMATS = {
 # Formats too plain to tell from a digest or a long identifier alone, taken only when they hold 4 or more each of upper
 # case, lower case and digits (random 40 characters do): an Okta API token (`00` and 40 more), a Cloudflare API token.
 _MIXED_FORMATS = linear(r"(?:^|[^A-Za-z0-9_\-])(?P<token>00[A-Za-z0-9_\-]{40}|[A-Za-z0-9_\-]{40})(?:$|[^A-Za-z0-9_\-])")
+# A credential's value written into a name after the word that names it (`customers_password_Hunter2x9Q.npz`,
+# `token-Ab3dEf9h`): taken when it mixes upper case, lower case and digits, so `password_reset.py` stays.
+_NAMED_VALUE = linear(
+    r"(?:passw(?:or)?d|passwd|pwd|secret|token|api[_-]?key|apikey)[_\-=.]+(?P<token>[A-Za-z0-9+/=]{8,})",
+    ignore_case=True,
+)
 # A token of TOKEN_FORMATS starts a text or follows a character that cannot be part of it (matched, not looked at).
 _OWN_FORMATS = linear(
     r"(?:^|[^A-Za-z0-9])(?P<token>" + "|".join(f"(?:{pattern})" for pattern in TOKEN_FORMATS.values()) + ")"
@@ -155,6 +161,7 @@ def known_tokens(text: str) -> set[str]:
     found = {match["token"] for match in _OWN_FORMATS.finditer(text)}
     found.update(match["token"] for match in _AWS_SECRET_KEY.finditer(text) if _mixed(match["token"]))
     found.update(match["token"] for match in _MIXED_FORMATS.finditer(text) if _mixed(match["token"], 4))
+    found.update(match["token"] for match in _NAMED_VALUE.finditer(text) if _mixed(match["token"]))
     for match in _CONTEXT.finditer(text):
         if match["user"] or any(char.isdigit() for char in match["scheme"]):
             found.add(match["user"] or match["scheme"])
