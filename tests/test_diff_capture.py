@@ -8,18 +8,20 @@ instead: that path is kept for them (`apply_diff`).
 
 from __future__ import annotations
 
+import logging
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import project_env, run
+from conftest import client_for, project_env, run
 
 from tracking.errors import RerunError
 from tracking.inspect.diff import load_run
 from tracking.inspect.worktree import apply_diff, restore_code, temporary_worktree
-from tracking.names import GIT_SNAPSHOT_TAG
+from tracking.names import GIT_SNAPSHOT_TAG, GIT_UNTRACKED_FIELD
 from tracking.provenance.git import FETCH_SNAPSHOTS, encode_diff, gather_git
 
 BASE = {
@@ -51,7 +53,11 @@ CASES: dict[str, Callable[[Path], object]] = {
     "renamed file": _rename,
     "executable bit": lambda root: (root / "run.sh").chmod(0o755),
     "not utf-8": lambda root: _write(root, "latin1.txt", b"caf\xe9 cr\xe8me\n"),
-    "untracked file": lambda root: _write(root, "team_module.py", b"UNTRACKED = 1\n"),
+    "file added with git add -N": lambda root: (
+        _write(root, "team_module.py", b"INTENDED = 1\n"),
+        run(["git", "add", "-N", "team_module.py"], root),
+    ),
+    "file untracked by git rm --cached": lambda root: run(["git", "rm", "-q", "--cached", "run.sh"], root),
     "binary file": lambda root: _write(root, "image.bin", bytes(reversed(range(256)))),
     "everything at once": lambda root: [
         change(root) for name, change in CASES.items() if name not in ("everything at once", "newline added at the end")
@@ -70,11 +76,14 @@ def make_repo(root: Path) -> Path:
 
 
 def tree(root: Path) -> dict[str, tuple[bytes, bool]]:
-    """Every file but git's own: its bytes and whether it is executable."""
+    """Every file git tracks (its index, not HEAD), but git's own: its bytes and whether it is executable."""
+    tracked = set(run(["git", "ls-files", "-z"], root).stdout.split("\0"))
     return {
         path.relative_to(root).as_posix(): (path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR))
         for path in sorted(root.rglob("*"))
-        if path.is_file() and ".git" not in path.relative_to(root).parts
+        if path.is_file()
+        and ".git" not in path.relative_to(root).parts
+        and path.relative_to(root).as_posix() in tracked
     }
 
 
@@ -131,6 +140,56 @@ def test_a_clone_without_the_snapshot_says_how_to_fetch_it(tmp_path: Path):
     with temporary_worktree(clone, captured["commit"]) as copy:
         restore_code(copy, tags, "", "run1")
         assert (copy / "crlf.csv").read_bytes() == b"changed\r\n"
+
+
+SECRET_FILES = {
+    ".netrc": b"machine example.com login bob password netrcPlanted0123\n",
+    ".env": b"API_TOKEN=envPlanted0123456789\n",
+    "pip.conf": b"[global]\nindex-url = https://bob:pipPlanted0123@pypi.example.com/simple\n",
+    ".aws/credentials": b"[default]\naws_secret_access_key = awsPlanted0123456789\n",
+    "keys/id_ed25519": b"-----BEGIN OPENSSH PRIVATE KEY-----\nsshPlanted0123\n-----END OPENSSH PRIVATE KEY-----\n",
+}
+
+
+def test_untracked_files_stay_out_of_the_snapshot_and_only_their_count_is_recorded(tmp_path: Path):
+    """Secret files beside a tracked change: the snapshot (every object a push of our refs sends) holds none of
+    their bytes or names; the record counts them."""
+    root = make_repo(tmp_path / "repo")
+    _write(root, "crlf.csv", b"changed\r\n")
+    for name, data in SECRET_FILES.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        _write(root, name, data)
+    captured = gather_git(root)
+    assert captured["untracked_files"] == len(SECRET_FILES)
+    assert [changed["path"] for changed in captured["changed_files"]] == ["crlf.csv"]
+    bare = tmp_path / "bare.git"
+    run(["git", "init", "-q", "--bare", str(bare)], tmp_path)
+    run(["git", "push", "-q", "--mirror", str(bare)], root)
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=bare, capture_output=True)
+    found = [name for name, data in SECRET_FILES.items() if data in objects.stdout or name.encode() in objects.stdout]
+    assert found == []
+    for name in SECRET_FILES:
+        (root / name).unlink()
+    assert gather_git(root)["snapshot"] == captured["snapshot"], "untracked files change nothing of the snapshot"
+
+
+def test_an_imported_untracked_module_is_named_in_one_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    """A builder imported from a file git does not track: one line says a rerun cannot restore it."""
+    import importlib
+
+    root = make_repo(tmp_path / "repo")
+    _write(root, "untracked_builder.py", b"WIDTH = 3\n")
+    monkeypatch.syspath_prepend(str(root))
+    module = importlib.import_module("untracked_builder")
+    del sys.modules["untracked_builder"]
+    monkeypatch.setitem(sys.modules, "untracked_builder", module)  # taken out again after the test
+    with caplog.at_level(logging.WARNING, logger="tracking.provenance.git"):
+        captured = gather_git(root)
+    assert captured["snapshot"] is None and captured["untracked_files"] == 1
+    (line,) = [record.getMessage() for record in caplog.records]
+    assert "1 untracked file(s) imported" in line and "untracked_builder.py" in line and "git add" in line
 
 
 @pytest.mark.parametrize("case", ["crlf lines", "renamed file", "not utf-8"])
@@ -234,14 +293,45 @@ def test_tracking_diff_compares_the_runs_snapshots_in_git(tmp_path: Path):
     first = gather_git(root)
     _write(root, "run.sh", b"#!/bin/sh\necho b\n")
     _write(root, "new.py", b"x = 1\n")
+    run(["git", "add", "-N", "new.py"], root)
+    _write(root, "notes.txt", b"untracked\n")
     second = gather_git(root)
 
-    def logged(run_id: str, commit: str, snapshot: str) -> RunSnapshot:
-        tags = {GIT_COMMIT_TAG: commit, GIT_SNAPSHOT_TAG: snapshot}
+    def logged(run_id: str, commit: str, snapshot: str, untracked: int = 0) -> RunSnapshot:
+        tags = {GIT_COMMIT_TAG: commit, GIT_SNAPSHOT_TAG: snapshot, GIT_UNTRACKED_FIELD: str(untracked)}
         return RunSnapshot(run_id, "", "0", "FINISHED", {}, {}, tags, None, "")
 
-    a, b = logged("a", first["commit"], first["snapshot"]), logged("b", second["commit"], second["snapshot"])
-    assert [change.key for change in code_group(a, b, root, set()).changes] == ["file new.py", "file run.sh"]
+    a = logged("a", first["commit"], first["snapshot"])
+    b = logged("b", second["commit"], second["snapshot"], second["untracked_files"])
+    group = code_group(a, b, root, set())
+    assert [change.key for change in group.changes] == ["file new.py", "file run.sh"]
+    assert "untracked file(s) were present (1 beside run B), in no snapshot" in group.note
     elsewhere = logged("c", second["commit"], "0123456789abcdef0123456789abcdef01234567")
     group = code_group(a, elsewhere, root, set())
     assert [change.key for change in group.changes] == ["git.snapshot"] and FETCH_SNAPSHOTS in group.note
+
+
+def test_prune_snapshots_keeps_what_runs_record_and_deletes_the_rest(project: Path):
+    """`tracking prune-refs`: --dry-run deletes nothing; the default keeps the snapshot a run of the store
+    records; --all deletes it too. Each through the command a user types."""
+    params, shas = (project / "params.yaml").read_text(), []
+    for text in ("a", "b", "c"):
+        (project / "params.yaml").write_text(f"{params}# {text}\n")
+        shas.append(gather_git(project)["snapshot"])
+    assert None not in shas
+    client = client_for(project)
+    experiment = client.create_experiment("test")
+    client.set_tag(client.create_run(experiment).info.run_id, GIT_SNAPSHOT_TAG, shas[0])
+
+    def prune(*flags: str) -> tuple[str, list[str]]:
+        done = run([sys.executable, "-m", "tracking", "prune-refs", *flags], project)
+        refs = run(["git", "for-each-ref", "--format=%(objectname)", "refs/tracking/"], project).stdout.split()
+        return done.stdout, refs
+
+    said, refs = prune("--dry-run")
+    assert "would delete 2 snapshot ref(s)" in said and sorted(refs) == sorted(shas)
+    said, refs = prune()
+    assert "deleted 2 snapshot ref(s) under refs/tracking/; kept 1" in said and refs == [shas[0]]
+    said, refs = prune("--all")
+    assert "deleted 1 snapshot ref(s)" in said and refs == []
+    assert run(["git", "cat-file", "-t", shas[1]], project).stdout.strip() == "commit", "git collects them itself"

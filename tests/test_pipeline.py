@@ -119,7 +119,30 @@ OWN_PER_PLACE = {
     place: [f"ghp_{place}Planted{index:02d}x0123456789" for index in range(8)]
     for place in ("tracked", "staged", "untracked", "environment", "filename")
 }
+# Untracked files where credentials live (issue 64): a snapshot holds none of them, so neither `git push --mirror`,
+# `dvc push` nor the store sends any.
+UNTRACKED_SECRET_FILES = {
+    ".env": "API_TOKEN=envFilePlanted0123\n",
+    "pip.conf": "[global]\nindex-url = https://u:pipConfPlanted0123@pypi.example.com/simple\n",
+    "uv.toml": '[[index]]\nurl = "https://u:uvTomlPlanted0123@pypi.example.com/simple"\n',
+    ".aws/credentials": "[default]\naws_secret_access_key = awsCredsPlanted0123\n",
+    "gcp-key.json": '{"type": "service_account", "private_key_id": "gcpKeyPlanted0123"}\n',
+    ".kube/config": "users:\n- name: u\n  user:\n    token: kubePlanted0123\n",
+    ".ssh/id_ed25519": "-----BEGIN OPENSSH PRIVATE KEY-----\nsshKeyPlanted0123\n-----END OPENSSH PRIVATE KEY-----\n",
+    "scratch.ipynb": '{"cells": [{"source": ["token = \\"notebookPlanted0123\\""]}]}\n',
+}
+UNTRACKED_FILE_SECRETS = [
+    "envFilePlanted0123",
+    "pipConfPlanted0123",
+    "uvTomlPlanted0123",
+    "awsCredsPlanted0123",
+    "gcpKeyPlanted0123",
+    "kubePlanted0123",
+    "sshKeyPlanted0123",
+    "notebookPlanted0123",
+]
 ALL_SECRETS = [
+    *UNTRACKED_FILE_SECRETS,
     *ENV_SECRETS,
     *REMOTE_SECRETS,
     *DIFF_SECRETS,
@@ -174,6 +197,29 @@ def plant_param_secrets(project: Path) -> None:
     )
     run(["git", "add", "team_data.py", "params.yaml", "dvc.yaml"], project)
     run(["git", "commit", "-qm", "a team's loader"], project)
+
+
+def plant_untracked_secret_files(project: Path) -> list[Path]:
+    """The files of UNTRACKED_SECRET_FILES, untracked and not ignored; return their paths."""
+    for name, text in UNTRACKED_SECRET_FILES.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    return [project / name for name in UNTRACKED_SECRET_FILES]
+
+
+def sent_by_pushes(project: Path) -> bytes:
+    """Every byte `git push --mirror` to a bare repository and `dvc push` to a local remote send: the bare
+    repository's objects and refs, the remote's files."""
+    bare, remote = project.parent / "mirror.git", project.parent / "dvc-remote"
+    run(["git", "init", "-q", "--bare", str(bare)], project.parent)
+    run(["git", "push", "-q", "--mirror", str(bare)], project)
+    run(["dvc", "remote", "add", "--local", "-d", "pushed", str(remote)], project)
+    run(["dvc", "push", "-q"], project)
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=bare, capture_output=True)
+    refs = run(["git", "for-each-ref"], bare).stdout.encode()
+    files = b"".join(path.read_bytes() for path in remote.rglob("*") if path.is_file())
+    assert files and b"refs/tracking/snapshots/" in refs, "both pushes sent something, our snapshot ref among it"
+    return objects.stdout + refs + files
 
 
 def plant_name_secrets(project: Path) -> None:
@@ -233,6 +279,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     plant_repository_secrets(project)
     plant_name_secrets(project)
     catalogue_files = plant_catalogue(project)
+    untracked_files = plant_untracked_secret_files(project)
     env = project_env(**SECRETS, **REFERENCED, **catalogue_environment(), DVC_EXP_NAME=EXPERIMENT_SECRET)
     umask = os.umask(0o022)  # the common default: new files world-readable unless the product says otherwise
     try:
@@ -333,8 +380,9 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     record = json.loads(Path(client.download_artifacts(found.info.run_id, "provenance/provenance.json")).read_text())
     assert record["seeds"]["init"] == int(tags["prov.seeds.init"])
     changed = [entry["path"] for entry in record["git"]["changed_files"]]
-    assert {"config/deploy/settings.yaml", "notes.py", *CATALOGUE_FILES} <= set(changed), changed
-    assert sum("<redacted>" in path for path in changed) >= len(catalogue_files) - 3
+    assert {"config/deploy/settings.yaml", "notes.py", *CATALOGUE_FILES[:2]} <= set(changed), changed
+    assert [path for path in changed if path.startswith("catalogue/")] == sorted(CATALOGUE_FILES[:2]), changed
+    assert record["git"]["untracked_files"] >= len(catalogue_files) - 2, "untracked: counted, never in the snapshot"
     assert "TF_ENCRYPTION" not in record["environment"] and "TF_XLA_PLANTED_OPAQUE" in record["environment"]
     top = {a.path for a in client.list_artifacts(found.info.run_id)}
     assert {"data", "evaluation", "plots"} <= top
@@ -347,6 +395,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     dvc_names = {NAME_SECRETS["dvc add"]}  # DVC's own output names the file it tracks ("... didn't change")
     assert [s for s in set(ALL_SECRETS) - dvc_names if s in first.stdout] == []
     planted = {project / SETTINGS, project / "notes.py", project / "data/raw/.gitignore", *catalogue_files}
+    planted |= set(untracked_files)
     planted |= {project / "a_service.json", project / "kaggle.json", project / ".netrc"}
     planted.add(project / "data/raw" / f"{NAME_SECRETS['dvc add']}.csv.dvc")
     # The store (database and artifacts), the journal, dvc.lock and DVC's run cache, every output: no trace.
@@ -356,11 +405,20 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     assert len(set(ALL_SECRETS)) >= 150, len(set(ALL_SECRETS))
     in_worktree = set(DIFF_SECRETS) - {"oldPlantedKey"}  # the old value lives only in git's history now
     in_worktree |= (
-        {NAME_SECRETS["dvc add"]}
+        {NAME_SECRETS["dvc add"], *UNTRACKED_FILE_SECRETS}
         | set(CATALOGUE_SECRETS)
         | {token for place in ("tracked", "staged", "untracked") for token in OWN_PER_PLACE[place]}
     )  # the catalogue files, the .dvc file and .gitignore (names, the branch and the environment are in no file)
     assert {secret for secret, _ in leaks(project, set())} == in_worktree, "the scan finds what was planted"
+    # What a team's pushes send (issue 64): `git push --mirror` (our snapshot refs among it) and `dvc push`. They
+    # send what the user tracks by design (the secrets written into tracked or staged code, the branch's name, a
+    # staged or `dvc add`-ed file's name) and nothing else planted: untracked files, their names, the environment,
+    # params, remotes.
+    tracked = {*DIFF_SECRETS, *CATALOGUE_SECRETS, BRANCH_SECRET, NAME_SECRETS["staged"], NAME_SECRETS["dvc add"]}
+    tracked |= {token for place in ("tracked", "staged") for token in OWN_PER_PLACE[place]}
+    sent = sent_by_pushes(project)
+    assert [secret for secret in set(ALL_SECRETS) - tracked if secret.encode() in sent] == []
+    assert len(set(ALL_SECRETS) - tracked) >= 50, len(set(ALL_SECRETS) - tracked)
 
     shown = run(["dvc", "metrics", "show", "--json"], project).stdout
     assert "test_accuracy" in shown

@@ -27,7 +27,7 @@ def redact_diff(diff: str) -> str:
     return "\n".join(redact_lines(diff.split("\n"), names=("diff --git ", "index ", "--- ", "+++ ")))
 
 
-# One of each format: the formats redaction.py adds to detect-secrets (TOKEN_FORMATS) and a sample of the
+# One of each format: the formats tracking/redaction/formats.py adds to detect-secrets (TOKEN_FORMATS) and a sample of the
 # detectors detect-secrets maintains. Each is planted whole; none may survive in any vector.
 TOKENS = {
     "github classic": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
@@ -89,9 +89,24 @@ TOKENS = {
     "twilio": "SK" + "0123456789abcdef" * 2,
     "mailchimp": "0123456789abcdef0123456789abcdef-us12",
     "discord": "MTA" + "x" * 21 + ".Gabcde." + "y" * 27,
+    # Issue 64: formats the rules lacked, each found by the adversary in a param.
+    "xai": "xai-" + "Zq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0Gj" * 2,
+    "pinecone": "pcsk_4Rt2Yp_8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3Xz7",
+    "langsmith": "lsv2_pt_0123456789abcdef0123456789abcdef_0123456789",
+    "tencent cloud": "AKIDz8krbsJ5yKBZQpn74WFkmLPx3gnPhESA",
+    "google refresh token": "1//0gLq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3Xz7Ab",
+    "okta": "00Q3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3XzA7Bc",
+    "cloudflare api token": "Zq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0Gj_Qw3Xz7A",
+    "azure devops": "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst",
+    "azure devops new": "Q3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0GjQw3Xz7AbCdEfGhIjKlMnp" + "AZDO" + "Ab12",
+    "aws session token": "IQoJb3JpZ2luX2VjEZq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0Gj",
+    "neptune": "eyJhcGlfYWRkcmVzcyI6Imh0dHBzOi8vYXBwLm5lcHR1bmUuYWkiLCJhcGlfa2V5Ijoi",
 }
 # Credentials known by their name or their context, as people write them: `secret` is the part that must go.
 WRITTEN = {
+    "url key query": ("https://hub.example.com/v1?key=urlKeyPlanted0123&page=2", "urlKeyPlanted0123"),
+    "url token query": ("https://hub.example.com/x?access_token=urlTokPlanted0123", "urlTokPlanted0123"),
+    "cookie header map": ('[{"Cookie": "session=cookieMapPlanted0123"}]', "cookieMapPlanted0123"),
     "passphrase": ('passphrase = "correct horse battery staple"', "correct horse battery staple"),
     "pwd": ("pwd = hunter2hunter2", "hunter2hunter2"),
     "mysql": ("MYSQL_PWD=s3cr3tMysql mysql -u root", "s3cr3tMysql"),
@@ -354,7 +369,8 @@ NAMED = [token for token in TOKENS.values() if "/" not in token]  # every token 
 
 def test_a_token_in_a_file_name_leaves_neither_the_diff_nor_the_untracked_list(project: Path):
     """Files named with tokens, committed then changed, staged, untracked and `dvc add`-ed, in a real repository:
-    the git record names none of them (the snapshot's diffstat: changed, renamed, new and untracked files)."""
+    the git record names none of them (the snapshot's diffstat: changed, renamed and new files; the untracked ones
+    are only counted)."""
     committed, staged, untracked, added = NAMED[0::4], NAMED[1::4], NAMED[2::4], NAMED[3::4]
     for token in committed:
         (project / f"{token}.txt").write_text("x = 1\n")
@@ -373,7 +389,8 @@ def test_a_token_in_a_file_name_leaves_neither_the_diff_nor_the_untracked_list(p
     run(["dvc", "add", *(f"data/raw/{token}.csv" for token in added)], project)
     record = json.dumps(gather_git(project))
     assert [token for token in NAMED if token in record] == []
-    assert record.count(REDACTED) >= len(NAMED) - len(added), "each name in the diffstat, redacted"
+    assert record.count(REDACTED) >= len(committed) + len(staged), "each name in the diffstat, redacted"
+    assert json.loads(record)["untracked_files"] >= len(untracked)
 
 
 def test_a_token_in_the_data_sources_file_name_leaves_the_manifest_and_the_param(tmp_path: Path):
@@ -463,3 +480,60 @@ def test_an_error_line_quoting_a_teams_exception_prints_no_form_of_the_catalogue
     shown = capsys.readouterr().err
     assert [secret for secret in CATALOGUE_SECRETS if secret in shown] == []
     assert shown.count("error: data.loader") == len(CATALOGUE)
+
+
+def replace_each(text: str, tokens: set[str]) -> str:
+    """The replacement before the one pass (issue 64): one `str.replace` a token, longest first."""
+    for token in sorted(tokens, key=len, reverse=True):
+        text = text.replace(token, REDACTED)
+    return text
+
+
+def test_the_one_pass_replacement_equals_a_replace_a_token_on_nested_tokens():
+    """Tokens each held in the next (`c`, `sk-c`, `sk-c-x9`, `c` of distinct characters), repeated, adjacent and
+    apart, in 300 seeded texts: the one pass gives what one `str.replace` a token, longest first, gave."""
+    import random
+
+    from tracking.redaction import replace_all
+
+    chooser = random.Random(64)
+    for _ in range(300):
+        core = "".join(chooser.sample("abcdefgh1234", chooser.randint(4, 9)))
+        chain = [core, f"sk-{core}", f"sk-{core}-x9"]
+        tokens = set(chooser.sample(chain, chooser.randint(1, len(chain))))
+        pieces = [*chain, core[:2], core[-2:], " ", "=", "sk-", "-x9", "q", ""]
+        text = "".join(chooser.choice(pieces) for _ in range(chooser.randint(1, 40)))
+        assert replace_all(text, tokens) == replace_each(text, tokens), (text, tokens)
+
+
+def test_the_one_pass_replacement_hides_every_character_overlapping_tokens_cover():
+    """Two occurrences that overlap in part: the one pass hides both whole, where a replace a token left the head
+    of the shorter one in the text; occurrences that only touch stay two."""
+    from tracking.redaction import replace_all
+
+    first, second = "ghp_AAAA1111BBBB", "BBBB2222ccccDDDDEE"  # the end of one is the start of the other
+    text = "x ghp_AAAA1111BBBB2222ccccDDDDEE y"
+    assert replace_all(text, {first, second}) == f"x {REDACTED} y"
+    assert replace_each(text, {first, second}) == f"x ghp_AAAA1111{REDACTED} y", "what the old way left"
+    assert replace_all(f"{first}{first}", {first}) == REDACTED * 2
+    assert replace_all("aaaa", {"aa"}) == REDACTED == replace_all("aaa", {"aa"}), "overlapping occurrences of one token"
+    assert replace_all("no token here", {"absent"}) == "no token here" and replace_all("x", set()) == "x"
+    assert replace_all("ab", {"abc"}) == "ab", "a text shorter than every token"
+
+
+def test_a_file_name_keeps_its_non_secret_part_so_two_runs_still_differ():
+    """Data file names the adversary used (issue 64): the secret part goes, the rest stays, so runs on different
+    files still diff; a name that only mentions a credential stays whole."""
+    xai = TOKENS["xai"]
+    assert redact_name(f"data/raw/export_{xai}.npz") == f"data/raw/export_{REDACTED}.npz"
+    assert redact_name("data/raw/customers_password_Hunter2x9Q.npz") == f"data/raw/customers_password_{REDACTED}.npz"
+    assert redact_name(f"data/raw/a_{xai}.npz") != redact_name(f"data/raw/b_{xai}.npz")
+    for kept in ("password_reset.py", "tokenizer_v2.json", "token_counts_2024.csv", "secret_santa.md"):
+        assert redact_name(kept) == kept
+
+
+def test_an_environment_value_holding_a_token_is_recorded_redacted():
+    from tracking.provenance.environment import gather_environment
+
+    env = {"DVC_EXP_NOTE": f"tried {TOKENS['pinecone']} again", "KERAS_BACKEND": "tensorflow"}
+    assert gather_environment(env) == {"DVC_EXP_NOTE": REDACTED, "KERAS_BACKEND": "tensorflow"}

@@ -35,6 +35,7 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 CODE_SECRET = "ghp_rerunPlantedCodeToken0123456789"
+ENV_FILE_SECRET = "ghp_rerunPlantedEnvFileToken0123456"
 
 
 def leaks(root: Path, secret: str) -> list[str]:
@@ -65,7 +66,9 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
         train.read_text().replace('print(f"trained ', 'print(f"trained (uncommitted edit) ')
         + f"\nAPI_TOKEN = {CODE_SECRET!r}  # a secret in uncommitted code, exact in git, nowhere else\n"
     )
-    (clone / "team_notes.py").write_text("NOTE = 1\n")  # untracked, not ignored: in the snapshot too
+    (clone / "team_notes.py").write_text("NOTE = 1\n")
+    run(["git", "add", "-N", "team_notes.py"], clone)  # tracked, not committed: in the snapshot too
+    (clone / ".env").write_text(f"API_TOKEN={ENV_FILE_SECRET}\n")  # untracked: only counted, in no snapshot
     write_params(clone, train={"learning_rate": 0.002})
     run(["dvc", "repro", "evaluate"], clone)
     changed = {line[3:] for line in run(["git", "status", "--porcelain"], clone).stdout.splitlines()}
@@ -80,6 +83,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert {"dvc.lock", "metrics/train.json", "plots/train/history.csv", "outputs/model.keras"} <= set(
         record["git"]["diff_excludes"]
     )
+    assert record["git"]["untracked_files"] == 1
     assert [changed["path"] for changed in record["git"]["changed_files"]] == [
         "params.yaml",
         "team_notes.py",
@@ -90,6 +94,9 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     assert run(["git", "for-each-ref", "refs/tracking/"], clone).stdout.split()[-1].endswith(snapshot_sha)
     assert "snapshot" not in run(["git", "status", "--porcelain"], clone).stdout
     assert leaks(clone, CODE_SECRET) == [], "the store, its artifacts and the outputs hold none of the code's text"
+    assert leaks(clone, ENV_FILE_SECRET) == [str(clone / ".env")]
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=clone, capture_output=True)
+    assert ENV_FILE_SECRET.encode() not in objects.stdout, "no git object holds the untracked file"
     run(["git", "add", "-A"], clone)
     run(["git", "commit", "-qm", "after the run"], clone)
     train.write_text(train.read_text().replace("(uncommitted edit)", "(edited after the run)"))
@@ -159,10 +166,11 @@ def build(input_shape, n_outputs):
 
 @pytest.mark.slow
 def test_a_run_trained_beside_its_uncommitted_module_is_re_created(project: Path):
-    """A team trains before committing its new models/net.py (untracked, not ignored): the run's snapshot holds
-    it, so the rerun restores it and trains the same weights (a logged diff held no untracked file)."""
+    """A team trains before committing its new models/net.py, added with `git add -N`: the run's snapshot holds
+    it, so the rerun restores it and trains the same weights (an untracked one would be named in a warning)."""
     (project / "models").mkdir()
     (project / "models/net.py").write_text(BUILDER)
+    run(["git", "add", "-N", "models/net.py"], project)
     write_params(project, model={"builder": "models.net:build", "kwargs": {}})
     add_deps(project, "models/net.py", *MODEL_STAGES)
     run(["dvc", "repro", "evaluate"], project)

@@ -11,7 +11,7 @@ from test_redaction import SECRET_KEYS, WRITTEN
 
 from tracking.config.params_file import load_params
 from tracking.errors import ParamsError, UserCodeError
-from tracking.redaction import redact_param
+from tracking.redaction import REDACTED, redact_param, redact_printed
 
 LOADER = "team_secret_loader:load"
 
@@ -26,8 +26,9 @@ def test_a_key_named_like_a_credential_is_refused_with_the_reference_as_fix(key:
     path.write_text(params_text(f"    {key}: plain words\n"))
     with pytest.raises(ParamsError) as raised:
         load_params(path)
-    said = str(raised.value)
-    assert f"data.kwargs.{key}: its name says it holds a credential" in said and "env:" in said
+    said = redact_printed(str(raised.value))  # as the `error:` line prints it: key, why and fix all readable
+    assert f"data.kwargs.{key} is refused, its name says it holds a credential" in said
+    assert "write its value as the reference `env:" in said and REDACTED not in said
     assert "plain words" not in said
 
 
@@ -35,9 +36,11 @@ def test_a_key_named_like_a_credential_is_refused_with_the_reference_as_fix(key:
 def test_a_value_holding_a_credential_is_refused_under_any_name(text: str, secret: str, tmp_path: Path):
     path = tmp_path / "params.yaml"
     path.write_text(params_text(f"    connection: {json.dumps(text)}\n"))  # JSON's string: YAML's too
-    with pytest.raises(ParamsError, match=r"data\.kwargs\.connection: its value holds a credential") as raised:
+    with pytest.raises(ParamsError) as raised:
         load_params(path)
-    assert secret not in str(raised.value)
+    said = redact_printed(str(raised.value))
+    assert "data.kwargs.connection is refused, its value holds a credential" in said and "`env:CONNECTION`" in said
+    assert secret not in str(raised.value) and REDACTED not in said
 
 
 def test_a_reference_is_read_when_the_loader_runs_and_recorded_as_written(
@@ -61,3 +64,96 @@ def test_a_reference_is_read_when_the_loader_runs_and_recorded_as_written(
         load_from_loader(LOADER, params.data.kwargs, tmp_path, "classification")
     said = str(raised.value)
     assert "refused <redacted> at <redacted>" in said and "plainRefPw49" not in said, "the loader got the values"
+
+
+# Params by form and by position (issue 64): each refused with a line naming its key (a token in the key replaced),
+# why and the fix, and holding no part of the secret. One of each vendor format the rules had missed, header maps,
+# keys named bearer/jwt/login, a W&B key under a wandb name, URLs carrying a key, a token used as a key.
+ALNUM = "Zq3Xw7Rt2Yp8Lm4Kn6Bv1Cx5Dz9Fh0Gj"
+FORMS = {
+    "xai": ("model_name", f"xai-{ALNUM}{ALNUM}"),
+    "pinecone": ("index", f"pcsk_{ALNUM}_{ALNUM}"),
+    "langsmith": ("project", f"lsv2_pt_{ALNUM}_{ALNUM[:10]}"),
+    "tencent": ("region", f"AKID{ALNUM[:32]}"),
+    "google refresh": ("grant", f"1//0g{ALNUM}{ALNUM}"),
+    "okta": ("org", f"00{ALNUM}{ALNUM[:8]}"),
+    "cloudflare": ("zone", f"{ALNUM}_{ALNUM[:7]}"),
+    "azure devops": ("org", "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"),
+    "aws session token": ("session", f"IQoJb3JpZ2luX2VjE{ALNUM}{ALNUM}"),
+    "neptune": ("project", f"eyJhcGlfYWRkcmVzcyI6{ALNUM}{ALNUM}"),
+    "wandb key": ("wandb_entity", "9f2c4e6a8b0d1f3a5c7e9b1d3f5a7c9e1b3d5f7a"),
+    "url with key": ("hub", f"https://hub.example.com/v1/models?key={ALNUM}&page=2"),
+    "url with token": ("hub", f"https://hub.example.com/x?access_token={ALNUM}"),
+    "url with sig": ("blob", f"https://acct.blob.core.windows.net/c/x.npz?sv=2024&sig={ALNUM}"),
+    "url with userinfo": ("hub", f"https://svc:{ALNUM}@hub.example.com/x"),
+    "cookie header map": ("http_headers", [{"Cookie": f"session={ALNUM}"}]),
+    "authorization header map": ("headers", {"Authorization": f"Token {ALNUM}"}),
+    "bearer key": ("bearer", ALNUM),
+    "jwt key": ("jwt", ALNUM),
+    "login user:pw": ("login", f"svc:{ALNUM}"),
+}
+
+
+@pytest.mark.parametrize(("key", "value"), FORMS.values(), ids=list(FORMS))
+def test_a_param_holding_a_credential_by_its_form_or_position_is_refused_in_a_readable_line(
+    key: str, value: object, tmp_path: Path
+):
+    path = tmp_path / "params.yaml"
+    path.write_text(params_text(f"    {key}: {json.dumps(value)}\n"))
+    with pytest.raises(ParamsError) as raised:
+        load_params(path)
+    said = redact_printed(str(raised.value))
+    assert f"data.kwargs.{key}" in said and " is refused, " in said, said  # a header map: its header's key
+    assert any(why in said for why in ("holds a credential", "user:password", "W&B API key")), said
+    assert "`env:" in said and REDACTED not in said, said
+    assert ALNUM not in said and "9f2c4e6a8b0d" not in said and "abcdefghijklmnopqrstuvwxyz234567" not in said
+
+
+def test_a_token_used_as_a_key_is_refused_naming_the_key_with_the_token_replaced(tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text(params_text(f"    ghp_{ALNUM}xyz: 1\n"))
+    with pytest.raises(ParamsError) as raised:
+        load_params(path)
+    said = redact_printed(str(raised.value))
+    assert said.startswith(f"{path}: data.kwargs.{REDACTED} is refused, the key itself holds a token;"), said
+    assert "rename the key" in said and ALNUM not in said
+
+
+@pytest.mark.parametrize(
+    "benign",
+    [
+        {"commit": "9f2c4e6a8b0d1f3a5c7e9b1d3f5a7c9e1b3d5f7a"},  # 40 hex under a name that is not W&B's
+        {"loader_spec": "team_data:load"},
+        {"url": "https://hub.example.com/v1/models?page=2&sort=key"},
+        {"layer_name": "dense_block_with_a_rather_long_name_v2"},
+        {"user": "svc"},
+    ],
+)
+def test_params_that_hold_no_credential_are_taken(benign: dict, tmp_path: Path):
+    path = tmp_path / "params.yaml"
+    path.write_text(params_text("".join(f"    {key}: {json.dumps(value)}\n" for key, value in benign.items())))
+    load_params(path)
+
+
+def test_a_loaders_exception_quoting_a_cookie_header_is_printed_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from tracking.data.dataset import load_from_loader
+
+    (tmp_path / "team_http_loader.py").write_text(
+        f'def load(url):\n    raise ConnectionError(\'401 for {{"Cookie": "session={ALNUM}"}} at \' + url)\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "params.yaml"
+    path.write_text(params_text("    url: https://hub.example.com/data\n"))
+    with pytest.raises(UserCodeError) as raised:
+        load_from_loader("team_http_loader:load", load_params(path).data.kwargs, tmp_path, "classification")
+    said = redact_printed(str(raised.value))
+    assert "ConnectionError" in said and "Cookie" in said and ALNUM not in str(raised.value)
+
+
+def test_an_environment_value_holding_a_key_in_its_url_is_recorded_redacted():
+    from tracking.provenance.environment import gather_environment
+
+    env = {"KERAS_HUB_URL": f"https://hub.example.com/models?key={ALNUM}", "KERAS_HOME": "/data/keras"}
+    assert gather_environment(env) == {"KERAS_HOME": "/data/keras", "KERAS_HUB_URL": REDACTED}

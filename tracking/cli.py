@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracking.cli_noise import bands_command, compare_groups_command, plan_command
-from tracking.cli_store import doctor_command, sync_command
+from tracking.cli_store import doctor_command, prune_snapshots_command, sync_command
 from tracking.entry import at_least, run_main
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="server to upload to (default: MLFLOW_TRACKING_URI, else the server each run was kept for)",
     )
     sync.set_defaults(handler=sync_command)
-    kernel = commands.add_parser("kernel", help="a Jupyter kernel that starts Python as tracking.start needs it")
+    prune = commands.add_parser("prune-refs", help="delete refs/tracking/* snapshots no run in the store records")
+    prune.add_argument("--all", action="store_true", help="delete every one, recorded by a run or not")
+    prune.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    prune.set_defaults(handler=prune_snapshots_command)
+    kernel = commands.add_parser("kernel", help="a Jupyter kernel starting Python as tracking.start needs it")
     kernel_commands = kernel.add_subparsers(dest="kernel_command", required=True, metavar="ACTION")
     install = kernel_commands.add_parser(
         "install", help="install the kernel: notebooks on it run tracking.start as reproducibly as a script"

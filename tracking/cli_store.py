@@ -1,6 +1,7 @@
-"""The `tracking` commands over the store itself: `doctor` (runs left RUNNING ended FAILED, runs the project's
-outputs name and the store lacks) and `sync` (runs kept in the offline journal uploaded). Kept apart from
-tracking/cli.py's parser; imports stay inside the commands so that `tracking --help` starts fast.
+"""The `tracking` commands over what runs leave behind: `doctor` (runs left RUNNING ended FAILED, runs the
+project's outputs name and the store lacks), `sync` (runs kept in the offline journal uploaded) and
+`prune-refs` (our git refs of runs' working trees deleted). Kept apart from tracking/cli.py's parser; imports
+stay inside the commands so that `tracking --help` starts fast.
 """
 
 from __future__ import annotations
@@ -85,3 +86,19 @@ def sync_command(args: argparse.Namespace) -> None:
             fix="mend them there, move the folder back into .tracking/offline/, delete its progress.json and run "
             "`tracking sync` again (what is already replayed is not written twice)",
         )
+
+
+def prune_snapshots_command(args: argparse.Namespace) -> None:
+    from tracking.inspect.snapshots import prune_snapshots
+    from tracking.provenance.git import OUR_REFS, PUSH_SNAPSHOTS
+    from tracking.store.location import project_root
+
+    pruned = prune_snapshots(project_root(), args.all, args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    for ref in pruned.deleted:
+        print(f"  {verb} {ref}")
+    kept = f"; kept {len(pruned.kept)} that runs in the store record (--all deletes them too)" if pruned.kept else ""
+    print(
+        f"{verb} {len(pruned.deleted)} snapshot ref(s) under {OUR_REFS}{kept}. `{PUSH_SNAPSHOTS}` sends what the "
+        "remaining ones reach: the tracked files of each run's working tree, never an untracked file"
+    )

@@ -19,7 +19,7 @@ from tracking.run.lifecycle import Terminated, end_start_up, ended_killed
 
 def say_error(err: TrackingError) -> None:
     """A user error as every command, stage and team script shows it: one `error:` line on stderr, redacted (a
-    store's URI without its password, no token or credential's value: tracking/redaction.py)."""
+    store's URI without its password, no token or credential's value: tracking/redaction/)."""
     from tracking.redaction import redact_printed
 
     print(f"error: {redact_printed(str(err))}", file=sys.stderr)

@@ -75,6 +75,7 @@ OP_DETERMINISM_TAG = f"{PROV_PREFIX}determinism.effective.op_determinism"  # as 
 BACKEND_TAG = f"{PROV_PREFIX}determinism.effective.backend"  # the backend Keras trained on
 GIT_COMMIT_TAG = f"{PROV_PREFIX}git.commit"
 GIT_SNAPSHOT_TAG = f"{PROV_PREFIX}git.snapshot"  # the run's working tree, a commit object of ours in git
+GIT_UNTRACKED_FIELD = f"{PROV_PREFIX}git.untracked_files"  # how many untracked files were beside it (in no snapshot)
 SCRIPT_COMMAND_TAG = f"{PROV_PREFIX}script.command"  # a team's script run by tracking.start: its arguments
 # ... or, for a run made in a Jupyter notebook, this: a kernel's arguments name its connection file, not its code.
 NOTEBOOK_COMMAND = "(a Jupyter notebook's kernel: the cells it ran are not recorded)"

@@ -16,14 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from tracking.errors import ParamsError
-from tracking.redaction import names_secret, redact_line, redact_name
-from tracking.yaml_text import flatten, param_text
+from tracking.redaction import redact_name, why_secret
+from tracking.yaml_text import flatten
 
 ENV_REFERENCE = "env:"  # `data.kwargs.db_pw: env:DB_PW`
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A team's code named as "package.module:function" (`data.loader`, `model.builder`): judged by its tokens only,
-# so a module named `secret_loader` is not taken for an assignment.
-_CODE_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 def reference(value: Any) -> str | None:
@@ -58,23 +55,27 @@ def referenced_values(kwargs: Mapping[str, Any]) -> set[str]:
 
 
 def refuse_credentials(path: Path | str, tree: dict[str, Any]) -> None:
-    """A `ParamsError` for the first param of `tree` whose key names a credential (`names_secret`: `db_pw`,
-    `apitoken`, `signingkey`, ...) or whose value holds one (a token, a URL's password, a signed URL, a JDBC or
-    .pgpass password: what the redactor takes out), unless it is a reference, null, true/false or empty."""
+    """A `ParamsError` for the first param of `tree` that holds a credential by the one rule (`why_secret`: its key,
+    its value's form, or both), unless it is a reference. The line names the key (a token in it replaced), why,
+    and the fix, in words the redactor leaves readable."""
     for key, value in flatten(tree).items():
-        if reference(value) is not None or value is None or isinstance(value, bool) or value in ("", [], {}):
+        why = why_secret(key, value)
+        if why is None:
             continue
-        text = param_text(value)
-        if names_secret(key):
-            why = "its name says it holds a credential"
-        elif (redact_name if _CODE_SPEC.fullmatch(text) else redact_line)(text) != text:
-            why = "its value holds a credential (a token, a password in a URL or connection string, a signature)"
+        shown = redact_name(key)
+        if shown != key:
+            fix = (
+                "rename the key for what its value is for, and give the token as a value written "
+                f"`{ENV_REFERENCE}NAME`, with NAME exported where the stage runs"
+            )
         else:
-            continue
-        name = re.sub(r"[^A-Z0-9]+", "_", key.rsplit(".", 1)[-1].upper()).strip("_") or "SECRET"
+            name = re.sub(r"[^A-Z0-9]+", "_", key.rsplit(".", 1)[-1].upper()).strip("_") or "SECRET"
+            fix = (
+                f"write its value as the reference `{ENV_REFERENCE}{name}` and export {name} where the stage runs: "
+                "the value is read from the environment then, and only the reference is recorded"
+            )
         raise ParamsError(
-            f"{path}: {key}: {why}; params are recorded in MLflow, dvc.lock and git, so a credential is never taken "
-            "as a value",
-            fix=f"write it as a reference, `{key.rsplit('.', 1)[-1]}: {ENV_REFERENCE}{name}`, and export {name} where "
-            "the stage runs: the value is read from the environment then, and only the reference is recorded",
+            f"{path}: {shown} is refused, {why}; params are recorded in MLflow, dvc.lock and git, so a credential is "
+            "never taken as a value",
+            fix=fix,
         )

@@ -3,7 +3,7 @@
 Nothing outside ALLOWED_PREFIXES/ALLOWED_NAMES is read: of the TF_* names only TensorFlow's own families
 (TF_CPP_*, TF_XLA_*, TF_GPU_*, ...), never Terraform's or OpenTofu's (TF_VAR_*, TF_TOKEN_*, TF_ENCRYPTION).
 Even an allowed name is redacted when its name says it holds a credential or its value holds what the rules
-take out (tracking/redaction.py), so a `TF_CPP_API_TOKEN` never reaches a store; URLs in a value
+take out (tracking/redaction/), so a `TF_CPP_API_TOKEN` never reaches a store; URLs in a value
 lose their user:password@ part.
 """
 

@@ -84,7 +84,7 @@ class RunLogCalls:
     def log_params(self, flat: dict[str, Any]) -> None:
         """Every param under its dotted name, as text spelled the way YAML and `dvc exp show` spell it (null, true).
 
-        Secret-looking values (a credential's name, a token, a URL's password: tracking/redaction.py)
+        Secret-looking values (a credential's name, a token, a URL's password: tracking/redaction/)
         are logged as `<redacted>`; the tag `tracking.redacted_params` says which and why, and a warning, once per
         process, that dvc.lock and DVC's run cache still hold them.
         """

@@ -11,7 +11,7 @@ from pathlib import Path
 from tracking.inspect.diff.changes import Change, GroupDiff, compare_fields
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.layout import OUTPUT_FOLDERS
-from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG, GIT_SNAPSHOT_TAG
+from tracking.names import DVC_DEPS_SECTION, GIT_COMMIT_TAG, GIT_SNAPSHOT_TAG, GIT_UNTRACKED_FIELD
 from tracking.provenance.git import missing_snapshot
 
 # Files whose changes other groups already report (params, data pins), that DVC writes (dvc.lock, the .gitignore
@@ -100,7 +100,17 @@ def code_group(a: RunSnapshot, b: RunSnapshot, repo: Path | None, stages: set[st
     )
     if not changes and (dirty or between):
         note += "; only params, data pins, outputs or prose changed there"
-    return GroupDiff("code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note + missing)
+    return GroupDiff(
+        "code", compared + len(dirty | between | set(per_file_a)) + 1, changes, note + missing + _untracked(a, b)
+    )
+
+
+def _untracked(a: RunSnapshot, b: RunSnapshot) -> str:
+    """What the code group says of the untracked files beside each run's working tree: no snapshot holds them, so
+    a difference there cannot be shown, only that they were present."""
+    counts = {label: run.tags.get(GIT_UNTRACKED_FIELD, "0") for label, run in (("A", a), ("B", b))}
+    present = [f"{count} beside run {label}" for label, count in counts.items() if count != "0"]
+    return f"; untracked file(s) were present ({', '.join(present)}), in no snapshot" if present else ""
 
 
 def _shown(run: RunSnapshot, tree: str) -> str:
