@@ -111,7 +111,7 @@ class Tracker(RunLogCalls):
                 self._writer = BackgroundWriter(self._beat, HEARTBEAT_INTERVAL_S)
                 self.set_tags({STAGE_TAG: self.stage, **self.tags})
                 if self.system_metrics:
-                    self._system = SystemMetrics(self.run_id, self.uri, self._sink.write, resume=resuming)
+                    self._system = SystemMetrics(self.run_id, self.uri, self.queue_metrics, resume=resuming)
         except BaseException as err:
             if run is None:
                 self._interrupts.__exit__(None, None, None)
