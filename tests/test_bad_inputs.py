@@ -408,6 +408,16 @@ def unchanged(root: Path) -> None:
     """The prepared project as it is (the command itself is the mistake)."""
 
 
+def params_line(key: str, value: str) -> Setup:
+    """params.yaml with `key`'s line (the first of that name) holding `value` as written, unquoted."""
+
+    def setup(root: Path) -> None:
+        path = root / "params.yaml"
+        path.write_text(re.sub(rf"(?m)^(\s*{key}:).*$", rf"\g<1> {value}", path.read_text(), count=1))
+
+    return setup
+
+
 CASES = [
     # params.yaml
     case(
@@ -429,6 +439,19 @@ CASES = [
     case("params-a-link-loop", params_as(looping_link), stage("prepare"), "params.yaml is a symbolic link that loops"),
     case("params-a-fifo", params_as(os.mkfifo), stage("prepare"), "params.yaml is a FIFO (named pipe), not a file"),
     case("params-empty", params_text(""), stage("prepare"), "params.yaml is empty", "write `{}`"),
+    case(
+        "params-yaml-date",
+        params_line("experiment", "2024-01-01"),
+        stage("train"),
+        "params.yaml: mlflow.experiment: YAML reads 2024-01-01 as a date",
+        'quote it to keep it as text (experiment: "2024-01-01")',
+    ),
+    case(
+        "params-yaml-datetime",
+        params_line("experiment", "2024-01-01 10:00:00"),
+        stage("prepare"),
+        "params.yaml: mlflow.experiment: YAML reads 2024-01-01 10:00:00 as a datetime",
+    ),
     case(
         "prepare-under-its-old-module-name",
         environment(),
