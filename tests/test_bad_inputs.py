@@ -362,6 +362,22 @@ def compare_inputs(**compare: object) -> Setup:
     return setup
 
 
+def compare_inputs_with(relative: str, damage: Callable[[bytes], bytes]) -> Setup:
+    """The compare stage's inputs (`compare_inputs`) with the file at `relative` damaged: its bytes through `damage`."""
+
+    def setup(root: Path) -> None:
+        compare_inputs()(root)
+        path = root / relative
+        path.write_bytes(damage(path.read_bytes()))
+
+    return setup
+
+
+def halved(content: bytes) -> bytes:
+    """A file cut off halfway, as a full disk or a killed copy leaves it."""
+    return content[: len(content) // 2]
+
+
 def user_loss(root: Path) -> None:
     """A team's loss at models/losses.py named by train.loss, not listed among the train stage's deps."""
     (root / "models").mkdir()
@@ -1041,6 +1057,27 @@ CASES = [
         stage("prepare"),
         "data.task: 'sklearn:breast_cancer' is a classification set",
         "set data.task: classification",
+    ),
+    case(
+        "compare-calibration-npz-truncated",
+        compare_inputs_with("outputs/calibration.npz", halved),
+        stage("compare"),
+        "outputs/calibration.npz cannot be read, it is damaged or cut short",
+        "`dvc repro --force --single-item calibrate`",
+    ),
+    case(
+        "compare-eval-json-garbage",
+        compare_inputs_with("metrics/eval.json", lambda _: b"{'test_loss': 0.3,"),
+        stage("compare"),
+        "metrics/eval.json cannot be read, it is damaged or cut short",
+        "`dvc repro --force --single-item evaluate`",
+    ),
+    case(
+        "compare-predictions-npy-truncated",
+        compare_inputs_with("outputs/predictions.npy", halved),
+        stage("compare"),
+        "outputs/predictions.npy cannot be read, it is damaged or cut short",
+        "`dvc repro --force --single-item evaluate`",
     ),
     case(
         "compare-metric-not-logged",
