@@ -362,6 +362,20 @@ def compare_inputs(**compare: object) -> Setup:
     return setup
 
 
+def made(relative: str, make: Callable[[Path], None]) -> Setup:
+    """The path `relative` in the project made by `make` (whatever was there removed first)."""
+
+    def setup(root: Path) -> None:
+        path = root / relative
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        make(path)
+
+    return setup
+
+
 def compare_inputs_with(relative: str, damage: Callable[[bytes], bytes]) -> Setup:
     """The compare stage's inputs (`compare_inputs`) with the file at `relative` damaged: its bytes through `damage`."""
 
@@ -1059,6 +1073,26 @@ CASES = [
         "set data.task: classification",
     ),
     case(
+        "store-a-link-loop",
+        made("mlflow.db", looping_link),
+        stage("train"),
+        "mlflow.db is a symbolic link that loops",
+        "move it aside",
+    ),
+    case(
+        "artifacts-a-file",
+        made("mlartifacts", lambda path: path.write_text("")),
+        stage("train"),
+        "mlartifacts, where the MLflow store mlflow.db keeps its runs' files, is a regular file, not a folder",
+        "move it aside",
+    ),
+    case(
+        "artifacts-a-link-to-dev-null",
+        made("mlartifacts", lambda path: path.symlink_to("/dev/null")),
+        stage("train"),
+        "mlartifacts, where the MLflow store mlflow.db keeps its runs' files, is a character device, not a folder",
+    ),
+    case(
         "compare-calibration-npz-truncated",
         compare_inputs_with("outputs/calibration.npz", halved),
         stage("compare"),
@@ -1462,6 +1496,8 @@ def test_bad_input_is_one_line_and_exit_2(
         assert after.items() <= before.items(), set(after.items()) - set(before.items())
     else:
         assert after == before
+    if (root / "mlflow.db").is_symlink():  # the case made the store a link that loops: nothing could open it
+        return
     client = client_for(root)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert [r.info.status for r in runs] == [], "each case fails before a run is opened, so none is left RUNNING"
