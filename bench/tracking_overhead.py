@@ -38,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness import bench_setup
+from harness import bench_setup, geometric_interval
 from waits import Phase, WaitSampler, described
 
 TARGET = 1.02
@@ -190,12 +190,10 @@ def main() -> None:
     def paired_ratio(name: str, other: str) -> float:
         return statistics.median(a["total"] / b["total"] for a, b in zip(times[name], times[other], strict=True))
 
-    def cpu_ratio(name: str) -> str:
-        """Arm `name`'s CPU seconds over the untracked training's, repeat by repeat, as a geometric mean with its
+    def cpu_ratio(name: str) -> tuple[float, float, float]:
+        """Arm `name`'s CPU seconds over the untracked training's, repeat by repeat: their geometric mean and its
         95% interval."""
-        ratios = [a["cpu"] / b["cpu"] for a, b in zip(times[name], times[UNTRACKED], strict=True)]
-        mean, low, high = geometric_interval(ratios)
-        return f"{name} {mean:.3f} [{low:.3f}, {high:.3f}]"
+        return geometric_interval([a["cpu"] / b["cpu"] for a, b in zip(times[name], times[UNTRACKED], strict=True)])
 
     ratio, autolog_ratio = paired_ratio(configured, UNTRACKED), paired_ratio(AUTOLOG, UNTRACKED)
     epochs = params.train.epochs
@@ -217,12 +215,13 @@ def main() -> None:
             f"ratio {name}/untracked (median of the paired repeats): {found:.3f} (target <= {TARGET})"
             f" {'OK' if found <= TARGET else 'OVER TARGET'}"
         )
-    ours_cpu = geometric_interval(
-        [a["cpu"] / b["cpu"] for a, b in zip(times[configured], times[UNTRACKED], strict=True)]
-    )[0]
+    ours_cpu = cpu_ratio(configured)[0]
     print(
         "CPU of the tracked process over the untracked one (geometric mean of the paired repeats, 95% interval): "
-        + ", ".join(cpu_ratio(name) for name in (configured, without_system, AUTOLOG))
+        + ", ".join(
+            "{} {:.3f} [{:.3f}, {:.3f}]".format(name, *cpu_ratio(name))
+            for name in (configured, without_system, AUTOLOG)
+        )
         + f" (target: ours <= {TARGET}) {'OK' if ours_cpu <= TARGET else 'OVER TARGET'}"
     )
     for name in arms:
@@ -269,21 +268,6 @@ def main() -> None:
         + ", ".join(f"{part} {seconds:.3f}" for part, seconds in costs.items())
         + f"; in all {sum(costs.values()):.3f} s"
     )
-
-
-def geometric_interval(ratios: list[float]) -> tuple[float, float, float]:
-    """The geometric mean of positive `ratios` and its 95% t-interval (on their logarithms): positive, whatever the
-    noise; the interval is infinite with one repeat."""
-    import math
-
-    from scipy import stats
-
-    logs = [math.log(ratio) for ratio in ratios]
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(mean), 0.0, math.inf
-    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def phase_median(runs: list[dict[str, Phase]], phase: str) -> float:
