@@ -1,4 +1,5 @@
-"""What the training benchmarks share: the configured data split in memory and a scratch MLflow store."""
+"""What the training benchmarks share: the configured data split in memory, a scratch MLflow store, and the
+geometric mean of paired ratios with its interval."""
 
 from __future__ import annotations
 
@@ -61,3 +62,19 @@ def bare_training(bench: Bench, variant: str, repeat: int, gpu: bool) -> Any:
     inputs = BuildInputs.of(bench.manifest, train, bench.root)
     model, _ = train_model(run_params, seeds, inputs, val, within_batch_seed=within)
     return model
+
+
+def geometric_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of positive `ratios` and its 95% t-interval (on their logarithms): positive, whatever the
+    noise; the interval is infinite with one repeat."""
+    import math
+    import statistics
+
+    from scipy import stats
+
+    logs = [math.log(ratio) for ratio in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), 0.0, math.inf
+    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)

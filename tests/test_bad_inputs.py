@@ -362,6 +362,36 @@ def compare_inputs(**compare: object) -> Setup:
     return setup
 
 
+def made(relative: str, make: Callable[[Path], None]) -> Setup:
+    """The path `relative` in the project made by `make` (whatever was there removed first)."""
+
+    def setup(root: Path) -> None:
+        path = root / relative
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        make(path)
+
+    return setup
+
+
+def compare_inputs_with(relative: str, damage: Callable[[bytes], bytes]) -> Setup:
+    """The compare stage's inputs (`compare_inputs`) with the file at `relative` damaged: its bytes through `damage`."""
+
+    def setup(root: Path) -> None:
+        compare_inputs()(root)
+        path = root / relative
+        path.write_bytes(damage(path.read_bytes()))
+
+    return setup
+
+
+def halved(content: bytes) -> bytes:
+    """A file cut off halfway, as a full disk or a killed copy leaves it."""
+    return content[: len(content) // 2]
+
+
 def user_loss(root: Path) -> None:
     """A team's loss at models/losses.py named by train.loss, not listed among the train stage's deps."""
     (root / "models").mkdir()
@@ -408,6 +438,16 @@ def unchanged(root: Path) -> None:
     """The prepared project as it is (the command itself is the mistake)."""
 
 
+def params_line(key: str, value: str) -> Setup:
+    """params.yaml with `key`'s line (the first of that name) holding `value` as written, unquoted."""
+
+    def setup(root: Path) -> None:
+        path = root / "params.yaml"
+        path.write_text(re.sub(rf"(?m)^(\s*{key}:).*$", rf"\g<1> {value}", path.read_text(), count=1))
+
+    return setup
+
+
 CASES = [
     # params.yaml
     case(
@@ -429,6 +469,19 @@ CASES = [
     case("params-a-link-loop", params_as(looping_link), stage("prepare"), "params.yaml is a symbolic link that loops"),
     case("params-a-fifo", params_as(os.mkfifo), stage("prepare"), "params.yaml is a FIFO (named pipe), not a file"),
     case("params-empty", params_text(""), stage("prepare"), "params.yaml is empty", "write `{}`"),
+    case(
+        "params-yaml-date",
+        params_line("experiment", "2024-01-01"),
+        stage("train"),
+        "params.yaml: mlflow.experiment: YAML reads 2024-01-01 as a date",
+        'quote it to keep it as text (experiment: "2024-01-01")',
+    ),
+    case(
+        "params-yaml-datetime",
+        params_line("experiment", "2024-01-01 10:00:00"),
+        stage("prepare"),
+        "params.yaml: mlflow.experiment: YAML reads 2024-01-01 10:00:00 as a datetime",
+    ),
     case(
         "prepare-under-its-old-module-name",
         environment(),
@@ -1020,6 +1073,47 @@ CASES = [
         "set data.task: classification",
     ),
     case(
+        "store-a-link-loop",
+        made("mlflow.db", looping_link),
+        stage("train"),
+        "mlflow.db is a symbolic link that loops",
+        "move it aside",
+    ),
+    case(
+        "artifacts-a-file",
+        made("mlartifacts", lambda path: path.write_text("")),
+        stage("train"),
+        "mlartifacts, where the MLflow store mlflow.db keeps its runs' files, is a regular file, not a folder",
+        "move it aside",
+    ),
+    case(
+        "artifacts-a-link-to-dev-null",
+        made("mlartifacts", lambda path: path.symlink_to("/dev/null")),
+        stage("train"),
+        "mlartifacts, where the MLflow store mlflow.db keeps its runs' files, is a character device, not a folder",
+    ),
+    case(
+        "compare-calibration-npz-truncated",
+        compare_inputs_with("outputs/calibration.npz", halved),
+        stage("compare"),
+        "outputs/calibration.npz cannot be read, it is damaged or cut short",
+        "`dvc repro --force --single-item calibrate`",
+    ),
+    case(
+        "compare-eval-json-garbage",
+        compare_inputs_with("metrics/eval.json", lambda _: b"{'test_loss': 0.3,"),
+        stage("compare"),
+        "metrics/eval.json cannot be read, it is damaged or cut short",
+        "`dvc repro --force --single-item evaluate`",
+    ),
+    case(
+        "compare-predictions-npy-truncated",
+        compare_inputs_with("outputs/predictions.npy", halved),
+        stage("compare"),
+        "outputs/predictions.npy cannot be read, it is damaged or cut short",
+        "`dvc repro --force --single-item evaluate`",
+    ),
+    case(
         "compare-metric-not-logged",
         compare_inputs(metrics={"test_accuracy": "max", "test_auc": "max"}),
         stage("compare"),
@@ -1402,6 +1496,8 @@ def test_bad_input_is_one_line_and_exit_2(
         assert after.items() <= before.items(), set(after.items()) - set(before.items())
     else:
         assert after == before
+    if (root / "mlflow.db").is_symlink():  # the case made the store a link that loops: nothing could open it
+        return
     client = client_for(root)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert [r.info.status for r in runs] == [], "each case fails before a run is opened, so none is left RUNNING"

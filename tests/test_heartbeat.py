@@ -112,3 +112,47 @@ def test_a_run_resumed_after_its_stage_was_killed_finishes_without_the_old_error
     resumed = client_for(root).get_run(run_id)
     assert resumed.info.status == "FINISHED" and ERROR_TAG not in resumed.data.tags
     assert "marked FAILED by the compare stage" in resumed.data.tags[REPAIRED_TAG]
+
+
+def test_a_stage_killed_after_its_training_finished_leaves_the_training_finished_and_is_named(root: Path, caplog):
+    """kill -9 of the evaluate stage while it holds the finished training's run: `tracking doctor` (and likewise
+    the next stage's repair) ends the run FINISHED again at the training's own end time, never FAILED, and its
+    `error` tag and doctor's line name the evaluate stage as the one that died."""
+    from tracking.names import ERROR_TAG, FINISHED_END_TAG
+
+    with Tracker("t", root) as tracker:
+        tracker.log_metrics({"epoch_loss": 0.5}, step=0)
+    client = client_for(root)
+    trained = client.get_run(tracker.run_id).info
+    code = (
+        "from tracking.run.tracker import Tracker\n"
+        f"with Tracker('t', run_id={tracker.run_id!r}, stage='evaluate') as tracker:\n"
+        "    print('open', flush=True)\n"
+        "    import time; time.sleep(600)\n"
+    )
+    for repair in ("doctor", "next stage"):
+        stage = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=root, env=project_env(), stdout=subprocess.PIPE, text=True
+        )
+        assert stage.stdout.readline().strip() == "open"
+        stage.kill()
+        stage.wait(timeout=60)
+        resumed = client.get_run(tracker.run_id)
+        assert resumed.info.status == "RUNNING" and resumed.data.tags[FINISHED_END_TAG] == str(trained.end_time)
+        if repair == "doctor":
+            done = run([sys.executable, "-m", "tracking", "doctor"], root)
+            assert "ended FINISHED again at its own end time: the evaluate stage died" in done.stdout, done.stdout
+            assert "marked FAILED" not in done.stdout
+        else:
+            with caplog.at_level("WARNING", logger="tracking"), Tracker("t", root) as other:
+                pass
+            assert other.run_id != tracker.run_id
+            err = caplog.text
+            assert f"run {tracker.run_id}: ended FINISHED again" in err and "re-run the evaluate stage" in err, err
+        ended = client.get_run(tracker.run_id)
+        assert ended.info.status == "FINISHED" and ended.info.end_time == trained.end_time, repair
+        assert ended.data.tags[ERROR_TAG].startswith("ProcessGone: the evaluate stage died after the run had finished")
+        assert f"process {resumed.data.tags[PID_TAG]} is gone" in ended.data.tags[REPAIRED_TAG]
+    with Tracker("t", root, run_id=tracker.run_id, stage="evaluate"):  # re-run, it finishes without the error
+        pass
+    assert ERROR_TAG not in client.get_run(tracker.run_id).data.tags

@@ -119,6 +119,27 @@ def test_crash_after_training_removes_the_partial_outputs(prepared):
     assert_honest_failure(prepared, "FAILED")
 
 
+def test_a_direct_training_that_fails_before_writing_keeps_the_previous_outputs(prepared):
+    """`python -m pipelines.train` run by hand (`dvc repro` removes a stage's outputs itself before running it) that
+    fails before writing its own outputs leaves the previous training's as they were: with the tracking server
+    unreachable at start (one error line), and with training crashing inside `fit` after its run opened."""
+    previous = {"outputs/model.keras": b"the previous model", "outputs/run.json": b'{"previous": true}\n'}
+    for relative, content in previous.items():
+        (prepared / relative).parent.mkdir(parents=True, exist_ok=True)
+        (prepared / relative).write_bytes(content)
+    unreachable = project_env(MLFLOW_TRACKING_URI="http://127.0.0.1:9", MLFLOW_HTTP_REQUEST_MAX_RETRIES="0")
+    done = run(COMMANDS["stage"], prepared, env=unreachable, check=False)
+    assert done.returncode == 2 and "cannot be reached" in done.stderr.strip().splitlines()[-1], done.stderr
+    assert {relative: (prepared / relative).read_bytes() for relative in previous} == previous
+    val_y = prepared / "data/prepared/val_y.npy"
+    np.save(val_y, np.full_like(np.load(val_y), 99))
+    done = run(COMMANDS["stage"], prepared, check=False)
+    assert done.returncode == 1, done.stderr
+    (failed,) = runs_of(prepared)
+    assert failed.info.status == "FAILED"
+    assert {relative: (prepared / relative).read_bytes() for relative in previous} == previous
+
+
 def test_crash_during_training_under_dvc_repro(prepared):
     """Validation labels outside the classes make TensorFlow raise inside `fit`."""
     val_y = prepared / "data/prepared/val_y.npy"

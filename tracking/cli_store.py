@@ -1,7 +1,7 @@
-"""The `tracking` commands over what runs leave behind: `doctor` (runs left RUNNING ended FAILED, runs the
-project's outputs name and the store lacks), `sync` (runs kept in the offline journal uploaded) and
-`prune-refs` (our git refs of runs' working trees deleted). Kept apart from tracking/cli.py's parser; imports
-stay inside the commands so that `tracking --help` starts fast.
+"""The `tracking` commands over what runs leave behind: `doctor` (runs left RUNNING ended FAILED, or FINISHED
+again when a later stage died after the run had finished; runs the project's outputs name and the store lacks),
+`sync` (runs kept in the offline journal uploaded) and `prune-refs` (our git refs of runs' working trees deleted).
+Kept apart from tracking/cli.py's parser; imports stay inside the commands so that `tracking --help` starts fast.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def doctor_command(args: argparse.Namespace) -> None:
         "or whose heartbeat went silent"
     )
     for run in running:
-        action = ("would mark FAILED" if args.dry_run else "marked FAILED") if run.verdict in ENDED else "left alone"
+        action = run.repair(args.dry_run) if run.verdict in ENDED else "left alone"
         print(f"  {run.describe()} -> {action}")
     print_missing_runs(client, root, uri)
 

@@ -155,6 +155,9 @@ PID_TAG = "tracking.pid"
 START_TAG = "tracking.pid_start"
 HEARTBEAT_TAG = "tracking.heartbeat"
 REPAIRED_TAG = "tracking.repaired"
+# The end time (ms since the epoch) a FINISHED run had when a later stage resumed it: if that stage's process dies,
+# the run is ended FINISHED again at that time, never FAILED (tracking/store/stale.py).
+FINISHED_END_TAG = "tracking.finished_end"
 
 # A run uploaded from the offline journal: the id and store it was first opened in, and what was kept.
 SOURCE_TAG = "tracking.offline.source_run_id"

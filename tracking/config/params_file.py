@@ -1,5 +1,6 @@
 """params.yaml read strictly (`load_params`): checked against the schema in tracking/config/params.py, every
-problem (a missing file, bad YAML, a YAML bomb, an unknown key, a wrong value, a param MLflow would refuse) one
+problem (a missing file, bad YAML, a YAML bomb, a value that is not JSON, an unknown key, a wrong value, a param
+MLflow would refuse) one
 `ParamsError` line naming the key and the fix, before anything runs.
 
 The YAML is read as DVC reads params files (YAML 1.2 through ruamel.yaml, tracking/yaml_text.py), so a value
@@ -25,6 +26,9 @@ from tracking.yaml_text import param_text, parse_yaml
 # bomb (each level aliasing the one below nine times) billions, which flattening the params would write out.
 MAX_YAML_VALUES = 10_000
 MAX_YAML_DEPTH = 32
+# What a param may hold: JSON's types, which DVC's lock file, MLflow's params and a rerun all write back the same.
+# A YAML date (`2024-01-01`), time, `!!binary` or `!!set` is none of them.
+JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -70,7 +74,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
             f"{path}: expected a mapping of sections at the top level, got {type(raw).__name__}",
             fix="write params.yaml as sections of keys (data:, train:, ...)",
         )
-    _check_expansion(path, raw)
+    _check_values(path, raw)
     refuse_credentials(path, raw)
     try:
         params = Params.model_validate(raw)
@@ -80,9 +84,10 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return params
 
 
-def _check_expansion(path: Path, raw: dict[str, Any]) -> None:
+def _check_values(path: Path, raw: dict[str, Any]) -> None:
     """Refuse params whose YAML aliases expand beyond `MAX_YAML_VALUES` values or `MAX_YAML_DEPTH` levels (or refer
-    to themselves), counting each alias as often as it is used, before anything copies them out."""
+    to themselves), counting each alias as often as it is used, before anything copies them out; and any value of
+    a type JSON lacks (`JSON_TYPES`), named by its key, before anything writes it as text."""
     count = 0
 
     def walk(node: Any, key: str, depth: int) -> None:
@@ -98,6 +103,12 @@ def _check_expansion(path: Path, raw: dict[str, Any]) -> None:
             raise ParamsError(
                 f"{path}: {key}: nested deeper than {MAX_YAML_DEPTH} levels (or a YAML alias refers to itself)",
                 fix="flatten it",
+            )
+        if not isinstance(node, JSON_TYPES):
+            raise ParamsError(
+                f"{path}: {key}: YAML reads {node} as a {type(node).__name__}, which params cannot hold (text, "
+                "numbers, true/false, null, lists and mappings only: DVC and MLflow would each write it differently)",
+                fix=f'quote it to keep it as text ({key.rpartition(".")[2]}: "{node}")',
             )
         children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         for name, child in children:  # named down to the key under a section's kwargs, no deeper

@@ -49,8 +49,9 @@ METRICS_FLUSH_S = 1.0
 
 
 class QueuedMetrics:
-    """Metric values that need not wait (every epoch's), kept in the order they were logged until the background
-    writer takes them: the first at once, then at most every `METRICS_FLUSH_S`."""
+    """Metric values that need not wait (every epoch's, every system metrics sample), kept in the order they were
+    logged until the background writer takes them: the first at once, then at most every `METRICS_FLUSH_S`. The
+    training thread and the system metrics sampler add to it; only the writer touches the store."""
 
     def __init__(self) -> None:
         self._values: list[list[Any]] = []
@@ -61,10 +62,10 @@ class QueuedMetrics:
         """Queue `values`; True when a flush is due."""
         with self._lock:
             self._values.extend(values)
-        if time.monotonic() < self._next_flush:
-            return False
-        self._next_flush = time.monotonic() + METRICS_FLUSH_S
-        return True
+            if time.monotonic() < self._next_flush:
+                return False
+            self._next_flush = time.monotonic() + METRICS_FLUSH_S
+            return True
 
     def take(self) -> list[list[Any]]:
         """Every value queued so far, in order; the queue is left empty."""
@@ -106,7 +107,12 @@ class RunLogCalls:
         if wait:
             self._sink.write(op)
             return
-        if self._queued.add(op["metrics"]):
+        self.queue_metrics(op["metrics"])
+
+    def queue_metrics(self, values: list[list[Any]]) -> None:
+        """Queue metric values `[key, value, timestamp in ms, step]` for the background writer, without waiting: the
+        caller (the training thread, the system metrics sampler) never waits for the store."""
+        if self._queued.add(values):
             self._writer.submit(self._flush_metrics)
 
     def _flush_metrics(self) -> None:

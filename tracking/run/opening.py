@@ -43,8 +43,9 @@ def sync_kept_offline(client: MlflowClient, root: Path, uri: str, run_id: str) -
 
 
 def end_stale_runs(client: MlflowClient, root: Path, uri: str, stage: str) -> None:
-    """End as FAILED the runs that killed processes on this host left RUNNING, and say so in one line; remove
-    the spools of ended runs that their stage could not remove."""
+    """End as FAILED the runs that killed processes on this host left RUNNING (FINISHED again those that had
+    finished before the killed stage resumed them), and say so in a line each; remove the spools of ended runs that
+    their stage could not remove."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -54,12 +55,21 @@ def end_stale_runs(client: MlflowClient, root: Path, uri: str, stage: str) -> No
         raise store_fault(err, uri) or TrackingServerError(
             f"checking {shown(uri)} for runs left RUNNING failed ({err}); run `tracking doctor`"
         ) from err
-    if stale:
+    failed = [run for run in stale if run.finished_end is None]
+    if failed:
         log.warning(
             "marked %d run(s) that a killed process left RUNNING as FAILED (%s); see `tracking doctor`",
-            len(stale),
-            ", ".join(run.run_id for run in stale),
+            len(failed),
+            ", ".join(run.run_id for run in failed),
         )
+    for run in stale:
+        if run.finished_end is not None:
+            log.warning(
+                "run %s: %s; its training is whole, re-run the %s stage",
+                run.run_id,
+                run.repair(),
+                run.stage or "later",
+            )
 
 
 def warn_if_clock_behind(client: MlflowClient, uri: str, experiment_id: str) -> None:

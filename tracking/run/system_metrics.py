@@ -6,8 +6,16 @@ UI shows them in the run's System metrics tab), and reads its own `MLFLOW_SYSTEM
 sample and writes through a client of its own (a lost server would cost each sample a timeout and a warning,
 and nothing would reach the journal), and it drops the last interval's sample when stopped, so a run shorter
 than the interval records nothing. Here a thread of ours samples at the end of each interval and once more
-as the run ends, and writes each sample through the run's `RunSink`: to the server while it answers, then
-to the offline journal with the rest of the run.
+as the run ends, and queues each sample with the epochs' metrics (`RunLogCalls.queue_metrics`): the run's one
+background writer takes them all in one write at most every second, to the server while it answers, then to
+the offline journal with the rest of the run.
+
+The sampler never writes to the store itself. When it did, it was a second writer beside the background one:
+the two took turns at the store's lock (SQLite's one writer), every sample held up by the writes queued ahead of
+it, and `stop` joined a thread that could be in the middle of such a write, so the end of a run waited on the
+store for as long as the store kept the sampler. Now a sample costs the sampler microseconds (psutil's counters),
+`stop` waits for one sample at most, and the last one goes with the run's last write
+(`tests/test_tracker.py::test_a_long_run_on_a_slow_store_ends_in_bounded_time`).
 """
 
 from __future__ import annotations
@@ -17,8 +25,6 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-
-from tracking.store.operations import Op, batch
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +40,22 @@ MLFLOW_SYSTEM_METRICS_LOGGER = "mlflow.system_metrics"
 class SystemMetrics:
     """Samples MLflow's system metrics on a daemon thread every `SAMPLING_INTERVAL_S`, and once more on `stop`."""
 
-    def __init__(self, run_id: str, uri: str, write: Callable[[Op], None], resume: bool = False) -> None:
-        """`write` takes each sample (the run's `RunSink.write`); `resume` goes on from the run's last step."""
+    def __init__(self, run_id: str, uri: str, record: Callable[[list[list[Any]]], None], resume: bool = False) -> None:
+        """`record` queues each sample's values without waiting (the run's `queue_metrics`); `resume` goes on from
+        the run's last step."""
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         logging.getLogger(MLFLOW_SYSTEM_METRICS_LOGGER).setLevel(logging.ERROR)
         self._monitor = SystemMetricsMonitor(
             run_id, sampling_interval=SAMPLING_INTERVAL_S, resume_logging=resume, tracking_uri=uri
         )
-        self._monitor.mlflow_logger = _Writes(write)  # what `publish_metrics` records through
+        self._monitor.mlflow_logger = _Queues(record)  # what `publish_metrics` records through
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="tracking-system-metrics", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Take the last sample and wait for the thread to end (a sample is one write: milliseconds)."""
+        """Take the last sample and wait for the thread to end (a sample reads psutil's counters: microseconds)."""
         self._stop.set()
         self._thread.join()
 
@@ -71,12 +78,12 @@ class SystemMetrics:
         self._monitor.publish_metrics(self._monitor.aggregate_metrics())
 
 
-class _Writes:
-    """Stands in for the monitor's `BatchMetricsLogger`: each sample goes to the run's writer at once."""
+class _Queues:
+    """Stands in for the monitor's `BatchMetricsLogger`: each sample is queued for the run's background writer."""
 
-    def __init__(self, write: Callable[[Op], None]) -> None:
-        self._write = write
+    def __init__(self, record: Callable[[list[list[Any]]], None]) -> None:
+        self._record = record
 
     def record_metrics(self, metrics: dict[str, Any], step: int) -> None:
         now = int(time.time() * 1000)
-        self._write(batch(metrics=[(key, float(value), now, step) for key, value in metrics.items()]))
+        self._record([[key, float(value), now, step] for key, value in metrics.items()])

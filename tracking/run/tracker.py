@@ -22,6 +22,7 @@ from tracking.layout import TRAIN
 from tracking.log import configure_unless_configured
 from tracking.names import (
     ERROR_TAG,
+    FINISHED_END_TAG,
     MAX_TAG_CHARS,
     STAGE_TAG,
 )
@@ -111,7 +112,7 @@ class Tracker(RunLogCalls):
                 self._writer = BackgroundWriter(self._beat, HEARTBEAT_INTERVAL_S)
                 self.set_tags({STAGE_TAG: self.stage, **self.tags})
                 if self.system_metrics:
-                    self._system = SystemMetrics(self.run_id, self.uri, self._sink.write, resume=resuming)
+                    self._system = SystemMetrics(self.run_id, self.uri, self.queue_metrics, resume=resuming)
         except BaseException as err:
             if run is None:
                 self._interrupts.__exit__(None, None, None)
@@ -131,7 +132,9 @@ class Tracker(RunLogCalls):
 
     def _start_run(self, experiment_id: str) -> Any:
         """Open or resume the run, recorded as owned by this process (see `tracking.store.stale`); a resumed run
-        loses the `error` tag of the process that ended it before (a SIGKILLed stage's `ProcessGone`). MLflow's own
+        loses the `error` tag of the process that ended it before (a SIGKILLed stage's `ProcessGone`), and a resumed
+        FINISHED run records its end time and this stage first, so that if this process dies the stale-run repair
+        ends it FINISHED again and names this stage, rather than failing the training it records. MLflow's own
         system metrics thread stays off whatever `MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING` says: `system_metrics`
         starts the sampler that writes through the journal (tracking/run/system_metrics.py)."""
         import mlflow
@@ -140,11 +143,17 @@ class Tracker(RunLogCalls):
         try:
             if self.run_id is not None:
                 # Before it is RUNNING again, so it never looks owned by the stage that opened it.
+                resumed = {**owner, STAGE_TAG: self.stage}
+                if self._finished_at is not None:
+                    resumed[FINISHED_END_TAG] = self._finished_at
                 MlflowSink(self.client, self.run_id).write(
-                    batch(tags={key: str(value) for key, value in owner.items()})
+                    batch(tags={key: str(value) for key, value in resumed.items()})
                 )
-                if ERROR_TAG in run_by_id(self.client, self.run_id).data.tags:  # an earlier process's end, now over
-                    self.client.delete_tag(self.run_id, ERROR_TAG)
+                earlier = run_by_id(self.client, self.run_id).data.tags
+                stale = [ERROR_TAG] + ([FINISHED_END_TAG] if self._finished_at is None else [])
+                for tag in stale:  # an earlier process's end, now over; an end time that is not this run's now
+                    if tag in earlier:
+                        self.client.delete_tag(self.run_id, tag)
                 run = mlflow.start_run(run_id=self.run_id, log_system_metrics=False)
             else:
                 run = mlflow.start_run(

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -26,12 +27,14 @@ from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process
 from tracking.errors import RunStateError
 from tracking.layout import (
+    CALIBRATE,
     CALIBRATION_RUNS,
     COMPARE,
     COMPARE_METRICS,
     COMPARE_PLOTS,
     COMPARE_REPORT,
     EVAL_METRICS,
+    EVALUATE,
     NOISE_FILE,
     PREDICTIONS,
     PREPARED,
@@ -68,6 +71,33 @@ from tracking.store.location import open_client, project_root, tracking_uri
 from tracking.store.recorded import read_run_file, train_run_id
 from tracking.training.scoring import flat_metrics
 
+T = TypeVar("T")
+
+
+def whole_output(root: Path, path: Path, stage: str, read: Callable[[Path], T]) -> T:
+    """`read` of an earlier stage's output at `path`, every byte of it; one `RunStateError` line naming the file and
+    the stage that writes it when it is damaged or cut short (a full disk, a killed copy, a hand edit)."""
+    try:
+        return read(root / path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise RunStateError(
+            f"{path} cannot be read, it is damaged or cut short ({type(err).__name__}: {str(err)[:200]})",
+            fix=f"write it again with `dvc repro --force --single-item {stage}`, then re-run compare",
+        ) from err
+
+
+def _arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an `.npz`, read now: NumPy reads its members lazily, so a cut-off file failed mid-judgement."""
+    with np.load(path) as found:
+        return {name: found[name] for name in found.files}
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    found = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(found, dict):
+        raise ValueError(f"expected a JSON object of metrics, got {type(found).__name__}")
+    return found
+
 
 def compare_candidate(params: Params) -> bool:
     """Judge the pipeline's candidate run against the calibration, log and write the verdict; True when it fails the
@@ -78,13 +108,13 @@ def compare_candidate(params: Params) -> bool:
         if not (root / path).is_file():
             raise RunStateError(f"{path} not found; run the pipeline up to compare first (`dvc repro`)")
     noise = NoiseRecord.read(root / NOISE_FILE)
-    calibration = np.load(root / CALIBRATION_RUNS)
-    evaluation = json.loads((root / EVAL_METRICS).read_text())
+    calibration = whole_output(root, CALIBRATION_RUNS, CALIBRATE, _arrays)
+    evaluation = whole_output(root, EVAL_METRICS, EVALUATE, _mapping)
+    predictions = whole_output(root, PREDICTIONS, EVALUATE, np.load)
     check_compare_metrics(params, flat_metrics(evaluation), noise)
     training = read_run_file(root)
     # found in the store, or one line where it is gone (DVC does not see a deleted store)
     candidate_run_id = train_run_id(open_client(root), root, training, tracking_uri(root))
-    predictions = np.load(root / PREDICTIONS)
     manifest = Manifest.read(root / PREPARED)
     variant, _ = choose_variant(params, baseline, manifest.content_sha256 != noise.data_sha256, list(noise.variants))
     band_values = noise.band_values(variant)

@@ -1,5 +1,6 @@
 """The train stage's work: open the pipeline's MLflow run, log params and provenance, train, and write the model,
-its metrics, history and run file only once training succeeded."""
+its metrics, history and run file only once training succeeded; a stage that fails before it writes them leaves the
+previous training's outputs as they were."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def train_model(params: Params) -> None:
     built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
     from tracking.training.callback import EpochProgress  # imports Keras: after the determinism settings
 
+    writing = False  # the previous training's outputs stay whole until this one starts to replace them
     try:
         with Tracker(
             params.mlflow.experiment, root, stage=TRAIN, system_metrics=params.compute.system_metrics
@@ -49,13 +51,15 @@ def train_model(params: Params) -> None:
             )
             inputs = inputs_sha256(root, manifest.content_sha256)
             tracker.set_tags({TRAINED_INPUTS_TAG: inputs})  # what finds the run for outputs/run.json in any clone
+            writing = True
             write_outputs(root, model, history, digest)
             here = record(inputs)
             (root / TRAINED_ON).write_text(json.dumps(trained_on(repo, root, here, digest), indent=2) + "\n")
             training = Training(tracker.experiment, inputs, digest)
             write_run_file(root, training, tracker.run_id, strip_credentials(tracker.uri))
     except BaseException:
-        remove_outputs(root)
+        if writing:  # some are this run's, some the previous one's: none of them may be taken as a training
+            remove_outputs(root)
         raise
     print(f"trained {params.model.builder}: weights sha256 {digest}; MLflow run {tracker.run_id}")
     say_why_weights_differ(repo, root, here, digest)
@@ -75,8 +79,10 @@ def write_outputs(root: Path, model: Any, history: dict[str, list[float]], diges
 
 
 def remove_outputs(root: Path) -> None:
-    """Delete what a failed or interrupted run may have written, so neither DVC nor evaluate takes it as valid.
-    Only files that exist: on a project made read-only, unlinking a missing file fails too."""
+    """Delete what a failed or interrupted run may have written, so neither DVC nor evaluate takes it as valid;
+    called once the run began writing its outputs (a run that failed before leaves the previous training's whole:
+    `dvc repro` removes them itself before the stage runs). Only files that exist: on a project made read-only,
+    unlinking a missing file fails too."""
     for path in (MODEL, RUN_FILE, link_file(TRAIN), TRAIN_METRICS, HISTORY, TRAINED_ON):
         if (root / path).exists():
             (root / path).unlink()

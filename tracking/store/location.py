@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 
 from tracking import startup
 from tracking.env import DVC_ROOT, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT, MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT
-from tracking.errors import RepoError, RunSelectionError, StoreFault, TrackingServerError
+from tracking.errors import RepoError, RunSelectionError, StoreFault, TrackingServerError, not_a_readable_file
 from tracking.names import EXPERIMENT_KIND_TAG
 from tracking.store.faults import describe, quiet_mlflow_database_errors, store_fault
 from tracking.store.recorded import gone_error, missing_training
 from tracking.store.sqlite import (
     create_private,
     creation_lock,
+    database_file,
     database_path,
     private_folder,
     refuse_foreign,
@@ -215,6 +216,28 @@ def _unreachable(uri: str, err: BaseException) -> TrackingServerError:
     )
 
 
+def refuse_unusable_paths(uri: str) -> None:
+    """Raise a `StoreFault` when a SQLite store's file, or the `mlartifacts/` folder beside it, is something MLflow
+    cannot use (a link that loops, a folder where the file goes, a file or `/dev/null` where the folder goes):
+    checked before the store is opened, so no run opens and trains only to fail writing its first file."""
+    database = database_file(uri)
+    if database is None:
+        return
+    kind = not_a_readable_file(database)
+    if kind not in (None, "not found", "a symbolic link to a missing file"):
+        raise StoreFault(
+            f"MLflow store {database} is {kind}, not a database file",
+            fix="move it aside (a new store is made there) or point MLFLOW_TRACKING_URI at the store",
+        )
+    artifacts = database.parent / DEFAULT_ARTIFACTS
+    kind = not_a_readable_file(artifacts) or "a regular file"
+    if kind not in ("a directory", "not found"):
+        raise StoreFault(
+            f"{artifacts}, where the MLflow store {database.name} keeps its runs' files, is {kind}, not a folder",
+            fix=f"move it aside (a new {DEFAULT_ARTIFACTS}/ folder is made there) or make it a link to a folder",
+        )
+
+
 def connect(root: Path, experiment: str) -> str:
     """Point MLflow at the store, make sure it answers and holds `experiment` (typed as model training); return its id."""
     import mlflow
@@ -225,6 +248,7 @@ def connect(root: Path, experiment: str) -> str:
     http_limits(uri)
     quiet_mlflow_database_errors()
     mlflow.set_tracking_uri(uri)
+    refuse_unusable_paths(uri)
     refuse_foreign(database_path(uri))
     try:
         with creation_lock(uri):

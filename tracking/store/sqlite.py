@@ -36,11 +36,17 @@ ALEMBIC = "alembic_version"  # the table where MLflow's store keeps its schema r
 FIRST_TABLE = "experiments"  # the one table of MLflow's first schema that no other refers to: created first
 
 
-def database_path(uri: str) -> Path | None:
-    """The database file of a `sqlite:///` URI, None for any other store."""
+def database_file(uri: str) -> Path | None:
+    """The database file of a `sqlite:///` URI as written (links not followed), None for any other store."""
     if not uri.startswith(SQLITE_PREFIX):
         return None
-    return Path(uri.removeprefix(SQLITE_PREFIX).split("?", 1)[0]).resolve()
+    return Path(uri.removeprefix(SQLITE_PREFIX).split("?", 1)[0])
+
+
+def database_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:///` URI, links resolved, None for any other store."""
+    database = database_file(uri)
+    return None if database is None else database.resolve()
 
 
 @contextmanager

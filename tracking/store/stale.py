@@ -10,6 +10,10 @@ live run; a heartbeat ahead of this host's clock counts as fresh. Runs with no o
 `Tracker`), and other hosts' runs from before heartbeats, may still be alive and are only reported. A run whose
 owner lost the tracking server and kept the rest of it in the offline journal (tracking/store/journal.py) is
 left for `tracking sync`.
+
+A run that had ended FINISHED is never relabelled: a later stage that resumes it (evaluate, compare) records its
+end time first (`tracking.finished_end`), and if that stage's process dies the run is ended FINISHED again at that
+time, its `error` tag naming the stage that died and saying to re-run it; the training it records is whole.
 """
 
 from __future__ import annotations
@@ -22,7 +26,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracking.names import ERROR_TAG, HEARTBEAT_TAG, HOST_TAG, PID_TAG, REPAIRED_TAG, START_TAG, status_is
+from tracking.names import (
+    ERROR_TAG,
+    FINISHED_END_TAG,
+    HEARTBEAT_TAG,
+    HOST_TAG,
+    PID_TAG,
+    REPAIRED_TAG,
+    STAGE_TAG,
+    START_TAG,
+    status_is,
+)
 from tracking.store.reads import all_runs
 
 if TYPE_CHECKING:
@@ -89,6 +103,8 @@ class RunningRun:
     pid: str
     verdict: str
     silent_s: float | None = None  # how long a SILENT run's heartbeat has been silent
+    finished_end: int | None = None  # the end time (ms) of a FINISHED run a later stage resumed
+    stage: str = ""  # the stage that last opened the run
 
     def describe(self) -> str:
         owner = f"process {self.pid} on {self.host}" if self.host else "no owner recorded"
@@ -96,6 +112,14 @@ class RunningRun:
         if self.verdict == SILENT:
             found = f"{SILENT} for {self.silent_s / 60:.0f} min (timeout {HEARTBEAT_TIMEOUT_S / 60:.0f} min)"
         return f"run {self.run_id} ({self.name or 'unnamed'}, experiment {self.experiment}), {owner}: {found}"
+
+    def repair(self, dry_run: bool = False) -> str:
+        """What ending this stale run does (or would do, `dry_run`): FAILED, or FINISHED again when it had finished
+        before the stage that died resumed it."""
+        if self.finished_end is None:
+            return "would mark FAILED" if dry_run else "marked FAILED"
+        ended = "would end it FINISHED again" if dry_run else "ended FINISHED again"
+        return f"{ended} at its own end time: the {self.stage or 'later'} stage died after the run had finished"
 
 
 def verdict(tags: dict[str, str], host: str, now: float) -> tuple[str, float | None]:
@@ -130,13 +154,21 @@ def running_runs(client: MlflowClient) -> list[RunningRun]:
                     tags.get(HOST_TAG, ""),
                     tags.get(PID_TAG, ""),
                     *verdict(tags, host, now),
+                    finished_end=_end_time(tags.get(FINISHED_END_TAG, "")),
+                    stage=tags.get(STAGE_TAG, ""),
                 )
             )
     return found
 
 
-def mark_failed(client: MlflowClient, run: RunningRun, by: str) -> None:
-    """End a stale run as FAILED, saying why and who decided it."""
+def _end_time(text: str) -> int | None:
+    """A `tracking.finished_end` tag's end time; None when absent or not a number (written by hand)."""
+    return int(text) if text.isdigit() else None
+
+
+def end_stale(client: MlflowClient, run: RunningRun, by: str) -> None:
+    """End a stale run, saying why and who decided it: FAILED, or FINISHED again at its own end time when it had
+    finished before the stage whose process died resumed it (that stage is named in its `error` tag)."""
     if run.verdict == SILENT:
         why = (
             f"its process {run.pid} on {run.host} sent no heartbeat for {run.silent_s / 60:.0f} min (the timeout is "
@@ -147,24 +179,42 @@ def mark_failed(client: MlflowClient, run: RunningRun, by: str) -> None:
             f"its process {run.pid} is gone without ending the run (killed by SIGKILL, out of memory, or a crash "
             "of the machine)"
         )
-    end_failed(client, run.run_id, by, why)
+    if run.finished_end is None:
+        end_failed(client, run.run_id, by, why)
+        return
+    from mlflow.entities import RunTag
+
+    stage = run.stage or "later"
+    note = (
+        f"ended FINISHED again by {by} on {socket.gethostname()} at {_now()}: the {stage} stage resumed the finished "
+        f"run and {why}"
+    )
+    error = (
+        f"ProcessGone: the {stage} stage died after the run had finished ({why}); its records are incomplete, re-run it"
+    )
+    client.log_batch(run.run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag(ERROR_TAG, error)])
+    client.set_terminated(run.run_id, "FINISHED", run.finished_end)
 
 
 def end_failed(client: MlflowClient, run_id: str, by: str, why: str) -> None:
     """End a RUNNING run whose process is gone as FAILED, with a note saying why, who decided it and when."""
     from mlflow.entities import RunTag
 
-    when = datetime.now(UTC).isoformat(timespec="seconds")
-    note = f"marked FAILED by {by} on {socket.gethostname()} at {when}: {why}"
+    note = f"marked FAILED by {by} on {socket.gethostname()} at {_now()}: {why}"
     client.log_batch(run_id, tags=[RunTag(REPAIRED_TAG, note), RunTag(ERROR_TAG, f"ProcessGone: {note}")])
     client.set_terminated(run_id, "FAILED")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def repair_stale_runs(
     client: MlflowClient, by: str, dry_run: bool = False, kept_offline: frozenset[str] = frozenset()
 ) -> tuple[list[RunningRun], list[RunningRun]]:
-    """Mark FAILED (unless `dry_run`) this host's runs whose process is gone and any host's whose heartbeat went
-    silent; return (those runs, every RUNNING run).
+    """End (unless `dry_run`) this host's runs whose process is gone and any host's whose heartbeat went silent,
+    FAILED or, if they had finished before a later stage resumed them, FINISHED again; return (those runs, every
+    RUNNING run).
 
     Runs in `kept_offline` (their ids) have the rest of their writes in the offline journal: left alone.
     """
@@ -172,5 +222,5 @@ def repair_stale_runs(
     stale = [run for run in runs if run.verdict in ENDED]
     if not dry_run:
         for run in stale:
-            mark_failed(client, run, by)
+            end_stale(client, run, by)
     return stale, runs
