@@ -18,8 +18,9 @@ from tracking.data.arrays import Arrays, flat, nested
 from tracking.layout import PREPARE
 from tracking.progress import GB, Progress
 
-# How many bytes of rows are read and written at a time.
-BLOCK_BYTES = 64 * 2**20
+# How many bytes of rows are read and written at a time: the disk holds at most this much beyond the source and one
+# prepared copy.
+BLOCK_BYTES = 16 * 2**20
 
 
 def partition(
