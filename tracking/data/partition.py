@@ -33,8 +33,9 @@ def partition(
     """Each part's rows (sorted indices `parts[name]`) of every array, in the arrays' structure; memory-mapped
     arrays are written into `staging`, as `file_name(part, flat name)`; files under `consumed` are cut short as
     their rows are written."""
-    mapped = [array for value in arrays.values() for array in flat("", value).values() if isinstance(array, np.memmap)]
-    progress = Progress(PREPARE, "split", "GB", sum(array.nbytes for array in mapped), GB)
+    mapped = [array for role, value in arrays.items() for array in flat(role, value).values()]
+    total = sum(array.nbytes for array in mapped if isinstance(array, np.memmap))
+    progress = Progress(PREPARE, "split", "GB", total, GB)
     found: dict[str, dict[str, np.ndarray]] = {name: {} for name in parts}
     for role, value in arrays.items():
         for flat_name, array in flat(role, value).items():
@@ -42,6 +43,7 @@ def partition(
                 for name, index in parts.items():
                     found[name][flat_name] = array[index]
                 continue
+            staging.mkdir(parents=True, exist_ok=True)
             files = {name: staging / file_name(name, flat_name) for name in parts}
             written = _written(array, parts, files, consumed, progress)
             for name in parts:
@@ -56,7 +58,6 @@ def _written(
     behind each block where it lies under `consumed`."""
     source = Path(array.filename)
     cut = consumed is not None and source.is_relative_to(consumed.resolve())
-    files[next(iter(files))].parent.mkdir(parents=True, exist_ok=True)
     outs = {
         name: np.lib.format.open_memmap(files[name], mode="w+", dtype=array.dtype, shape=(len(index), *array.shape[1:]))
         for name, index in parts.items()
