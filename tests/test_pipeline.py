@@ -130,6 +130,22 @@ UNTRACKED_SECRET_FILES = {
     ".kube/config": "users:\n- name: u\n  user:\n    token: kubePlanted0123\n",
     ".ssh/id_ed25519": "-----BEGIN OPENSSH PRIVATE KEY-----\nsshKeyPlanted0123\n-----END OPENSSH PRIVATE KEY-----\n",
     "scratch.ipynb": '{"cells": [{"source": ["token = \\"notebookPlanted0123\\""]}]}\n',
+    ".netrc": "machine api.example.com login u password netrcPlanted0123\n",
+    ".npmrc": "//registry.example.com/:_authToken=npmrcPlanted0123\n",
+    ".pypirc": "[pypi]\nusername = __token__\npassword = pypircPlanted0123\n",
+    ".docker/config.json": '{"auths": {"registry.example.com": {"auth": "dockerPlanted0123"}}}\n',
+    ".git-credentials": "https://u:gitCredsPlanted0123@git.example.com\n",
+    ".pgpass": "db.example.com:5432:*:u:pgpassPlanted0123\n",
+    "terraform.tfvars": 'api_key = "tfvarsPlanted0123"\n',
+    ".databrickscfg": "[DEFAULT]\nhost = https://x.example.com\ntoken = databricksPlanted0123\n",
+    ".kaggle/kaggle.json": '{"username": "u", "key": "kagglePlanted0123"}\n',
+    ".s3cfg": "[default]\nsecret_key = s3cfgPlanted0123\n",
+    ".boto": "[Credentials]\naws_secret_access_key = botoPlanted0123\n",
+    ".envrc": "export WANDB_API_KEY=envrcPlanted0123\n",
+    ".env.local": "MLFLOW_TRACKING_PASSWORD=envLocalPlanted0123\n",
+    ".mlflow/credentials": "[mlflow]\nmlflow_tracking_password = mlflowCredsPlanted0123\n",
+    "secrets.yaml": "db_password: secretsYamlPlanted0123\n",
+    ".vault-token": "vaultTokenPlanted0123\n",
 }
 UNTRACKED_FILE_SECRETS = [
     "envFilePlanted0123",
@@ -140,6 +156,22 @@ UNTRACKED_FILE_SECRETS = [
     "kubePlanted0123",
     "sshKeyPlanted0123",
     "notebookPlanted0123",
+    "netrcPlanted0123",
+    "npmrcPlanted0123",
+    "pypircPlanted0123",
+    "dockerPlanted0123",
+    "gitCredsPlanted0123",
+    "pgpassPlanted0123",
+    "tfvarsPlanted0123",
+    "databricksPlanted0123",
+    "kagglePlanted0123",
+    "s3cfgPlanted0123",
+    "botoPlanted0123",
+    "envrcPlanted0123",
+    "envLocalPlanted0123",
+    "mlflowCredsPlanted0123",
+    "secretsYamlPlanted0123",
+    "vaultTokenPlanted0123",
 ]
 ALL_SECRETS = [
     *UNTRACKED_FILE_SECRETS,
@@ -402,7 +434,7 @@ def test_dvc_repro_logs_a_finished_run_with_full_provenance(project: Path):
     scanned = {path.relative_to(project).parts[0] for path in project.rglob("*") if path.is_file()}
     assert {"mlflow.db", "mlartifacts", "dvc.lock", ".dvc", "outputs", "metrics", "data"} <= scanned
     assert leaks(project, planted) == []
-    assert len(set(ALL_SECRETS)) >= 150, len(set(ALL_SECRETS))
+    assert len(set(ALL_SECRETS)) >= 200, len(set(ALL_SECRETS))
     in_worktree = set(DIFF_SECRETS) - {"oldPlantedKey"}  # the old value lives only in git's history now
     in_worktree |= (
         {NAME_SECRETS["dvc add"], *UNTRACKED_FILE_SECRETS}
