@@ -145,4 +145,6 @@ def test_a_notebook_stage_is_calibrated_and_its_candidate_judged(tmp_path: Path)
     judged = run(["tracking", "judge", candidate.info.run_id, "--metric", "final_loss"], team, env=env).stdout
     verdict = judged.splitlines()[-1].removeprefix("verdict: ")
     assert verdict in ("exceeds_noise", "within_noise", "within_tolerance", "inconclusive"), judged
-    assert client.get_run(candidate.info.run_id).data.tags["noise.verdict"] == verdict
+    named = client.get_run(candidate.info.run_id)
+    assert named.data.tags["noise.verdict"] == verdict  # and in front of its name, which MLflow's run list shows
+    assert named.info.run_name == f"{verdict} · train.learning_rate=0.0001 · {candidate.info.run_name}"

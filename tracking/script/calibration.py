@@ -44,6 +44,7 @@ from tracking.names import (
 )
 from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
+from tracking.noise.run_name import changes, judged_name
 from tracking.redaction import redact_params
 from tracking.script.repeat_context import SCRIPT_VARIANTS, ScriptRepeat
 from tracking.store.reads import experiment_named, finished_repeat, run_metrics
@@ -249,4 +250,6 @@ def judge_script(
         client.set_tag(candidate.run_id, VERDICT_TAG, diff.verdict)
         client.set_tag(candidate.run_id, BAND_VARIANT_TAG, diff.band.get("variant") or "")
         client.set_tag(candidate.run_id, REASON_TAG, diff.band.get("reason", "")[:5000])
+        changed = changes(reference.params, candidate.params, ("",))
+        client.update_run(candidate.run_id, name=judged_name(candidate.name, diff.verdict, changed))
     return diff
