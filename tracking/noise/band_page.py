@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from tracking.layout import NOISE_FILE
 from tracking.names import MAX_TAG_CHARS
 from tracking.noise.record import NoiseRecord
+from tracking.noise.statistics import metric_range
 
 BAND_METRIC_PREFIX = "band"  # `band.<variant>.<metric>.<figure>` on the calibration parent run
 FIGURES = ("n", "mean", "std", "low", "high")
@@ -27,12 +28,20 @@ def band_metrics(noise: NoiseRecord, metrics: list[str]) -> dict[str, float]:
     """`band.<variant>.<metric>.<figure>` for each variant and shown metric (`algo+impl` as `algo-impl`): what the
     chart view and a search filter (`metrics."band.algo.test_accuracy.std" > 0.01`) read."""
     return {
-        f"{BAND_METRIC_PREFIX}.{metric_safe(name)}.{metric}.{figure}": float(variant.bands[metric][figure])
+        f"{BAND_METRIC_PREFIX}.{metric_safe(name)}.{metric}.{figure}": float(
+            bounded(metric, variant.bands[metric])[figure]
+        )
         for name, variant in noise.variants.items()
         for metric in metrics
         if metric in variant.bands
         for figure in FIGURES
     }
+
+
+def bounded(metric: str, band: dict) -> dict:
+    """`band` with its interval inside the values `metric` can take (an accuracy's up to 1), as compare.md shows it."""
+    low, high = metric_range(metric)
+    return {**band, "low": max(band["low"], low), "high": min(band["high"], high)}
 
 
 def metric_safe(variant: str) -> str:
@@ -53,9 +62,9 @@ def describe_band(noise: NoiseRecord, metrics: list[str]) -> str:
     ]
     for name, variant in noise.variants.items():
         for metric in metrics:
-            band = variant.bands.get(metric)
-            if band is None:
+            if metric not in variant.bands:
                 continue
+            band = bounded(metric, variant.bands[metric])
             spread = "identical runs" if band["std"] == 0 else f"{band['low']:.4g} to {band['high']:.4g}"
             lines.append(f"| {name} | {metric} | {band['n']} | {band['mean']:.4g} | {band['std']:.3g} | {spread} |")
     lines += ["", f"Every banded metric, each run and its seeds: the artifact `{NOISE_FILE.as_posix()}`."]
