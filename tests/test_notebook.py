@@ -134,6 +134,8 @@ def test_a_notebook_stage_is_calibrated_and_its_candidate_judged(tmp_path: Path)
     experiment = client.get_experiment_by_name("team").experiment_id
     repeats = client.search_runs([experiment], "tags.`noise.variant` = 'algo'")
     hashes = {found.data.tags["prov.seeds.hash"] for found in repeats}
+    (parent,) = client.search_runs([experiment], "tags.`noise.role` = 'calibration'")
+    assert "calibration/band.png" in [item.path for item in client.list_artifacts(parent.info.run_id, "calibration")]
     assert len(hashes) == 3 and all(found.info.status == "FINISHED" for found in repeats)
     write_params(team, train={"learning_rate": 0.0001})  # the candidate: lr/100
     run(["jupyter", "execute", "train.ipynb", "--kernel_name=tracking"], team, env=env)

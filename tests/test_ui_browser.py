@@ -190,6 +190,8 @@ def test_the_experiments_run_list_shows_each_candidates_verdict_in_chromium(chro
     changed = {name.split(" · ")[1] for name in names if name.count(" · ") == 2}
     assert len(names) == 3 and changed == {"train.learning_rate=1e-05", "seeds.base=7"}, names
     assert all(name.startswith(f"{verdict} · ") for name, verdict in names.items()), names
+    parent = client.search_runs([experiment], "tags.`noise.role` = 'calibration'")[0]  # its page: the band drawn
+    assert "calibration/band.png" in [item.path for item in client.list_artifacts(parent.info.run_id, "calibration")]
     port = free_port()
     server = start_ui(project / "mlflow.db", port)
     try:

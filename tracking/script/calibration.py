@@ -42,7 +42,7 @@ from tracking.names import (
     VERDICT_TAG,
     WEIGHTS_TAG,
 )
-from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
+from tracking.noise.band_page import BAND_IMAGE, band_figure, band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.noise.run_name import changes, judged_name
 from tracking.redaction import redact_params
@@ -138,6 +138,7 @@ def calibrate_script(
         parent.log_json(noise.as_dict(), NOISE_FILE.as_posix())
         shown = shown_metrics(noise)
         parent.log_metrics(band_metrics(noise, shown))
+        parent.log_figure(band_figure(noise, shown), BAND_IMAGE)
         tags = {REUSED_REPEATS_TAG: len(reused), MLFLOW_NOTE_TAG: describe_band(noise, shown)}
         if "control" in noise.variants:
             tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise.variants["control"].bit_identical).lower()
