@@ -19,6 +19,7 @@ from conftest import REPO, assert_user_error, built_once, client_for, project_en
 from mlflow.models import Model
 
 from tracking.determinism.seeds import derive_seed
+from tracking.noise.run_name import rerun_name
 
 FULL_MATRIX = bool(os.environ.get("TRACKING_TEST_ZOO"))  # `make test-zoo`: tests/test_zoo.py says what it adds
 
@@ -173,6 +174,7 @@ def test_rerun_of_a_script_run_runs_its_stage_again_bit_identical(team: Path):
     client = client_for(team)
     (new,) = client.search_runs([second.info.experiment_id], f"tags.rerun_of = '{second.info.run_id}'")
     assert new.info.status == "FINISHED" and new.data.tags["prov.git.commit"] == second.data.tags["prov.git.commit"]
+    assert new.info.run_name == rerun_name(second.info.run_name)  # marked in MLflow's run list (issue 67)
 
 
 def test_rerun_of_a_script_run_under_another_backend_is_one_error_line(team: Path):

@@ -67,6 +67,15 @@ def test_readme_is_short():
     assert len(README.read_text().splitlines()) <= MAX_README_LINES
 
 
+def test_readme_defines_the_words_its_verdicts_use():
+    """Issue 67: CONTROL, ALGO and `min_effect` appeared in the README undefined."""
+    text = README.read_text()
+    words = text[text.index("**Words.**") :].split("\n\n")[0]
+    defined = ("**CONTROL**", "**ALGO**", "**IMPL**", "**`compare.min_effect`**")
+    outcomes = ("`exceeds_noise`", "`within_noise`", "`within_tolerance`", "`inconclusive`")
+    assert all(word in words for word in (*defined, *outcomes)), words
+
+
 @pytest.mark.parametrize("page", [README, *sorted(DOCS.glob("*.md"))], ids=lambda page: page.name)
 def test_every_link_resolves(page: Path):
     assert broken_links(page) == []

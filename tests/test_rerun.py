@@ -128,6 +128,7 @@ def test_rerun_recreates_the_logged_state_with_bit_identical_weights(project: Pa
     new = next(found for found in runs_of(clone) if found.info.run_id != original.info.run_id)
     assert new.info.status == "FINISHED" and new.info.experiment_id == original.info.experiment_id
     assert new.data.tags["rerun_of"] == original.info.run_id
+    assert new.info.run_name == f"rerun of {original.info.run_name}"  # marked in MLflow's run list (issue 67)
     assert new.data.tags["prov.weights_sha256"] == original.data.tags["prov.weights_sha256"]
     assert new.data.tags["mlflow.source.git.commit"] == original.data.tags["mlflow.source.git.commit"]
     assert new.data.params == original.data.params and new.data.params["train.epochs"] == "2"

@@ -111,3 +111,38 @@ def test_the_calibration_page_tables_each_variant_s_band_and_says_identical_runs
     assert lines[0] == "**Noise band: 9 calibration runs over 3 variant(s)**"
     assert lines[4] == f"| algo | test_accuracy | 3 | 0.91 | 0.01 | {algo['low']:.4g} to {algo['high']:.4g} |"
     assert lines[5] == "| control | test_accuracy | 3 | 0.93 | 0 | identical runs |"
+
+
+def test_an_accuracy_band_near_1_is_clipped_at_1_on_the_calibration_page():
+    """Issue 67: the page showed an accuracy interval "0.9592 to 1.012" where reports/compare.md clips at 1, and
+    drew no band."""
+    from tracking.noise.band_page import band_figure, band_metrics, describe_band
+    from tracking.noise.record import NoiseRecord, Variant, metric_bands
+
+    runs = [{"variant": "algo", "metrics": {"test_accuracy": value}} for value in (0.96, 0.99, 1.0)]
+    bands = metric_bands(runs, "algo")
+    assert bands["test_accuracy"]["high"] > 1  # the record keeps the raw interval
+    variant = Variant(
+        runs=[0, 1, 2], bands=bands, churn={}, weight_distance={}, bit_identical=False, weights_sha256=["a", "b", "c"]
+    )
+    noise = NoiseRecord(baseline={}, data_sha256="d", alpha=0.05, repeats=3, runs=runs, variants={"algo": variant})
+    assert band_metrics(noise, ["test_accuracy"])["band.algo.test_accuracy.high"] == 1.0
+    row = describe_band(noise, ["test_accuracy"]).splitlines()[4]
+    assert row.endswith(f"| {bands['test_accuracy']['low']:.4g} to 1 |"), row
+    figure = band_figure(noise, ["test_accuracy"])  # the band drawn for the page, clipped as its table is
+    (axis,) = figure.axes
+    (interval,) = axis.collections[0].get_segments()
+    assert max(interval[:, 1]) == 1.0 and axis.get_title() == "test_accuracy"
+    assert [text.get_text() for text in axis.get_legend().get_texts()] == ["interval", "runs"]
+
+
+def test_each_chart_s_legend_names_its_own_metric_s_outcome():
+    """Issue 67: the test_accuracy chart labelled the candidate with the verdict that test_loss alone decided."""
+    from tracking.noise.report import candidate_label
+
+    checks = [
+        {"family": "primary", "metric": "test_accuracy", "verdict": "inconclusive"},
+        {"family": "primary", "metric": "test_loss", "verdict": "exceeds_noise"},
+    ]
+    result = {"verdict": "exceeds_noise", "checks": checks}
+    assert candidate_label(result, "test_accuracy") == "candidate (test_accuracy: inconclusive)"

@@ -73,6 +73,7 @@ PLUMBING = {
     "tracking/noise/run_page.py": "the verdict as the run's description in the MLflow UI",
     "tracking/noise/band_page.py": "the band as the calibration run's description and metrics in the MLflow UI",
     "tracking/noise/judged_view.py": "the experiment's chart view of the judged metrics in the MLflow UI",
+    "tracking/noise/run_name.py": "the verdict in the run's name, as MLflow's run list shows it",
 }
 
 

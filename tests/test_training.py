@@ -346,7 +346,19 @@ def test_small_cnn_gives_two_dimensional_images_their_channel_axis_itself():
     assert type(model.layers[0]).__name__ == "Reshape" and tuple(model.inputs[0].shape[1:]) == (8, 8)
     assert type(small_cnn((8, 8, 1), 4).layers[0]).__name__ == "Conv2D"
     with pytest.raises(ValueError, match=r"small_cnn takes images of shape \(height, width\)"):
-        small_cnn((40,), 4)
+        small_cnn((4, 4, 4, 1), 4)
+
+
+def test_a_table_with_the_default_model_is_told_to_use_mlp():
+    """Issue 67: 13 features with the template's small_cnn said `fix model.kwargs`; the fix is the `mlp` builder."""
+    from tracking import TrackingError
+
+    table = {"x": np.zeros((8, 13), "float32"), "y": np.arange(8) % 2}
+    with pytest.raises(TrackingError) as raised:
+        build_model(params_with(), resolve_seeds(params_with().seeds), inputs(table))
+    said = str(raised.value)
+    assert "13 features" in said and "set `model.builder: pipelines.models:mlp` in params.yaml" in said
+    assert "model.kwargs" not in said
 
 
 @pytest.mark.parametrize("loss", [None, "team_code:smooth_loss"])

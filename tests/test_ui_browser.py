@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, calibration_link, client_for, train_run_id
 
 sys.path.insert(0, str(REPO / "bench"))
-from ui_screenshots import free_port, rendered_dom, run_page, start_ui, text_top
+from ui_screenshots import MODEL_TRAINING, free_port, rendered_dom, run_page, start_ui, text_top
 
 from tracking.noise.judged_view import SECTION
 
@@ -176,3 +176,28 @@ def page_requests(netlog: Path) -> list[str]:
             if "url" in event.get("params", {}) and event["params"].get("initiator", "not an origin") != "not an origin"
         }
     )
+
+
+@pytest.mark.slow
+def test_the_experiments_run_list_shows_each_candidates_verdict_in_chromium(chromium: str, readme_typed: Path):
+    """Issue 67: the run list, as MLflow 3.17 opens it (no column configured: it shows run names, not tags), showed
+    no verdict. Each judged candidate's name starts with its verdict and the params it changed."""
+    project = readme_typed / "project"
+    client = client_for(project)
+    experiment = client.get_experiment_by_name("test").experiment_id
+    judged = client.search_runs([experiment], "tags.`noise.verdict` != ''")
+    names = {found.info.run_name: found.data.tags["noise.verdict"] for found in judged}
+    changed = {name.split(" · ")[1] for name in names if name.count(" · ") == 2}
+    assert len(names) == 3 and changed == {"train.learning_rate=1e-05", "seeds.base=7"}, names
+    assert all(name.startswith(f"{verdict} · ") for name, verdict in names.items()), names
+    parent = client.search_runs([experiment], "tags.`noise.role` = 'calibration'")[0]  # its page: the band drawn
+    assert "calibration/band.png" in [item.path for item in client.list_artifacts(parent.info.run_id, "calibration")]
+    port = free_port()
+    server = start_ui(project / "mlflow.db", port)
+    try:
+        page = f"http://127.0.0.1:{port}/#/experiments/{experiment}/runs?{MODEL_TRAINING}"
+        dom = rendered_dom(chromium, page, lambda dom: all(name in dom for name in names), "--window-size=1400,1000")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert "Run Name" in dom and all(name in dom for name in names), dom[:3000]

@@ -45,6 +45,8 @@ TRACKING_EXPERIMENT = "TRACKING_EXPERIMENT"
 TRACKING_RERUN_OF = "TRACKING_RERUN_OF"
 # Set by `tracking calibrate` for each repeat of a team's script: JSON of the parent run, variant, repeat and key.
 TRACKING_REPEAT = "TRACKING_REPEAT"
+# Set in a kernel `tracking kernel install` made (tracking/script/kernel.py): its start-up variables came from params.
+TRACKING_KERNEL = "TRACKING_KERNEL"
 
 
 def telemetry_off_by_default() -> None:

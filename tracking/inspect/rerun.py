@@ -24,6 +24,7 @@ from tracking.errors import RerunError
 from tracking.layout import CALIBRATE, EVALUATE, PREPARE, PREPARED, TRAIN
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
 from tracking.noise.policy import INCONCLUSIVE
+from tracking.noise.run_name import rerun_name
 
 STAGES = (TRAIN, EVALUATE)
 STEPS = ("worktree", "code", "params", "data", *STAGES)
@@ -114,6 +115,7 @@ def rerun(ref: str, root: Path, metrics: list[str] | None = None, alpha: float =
             _run_stage(project, stage, env)
         new_id = read_link(project, TRAIN)["run_id"]  # the run the clone's train stage opened
     client.set_tag(new_id, RERUN_OF_TAG, original.run_id)
+    client.update_run(new_id, name=rerun_name(original.name))  # marked in MLflow's run list, where names show
     new = load_run(client, new_id)
     return Rerun(original, new, diff_runs(client, original, new, metrics, alpha, repo=root))
 

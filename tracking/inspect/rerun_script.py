@@ -26,6 +26,7 @@ from tracking.names import (
     SCRIPT_STAGE_TAG,
     tag_is,
 )
+from tracking.noise.run_name import rerun_name
 from tracking.script.kernel import DEFAULT_KERNEL
 from tracking.store.reads import experiment_by_id, newest_run
 
@@ -128,6 +129,7 @@ def rerun_script(
             f"the command `{shlex.join(command)}` ran but logged no run tagged {RERUN_OF_TAG}={original.run_id}; "
             "does the script still call tracking.start()?"
         )
+    client.update_run(found.info.run_id, name=rerun_name(original.name))  # marked in MLflow's run list
     return load_run(client, found.info.run_id)
 
 

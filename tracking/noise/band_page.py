@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from tracking.layout import NOISE_FILE
 from tracking.names import MAX_TAG_CHARS
 from tracking.noise.record import NoiseRecord
+from tracking.noise.statistics import metric_range
 
+BAND_IMAGE = "calibration/band.png"  # the band drawn, an artifact of the calibration parent run
 BAND_METRIC_PREFIX = "band"  # `band.<variant>.<metric>.<figure>` on the calibration parent run
 FIGURES = ("n", "mean", "std", "low", "high")
 
@@ -27,12 +30,20 @@ def band_metrics(noise: NoiseRecord, metrics: list[str]) -> dict[str, float]:
     """`band.<variant>.<metric>.<figure>` for each variant and shown metric (`algo+impl` as `algo-impl`): what the
     chart view and a search filter (`metrics."band.algo.test_accuracy.std" > 0.01`) read."""
     return {
-        f"{BAND_METRIC_PREFIX}.{metric_safe(name)}.{metric}.{figure}": float(variant.bands[metric][figure])
+        f"{BAND_METRIC_PREFIX}.{metric_safe(name)}.{metric}.{figure}": float(
+            bounded(metric, variant.bands[metric])[figure]
+        )
         for name, variant in noise.variants.items()
         for metric in metrics
         if metric in variant.bands
         for figure in FIGURES
     }
+
+
+def bounded(metric: str, band: dict) -> dict:
+    """`band` with its interval inside the values `metric` can take (an accuracy's up to 1), as compare.md shows it."""
+    low, high = metric_range(metric)
+    return {**band, "low": max(band["low"], low), "high": min(band["high"], high)}
 
 
 def metric_safe(variant: str) -> str:
@@ -53,10 +64,40 @@ def describe_band(noise: NoiseRecord, metrics: list[str]) -> str:
     ]
     for name, variant in noise.variants.items():
         for metric in metrics:
-            band = variant.bands.get(metric)
-            if band is None:
+            if metric not in variant.bands:
                 continue
+            band = bounded(metric, variant.bands[metric])
             spread = "identical runs" if band["std"] == 0 else f"{band['low']:.4g} to {band['high']:.4g}"
             lines.append(f"| {name} | {metric} | {band['n']} | {band['mean']:.4g} | {band['std']:.3g} | {spread} |")
-    lines += ["", f"Every banded metric, each run and its seeds: the artifact `{NOISE_FILE.as_posix()}`."]
+    lines += [
+        "",
+        f"Drawn: the artifact `{BAND_IMAGE}`. Every banded metric, each run and its seeds: `{NOISE_FILE.as_posix()}`.",
+    ]
     return "\n".join(lines)[:MAX_TAG_CHARS]
+
+
+def band_figure(noise: NoiseRecord, metrics: list[str]) -> Any:
+    """The band drawn, one chart per shown metric: each variant's runs as dots and the interval one new run falls
+    in as a bar, inside the metric's bounds (an accuracy's up to 1), so the page's table has a picture."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(3.2 * max(1, len(metrics)), 3.4), layout="tight")
+    axes = figure.subplots(1, max(1, len(metrics)), squeeze=False)[0]
+    names = list(noise.variants)
+    for axis, metric in zip(axes, metrics, strict=False):
+        for index, name in enumerate(names):
+            if metric not in noise.variants[name].bands:
+                continue
+            band = bounded(metric, noise.variants[name].bands[metric])
+            label = index == 0
+            axis.vlines(
+                index, band["low"], band["high"], color="lightgray", linewidth=8, label="interval" if label else None
+            )
+            values = [run["metrics"][metric] for run in noise.runs_of(name) if run["metrics"].get(metric) is not None]
+            axis.scatter(
+                [index] * len(values), values, color="tab:blue", s=14, zorder=3, label="runs" if label else None
+            )
+        axis.set_xticks(range(len(names)), names)
+        axis.set_title(metric, fontsize=9)
+        axis.legend(fontsize=7)
+    return figure

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, min_effect
-from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm, tied
+from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm, metric_range, tied
 from tracking.store.reads import all_runs, experiment_named, run_metrics
 
 if TYPE_CHECKING:
@@ -119,18 +119,6 @@ def _double_quoted(text: str) -> str:
     backquoted name inside double quotes as a command unless its backquotes are escaped."""
     escaped = "".join(f"\\{char}" if char in '"$`\\' else char for char in text)
     return f'"{escaped}"'
-
-
-# What a metric can be, by its name: outside it an interval says nothing (accuracy above 1).
-_UNIT_RANGE = ("accuracy", "_fpr", "_fnr", "churn")
-
-
-def metric_range(name: str) -> tuple[float, float]:
-    """The values a metric can take, by its name: accuracies, error rates and churn in [0, 1], losses at 0 or
-    above, anything else unbounded."""
-    return (0.0, 1.0) if any(part in name for part in _UNIT_RANGE) else (0.0, math.inf) if "loss" in name else (
-        -math.inf, math.inf
-    )  # fmt: skip
 
 
 def gap_in_range(name: str, interval: tuple[float, float]) -> tuple[float, float]:

@@ -12,7 +12,7 @@ from tracking.config.params import REGRESSION
 from tracking.noise.groups import in_range
 from tracking.noise.power import DETECTED, NO_STD_INTERVAL, ceiling_clause
 from tracking.noise.record import NoiseRecord
-from tracking.noise.statistics import format_p, pairwise_disagreement
+from tracking.noise.statistics import format_p, metric_range, pairwise_disagreement
 
 # Why P(beat) has no interval (`tracking.noise.twosample.probability_of_beating`): a stratified bootstrap's
 # covered the true probability 42-65% of the time with one candidate run and 81-93% with 3 to 5 (issue 34).
@@ -108,6 +108,13 @@ def _beside(verdict: str) -> str:
     return f"{verdict} (beside the verdict)"
 
 
+def candidate_label(result: dict, metric: str) -> str:
+    """The candidate's legend entry on `metric`'s chart: that metric's own outcome, which the verdict may not be
+    (test_loss beyond noise made the verdict `exceeds_noise` where test_accuracy was inconclusive)."""
+    own = next(row["verdict"] for row in result["checks"] if row["family"] == "primary" and row["metric"] == metric)
+    return f"candidate ({metric}: {own})"
+
+
 def render_plots(
     paths: dict[str, Path],
     noise: NoiseRecord,
@@ -124,6 +131,7 @@ def render_plots(
     runs = noise.runs
     variants = list(noise.variants)
     primary = next(row["metric"] for row in result["checks"] if row["family"] == "primary")
+    bounds = metric_range(primary)
     figure = Figure(figsize=(7, 4), layout="tight")
     axis = figure.subplots()
     for index, variant in enumerate(variants):
@@ -132,8 +140,8 @@ def render_plots(
         if band:
             axis.vlines(
                 index,
-                band["low"],
-                band["high"],
+                max(band["low"], bounds[0]),  # an accuracy's interval drawn up to 1, as compare.md states it
+                min(band["high"], bounds[1]),
                 color="lightgray",
                 linewidth=8,
                 label="interval" if index == 0 else None,
@@ -145,7 +153,7 @@ def render_plots(
             zorder=3,
             label="calibration runs" if index == 0 else None,
         )
-    axis.axhline(candidate[primary], color="tab:red", linestyle="--", label=f"candidate ({result['verdict']})")
+    axis.axhline(candidate[primary], color="tab:red", linestyle="--", label=candidate_label(result, primary))
     axis.set_xticks(range(len(variants)), variants)
     axis.set_ylabel(primary)
     axis.set_title(f"spread of {primary} per variant (judged against {result['band_variant']})")

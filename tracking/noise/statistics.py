@@ -26,6 +26,18 @@ import numpy as np
 from tracking.config.params import MULTILABEL, REGRESSION
 from tracking.errors import NoiseError
 
+# What a metric can be, by its name: outside it an interval says nothing (accuracy above 1).
+_UNIT_RANGE = ("accuracy", "_fpr", "_fnr", "churn")
+
+
+def metric_range(name: str) -> tuple[float, float]:
+    """The values a metric can take, by its name: accuracies, error rates and churn in [0, 1], losses at 0 or
+    above, anything else unbounded."""
+    return (0.0, 1.0) if any(part in name for part in _UNIT_RANGE) else (0.0, math.inf) if "loss" in name else (
+        -math.inf, math.inf
+    )  # fmt: skip
+
+
 DDOF = 1
 CLASSIFICATION_CHURN = "fraction of test predictions whose class differs between two runs"
 MULTILABEL_CHURN = "fraction of test label decisions (present or not) that differ between two runs"

@@ -42,8 +42,9 @@ from tracking.names import (
     VERDICT_TAG,
     WEIGHTS_TAG,
 )
-from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
+from tracking.noise.band_page import BAND_IMAGE, band_figure, band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
+from tracking.noise.run_name import changes, judged_name
 from tracking.redaction import redact_params
 from tracking.script.repeat_context import SCRIPT_VARIANTS, ScriptRepeat
 from tracking.store.reads import experiment_named, finished_repeat, run_metrics
@@ -137,6 +138,7 @@ def calibrate_script(
         parent.log_json(noise.as_dict(), NOISE_FILE.as_posix())
         shown = shown_metrics(noise)
         parent.log_metrics(band_metrics(noise, shown))
+        parent.log_figure(band_figure(noise, shown), BAND_IMAGE)
         tags = {REUSED_REPEATS_TAG: len(reused), MLFLOW_NOTE_TAG: describe_band(noise, shown)}
         if "control" in noise.variants:
             tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise.variants["control"].bit_identical).lower()
@@ -249,4 +251,6 @@ def judge_script(
         client.set_tag(candidate.run_id, VERDICT_TAG, diff.verdict)
         client.set_tag(candidate.run_id, BAND_VARIANT_TAG, diff.band.get("variant") or "")
         client.set_tag(candidate.run_id, REASON_TAG, diff.band.get("reason", "")[:5000])
+        changed = changes(reference.params, candidate.params, ("",))
+        client.update_run(candidate.run_id, name=judged_name(candidate.name, diff.verdict, changed))
     return diff

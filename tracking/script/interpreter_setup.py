@@ -15,7 +15,7 @@ import sys
 from tracking.config.params import DeterminismParams
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import configure_environment, import_time_environment, started
-from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS, XLA_FLAGS
+from tracking.env import PYTHONHASHSEED, TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS, TRACKING_KERNEL, XLA_FLAGS
 from tracking.errors import UsageError
 
 # The start-up variables a run of this process was set up with: a later run that asks for others cannot have them
@@ -38,6 +38,12 @@ def reproducible_script(seeds: Seeds, determinism: DeterminismParams) -> None:
             fix="give the runs of one process the same seeds.base and determinism, or start each in its own process",
         )
     if lost:
+        if in_a_kernel() and os.environ.get(TRACKING_KERNEL):
+            raise UsageError(
+                f"tracking.start(): {describe_loss(lost, wanted)}: the project's kernel started with the seeds "
+                "params.yaml held then, and a kernel cannot restart itself",
+                fix="restart the kernel (Kernel > Restart) so it starts with the seeds this call gives",
+            )
         if in_a_kernel():
             raise UsageError(
                 f"tracking.start(): {describe_loss(lost, wanted)}, and a notebook's kernel cannot restart itself",

@@ -6,7 +6,8 @@ not start its Python. The kernel this installs does: at each start (and restart)
 file as `tracking.start(params=..., seeds=..., determinism=...)` will, in the folder Jupyter starts it in, sets
 PYTHONHASHSEED and the backend's start-up variables, then becomes an ordinary IPython kernel. `tracking.start` in
 it then finds everything set and needs no restart: the run is as reproducible as a script's. After a change of the
-seeds in params.yaml, restart the kernel (`tracking.start` says so).
+seeds in params.yaml, restart the kernel (`tracking.start` says so). A kernel that `tracking calibrate` starts (through
+a `jupyter execute` stage) starts with its repeat's seeds, as `tracking.start` will ask for them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracking.env import TRACKING_KERNEL
 from tracking.errors import TrackingError, UsageError
 
 # The kernel's name in Jupyter's list when `--name` is not given.
@@ -75,15 +77,19 @@ def install_kernel(
 
 def kernel_environment(params: str, seeds: Mapping[str, str | int], determinism: Mapping[str, Any]) -> dict[str, str]:
     """The variables a kernel starts with for `tracking.start(params, seeds, determinism)` in the project that
-    holds the current folder: the hash seed and the backend's start-up variables it will ask for."""
+    holds the current folder: the hash seed and the backend's start-up variables it will ask for (a calibration
+    repeat's seeds where `tracking calibrate` started it)."""
     from tracking.script.interpreter_setup import start_environment
+    from tracking.script.repeat_context import repeat_from_env
     from tracking.script.run import script_determinism
     from tracking.script.team_params import read_params
     from tracking.store.location import find_project
 
     root = find_project() or Path.cwd()
     read = read_params(root / params, seeds)
-    return start_environment(read.seeds, script_determinism(determinism))
+    repeat = repeat_from_env()
+    chosen = repeat.seeds(read.seeds) if repeat is not None else read.seeds
+    return start_environment(chosen, script_determinism(determinism))
 
 
 def launch(argv: Sequence[str]) -> None:
@@ -95,7 +101,7 @@ def launch(argv: Sequence[str]) -> None:
     parser.add_argument("--determinism", type=json.loads, default={})
     parser.add_argument("-f", dest="connection_file", required=True)
     args = parser.parse_args(argv)
-    env = dict(os.environ)
+    env = {**os.environ, TRACKING_KERNEL: "1"}
     try:
         env.update(kernel_environment(args.params, args.seeds, args.determinism))
     except TrackingError as err:

@@ -38,7 +38,7 @@ from tracking.names import (
     NOISE_ROLE_TAG,
     REUSED_REPEATS_TAG,
 )
-from tracking.noise.band_page import band_metrics, describe_band, shown_metrics
+from tracking.noise.band_page import BAND_IMAGE, band_figure, band_metrics, describe_band, shown_metrics
 from tracking.noise.record import STORED_ALPHA, NoiseRecord, Variant, metric_bands
 from tracking.noise.statistics import (
     churn_measure,
@@ -188,6 +188,7 @@ def calibrate_baseline(params: Params) -> None:
         control = noise.variants.get("control")
         shown = shown_metrics(noise, params.compare_metrics())
         parent.log_metrics(band_metrics(noise, shown))
+        parent.log_figure(band_figure(noise, shown), BAND_IMAGE)
         parent.set_tags(
             {
                 CONTROL_BIT_IDENTICAL_TAG: str(control.bit_identical).lower() if control else "n/a",

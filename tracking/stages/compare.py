@@ -50,8 +50,9 @@ from tracking.names import (
     VERDICT_TAG,
 )
 from tracking.noise.judged_view import VIEW_TAG, view_state
-from tracking.noise.policy import CONTROL
+from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, DETERMINISM
 from tracking.noise.record import NoiseRecord
+from tracking.noise.run_name import SEEDS, changes, judged_name
 from tracking.noise.run_page import describe_verdict, judged_metrics
 from tracking.noise.sequential import Look, look
 from tracking.noise.statistics import strict
@@ -161,6 +162,9 @@ def compare_candidate(params: Params) -> bool:
                 MLFLOW_NOTE_TAG: describe_verdict(result, tracker.experiment_id, tracker.run_id),
             }
         )
+        named = tracker.client.get_run(tracker.run_id).info.run_name or ""
+        changed = changes(baseline.flat(), params.flat(), (*CONFIG_SECTIONS, SEEDS, DETERMINISM))
+        tracker.client.update_run(tracker.run_id, name=judged_name(named, result["verdict"], changed))
         if last is not None:
             tracker.set_tags({CANDIDATE_RUNS_TAG: f"{last.runs} of at most {last.cap}: {last.stop}"})
         tracker.log_json({**result, **execution}, "compare/compare.json")

@@ -18,7 +18,7 @@ from typing import Any
 from tracking.config.params import CLASSIFICATION, MULTILABEL
 from tracking.config.references import referenced_values, resolved
 from tracking.config.user_code import team_call
-from tracking.errors import UserCodeError
+from tracking.errors import TrackingError, UserCodeError
 from tracking.redaction import redact_params, redact_text, secret_values
 
 
@@ -55,6 +55,8 @@ def call_builder(
     with team_call(f"model.builder: '{spec}'", "returning a model", fix=exited_fix):
         try:
             model = builder(input_shape, n_outputs, **accepted, **values)
+        except TrackingError:  # the builder said what is wrong and how to fix it: its line, as it wrote it
+            raise
         except (TypeError, ValueError) as err:
             rank = (
                 f"; it was given input_shape {dict(input_shape) if isinstance(input_shape, Mapping) else input_shape}, "

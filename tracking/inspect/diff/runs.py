@@ -30,6 +30,7 @@ from tracking.names import (
     tag_absent,
     tag_is,
 )
+from tracking.noise.run_name import SEPARATOR
 from tracking.provenance import LOCKED_DEPS_ARTIFACT, RECORD_ARTIFACT, to_fields
 from tracking.provenance.dvc import locked_out_md5
 from tracking.provenance.git import decode_diff
@@ -82,7 +83,7 @@ class RunSnapshot:
 
 def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> RunSnapshot:
     """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
-    named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it), or the run whose id starts with `ref` (8 or
+    named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it, after its verdict once judged), or the run whose id starts with `ref` (8 or
     more hex characters), or else the run of the training `outputs/run.json` records at `ref` in `project` (an
     experiment or git revision DVC resolves), or in a team's script project (no stage declares `outputs/run.json`) the latest run
     logged at the commit git revision `ref` names. A name or prefix that several runs share is an error that lists them.
@@ -115,6 +116,8 @@ def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> Run
         run = newest_run(client, experiment_ids(client), named)
     if run is None and _EXP_NAME.match(ref):
         run = _only_run(client, ref, attribute_is("run_name", ref), "are named")
+    if run is None and _EXP_NAME.match(ref):  # a judged run: its verdict in front of its name (noise/run_name.py)
+        run = _only_run(client, ref, attribute_is("run_name", f"%{SEPARATOR}{ref}", "LIKE"), "are named")
     if run is None and _ID_PREFIX.match(ref):
         run = _only_run(client, ref, attribute_is("run_id", f"{ref}%", "LIKE"), "have ids that start with")
     if run is None and project is not None:
