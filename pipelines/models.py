@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracking import CLASSIFICATION, REGRESSION, TrackingError
+from tracking import CLASSIFICATION, REGRESSION, UserCodeError
 
 CNN_BLOCKS = 3  # conv blocks of small_cnn: three 2x2 poolings take 8x8 digits down to 1x1
 
@@ -33,7 +33,7 @@ def small_cnn(
     _expect_widths("filters", filters, CNN_BLOCKS)
     _expect_positive("dense_units", dense_units)
     if len(input_shape) == 1:  # a table's rows: the template's default builder, where `mlp` is the one that fits
-        raise TrackingError(
+        raise UserCodeError(
             f"model.builder: pipelines.models:small_cnn takes images, and each row of the data is {input_shape[0]} "
             "features",
             fix="set `model.builder: pipelines.models:mlp` in params.yaml (a dense network for a table of features; "

@@ -16,12 +16,14 @@ telemetry_off_by_default()
 
 # The team's API, each name and the module that defines it (relative to this package): a team's own script
 # (`start`), its builders (the task names), runs judged from plain numbers (`judge`, `Verdict`) and the errors
-# (`TrackingError`). The DVC stages' names are `tracking.stages`'.
+# (`TrackingError`; `UserCodeError`, which a team's builder or loader raises to say in one line what to fix). The DVC
+# stages' names are `tracking.stages`'.
 _PUBLIC = {
     "start": ".script.run",
     "judge": ".noise.judging",
     "Verdict": ".noise.judging",
     "TrackingError": ".errors",
+    "UserCodeError": ".errors",
     "CLASSIFICATION": ".config.params",
     "REGRESSION": ".config.params",
     "MULTILABEL": ".config.params",

@@ -47,6 +47,8 @@ TRACKING_RERUN_OF = "TRACKING_RERUN_OF"
 TRACKING_REPEAT = "TRACKING_REPEAT"
 # Set in a kernel `tracking kernel install` made (tracking/script/kernel.py): its start-up variables came from params.
 TRACKING_KERNEL = "TRACKING_KERNEL"
+# That kernel's name in Jupyter's list when `--name` is not given (the rerun advice names it too).
+DEFAULT_KERNEL = "tracking"
 
 
 def telemetry_off_by_default() -> None:

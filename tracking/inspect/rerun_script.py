@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracking.env import KERAS_BACKEND, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
+from tracking.env import DEFAULT_KERNEL, KERAS_BACKEND, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import RerunError
 from tracking.names import (
     BACKEND_TAG,
@@ -27,7 +27,6 @@ from tracking.names import (
     tag_is,
 )
 from tracking.noise.run_name import rerun_name
-from tracking.script.kernel import DEFAULT_KERNEL
 from tracking.store.reads import experiment_by_id, newest_run
 
 if TYPE_CHECKING:

@@ -105,7 +105,7 @@ TOKEN_FORMATS = {
     "Tencent Cloud": r"AKID[A-Za-z0-9]{13,40}",
     "Google OAuth refresh token": r"1//0[A-Za-z0-9_\-]{20,}",
     "Cloudflare origin CA key": r"v1\.0-[a-f0-9]{24}-[a-f0-9]{100,}",
-    "Azure DevOps": r"[A-Za-z0-9]{52}AZDO[A-Za-z0-9]{4,}|[a-z2-7]{52}",
+    "Azure DevOps": r"[A-Za-z0-9]{52}AZDO[A-Za-z0-9]{4,}",
     "AWS session token": r"(?:FwoGZXIvYXdzE|IQoJb3JpZ2luX2Vj)[A-Za-z0-9/+=]{20,}",
     "Neptune": r"eyJhcGlfYWRkcmVzcyI6[A-Za-z0-9+/=]{20,}",
 }
@@ -118,6 +118,9 @@ _NAMED_VALUE = linear(
     r"(?:passw(?:or)?d|passwd|pwd|secret|token|api[_-]?key|apikey)[_\-=.]+(?P<token>[A-Za-z0-9+/=]{8,})",
     ignore_case=True,
 )
+# An Azure DevOps token of the older form: 52 characters of lower-case base32, taken only whole and with 4 or more
+# digits (random 52 do; a long lower-case word or a run of one letter, as `xxxx...`, does not).
+_BASE32_52 = linear(r"(?:^|[^A-Za-z0-9])(?P<token>[a-z2-7]{52})(?:$|[^A-Za-z0-9])")
 # A token of TOKEN_FORMATS starts a text or follows a character that cannot be part of it (matched, not looked at).
 _OWN_FORMATS = linear(
     r"(?:^|[^A-Za-z0-9])(?P<token>" + "|".join(f"(?:{pattern})" for pattern in TOKEN_FORMATS.values()) + ")"
@@ -161,6 +164,7 @@ def known_tokens(text: str) -> set[str]:
     found = {match["token"] for match in _OWN_FORMATS.finditer(text)}
     found.update(match["token"] for match in _AWS_SECRET_KEY.finditer(text) if _mixed(match["token"]))
     found.update(match["token"] for match in _MIXED_FORMATS.finditer(text) if _mixed(match["token"], 4))
+    found.update(match["token"] for match in _BASE32_52.finditer(text) if sum(c.isdigit() for c in match["token"]) >= 4)
     found.update(match["token"] for match in _NAMED_VALUE.finditer(text) if _mixed(match["token"]))
     for match in _CONTEXT.finditer(text):
         if match["user"] or any(char.isdigit() for char in match["scheme"]):

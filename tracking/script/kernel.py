@@ -21,11 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracking.env import TRACKING_KERNEL
+from tracking.env import DEFAULT_KERNEL, TRACKING_KERNEL
 from tracking.errors import TrackingError, UsageError
-
-# The kernel's name in Jupyter's list when `--name` is not given.
-DEFAULT_KERNEL = "tracking"
 
 
 def kernel_spec(params: str, seeds: Mapping[str, str | int], determinism: Mapping[str, Any], name: str) -> dict:
