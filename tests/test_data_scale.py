@@ -45,6 +45,9 @@ def memory_cgroup() -> Path | None:
         own = Path(Path("/proc/self/cgroup").read_text().splitlines()[-1].split(":", 2)[2].lstrip("/"))
         folder = V2 / own / name
         folder.mkdir()
+        if not (folder / "memory.max").is_file():  # the parent does not hand the memory controller down
+            folder.rmdir()
+            return None
         (folder / "memory.max").write_text(str(LIMIT))
         (folder / "memory.swap.max").write_text("0")
         return folder
