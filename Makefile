@@ -63,7 +63,7 @@ test: venv lint $(PLOTS_PAGE)
 test-backends: venv
 	TRACKING_TEST_BACKENDS=1 pytest -ra -n $(TEST_WORKERS) tests/test_backends.py tests/test_backends_pipeline.py
 
-# The zoo's whole matrix (tests/test_zoo.py): the pipelines of all 18 zoo models (`make test` runs four), each
+# The zoo's whole matrix (tests/test_zoo.py): the pipelines of all 18 zoo models (`make test` runs two), each
 # through `tracking rerun`, each seed through `dvc exp run`, a learning rate 100 times smaller, and the own-script
 # models calibrated, judged and rerun: each pipeline costs 100 to 200 s on 2 cores, which the 20-minute budget of
 # `make test` leaves no room for.

@@ -193,7 +193,7 @@ def test_memory_mapped_splits_train_and_score_bit_identically_to_arrays_in_memor
     write_splits(tmp_path / "prepared", data, manifest)
     mapped = load_splits(tmp_path / "prepared", manifest)
     assert isinstance(mapped["train"]["x"], np.memmap)
-    params = params_with({"augment": "team_augments:flip_and_jitter", "epochs": 2}, augment=3)
+    params = params_with({"augment": "team_augments:flip_and_jitter"}, augment=3)
 
     def scored(data: dict) -> tuple[str, dict[str, float], bytes]:
         seeds = resolve_seeds(params.seeds)
