@@ -256,8 +256,9 @@ def compare_metric_groups(
 
 def _means(metric: str, row: dict[str, Any], alpha: float) -> tuple[str, str]:
     """The means' line and outcome: they differ (Holm rejects Welch's t), agree where the gap's 1-`alpha` interval
-    lies inside ± the smallest shift that matters (`tracking.noise.metric_family.min_effect`'s default: two one-sided tests,
-    as judge's equivalence), else inconclusive; without a test (neither group has spread), inconclusive."""
+    lies inside ± the smallest shift that matters (`tracking.noise.metric_family.min_effect`'s default, from group
+    B's mean and std: two one-sided tests, as judge's equivalence), else inconclusive; without a test (neither group
+    has spread), inconclusive."""
     if row["welch_p"] is None:
         return "means inconclusive: no test of means", INCONCLUSIVE
     tested = f"Welch p={format_p(row['welch_p'])}"

@@ -163,7 +163,8 @@ class Judgement:
     the level Holm's first step uses, the measured std's own error counted (set by `judge_family`), `beats` the
     probability that a candidate run beats a baseline run, without an interval (metrics with a mode).
     `ceiling_std` is the spread a shift off the band's ceiling brings, where its runs tie at an extreme
-    (`tracking.noise.ceiling.ceiling_std`): `detectable` and the runs that would decide are stated for it.
+    (`tracking.noise.ceiling.ceiling_std`): `detectable`, the runs that would decide, the default shift that matters
+    and the equivalence test's interval are stated for it (`tracking.noise.metric_family`).
     """
 
     metric: str
