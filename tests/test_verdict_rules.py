@@ -90,6 +90,21 @@ def test_within_tolerance_at_a_true_shift_of_min_effect_is_at_most_alpha_over_2(
     assert interval.low <= 0.025 and earlier / trials > 0.2  # the earlier rule on the same draws: far above
 
 
+def test_the_default_design_calls_a_candidate_without_effect_within_noise():
+    """Issue 66: at 5 band runs and 3 candidate runs, test_loss's earlier default (a tenth of its mean, here a third
+    of its std) was blind, so no change could be within noise; its default is now 4 band stds, which that design
+    sees. A Monte Carlo through `tracking.judge` at the defaults (bench/tolerance_quality.py --only defaults measures
+    every noise model)."""
+    rng = np.random.default_rng(66)
+    trials, same = 200, 0
+    for _ in range(trials):
+        band = {"test_accuracy": 0.9 + 0.01 * rng.standard_normal(5), "test_loss": 0.3 + 0.1 * rng.standard_normal(5)}
+        runs = {"test_accuracy": 0.9 + 0.01 * rng.standard_normal(3), "test_loss": 0.3 + 0.1 * rng.standard_normal(3)}
+        found = tracking.judge({k: list(v) for k, v in band.items()}, {k: list(v) for k, v in runs.items()})
+        same += found.verdict == WITHIN
+    assert stats.binomtest(same, trials).proportion_ci(0.95, method="wilson").high >= 0.9 and same / trials >= 0.8
+
+
 def test_equivalence_under_a_ceiling_reads_the_ceilings_std():
     """Issue 66: 20 runs of issue 47's capped accuracy (8 on 356/360) and 3 candidate runs of a true drop of
     min_effect: the interval from the band's tied std lay inside ±0.0082 (within_noise by equivalence, which 4.8% of

@@ -256,15 +256,15 @@ def compare_metric_groups(
 
 def _means(metric: str, row: dict[str, Any], alpha: float) -> tuple[str, str]:
     """The means' line and outcome: they differ (Holm rejects Welch's t), agree where the gap's 1-`alpha` interval
-    lies inside ± the smallest shift that matters (`tracking.noise.metric_family.min_effect`'s default, from group
-    B's mean and std: two one-sided tests, as judge's equivalence), else inconclusive; without a test (neither group
-    has spread), inconclusive."""
+    lies inside ± the smallest shift that matters (the anchor of `tracking.noise.metric_family.min_effect`'s default
+    at group B's mean, not its 4 band stds, which stand for what the compare stage's design sees; two one-sided
+    tests, as judge's equivalence), else inconclusive; without a test (neither group has spread), inconclusive."""
     if row["welch_p"] is None:
         return "means inconclusive: no test of means", INCONCLUSIVE
     tested = f"Welch p={format_p(row['welch_p'])}"
     if row["means_differ"]:
         return f"means differ ({tested})", EXCEEDS
-    tolerance, origin = min_effect(metric, row["mean_b"], {}, row["std_b"] or 0.0)
+    tolerance, origin = min_effect(metric, row["mean_b"], {})
     low, high = row["gap_interval"] or (-math.inf, math.inf)
     inside = tolerance > 0 and -tolerance <= low and high <= tolerance
     seen = f"the gap's {100 * (1 - alpha):.3g}% interval, {low:.4g} to {high:.4g}"

@@ -59,7 +59,8 @@ def min_effect(
     stds = DEFAULT_STDS * std if math.isfinite(std) else 0.0
     if stds > anchor:
         return stds, f"the default, {DEFAULT_STDS:g} {spread} stds (above {anchored}); {name}"
-    return anchor, f"the default, {anchored} (at least {DEFAULT_STDS:g} {spread} stds); {name}"
+    above = f" (at least {DEFAULT_STDS:g} {spread} stds)" if stds > 0 else ""  # no std given: the anchor alone
+    return anchor, f"the default, {anchored}{above}; {name}"
 
 
 def judge_family(
