@@ -9,11 +9,13 @@ import sys
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from tracking.errors import NoiseError
 from tracking.noise.judging import judge
 from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN
 from tracking.noise.selection import expected_best, judge_confirmation
+from tracking.noise.study import NOT_SHOWN, best_of_p, judge_study
 from tracking.noise.sweep import FDR, SweepCandidate, judge_sweep, rejections
 
 MODES = {"test_accuracy": "max", "test_loss": "min"}
@@ -197,3 +199,46 @@ def test_within_noise_in_the_family_is_held_at_its_level():
     row = next(row for row in family.rows if row.name == "close")
     assert row.verdict == INCONCLUSIVE and row.single_verdict == WITHIN
     assert "undecided at the family's level (tests at alpha/20)" in row.note and "more" in row.decide
+
+
+def test_a_study_judges_each_value_best_with_the_noise_its_selection_adds():
+    rng = np.random.default_rng(23)
+    band = {"test_accuracy": list(0.9 + 0.01 * rng.standard_normal(5))}
+    arms = {
+        f"lr={lr}": [
+            SweepCandidate(f"lr{lr}-d{d}", {"test_accuracy": list(0.9 + 0.01 * (rng.standard_normal(3) + shift))})
+            for d in range(4)
+        ]
+        for lr, shift in ((1, 0.0), (2, 8.0), (3, 0.0))
+    }
+    fresh = {"lr=2": {"test_accuracy": list(0.98 + 0.01 * rng.standard_normal(3))}}
+    found = judge_study(band, arms, metric="test_accuracy", mode="max", scientific="lr", confirmation=fresh)
+    assert found.arms[0].value == "lr=2" and found.better == ("lr=2",) and found.arms[0].trials == 4
+    assert all(arm.verdict == NOT_SHOWN for arm in found.arms[1:])
+    assert all(arm.selection_gap > 0 for arm in found.arms)  # the best of 4 gains by chance alone
+    assert found.confirmed.better == ("lr=2",) and "| lr | best of |" in found.table()
+    assert json.dumps(found.as_dict(), allow_nan=False)
+    tied = judge_study({"test_accuracy": [0.9] * 5}, arms, metric="test_accuracy", mode="max")
+    assert all(arm.p_value is None and arm.verdict == NOT_SHOWN for arm in tied.arms)
+    for arms_, metric, mode, expected in (
+        ({}, "test_accuracy", "max", "no candidates for any value"),
+        ({"a": []}, "test_accuracy", "max", "no candidates for a"),
+        (arms, "test_loss", "max", "no values of test_loss in the band"),
+        (arms, "test_accuracy", "up", "neither max nor min"),
+    ):
+        with pytest.raises(NoiseError, match=expected):
+            judge_study(band, arms_, metric=metric, mode=mode)
+
+
+def test_the_best_of_m_p_holds_its_level():
+    """Fresh null sweeps (a seed of their own): the best of 8 candidates' statistic, judged as the largest of 8,
+    is flagged at most alpha of the time (Wilson's upper end), where taken as one test it is flagged far more."""
+    rng = np.random.default_rng(29)
+    trials, runs, sizes = 2000, 5, (3,) * 8
+    band, chosen = rng.standard_normal((trials, runs)), rng.standard_normal((trials, 8, 3))
+    spread = band.var(axis=1, ddof=1)[:, None] * (runs - 1) + chosen.var(axis=2, ddof=1) * 2
+    gaps = chosen.mean(axis=2) - band.mean(axis=1)[:, None]
+    t = (gaps / np.sqrt(spread / 6 * (1 / 5 + 1 / 3)))[np.arange(trials), gaps.argmax(axis=1)]
+    flagged = sum(best_of_p(float(value), runs, sizes) <= 0.05 for value in t)
+    alone = int((t > stats.t.ppf(0.975, 6)).sum())
+    assert flagged / trials < 0.034 and alone / trials > 0.1
