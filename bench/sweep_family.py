@@ -21,7 +21,8 @@ Each rate comes with its 95% Wilson interval and its Monte Carlo error (the bino
   candidate's true shift, each mean with its 95% interval, and how often the confirmed gap's printed interval
   covers the true shift.
 - `cost`: the trainings a sweep of 8 costs against 8 plain experiments, from params.yaml's defaults.
-- `expected-best`: how often `expected_best`'s 95% bootstrap interval covers the true expected best of n trials.
+- `expected-best`: how often `expected_best`'s bootstrap band (the 2.5 to 97.5% percentiles of the curve over
+  resampled trials) covers the true expected best of n normal trials: it is not a 95% interval for n above 1.
 
 Run from the project root: `nice -n 10 .venv/bin/python bench/sweep_family.py [--trials 4000] [--only SECTION]`.
 """
@@ -226,7 +227,10 @@ def bias(rng: np.random.Generator, trials: int) -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for noise in FOUR_NOISE:
-        cases = [("none changes anything", 0.0)] + ([] if noise == CAPPED else [(f"one {SHIFT:g} stds better", SHIFT)])
+        cases = [("none changes anything", 0.0)]
+        cases += (
+            [] if noise == CAPPED else [(f"one {size:g} std{'s' * (size != 1)} better", size) for size in (1.0, SHIFT)]
+        )
         for case, size in cases:
             std = TRUE_STD[noise]
             shifts = np.zeros(k)
@@ -273,7 +277,7 @@ def expected_best_coverage(rng: np.random.Generator, trials: int) -> None:
 
     from tracking.noise.selection import expected_best
 
-    print("expected_best's 95% bootstrap interval covers the true expected best of n trials (trial values normal):")
+    print("expected_best's bootstrap band (2.5-97.5% percentiles) covers the true expected best of n normal trials:")
     for size in (8, 20):
         counts = sorted({1, 2, 4, size})
         hits = dict.fromkeys(counts, 0)

@@ -33,7 +33,7 @@ def _sweep(rng: np.random.Generator, k: int, runs: int = 3, shifts: dict[int, fl
     return [SweepCandidate(f"exp-{i}", _runs(rng, runs, (shifts or {}).get(i, 0.0)), {"lr": i}) for i in range(k)]
 
 
-@pytest.mark.parametrize(("band_runs", "runs"), [(2, 1), (3, 2), (5, 3), (20, 20), (5, 1)])
+@pytest.mark.parametrize(("band_runs", "runs"), [(2, 1), (5, 3), (20, 20), (5, 1)])
 def test_one_candidate_agrees_with_the_single_experiment_verdict(band_runs: int, runs: int):
     rng = np.random.default_rng(band_runs * 100 + runs)
     for shift in (0.0, 6.0):

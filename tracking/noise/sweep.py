@@ -16,14 +16,17 @@ often than alpha (issue 66: 16.9% at 5 candidates, 36.8% at 20). Here the K·M t
   one-test Holm inside reproduces the family's decision) at the family's levels: the power behind `within_noise`
   at alpha/(K·M) (Holm's first step), and the equivalence interval (two one-sided tests) at alpha/K. A
   candidate's `within_noise` needs every metric within (an intersection-union test, so the metrics need no
-  correction, as the single verdict has none), and the K candidates' claims are Bonferroni-corrected: the chance
-  that any candidate truly `min_effect` off is called within noise stays at most alpha/2. At K = 1 every level is
-  the single verdict's, and so is every verdict (tests/test_sweep.py).
+  correction, as the single verdict has none), and the K candidates' equivalence claims are Bonferroni-corrected:
+  the chance that any candidate truly `min_effect` off passes by equivalence stays at most alpha/2 (the power
+  route keeps the single verdict's promise per candidate: a true shift of `min_effect` is seen at least 80% of the
+  time at the family's level). At K = 1 every level is the single verdict's, and so is every verdict
+  (tests/test_sweep.py).
 - Each candidate's gap on the `primary` metric gets a simultaneous interval: the verdict's own interval
   (`tracking.noise.policy.equivalence`, its critical t from `tracking.noise.tails`) at alpha/(K·M), Bonferroni,
   so all K cover at once with probability at least 1 - alpha, and one that excludes 0 is a test Holm rejects.
 
-Rows are ranked by the primary gap in the better direction of its mode (largest first where the mode is unknown;
+The band is the runs of the calibration variant that judges a change of configuration (ALGO's, or ALGO+IMPL's):
+a sweep's candidates change a cause, so CONTROL's exact rule does not apply. Rows are ranked by the primary gap in the better direction of its mode (largest first where the mode is unknown;
 gaps that are not numbers last). Where the family's verdict differs from the one a candidate got alone (given, or
 `tracking.judge` on the same numbers), the row's note says why.
 """
