@@ -118,7 +118,7 @@ BENCHES = (
         "nothing raise a false alarm judged as one family (Holm; Benjamini-Hochberg) against K separate verdicts "
         "(goal: the family at most 5% plus its MC error); the power to find one real winner 3 stds off among K; the "
         "best of 8 confirmed on fresh runs (selected gap, confirmed gap and the truth); the trainings a sweep of 8 "
-        "costs; the expected best's bootstrap interval's coverage.",
+        "costs; the expected best's bootstrap band's coverage.",
     ),
     Bench(
         "verdict_quality.py",
