@@ -1,7 +1,8 @@
 """A sweep judged as one family (`judge_sweep`): K candidates, each against the one calibration band, M metrics each.
 
 Judged one at a time at alpha, a grid of candidates that change nothing calls one of them beyond noise far more
-often than alpha (issue 66: 16.9% at 5 candidates, 36.8% at 20). Here the K·M tests are one family:
+often than alpha (bench/sweep_family.py: 17-20% at 5 candidates, 38-43% at 20, 5 band runs and 3 runs a
+candidate). Here the K·M tests are one family:
 
 - Each candidate's per-metric test is the single experiment's (`tracking.noise.candidates.judge_values`: the
   prediction test for one run, the pooled two-sample t for several, its p calibrated for heavy tails); no second
@@ -110,7 +111,9 @@ def judge_sweep(
         ]
         judged = judge_family(decided, alpha / len(candidates), min_effect or {}, alpha / len(candidates))
         judged = [replace(after, p_value=before.p_value) for after, before in zip(judged, checks, strict=True)]
-        rows.append(_row(found, judged, singles[k].verdict, primary, method, family, alpha, min_effect or {}))
+        rows.append(
+            _row(found, judged, singles[k].verdict, primary, (method, family, len(candidates)), alpha, min_effect or {})
+        )
     ranked = sorted(rows, key=lambda row: _rank_key(row.gap, modes.get(primary)))
     return _verdict(ranked, modes, method, alpha, family, primary)
 
@@ -141,15 +144,15 @@ def _row(
     judged: list[Judgement],
     alone: str,
     primary: str,
-    method: str,
-    family: int,
+    sizes: tuple[str, int, int],
     alpha: float,
     declared: Mapping[str, float],
 ) -> SweepRow:
     """One candidate's row: the family's verdict of its `judged` checks, its primary gap and simultaneous
-    interval at alpha/`family`, why the family's verdict differs from the one it got alone, and what would decide
+    interval at alpha over the family's tests (`sizes`: the method, the tests, the candidates), why the family's verdict differs from the one it got alone, and what would decide
     it where it is undecided."""
     verdict = overall_verdict(judged, False, None)
+    family = sizes[1]
     single = found.single_verdict or alone
     main = next(check for check in judged if check.metric == primary)
     return SweepRow(
@@ -159,15 +162,17 @@ def _row(
         gap=main.delta,
         interval=simultaneous_interval(main, alpha / family),
         single_verdict=single,
-        note="" if single == verdict else _why(single, verdict, judged, method, family, alpha),
+        note="" if single == verdict else _why(single, verdict, judged, sizes, alpha),
         metric=primary,
         changed=dict(found.changed),
         decide=_decide(judged, alpha / family, declared) if verdict == INCONCLUSIVE else "",
     )
 
 
-def _why(single: str, verdict: str, judged: list[Judgement], method: str, family: int, alpha: float) -> str:
-    """Why a candidate's family verdict differs from its verdict alone, in a line."""
+def _why(single: str, verdict: str, judged: list[Judgement], sizes: tuple[str, int, int], alpha: float) -> str:
+    """Why a candidate's family verdict differs from its verdict alone, in a line; `sizes`: the method, the tests
+    in the family and its candidates."""
+    method, family, candidates = sizes
     corrected = METHODS[method].format(tests=family, alpha=100 * alpha)
     if single in (EXCEEDS, WITHIN_TOLERANCE) and verdict not in (EXCEEDS, WITHIN_TOLERANCE):
         smallest = min((check for check in judged if check.p_value is not None), key=lambda check: check.p_value)
@@ -176,7 +181,10 @@ def _why(single: str, verdict: str, judged: list[Judgement], method: str, family
         beyond = ", ".join(check.metric for check in judged if check.verdict == EXCEEDS)
         return f"{beyond} beyond noise after {corrected}; alone the candidate was {single}"
     if verdict == INCONCLUSIVE:
-        return f"{single} alone, undecided at the family's level (tests at alpha/{family})"
+        return (
+            f"{single} alone, undecided at the family's levels (power at alpha/{family}, equivalence at "
+            f"alpha/{candidates})"
+        )
     return f"{single} alone, {verdict} after {corrected}"
 
 
