@@ -20,6 +20,9 @@ Each rate comes with its 95% Wilson interval and its Monte Carlo error (the bino
   `tracking.noise.selection.judge_confirmation` does): the selected gap, the confirmed gap and the selected
   candidate's true shift, each mean with its 95% interval, and how often the confirmed gap's printed interval
   covers the true shift.
+- `study`: the tuning playbook's study (`tracking.noise.study.judge_study`), 3 values of a scientific
+  hyperparameter with 8 nuisance settings each: how often a value is called better where none matters, and how
+  often the one value 3 stds better is found, against each value's best judged as one plain candidate.
 - `cost`: the trainings a sweep of 8 costs against 8 plain experiments, from params.yaml's defaults.
 - `expected-best`: how often `expected_best`'s bootstrap band (the 2.5 to 97.5% percentiles of the curve over
   resampled trials) covers the true expected best of n normal trials: it is not a 95% interval for n above 1.
@@ -271,6 +274,65 @@ def cost() -> None:
     print(f"- 8 plain experiments each calibrating anew: 8 x ({calibration} + {runs}) = {8 * (calibration + runs)}")
 
 
+def study(rng: np.random.Generator, trials: int) -> None:
+    """The playbook's study: 3 values of a scientific hyperparameter, 8 nuisance settings each; each value's best
+    judged as the largest of 8 (`judge_study`), Holm over the values, against the best taken as one plain
+    candidate; none matters, or every setting of one value is 3 stds better."""
+    from tracking.noise.study import best_of_p, judge_study
+    from tracking.noise.tails import p_values as calibrated
+
+    values, settings = 3, 8
+    print(
+        f"a study: {values} values x {settings} nuisance settings, {CANDIDATE_RUNS} runs each, {BAND_RUNS} band runs; "
+        "a value is called better when its best beats the band (Holm over the values at alpha 0.05):"
+    )
+    print(
+        "| noise | study | judge_study: a value better | each value's best as one plain candidate | judge_study agrees |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    for noise in FOUR_NOISE:
+        cases = [("none matters", 0.0)] + ([] if noise == CAPPED else [(f"one value {SHIFT:g} stds better", SHIFT)])
+        for case, size in cases:
+            shifts = np.zeros(values * settings)
+            shifts[:settings] = size * TRUE_STD[noise]
+            band, accuracy, _, _ = draws(rng, noise, trials, values * settings, BAND_RUNS, CANDIDATE_RUNS, shifts)
+            n, runs = BAND_RUNS, CANDIDATE_RUNS
+            spread = band.var(axis=1, ddof=1)[:, None] * (n - 1) + accuracy.var(axis=2, ddof=1) * (runs - 1)
+            gaps = accuracy.mean(axis=2) - band.mean(axis=1)[:, None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = gaps / np.sqrt(spread / (n + runs - 2) * (1 / n + 1 / runs))
+            gaps, t = gaps.reshape(trials, values, settings), t.reshape(trials, values, settings)
+            best = gaps.argmax(axis=2)
+            chosen = np.take_along_axis(t, best[..., None], axis=2)[..., 0]
+            tied = (band == band[:, :1]).all(axis=1)
+            found, plain = np.zeros(trials, dtype=bool), np.zeros(trials, dtype=bool)
+            decided = []
+            for trial in np.flatnonzero(~tied):
+                p = [best_of_p(float(value), n, (runs,) * settings) for value in chosen[trial]]
+                better = [flag and chosen[trial, k] > 0 for k, flag in enumerate(rejections(p, ALPHA, HOLM))]
+                decided.append((trial, better))
+                found[trial] = better[0] if size else any(better)
+                alone = list(calibrated(chosen[trial], n, runs))
+                flags = [flag and chosen[trial, k] > 0 for k, flag in enumerate(rejections(alone, ALPHA, HOLM))]
+                plain[trial] = flags[0] if size else any(flags)
+            agree = 0
+            for trial, better in decided[:CHECKED]:
+                arms = {
+                    f"v{k}": [
+                        SweepCandidate(f"v{k}-s{j}", {"test_accuracy": list(accuracy[trial, k * settings + j])})
+                        for j in range(settings)
+                    ]
+                    for k in range(values)
+                }
+                judged = judge_study({"test_accuracy": list(band[trial])}, arms, metric="test_accuracy", mode="max")
+                verdicts = {arm.value: arm.verdict == EXCEEDS for arm in judged.arms}
+                agree += [verdicts[f"v{k}"] for k in range(values)] == better
+            print(
+                f"| {noise} | {case} | {rate(int(found.sum()), trials)} | {rate(int(plain.sum()), trials)} | "
+                f"{agree} of {min(CHECKED, len(decided))} |"
+            )
+
+
 def expected_best_coverage(rng: np.random.Generator, trials: int) -> None:
     """How often `expected_best`'s 95% interval covers the true expected best of n normal trials."""
     from scipy import integrate, stats
@@ -291,11 +353,12 @@ def expected_best_coverage(rng: np.random.Generator, trials: int) -> None:
 
 
 # Each section's trials: the --trials given divided by this (bias' and expected-best's trials cost more).
-SHARE = {"power": 2, "bias": 2, "expected-best": 8}
+SHARE = {"power": 2, "bias": 2, "study": 2, "expected-best": 8}
 SECTIONS = {
     "false-alarms": false_alarms,
     "power": power,
     "bias": bias,
+    "study": study,
     "cost": lambda rng, trials: cost(),
     "expected-best": expected_best_coverage,
 }
