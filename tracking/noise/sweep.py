@@ -10,8 +10,9 @@ candidate). Here the K·M tests are one family:
 - Which tests are beyond noise: Holm's step-down over all K·M p-values at alpha (the family-wise error, the chance
   of any false `exceeds_noise` in the sweep, at most alpha under any dependence, the shared band's included), or
   with `method="fdr"` Benjamini-Hochberg (the expected share of false ones among those called beyond noise at most
-  alpha; valid for the positively dependent tests a shared band gives, more power, and no promise about the
-  chance of one false alarm).
+  alpha, proven for independent or positively regression-dependent tests: two-sided tests sharing one band are
+  not proven so, and bench/sweep_family.py measures it only where nothing changes; more power, and no promise
+  about the chance of one false alarm).
 - Each candidate's verdict then comes from `tracking.noise.policy.judge_family`, the single experiment's rules,
   with the family's decisions handed in (a test the family procedure rejected as p 0, one it kept as p 1, so the
   one-test Holm inside reproduces the family's decision) at the family's levels: the power behind `within_noise`
