@@ -23,6 +23,8 @@ Each rate comes with its 95% Wilson interval and its Monte Carlo error (the bino
 - `study`: the tuning playbook's study (`tracking.noise.study.judge_study`), 3 values of a scientific
   hyperparameter with 8 nuisance settings each: how often a value is called better where none matters, and how
   often the one value 3 stds better is found, against each value's best judged as one plain candidate.
+- `within`: K candidates without effect through `judge_sweep` itself at the default min_effect (normal noise):
+  how often a candidate, and the whole sweep, is called within noise at the family's levels.
 - `cost`: the trainings a sweep of 8 costs against 8 plain experiments, from params.yaml's defaults.
 - `expected-best`: how often `expected_best`'s bootstrap band (the 2.5 to 97.5% percentiles of the curve over
   resampled trials) covers the true expected best of n normal trials: it is not a 95% interval for n above 1.
@@ -255,6 +257,42 @@ def bias(rng: np.random.Generator, trials: int) -> None:
             )
 
 
+def within(rng: np.random.Generator, trials: int) -> None:
+    """K candidates without effect judged by `judge_sweep` itself at the default min_effect: how often each is
+    called within noise in the family (its claims at the family's levels) and how often the whole sweep is."""
+    from tracking.noise.policy import WITHIN
+
+    print(
+        f"no candidate changes anything, normal noise, default min_effect, judge_sweep itself ({trials} sweeps a "
+        "row): a candidate within noise | the sweep within noise | a candidate undecided"
+    )
+    print("| K | a candidate within noise | the sweep within noise | a candidate undecided |")
+    print("| ---: | --- | --- | --- |")
+    for k in SWEEPS:
+        band, accuracy, loss_band, loss = draws(rng, "normal", trials, k, BAND_RUNS, CANDIDATE_RUNS, np.zeros(k))
+        each = whole = undecided = 0
+        for trial in range(trials):
+            found = judge_sweep(
+                {"test_accuracy": list(0.9 + 0.01 * band[trial]), "test_loss": list(0.3 + 0.02 * loss_band[trial])},
+                [
+                    SweepCandidate(
+                        f"c{j}",
+                        {
+                            "test_accuracy": list(0.9 + 0.01 * accuracy[trial, j]),
+                            "test_loss": list(0.3 + 0.02 * loss[trial, j]),
+                        },
+                    )
+                    for j in range(k)
+                ],
+                modes={"test_accuracy": "max", "test_loss": "min"},
+                alpha=ALPHA,
+            )
+            each += len(found.within)
+            undecided += len(found.undecided)
+            whole += found.verdict == WITHIN
+        print(f"| {k} | {rate(each, trials * k)} | {rate(whole, trials)} | {rate(undecided, trials * k)} |")
+
+
 def cost() -> None:
     """The trainings of a sweep of 8 against 8 plain experiments, from params.yaml's defaults."""
     from tracking.config.params_file import load_params
@@ -353,12 +391,13 @@ def expected_best_coverage(rng: np.random.Generator, trials: int) -> None:
 
 
 # Each section's trials: the --trials given divided by this (bias' and expected-best's trials cost more).
-SHARE = {"power": 2, "bias": 2, "study": 2, "expected-best": 8}
+SHARE = {"power": 2, "bias": 2, "study": 2, "within": 20, "expected-best": 8}
 SECTIONS = {
     "false-alarms": false_alarms,
     "power": power,
     "bias": bias,
     "study": study,
+    "within": within,
     "cost": lambda rng, trials: cost(),
     "expected-best": expected_best_coverage,
 }
