@@ -117,8 +117,9 @@ BENCHES = (
         "rate with its 95% Wilson interval and Monte Carlo error: how often K = 1, 5, 10, 20 candidates that change "
         "nothing raise a false alarm judged as one family (Holm; Benjamini-Hochberg) against K separate verdicts "
         "(goal: the family at most 5% plus its MC error); the power to find one real winner 3 stds off among K; the "
-        "best of 8 confirmed on fresh runs (selected gap, confirmed gap and the truth); the trainings a sweep of 8 "
-        "costs; the expected best's bootstrap band's coverage.",
+        "best of 8 confirmed on fresh runs (selected gap, confirmed gap and the truth); the playbook's study (each "
+        "value's best as the largest of its nuisance settings); how often candidates without effect are within noise "
+        "at the family's levels; the trainings a sweep of 8 costs; the expected best's bootstrap band's coverage.",
     ),
     Bench(
         "verdict_quality.py",
