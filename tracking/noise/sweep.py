@@ -24,8 +24,9 @@ candidate). Here the K·M tests are one family:
   time at the family's level). At K = 1 every level is the single verdict's, and so is every verdict
   (tests/test_sweep.py).
 - Each candidate's gap on the `primary` metric gets a simultaneous interval: the verdict's own interval
-  (`tracking.noise.metric_family.equivalence`, its critical t from `tracking.noise.tails`) at alpha/(K·M), Bonferroni,
-  so all K cover at once with probability at least 1 - alpha, and one that excludes 0 is a test Holm rejects.
+  (`tracking.noise.metric_family.equivalence`, its critical t from `tracking.noise.tails`) at alpha/(K·M),
+  Bonferroni, so one that excludes 0 is a test Holm rejects and all K cover at once wherever the family holds its
+  level (docs/noise-statistics.md says where that is measured).
 
 The band is the runs of the calibration variant that judges a change of configuration (ALGO's, or ALGO+IMPL's):
 a sweep's candidates change a cause, so CONTROL's exact rule does not apply. Rows are ranked by the primary gap in the better direction of its mode (largest first where the mode is unknown;
