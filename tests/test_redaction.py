@@ -164,6 +164,8 @@ WRITTEN = {
     "cookie header": ("Cookie: sessionid=Sess49CookieValue; csrftoken=x", "Sess49CookieValue"),
     "set-cookie header": ("Set-Cookie: auth=SetCookie49Value; HttpOnly", "SetCookie49Value"),
     "http basic auth": ('HTTPBasicAuth("svc", "BasicAuth49Pw")', "BasicAuth49Pw"),
+    # A credential's name and value written as a team's code is named: the name ends in the credential's word.
+    "name:value": ("db_password:Hunter2x9Q", "Hunter2x9Q"),
 }
 # Written as people write them, and that must stay as they are.
 BENIGN = [
@@ -175,6 +177,9 @@ BENIGN = [
     "python -u train.py && sort -u names.txt",
     "uuid 123e4567-e89b-12d3-a456-426614174000",
     "KMP_AFFINITY=granularity=fine,compact,1,0",
+    # A team's code whose module's name holds a credential's word: no assignment (issue 64: the line was cut there).
+    "data.loader: 'team_secrets_loader:load' raised KeyError: 'x'; fix the loader (team_secrets_loader.py)",
+    "model.builder: auth_models.tokenizer_net:build",
 ]
 SAMPLES = [*((name, token, token) for name, token in TOKENS.items()), *((n, t, s) for n, (t, s) in WRITTEN.items())]
 # The catalogue (issue 49): every token format and written form above, as text to plant and the secret it holds;
