@@ -25,7 +25,7 @@ with their names (`values`); every pattern that reads text from outside runs on 
 and the tokens found are taken out in one pass (`onepass`), in time linear in the text whatever their number.
 """
 
-from tracking.redaction.formats import TOKEN_FORMATS, TOKEN_PREFIXES, known_tokens
+from tracking.redaction.formats import TOKEN_FORMATS, TOKEN_PREFIXES, known_tokens, random_word
 from tracking.redaction.onepass import REDACTED, replace_all
 from tracking.redaction.rules import (
     URL_USERINFO,
@@ -41,7 +41,6 @@ from tracking.redaction.rules import (
 from tracking.redaction.values import (
     MIN_KNOWN_CHARS,
     looks_secret,
-    random_word,
     redact_param,
     redact_params,
     secret_values,

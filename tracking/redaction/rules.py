@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tracking.redaction.formats import known_tokens, linear
+from tracking.redaction.formats import known_tokens, linear, random_word
 from tracking.redaction.onepass import REDACTED, replace_all
-from tracking.redaction.words import SECRET_NAME, names_secret
+from tracking.redaction.words import POSITION_WORDS, SECRET_NAME, names_secret
 
 
 def _group(match: Any, name: str) -> tuple[int, int]:
@@ -55,6 +55,12 @@ _ASSIGNMENT = linear(
 _FUNCTION = linear(r"[A-Za-z_]\w*(?:$|[\s'\"),;\]])")
 _MODULE_LAST_WORD = linear(r"(?:^|[^A-Za-z0-9])(?P<word>[A-Za-z0-9]+):$")
 _CODE_SPECS_A_LINE = 100  # past this many on one line, the rest is judged as assignments (time linear in the line)
+# A value written after a word of a credential's position in a name or a line (`export_session_<token>.npz`,
+# `sig=<hex>`, `"X-Sig": "<token>"`), taken when it has a random token's form (`random_word`), the rest of the name kept.
+_POSITION_VALUE = linear(
+    r"(?:^|[^A-Za-z])(?:" + "|".join(sorted(POSITION_WORDS)) + r")[_\-=.:\s\"']+(?P<token>[A-Za-z0-9+/=~_\-]{16,})",
+    ignore_case=True,
+)
 # A URL's user:password@, the password possibly holding an unencoded `/` (`https://bob:pa/ss@host`).
 URL_USERINFO = linear(r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)(?:[^\s/@:'\"]*:[^\s@'\"]*|[^\s/@:'\"]+)@", ignore_case=True)
 _PRIVATE_KEY = linear(r"-----(?P<edge>BEGIN|END) [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -132,7 +138,8 @@ def redact_name(name: str) -> str:
     The assignment rule is left out: a name that merely says `password` (`password_reset.py`) names code.
     """
     name = URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", name)
-    return replace_all(name, known_tokens(name))
+    placed = {match["token"] for match in _POSITION_VALUE.finditer(name) if random_word(match["token"])}
+    return replace_all(name, known_tokens(name) | placed)
 
 
 def redact_lines(lines: list[str], names: tuple[str, ...] = ()) -> Iterator[str]:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from functools import cache
-from itertools import pairwise
 from typing import Any
 
-from tracking.redaction.formats import TOKEN_PREFIXES, linear
+from tracking.redaction.formats import TOKEN_PREFIXES, linear, random_word
 from tracking.redaction.onepass import REDACTED
 from tracking.redaction.rules import redact_line, redact_name
 from tracking.redaction.words import POSITION_WORDS, SECRET_NAME, name_words, names_secret
@@ -25,18 +22,6 @@ WANDB_WORDS = frozenset({"wandb", "wb", "weightsandbiases"})
 _USER_PASSWORD = re.compile(r"[^\s:/@]+:\S+")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 VALUE_HOLDS = "its value holds a credential (a token, a password or key in a URL, a header, a signature)"
-# A random token's form, measured on 2,000 random strings per alphabet and length (docs/guarantees.md, "A random
-# token in a credential's position"): at least RANDOM_MIN_CHARS characters, Shannon entropy of RANDOM_MIN_BITS or
-# more per character, and a switch between upper case, lower case and digits at RANDOM_MIN_SWITCHES or more of its
-# letters and digits. Random base62 of 16 characters switches at 0.60 (1st percentile 0.33); names people write
-# switch seldom (`gemma2_instruct_2b_en` 0.24, `runs/2024/exp12/model` 0.24, `dense_block_v2` 0.08). Hex, whose
-# 16 letters and digits switch less (0.47, 1st percentile 0.13 at 16 characters), is taken on its entropy alone
-# (1st percentile 2.73 at 16 characters).
-RANDOM_MIN_CHARS = 16
-RANDOM_MIN_BITS = 3.0
-RANDOM_MIN_SWITCHES = 0.3
-HEX_MIN_BITS = 2.5
-_HEX = re.compile(r"[0-9a-fA-F]+")
 # The words of a value, as a token's characters run: split at anything else (spaces, quotes, `=`, `;`, `:`, `,`).
 _NOT_TOKEN_CHARS = re.compile(r"[^A-Za-z0-9_\-+/.~]+")
 
@@ -67,26 +52,6 @@ def why_secret(key: str, value: Any) -> str | None:
     if position and any(random_word(word) for word in _NOT_TOKEN_CHARS.split(text)):
         return f"its value has a random token's form under `{position[0]}`, a credential's position"
     return None
-
-
-def random_word(word: str) -> bool:
-    """Whether `word` has a random token's form: long, high in entropy, switching often between upper case, lower
-    case and digits (RANDOM_MIN_*). Judged only in a credential's position (`POSITION_WORDS`): the run's own digests
-    and ids have this form too, and are taken everywhere else."""
-    if len(word) < RANDOM_MIN_CHARS:
-        return False
-    counts = Counter(word)
-    bits = -sum(count / len(word) * math.log2(count / len(word)) for count in counts.values())
-    if _HEX.fullmatch(word):
-        return bits >= HEX_MIN_BITS and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
-    kinds = [_kind(char) for char in word if char.isascii() and char.isalnum()]
-    switches = sum(a != b for a, b in pairwise(kinds)) / max(1, len(kinds) - 1)
-    return bits >= RANDOM_MIN_BITS and switches >= RANDOM_MIN_SWITCHES
-
-
-def _kind(char: str) -> int:
-    """0 for a digit, 1 for a lower-case letter, 2 for an upper-case one."""
-    return 0 if char.isdigit() else 1 if char.islower() else 2
 
 
 def secret_values(tree: dict[str, Any], prefix: str = "") -> set[str]:
