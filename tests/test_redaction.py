@@ -456,6 +456,8 @@ LONG_LINES = {
     "words": "a " * 500_000,
     "url-like": "https://" + "a:" * 500_000,
     "flags": " --token" * 125_000,
+    "quoted assignments": 'password = "a", ' * 8_000 + "a " * 436_000,
+    "code specs": "team_secrets_loader:load " * 40_000,
 }
 
 

@@ -54,7 +54,7 @@ _ASSIGNMENT = linear(
 # a credential's name ends in what it holds, a module's in what it does.
 _FUNCTION = linear(r"[A-Za-z_]\w*(?:$|[\s'\"),;\]])")
 _MODULE_LAST_WORD = linear(r"(?:^|[^A-Za-z0-9])(?P<word>[A-Za-z0-9]+):$")
-_CODE_SPECS_A_LINE = 100  # past this many on one line, the rest is judged as assignments (time linear in the line)
+_CODE_SPECS_A_LINE = 10  # past this many on one line, the rest is judged as assignments (time linear in the line)
 # A value written after a word of a credential's position in a name or a line (`export_session_<token>.npz`,
 # `sig=<hex>`, `"X-Sig": "<token>"`), taken when it has a random token's form (`random_word`), the rest of the name kept.
 _POSITION_VALUE = linear(
@@ -84,28 +84,26 @@ def redact_line(line: str) -> str:
     return redact_name(line)
 
 
-def _redact_assignments(line: str) -> str:
+def _redact_assignments(line: str, specs: int = 0) -> str:
     """`line` with each credential's assignment's value replaced by '<redacted>', a team's code named
-    "package.module:function" kept (`_code_function`)."""
-    done: list[str] = []
-    specs = 0
-    while (match := _ASSIGNMENT.search(line)) is not None:
-        function = _code_function(match) if specs < _CODE_SPECS_A_LINE else None
+    "package.module:function" kept (`_code_function`). Such a match took the rest of the line for its value: the
+    rest is judged again, past the function's name, `specs` counting how many were kept (at most
+    `_CODE_SPECS_A_LINE`, so the time stays linear in the line)."""
+
+    def replaced(match: Any) -> str:
+        key = match["key"]
+        function = _code_function(key, match) if specs < _CODE_SPECS_A_LINE and key.endswith(":") else None
         if function is None:
-            done.append(line[: match.start()] + f"{match['key']}{REDACTED}{match['tail'] or ''}")
-            line = line[match.end() :]
-        else:
-            specs += 1
-            end = _group(match, "value")[0] + len(function)
-            done.append(line[:end])
-            line = line[end:]
-    return "".join(done) + line
+            return f"{key}{REDACTED}{match['tail'] or ''}"
+        return key + function + _redact_assignments(match["value"][len(function) :], specs + 1)
+
+    return _ASSIGNMENT.sub(replaced, line)
 
 
-def _code_function(match: Any) -> str | None:
-    """The function's name when the assignment `match` is a team's code named "package.module:function" (a colon
-    between two names, no space) whose module's last word names no credential; None otherwise."""
-    word = _MODULE_LAST_WORD.search(match["key"])
+def _code_function(key: str, match: Any) -> str | None:
+    """The function's name when the assignment `match` of `key` is a team's code named "package.module:function" (a
+    colon between two names, no space) whose module's last word names no credential; None otherwise."""
+    word = _MODULE_LAST_WORD.search(key)
     function = _FUNCTION.match(match["value"])
     if word is None or function is None or names_secret(word["word"]):
         return None
