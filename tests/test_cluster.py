@@ -74,7 +74,11 @@ def head():
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory: pytest.TempPathFactory, head: RayHead) -> dict:
-    """The project calibrated locally, then again on Ray from nothing kept."""
+    """The project calibrated locally, then again on Ray from nothing kept, with the catalogue planted (issue 64):
+    the pipeline test's untracked credential files and the catalogue in an untracked file, in the project; the
+    catalogue and MLflow's credentials in the environment of `dvc exp run`."""
+    from test_pipeline import UNTRACKED_SECRET_FILES
+
     project = make_project(tmp_path_factory.mktemp("cluster") / "project")
     write_params(project, train={"epochs": 3}, calibration={"variants": VARIANTS, "repeats": 3})
     freeze(project / "params.yaml", project / "baseline.yaml")
@@ -83,7 +87,12 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory, head: RayHead) -> dict:
     local = calibration_record(project)
     for path in (project / REPEATS_DIR).glob("*.npz"):
         path.unlink()
-    on_ray = run(["dvc", "exp", "run", "-f", *ray_settings(head), "calibrate"], project, project_env(**head.env))
+    planted = {**UNTRACKED_SECRET_FILES, "notes/catalogue.txt": "".join(f"{text}\n" for text in CATALOGUE.values())}
+    for name, text in planted.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    env = project_env(**head.env, **CREDENTIALS, **CATALOGUE_ENV)
+    on_ray = run(["dvc", "exp", "run", "-f", *ray_settings(head), "calibrate"], project, env)
     return {
         "project": project,
         "local": local,
@@ -114,6 +123,21 @@ def test_ray_workers_train_the_local_executors_weights_and_tag_where(calibrated:
     on_ray, here = (client.get_run(noise["parent_run_id"]).data.tags for noise in (ray, local))
     backend = {key: value for key, value in here.items() if key.startswith(BACKEND_SECTIONS)}
     assert len(backend) > 8 and {key: on_ray.get(key) for key in backend} == backend
+
+
+@on_a_cluster
+def test_a_calibration_on_ray_leaves_no_planted_secret_in_rays_folders(calibrated: dict, head: RayHead) -> None:
+    """Issue 64: after the calibration on Ray above, none of the planted secrets (the catalogue, MLflow's
+    credentials, the untracked credential files' contents) is in a file, a name or a zip member of the cluster's
+    temporary folder: its sessions' logs (the driver's, the raylet's, every worker's) and `runtime_resources`, where
+    each node unpacks the project's upload."""
+    from test_pipeline import UNTRACKED_FILE_SECRETS
+
+    assert "(6 trained with the ray executor" in calibrated["on_ray"], calibrated["on_ray"]
+    sessions = list(head.temp.glob("session_*"))
+    assert sessions and list(head.temp.rglob("runtime_resources")), "the grep reads Ray's sessions and uploads"
+    assert list(head.temp.rglob("python-core-worker-*.log")), "and the workers' logs"
+    assert planted_in([head.temp], [*PLANTED, *UNTRACKED_FILE_SECRETS]) == []
 
 
 def kill_a_worker_mid_repeat(project: Path, head: RayHead, **settings: object) -> tuple[object, str, int]:
@@ -444,22 +468,34 @@ LEFT_HOME = [
 def test_the_project_s_upload_to_a_cluster_carries_its_code_and_leaves_secrets_and_data_home(tmp_path: Path) -> None:
     """Ray's own packaging of the job's `working_dir` (what `ray.init` uploads to a cluster's nodes), with the
     executor's `runtime_env`: every module of the library and the pipeline (`tracking/data/` too, which a bare
-    `data` pattern would drop), none of the files above, though git ignores none of them through a .gitignore
-    (Ray reads .gitignore files, not .git/info/exclude)."""
+    `data` pattern would drop) and a team's untracked new module, none of the files above, though git ignores none
+    of them through a .gitignore (Ray reads .gitignore files, not .git/info/exclude), and none of the untracked
+    credential files the pipeline's catalogue plants (issue 64), nor a file git ignores through .git/info/exclude."""
     from ray._private.runtime_env.packaging import create_package
+    from test_pipeline import UNTRACKED_FILE_SECRETS, UNTRACKED_SECRET_FILES
 
-    from tracking.compute.ray_executor import job_runtime_env
+    from tracking.compute.upload import job_runtime_env
 
     project = make_project(tmp_path / "project")
-    for name in LEFT_HOME:
+    planted = {
+        **dict.fromkeys(LEFT_HOME, "planted-secret-6a1f\n"),
+        **UNTRACKED_SECRET_FILES,
+        "notes/odd [1]*.txt": "planted-secret-6a1f\n",
+        "private/excluded.yaml": "planted-secret-6a1f\n",
+    }
+    for name, text in planted.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text("planted-secret-6a1f\n")
+        (project / name).write_text(text)
+    (project / ".git/info/exclude").write_text("/private/\n")
+    (project / "team_models").mkdir()
+    (project / "team_models/new_builder.py").write_text("UNITS = 8\n")
     runtime_env = job_runtime_env(project)
     package = tmp_path / "package.zip"
     create_package(runtime_env["working_dir"], package, include_gitignore=True, excludes=runtime_env["excludes"])
     with zipfile.ZipFile(package) as uploaded:
         names = set(uploaded.namelist())
-        assert not [name for name in uploaded.namelist() if b"planted-secret-6a1f" in uploaded.read(name)]
+        secrets = [b"planted-secret-6a1f", *(secret.encode() for secret in UNTRACKED_FILE_SECRETS)]
+        assert not [name for name in names for secret in secrets if secret in uploaded.read(name)]
     code = {
         path.relative_to(project).as_posix()
         for path in project.rglob("*.py")
@@ -467,4 +503,4 @@ def test_the_project_s_upload_to_a_cluster_carries_its_code_and_leaves_secrets_a
     }
     assert "tracking/data/source.py" in code and code <= names, sorted(code - names)
     assert {"dvc.yaml", "params.yaml", "baseline.yaml"} <= names
-    assert [name for name in LEFT_HOME if name in names] == []
+    assert [name for name in planted if name in names] == [] and "team_models/new_builder.py" in names

@@ -33,6 +33,9 @@ SECRETS = {
     "TF_ENCRYPTION": 'key_provider "pbkdf2" "mine" { passphrase = "tofuPlantedPassphrase77" }',  # OpenTofu's
     "KERAS_PLANTED_ARGS": "--verbose --hub ghp_plantedAmongWords0123456789",
     "CUDA_PLANTED_MIRROR": "https://carolPlantedUser:cudaUrlPlanted8888@mirror.example.com/cuda",
+    "DVC_EXP_NOTE": "tried with token hunter2Note49 from alice",  # free text in DVC's prefix: not recorded
+    "KERAS_HUB_URL": "https://hub.example.com/models?key=keyInQueryPlanted4242&page=2",
+    "KERAS_SESSION": "Sess3Kq9Xw2Rt7Yp4Lm8Planted",  # a random token in a credential's position
 }
 ENV_SECRETS = [
     "AKIAPLANTEDsecretValue0000000000000001",
@@ -44,6 +47,9 @@ ENV_SECRETS = [
     "carolPlantedUser",
     "cudaUrlPlanted8888",
     "tofuPlantedPassphrase77",
+    "hunter2Note49",
+    "keyInQueryPlanted4242",
+    "Sess3Kq9Xw2Rt7Yp4Lm8Planted",
 ]
 REMOTES = {
     "origin": (
@@ -189,9 +195,9 @@ CATALOGUE_FILES = ("catalogue/tracked.py", "catalogue/staged.py", "catalogue/unt
 
 
 def catalogue_environment() -> dict[str, str]:
-    """Each catalogue form, and this place's own tokens, in an allow-listed variable (KERAS_*, TF_*, DVC_EXP_*)."""
+    """Each catalogue form, and this place's own tokens, in an allow-listed variable (KERAS_*, TF_CPP_*, CUDA_*)."""
     values = [*CATALOGUE.values(), *OWN_PER_PLACE["environment"]]
-    prefixes = ("KERAS_PLANTED_", "TF_CPP_PLANTED_", "DVC_EXP_PLANTED_")
+    prefixes = ("KERAS_PLANTED_", "TF_CPP_PLANTED_", "CUDA_PLANTED_")
     return {f"{prefixes[index % 3]}{index}": value for index, value in enumerate(values)}
 
 

@@ -18,11 +18,12 @@ from tracking.run.lifecycle import Terminated, end_start_up, ended_killed
 
 
 def say_error(err: TrackingError) -> None:
-    """A user error as every command, stage and team script shows it: one `error:` line on stderr, redacted (a
-    store's URI without its password, no token or credential's value: tracking/redaction/)."""
+    """A user error as every command, stage and team script shows it: one `error:` line on stderr, each of its parts
+    redacted (a store's URI without its password, no token or credential's value: tracking/redaction/), so a
+    credential in the problem never takes the fix with it."""
     from tracking.redaction import redact_printed
 
-    print(f"error: {redact_printed(str(err))}", file=sys.stderr)
+    print(f"error: {err.line(redact_printed)}", file=sys.stderr)
 
 
 def run_main(main: Callable[[], None], startup_line: bool = True) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import errno
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 USER_ERROR_EXIT = 2
@@ -69,11 +69,16 @@ class TrackingError(Exception):
         self.problem, self.expected, self.received, self.fix = problem, expected, received, fix
         super().__init__(self.line())
 
-    def line(self) -> str:
-        """The one line: problem (expected ..., got ...); fix."""
-        found = [f"expected {self.expected}" if self.expected else "", f"got {self.received}" if self.received else ""]
+    def line(self, each: Callable[[str], str] = str) -> str:
+        """The one line: problem (expected ..., got ...); fix. Each part is passed through `each` alone (the redactor,
+        for the terminal), so a credential's value that takes the rest of its part (`password=...` in a team's
+        exception) leaves the parts after it, the fix among them, readable."""
+        found = [
+            f"expected {each(self.expected)}" if self.expected else "",
+            f"got {each(self.received)}" if self.received else "",
+        ]
         shown = ", ".join(part for part in found if part)
-        return self.problem + (f" ({shown})" if shown else "") + (f"; {self.fix}" if self.fix else "")
+        return each(self.problem) + (f" ({shown})" if shown else "") + (f"; {each(self.fix)}" if self.fix else "")
 
 
 class ParamsError(TrackingError):

@@ -28,11 +28,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tracking.compute.upload import job_runtime_env
 from tracking.config.params import ComputeParams
 from tracking.env import RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, RAY_USAGE_STATS_ENABLED
 from tracking.errors import ComputeError, TrackingError
-from tracking.layout import OUTPUT_FOLDERS, PREPARED
-from tracking.store.journal import OFFLINE
 from tracking.store.location import is_local_store
 
 log = logging.getLogger(__name__)
@@ -43,30 +42,6 @@ START_ONE = "start one with `ray start --head` (docs/cluster.md) or set compute.
 # Where a private Ray's session folder goes: Ray's own default parent (its socket paths must stay short).
 PRIVATE_TEMP_PARENT = "/tmp"
 CONNECT_TIMEOUT_S = 5.0  # Ray itself retries an address that does not answer for many minutes
-# What the project's upload to a cluster's nodes leaves out (gitignore patterns; Ray also honours .gitignore and
-# .rayignore): version control and environments, the DVC cache, the data (it reaches the workers through Ray's
-# object store) and what stages write, the MLflow store and the offline journal, and the files that hold
-# credentials (a DVC remote's, a .env file's, keys). A leading slash anchors a folder at the project's root, so
-# `/data` leaves the code in `tracking/data/` in.
-UPLOAD_EXCLUDES = [
-    ".git",
-    ".venv",
-    "/.dvc/cache",
-    "/.dvc/tmp",
-    "/.dvc/config.local",
-    f"/{PREPARED.parts[0]}",
-    *(f"/{folder}" for folder in OUTPUT_FOLDERS),
-    f"/{OFFLINE.parts[0]}",
-    "/mlruns",
-    "/mlartifacts",
-    "mlflow.db*",
-    ".env",
-    ".env.*",
-    "*.pem",
-    "*.key",
-    ".netrc",
-    ".pgpass",
-]
 
 
 class RayPool:
@@ -352,12 +327,6 @@ class RayPool:
     def _why(err: Exception) -> str:
         """The first line of a Ray actor error: what killed the worker."""
         return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
-
-
-def job_runtime_env(root: Path) -> dict[str, Any]:
-    """The job's `runtime_env` on a cluster the pool joins: the project at `root` as Ray's `working_dir`, which Ray
-    zips (less `UPLOAD_EXCLUDES`), uploads once and unpacks on each node its workers start on."""
-    return {"working_dir": str(root), "excludes": UPLOAD_EXCLUDES}
 
 
 def _set_environment(worker: object, variables: dict[str, str]) -> None:

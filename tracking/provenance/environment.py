@@ -28,7 +28,6 @@ ALLOWED_PREFIXES = (
     "OPENBLAS_",
     "NCCL_",
     "CUBLAS_",
-    "DVC_EXP_",
     "KERAS_",
     # TensorFlow's own families of TF_ variables. Terraform and OpenTofu share the TF_ prefix (TF_VAR_*,
     # TF_TOKEN_*, TF_ENCRYPTION, TF_CLI_ARGS, ...) and hold credentials whose values need not look like tokens,
@@ -48,9 +47,13 @@ ALLOWED_PREFIXES = (
     "TF_JIT_",
     "TF_DUMP_",
 )
+# Of DVC's variables, the two it sets for an experiment; a `DVC_EXP_*` of the user's own (a note) is free text
+# that no rule can tell a credential in ("tried with token hunter2..."), and is not DVC's to record.
 ALLOWED_NAMES = (
     "PYTHONHASHSEED",
     "DVC_ROOT",
+    "DVC_EXP_BASELINE_REV",
+    "DVC_EXP_NAME",
     "MLFLOW_EXPERIMENT_NAME",
     "LANG",
     "LC_ALL",

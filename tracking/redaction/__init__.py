@@ -16,12 +16,16 @@ environment variables, params, URLs, the data source's name, error lines), by on
   a bare 40-character AWS secret key, ...). detect-secrets' entropy detectors are not used: they flag the run's
   own digests (commits, md5s, SHA-256s, run ids) and found no secret these rules miss (measured in
   docs/guarantees.md), and a redacted diff line or param makes a run impossible to re-create exactly.
+- a random token in a credential's position: a name holding `headers`, `session`, `connection`, `sig`, ...
+  (`POSITION_WORDS`) refuses a value with a word of a random token's form (`random_word`: long, high in entropy,
+  switching case and digits often), though no format matches; elsewhere the run's own digests keep that form.
+A team's code named "package.module:function" is no assignment, though its module's name says `secret`.
 Text is judged line by line (`rules`), tokens by their format (`formats`), names by their words (`words`), values
 with their names (`values`); every pattern that reads text from outside runs on RE2, in time linear in the line,
 and the tokens found are taken out in one pass (`onepass`), in time linear in the text whatever their number.
 """
 
-from tracking.redaction.formats import TOKEN_FORMATS, TOKEN_PREFIXES, known_tokens
+from tracking.redaction.formats import TOKEN_FORMATS, TOKEN_PREFIXES, known_tokens, random_word
 from tracking.redaction.onepass import REDACTED, replace_all
 from tracking.redaction.rules import (
     URL_USERINFO,
@@ -42,10 +46,11 @@ from tracking.redaction.values import (
     secret_values,
     why_secret,
 )
-from tracking.redaction.words import SECRET_NAME, names_secret
+from tracking.redaction.words import POSITION_WORDS, SECRET_NAME, names_secret
 
 __all__ = [
     "MIN_KNOWN_CHARS",
+    "POSITION_WORDS",
     "REDACTED",
     "SECRET_NAME",
     "TOKEN_FORMATS",
@@ -54,6 +59,7 @@ __all__ = [
     "known_tokens",
     "looks_secret",
     "names_secret",
+    "random_word",
     "redact_line",
     "redact_lines",
     "redact_name",

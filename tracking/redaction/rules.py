@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tracking.redaction.formats import known_tokens, linear
+from tracking.redaction.formats import known_tokens, linear, random_word
 from tracking.redaction.onepass import REDACTED, replace_all
-from tracking.redaction.words import SECRET_NAME
+from tracking.redaction.words import POSITION_WORDS, SECRET_NAME, names_secret
 
 
 def _group(match: Any, name: str) -> tuple[int, int]:
@@ -23,7 +23,8 @@ def _group(match: Any, name: str) -> tuple[int, int]:
 # group): a `--password`-like flag's value, `sshpass -p`'s, a `mysql -p<password>`, a `.netrc` password, a signed
 # URL's signature (Azure SAS `sig=`, GCS `X-Goog-Signature=`, S3 `X-Amz-Signature=`), a quoted string given to a
 # key named `key` (`wandb.login(key="...")`, Kaggle's `"key": "..."`), a JDBC URL's `user/password@`, a `.pgpass`
-# line's password (host:port:database:user:password), an HTTP cookie header's value, `HTTPBasicAuth`'s password.
+# line's password (host:port:database:user:password), an HTTP cookie header's value (a quoted one up to its
+# closing quote, so the rest of an error line stays), `HTTPBasicAuth`'s password.
 _FLAGGED_GROUPS = ("flag", "sshpass", "mysql", "netrc", "sig", "keyed", "keyed1", "jdbc", "pgpass", "cookie", "basic")
 _FLAGGED = linear(
     r"(?:^|\s)--?[\w-]*(?:passw(?:or)?d|passphrase|token|secret|api-?key)\s+['\"]?(?P<flag>[^\s'\"=:-][^\s'\"]*)"
@@ -35,7 +36,7 @@ _FLAGGED = linear(
     r"|(?:^|[^\w.])['\"]?key['\"]?\s*[:=]\s*(?:\"(?P<keyed>[^'\"]{8,})\"|'(?P<keyed1>[^'\"]{8,})')"
     r"|\bjdbc:[\w:]+?:@?[^\s/@:'\"]+/(?P<jdbc>[^\s@'\"]+)@"
     r"|(?:^|[\s'\"(\[,=])[\w.\-*]+:(?:[0-9]{1,5}|\*):[\w.\-*]+:[\w.\-*]+:(?P<pgpass>[^\s'\"]+)"
-    r"|\b(?:set-)?cookie[\"']?\s*:\s*(?P<cookie>.+)"
+    r"|\b(?:set-)?cookie[\"']?\s*:\s*(?P<cookie>\"[^\"]*\"|'[^']*'|.+)"
     r"|\bHTTP(?:Basic|Digest|Proxy)Auth\(\s*(?:[\"'][^\"']*[\"']|\w+)\s*,\s*[\"']?(?P<basic>[^\"'\s)]+)",
     ignore_case=True,
 )
@@ -46,6 +47,18 @@ _ASSIGNMENT = linear(
     r"(?P<key>[\w.\-]*(?:(?:passw(?:or)?d|passphrase|secret|token|(?:api|private|access|account)[_-]?key|credential)"
     r"s?[\w.\-]*|(?:(?:^|[^a-z])(?:pass|pwd|pw)|auth(?:ori[sz]ation)?)(?:[0-9_.\-][\w.\-]*)?)[\"'\]]*\s*[:=]\s*)"
     r"(?P<value>(?:\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*')(?P<tail>\s*[,;)}\]]|\s*$)|.+$)",
+    ignore_case=True,
+)
+# A team's code named "package.module:function" (`data.loader: 'team_secrets_loader:load'`) is not an assignment of
+# `load` to a name holding `secret`, unless the module's last word is itself a credential's (`db_password:hunter2`):
+# a credential's name ends in what it holds, a module's in what it does.
+_FUNCTION = linear(r"[A-Za-z_]\w*(?:$|[\s'\"),;\]])")
+_MODULE_LAST_WORD = linear(r"(?:^|[^A-Za-z0-9])(?P<word>[A-Za-z0-9]+):$")
+_CODE_SPECS_A_LINE = 10  # past this many on one line, the rest is judged as assignments (time linear in the line)
+# A value written after a word of a credential's position in a name or a line (`export_session_<token>.npz`,
+# `sig=<hex>`, `"X-Sig": "<token>"`), taken when it has a random token's form (`random_word`), the rest of the name kept.
+_POSITION_VALUE = linear(
+    r"(?:^|[^A-Za-z])(?:" + "|".join(sorted(POSITION_WORDS)) + r")[_\-=.:\s\"']+(?P<token>[A-Za-z0-9+/=~_\-]{16,})",
     ignore_case=True,
 )
 # A URL's user:password@, the password possibly holding an unencoded `/` (`https://bob:pa/ss@host`).
@@ -66,9 +79,35 @@ def redact_line(line: str) -> str:
     A private key's body on its BEGIN marker's line goes, up to its END marker or the line's end."""
     line = _PRIVATE_KEY_ON_A_LINE.sub(lambda m: f"{m['begin']}{REDACTED}{m['end']}", line)
     if SECRET_NAME.search(line):  # a cheap test first: the assignment pattern is the slowest one
-        line = _ASSIGNMENT.sub(lambda m: f"{m['key']}{REDACTED}{m['tail'] or ''}", line)
+        line = _redact_assignments(line)
     line = _FLAGGED.sub(_redact_flagged, line)
     return redact_name(line)
+
+
+def _redact_assignments(line: str, specs: int = 0) -> str:
+    """`line` with each credential's assignment's value replaced by '<redacted>', a team's code named
+    "package.module:function" kept (`_code_function`). Such a match took the rest of the line for its value: the
+    rest is judged again, past the function's name, `specs` counting how many were kept (at most
+    `_CODE_SPECS_A_LINE`, so the time stays linear in the line)."""
+
+    def replaced(match: Any) -> str:
+        key = match["key"]
+        function = _code_function(key, match) if specs < _CODE_SPECS_A_LINE and key.endswith(":") else None
+        if function is None:
+            return f"{key}{REDACTED}{match['tail'] or ''}"
+        return key + function + _redact_assignments(match["value"][len(function) :], specs + 1)
+
+    return _ASSIGNMENT.sub(replaced, line)
+
+
+def _code_function(key: str, match: Any) -> str | None:
+    """The function's name when the assignment `match` of `key` is a team's code named "package.module:function" (a
+    colon between two names, no space) whose module's last word names no credential; None otherwise."""
+    word = _MODULE_LAST_WORD.search(key)
+    function = _FUNCTION.match(match["value"])
+    if word is None or function is None or names_secret(word["word"]):
+        return None
+    return function[0].rstrip(" \t\n'\"),;]")
 
 
 def _redact_flagged(match: Any) -> str:
@@ -97,7 +136,8 @@ def redact_name(name: str) -> str:
     The assignment rule is left out: a name that merely says `password` (`password_reset.py`) names code.
     """
     name = URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", name)
-    return replace_all(name, known_tokens(name))
+    placed = {match["token"] for match in _POSITION_VALUE.finditer(name) if random_word(match["token"])}
+    return replace_all(name, known_tokens(name) | placed)
 
 
 def redact_lines(lines: list[str], names: tuple[str, ...] = ()) -> Iterator[str]:

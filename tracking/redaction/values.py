@@ -6,10 +6,10 @@ import re
 from functools import cache
 from typing import Any
 
-from tracking.redaction.formats import TOKEN_PREFIXES, linear
+from tracking.redaction.formats import TOKEN_PREFIXES, linear, random_word
 from tracking.redaction.onepass import REDACTED
 from tracking.redaction.rules import redact_line, redact_name
-from tracking.redaction.words import SECRET_NAME, name_words, names_secret
+from tracking.redaction.words import POSITION_WORDS, SECRET_NAME, name_words, names_secret
 from tracking.yaml_text import flatten, param_text
 
 MIN_KNOWN_CHARS = 4  # a credential's value shorter than this is not searched for in text: it would match anywhere
@@ -21,10 +21,9 @@ PAIR_WORDS = frozenset({"login", "user", "username", "userinfo", "basic", "accou
 WANDB_WORDS = frozenset({"wandb", "wb", "weightsandbiases"})
 _USER_PASSWORD = re.compile(r"[^\s:/@]+:\S+")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
-# A team's code named as "package.module:function" (`data.loader`, `model.builder`): judged by its tokens only,
-# so a module named `secret_loader` is not taken for an assignment.
-_CODE_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 VALUE_HOLDS = "its value holds a credential (a token, a password or key in a URL, a header, a signature)"
+# The words of a value, as a token's characters run: split at anything else (spaces, quotes, `=`, `;`, `:`, `,`).
+_NOT_TOKEN_CHARS = re.compile(r"[^A-Za-z0-9_\-+/.~]+")
 
 
 def why_secret(key: str, value: Any) -> str | None:
@@ -47,8 +46,11 @@ def why_secret(key: str, value: Any) -> str | None:
         return "its value is a user:password pair"
     if words & WANDB_WORDS and _HEX40.fullmatch(text):
         return "its value has the form of a W&B API key"
-    if (redact_name if _CODE_SPEC.fullmatch(text) else redact_line)(text) != text:
+    if redact_line(text) != text:  # a team's code `team_secrets_loader:load` is no assignment (`rules`)
         return VALUE_HOLDS
+    position = sorted(words & POSITION_WORDS)
+    if position and any(random_word(word) for word in _NOT_TOKEN_CHARS.split(text)):
+        return f"its value has a random token's form under `{position[0]}`, a credential's position"
     return None
 
 

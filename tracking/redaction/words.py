@@ -86,6 +86,34 @@ NOT_SECRET_WORDS = frozenset(
         "lynchpin",
     }
 )
+# Credential positions: a name holding one of these words may hold a credential or an ordinary value (a header map's
+# `Content-Type`, a connection's host), so its value is refused only when it has a random token's form
+# (`values.random_word`: long, high in entropy, switching case and digits often), where SECRET_WORDS refuse any value.
+POSITION_WORDS = frozenset(
+    {
+        "header",
+        "headers",
+        "cookies",
+        "session",
+        "sessions",
+        "connection",
+        "connections",
+        "conn",
+        "connstr",
+        "signature",
+        "sig",
+        "sas",
+        "hmac",
+        "oauth",
+        "oauth2",
+        "webhook",
+        "license",
+        "licence",
+        "cert",
+        "certificate",
+        "login",
+    }
+)
 # A `key` beside one of these words names a tensor's width, not a credential: Keras's MultiHeadAttention takes
 # `key_dim`, and a transformer's builder passes it on (`model.kwargs.key_dim`); redacting it would make every such
 # run impossible to re-create with `tracking rerun`.

@@ -102,7 +102,9 @@ def launch(argv: Sequence[str]) -> None:
     try:
         env.update(kernel_environment(args.params, args.seeds, args.determinism))
     except TrackingError as err:
-        print(f"error: {err}", file=sys.stderr)
+        from tracking.entry import say_error  # the `error:` line as every command prints it, redacted
+
+        say_error(err)
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", args.connection_file], env)
 
