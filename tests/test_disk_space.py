@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import assert_user_error, make_project, run
 
+from tracking.env import TRACKING_FREE_SPACE_MB
+from tracking.errors import SettingError
 from tracking.training.space import MARGIN_BYTES
 
 DISK_MB = 64
@@ -57,7 +59,7 @@ def test_a_training_on_a_nearly_full_disk_is_refused_in_one_line_before_it_train
     assert run(["git", "status", "--short"], project).returncode == 0
 
 
-def test_writes_on_one_disk_are_counted_together_with_one_margin(small_disk: Path):
+def test_writes_on_one_disk_are_counted_together_with_one_margin(small_disk: Path, monkeypatch: pytest.MonkeyPatch):
     """The model's bytes (its weights, times the optimizer's share) and every folder on one disk count together."""
     from types import SimpleNamespace
 
@@ -76,3 +78,8 @@ def test_writes_on_one_disk_are_counted_together_with_one_margin(small_disk: Pat
         check_free_space(
             [Write(small_disk / "outputs", "the model", half + 1), Write(small_disk, "the snapshot", half)]
         )
+    monkeypatch.setenv(TRACKING_FREE_SPACE_MB, "0")  # the margin a user on a small disk may lower
+    check_free_space([Write(small_disk / "outputs", "the model", half * 2)])
+    monkeypatch.setenv(TRACKING_FREE_SPACE_MB, "lots")
+    with pytest.raises(SettingError, match="TRACKING_FREE_SPACE_MB='lots' is not a number of MiB"):
+        check_free_space([Write(small_disk, "the model", 0)])

@@ -5,7 +5,7 @@ A training writes three things of a size known beforehand: the snapshot of the w
 tracked files that differ from HEAD, under the repository's `.git`), the model (`outputs/model.keras`, the weights
 and the optimizer's state) and the model's copy in the MLflow store (its artifacts, beside a SQLite store; a server
 keeps its own). Each folder's disk must hold what goes there plus `MARGIN_BYTES` (metrics, provenance files, plots,
-SQLite's write-ahead log); folders on one disk are counted together. A shortfall is one `DiskSpaceError` line
+SQLite's write-ahead log; `TRACKING_FREE_SPACE_MB` sets another); folders on one disk are counted together. A shortfall is one `DiskSpaceError` line
 naming the folder, the space needed and free, and the fix. The train stage checks twice: before the store opens
 and TensorFlow loads (a disk short of the margin stops it in seconds), and once the model is built, with it.
 """
@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracking.errors import DiskSpaceError
+from tracking.env import TRACKING_FREE_SPACE_MB
+from tracking.errors import DiskSpaceError, SettingError
 from tracking.layout import MODEL
 from tracking.store.location import DEFAULT_ARTIFACTS
 from tracking.store.sqlite import database_path
 
 # What a training writes besides its model and snapshot (metrics rows, provenance files, the training curves'
-# figure, SQLite's write-ahead log), on each disk it writes to.
+# figure, SQLite's write-ahead log), on each disk it writes to, unless TRACKING_FREE_SPACE_MB says otherwise.
 MARGIN_BYTES = 16 * 2**20
 # The model file against its weights: Adam's two slots per weight, saved with the model, and the zip's overhead.
 MODEL_FILE_FACTOR = 3
@@ -75,8 +76,9 @@ def check_free_space(writes: list[Write]) -> None:
     disks: dict[int, list[Write]] = {}
     for write in writes:
         disks.setdefault(os.stat(_existing(write.folder)).st_dev, []).append(write)
+    margin = margin_bytes()
     for same in disks.values():
-        needed = MARGIN_BYTES + sum(write.size for write in same)
+        needed = margin + sum(write.size for write in same)
         free = shutil.disk_usage(_existing(same[0].folder)).free
         if free < needed:
             folders = ", ".join(f"{write.folder} ({write.what})" for write in same)
@@ -85,6 +87,23 @@ def check_free_space(writes: list[Write]) -> None:
                 f"needed, {_mb(free)} free",
                 fix="free space on that disk (or move the project or the MLflow store to a larger one), then re-run",
             )
+
+
+def margin_bytes() -> int:
+    """The margin each disk must hold beyond the writes: `TRACKING_FREE_SPACE_MB` MiB where set, else `MARGIN_BYTES`."""
+    text = os.environ.get(TRACKING_FREE_SPACE_MB)
+    if text is None:
+        return MARGIN_BYTES
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < math.inf:
+        raise SettingError(
+            f"{TRACKING_FREE_SPACE_MB}={text!r} is not a number of MiB",
+            fix="set it to the MiB a training must find free beyond its model (e.g. 16, 0 for none), or unset it",
+        )
+    return int(value * 2**20)
 
 
 def _existing(folder: Path) -> Path:
