@@ -76,7 +76,7 @@ test-zoo: venv
 # the local executor's weights bit for bit: about 30 trainings, five stage runs and three Ray node starts, which the
 # 20-minute budget of `make test` leaves no room for. Making namespaces needs root (CI runs as root); elsewhere the
 # test is skipped, saying why. Then the tests that start a Ray head on 127.0.0.1 (tests/test_cluster.py: workers
-# killed mid-repeat, a password-protected server, credentials on workers) and a team's deployment: two clones against
+# killed mid-repeat, a head killed mid-repeat, a password-protected server, credentials on workers) and a team's deployment: two clones against
 # one PostgreSQL-backed `mlflow server`, the second clone's calibration reusing the first's kept repeats, and six
 # clones logging the same data through it at once (tests/test_server.py); and a calibration whose `mlflow server` is
 # SIGKILLed mid-way, finishing with every repeat kept offline and synced once (tests/test_server_outage.py, 40 s to

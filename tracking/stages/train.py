@@ -37,8 +37,8 @@ def train_model(params: Params) -> None:
     splits = load_splits(root / PREPARED, manifest)
     train, val = splits["train"], splits.get("val")
     repo = open_repository(root)
-    check_free_space(training_writes(root, repo, tracking_uri(root)))  # a full disk: before the store and TensorFlow
     connect(root, params.mlflow.experiment)  # an unreachable store stops the stage before TensorFlow loads
+    check_free_space(training_writes(root, repo, tracking_uri(root)))  # so does a full disk (the store's paths checked)
     effective = seed_frameworks(params, seeds)
     built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
     check_free_space(training_writes(root, repo, tracking_uri(root), built.model))  # and room for this model

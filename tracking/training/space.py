@@ -6,8 +6,9 @@ tracked files that differ from HEAD, under the repository's `.git`), the model (
 and the optimizer's state) and the model's copy in the MLflow store (its artifacts, beside a SQLite store; a server
 keeps its own). Each folder's disk must hold what goes there plus `MARGIN_BYTES` (metrics, provenance files, plots,
 SQLite's write-ahead log; `TRACKING_FREE_SPACE_MB` sets another); folders on one disk are counted together. A shortfall is one `DiskSpaceError` line
-naming the folder, the space needed and free, and the fix. The train stage checks twice: before the store opens
-and TensorFlow loads (a disk short of the margin stops it in seconds), and once the model is built, with it.
+naming the folder, the space needed and free, and the fix. The train stage checks twice: once the store is found
+usable (tracking/store/location.py names a store path that is a link loop, a file or a device first), before
+TensorFlow loads, so a disk short of the margin stops it in seconds; and once the model is built, with it.
 """
 
 from __future__ import annotations
