@@ -80,7 +80,7 @@ test-zoo: venv
 # one PostgreSQL-backed `mlflow server`, the second clone's calibration reusing the first's kept repeats, and six
 # clones logging the same data through it at once (tests/test_server.py); and a calibration whose `mlflow server` is
 # SIGKILLed mid-way, finishing with every repeat kept offline and synced once (tests/test_server_outage.py, 40 s to
-# 1.5 min). About 5 minutes in all.
+# 1.5 min). About 6 minutes in all.
 test-cluster: venv
 	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py tests/test_cluster.py tests/test_server_outage.py \
 		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server \
