@@ -228,10 +228,12 @@ class Tracker(RunLogCalls):
         self._writer.submit(self._flush_metrics)
         failure = self._close_writer()
         if failure is not None and not (
-            isinstance(failure, StoreFault)
-            and (error is None or isinstance(error, StoreFault) or WriteFault.of(error) is not None)
+            error is None
+            or (isinstance(failure, StoreFault) and (isinstance(error, StoreFault) or WriteFault.of(error)))
         ):
-            log.error(failure)  # a store or file-system fault is said once, by the error line the stage ends with
+            # Said here only when another error ends the run: without one, the failure is raised below and said once,
+            # by the error line the stage ends with (a full disk under .git was said twice).
+            log.error(failure)
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
         status = status_for(cause)
