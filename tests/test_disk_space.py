@@ -36,6 +36,7 @@ def small_disk(tmp_path: Path):
 
 
 def test_a_training_on_a_nearly_full_disk_is_refused_in_one_line_before_it_trains(small_disk: Path):
+    """The train stage, then the calibrate stage, on a disk left 8 MiB free."""
     project = make_project(small_disk / "project")
     run([sys.executable, "-m", "pipelines.prepare"], project)
     free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
@@ -60,6 +61,9 @@ def test_a_training_on_a_nearly_full_disk_is_refused_in_one_line_before_it_train
     with sqlite3.connect(project / "mlflow.db") as store:  # found usable and made, then no run opened in it
         assert store.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
     assert run(["git", "status", "--short"], project).returncode == 0
+    calibrated = run([sys.executable, "-m", "pipelines.calibrate"], project, check=False)
+    assert_user_error(calibrated, "not enough free space for this training on the disk holding", "MiB needed")
+    assert calibrated.stderr.count("error:") == 1 and not (project / "calibration/repeats").exists()
 
 
 def test_writes_on_one_disk_are_counted_together_with_one_margin(small_disk: Path, monkeypatch: pytest.MonkeyPatch):

@@ -9,6 +9,7 @@ SQLite's write-ahead log; `TRACKING_FREE_SPACE_MB` sets another); folders on one
 naming the folder, the space needed and free, and the fix. The train stage checks twice: once the store is found
 usable (tracking/store/location.py names a store path that is a link loop, a file or a device first), before
 TensorFlow loads, so a disk short of the margin stops it in seconds; and once the model is built, with it.
+The calibrate stage checks once, before its repeats train, without a model's size.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from tracking.env import TRACKING_FREE_SPACE_MB
 from tracking.errors import DiskSpaceError, SettingError
 from tracking.layout import MODEL
-from tracking.store.location import DEFAULT_ARTIFACTS
+from tracking.store.location import DEFAULT_ARTIFACTS, refuse_unusable_paths
 from tracking.store.sqlite import database_path
 
 # What a training writes besides its model and snapshot (metrics rows, provenance files, the training curves'
@@ -60,7 +61,8 @@ def snapshot_bytes(repo: Any) -> int:
 
 def training_writes(root: Path, repo: Any, uri: str, model: Any = None) -> list[Write]:
     """What the train stage is about to write, and where; without `model` (checked before it is built, and before
-    TensorFlow loads) the model counts nothing."""
+    TensorFlow loads; the calibrate stage's check) the model counts nothing."""
+    refuse_unusable_paths(uri)  # a store path that loops or is a device is said as such, not as a disk's space
     size = 0 if model is None else model_bytes(model)
     writes = [
         Write(Path(repo.common_dir), "the working tree's snapshot", snapshot_bytes(repo)),
