@@ -89,6 +89,7 @@ def _kept_run(root: Path, run_id: str, **header: dict) -> Path:
 def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     from mlflow.tracking import MlflowClient
 
+    from tracking.inspect.diff.runs import load_run
     from tracking.names import SOURCE_TAG, SOURCE_URI_TAG
     from tracking.store.sync import sync_all
 
@@ -108,6 +109,7 @@ def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     assert (first.metric_values, second.metric_values, second.skipped_metric_values) == (2, 0, 2)
     assert [a.path for a in client.list_artifacts(run.info.run_id, "plots")] == ["plots/curve.txt"]
     assert f"(linked to {'a' * 32})" in first.line and pending_journals(tmp_path) == []
+    assert load_run(client, "a" * 32).run_id == run.info.run_id, "found by the id its journal had"
 
     # A run opened in the journal (a repeat whose server was gone as it started) is created with its own name and
     # start time.
