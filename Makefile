@@ -76,11 +76,13 @@ test-zoo: venv
 # the local executor's weights bit for bit: about 30 trainings, five stage runs and three Ray node starts, which the
 # 20-minute budget of `make test` leaves no room for. Making namespaces needs root (CI runs as root); elsewhere the
 # test is skipped, saying why. Then the tests that start a Ray head on 127.0.0.1 (tests/test_cluster.py: workers
-# killed mid-repeat, a password-protected server, credentials on workers) and a team's deployment: two clones against
+# killed mid-repeat, a head killed mid-repeat, a password-protected server, credentials on workers) and a team's deployment: two clones against
 # one PostgreSQL-backed `mlflow server`, the second clone's calibration reusing the first's kept repeats, and six
-# clones logging the same data through it at once (tests/test_server.py). About 4.5 minutes in all.
+# clones logging the same data through it at once (tests/test_server.py); and a calibration whose `mlflow server` is
+# SIGKILLed mid-way, finishing with every repeat kept offline and synced once (tests/test_server_outage.py, 40 s to
+# 1.5 min). About 6 minutes in all.
 test-cluster: venv
-	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py tests/test_cluster.py \
+	TRACKING_TEST_CLUSTER=1 pytest -ra -s tests/test_cluster_nodes.py tests/test_cluster.py tests/test_server_outage.py \
 		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server \
 		tests/test_server.py::test_trainings_of_the_same_data_log_it_at_once_through_one_postgres_backed_server
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from conftest import BIN, TINY, client_for, make_project, project_env, run, train_run_id, write_params
 
+from tracking.env import TRACKING_FREE_SPACE_MB
 from tracking.layout import MODEL_STAGES
 from tracking.noise.record import NoiseRecord, Variant
 from tracking.yaml_text import parse_yaml, yaml_editor
@@ -1565,6 +1566,7 @@ def test_a_full_disk_fails_the_train_stage_in_one_line_and_no_run_reads_finished
         f"{sys.executable} -m pipelines.train; status=$?; cp -r {mount} kept; exit $status"
     )
     extra = {key: value.replace("{root}", str(root)) for key, value in env.items()}
+    extra[TRACKING_FREE_SPACE_MB] = "0"  # past the check before training (tests/test_disk_space.py): it fills mid-run
     done = subprocess.run(
         namespaced(script, ["true"]), cwd=root, env=project_env(**extra), capture_output=True, text=True, timeout=300
     )

@@ -143,6 +143,17 @@ def test_a_calibration_on_ray_leaves_no_planted_secret_in_rays_folders(calibrate
 def kill_a_worker_mid_repeat(project: Path, head: RayHead, **settings: object) -> tuple[object, str, int]:
     """`dvc exp run` the calibration on Ray with `settings`, SIGKILL the worker of the first repeat seen training,
     and return that repeat's run, the stage's output and its exit status."""
+    stage, victim = calibrate_until_a_repeat_trains(project, head, **settings)
+    os.kill(int(victim.data.tags[COMPUTE_PROCESS_TAG]), signal.SIGKILL)
+    output = stage.communicate(timeout=300)[0]
+    return victim, output, stage.returncode
+
+
+def calibrate_until_a_repeat_trains(
+    project: Path, head: RayHead, **settings: object
+) -> tuple[subprocess.Popen, object]:
+    """Start `dvc exp run` of the calibration on Ray with `settings`; return it and the first repeat's run seen
+    training."""
     command = ["dvc", "exp", "run", *ray_settings(head, **settings), "calibrate"]
     stage = subprocess.Popen(
         command, cwd=project, env=project_env(**head.env), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -160,10 +171,8 @@ def kill_a_worker_mid_repeat(project: Path, head: RayHead, **settings: object) -
             None,
         )
         time.sleep(0.05)
-    assert victim is not None, "no repeat was seen training"
-    os.kill(int(victim.data.tags[COMPUTE_PROCESS_TAG]), signal.SIGKILL)
-    output = stage.communicate(timeout=300)[0]
-    return victim, output, stage.returncode
+    assert victim is not None, f"no repeat was seen training: {stage.communicate()[0] if stage.poll() else ''}"
+    return stage, victim
 
 
 @on_a_cluster
@@ -214,6 +223,37 @@ def test_a_repeat_whose_worker_dies_with_no_tries_left_fails_the_stage_in_one_li
     )
     assert "RUNNING" not in {run.info.status for run in parents}
     assert len(list((project / REPEATS_DIR).glob("*.npz"))) == kept + 1, "the other new repeat is kept"
+
+
+@on_a_cluster
+def test_a_calibration_whose_ray_head_is_lost_ends_its_run_failed_in_one_line(calibrated: dict) -> None:
+    """The Ray head SIGKILLed (every process of it) mid-repeat: the stage stops within seconds, not after Ray's 60 s,
+    with one line, and the calibration's run ends FAILED, not RUNNING; the repeats kept before are kept."""
+    project = calibrated["project"]
+    kept = len(list((project / REPEATS_DIR).glob("*.npz")))
+    lost = RayHead(cpus=2).start()
+    try:
+        stage, _ = calibrate_until_a_repeat_trains(project, lost, **{"calibration.repeats": 6})
+        killed = time.monotonic()
+        lost.stop()
+        output = stage.communicate(timeout=300)[0]
+        seconds = time.monotonic() - killed
+    finally:
+        lost.stop()
+    error = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(error) == 1 and "the Ray cluster's head at" in error[0] and "stopped answering" in error[0], output
+    assert stage.returncode != 0 and "exited with 2" in output and "Traceback" not in output, output
+    assert seconds < 60, f"the stage ended {seconds:.0f} s after the head: Ray's own timeout ended it"
+    client = client_for(project)
+    (parent,) = client.search_runs(
+        [client.get_experiment_by_name("test").experiment_id],
+        "tags.`noise.role` = 'calibration'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    assert parent.info.status == "FAILED" and "stopped answering" in parent.data.tags["error"]
+    assert len(list((project / REPEATS_DIR).glob("*.npz"))) >= kept
+    print(f"Ray head lost mid-repeat: the stage ended {seconds:.1f} s later, its run FAILED")
 
 
 @on_a_cluster

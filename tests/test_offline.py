@@ -62,8 +62,9 @@ def test_journal_numbers_writes_keeps_files_and_drops_a_torn_last_line(tmp_path)
     assert json.loads((folder / "journal.jsonl").read_text().splitlines()[0])["reason"] == "r"
 
 
-def _kept_run(root: Path, run_id: str) -> Path:
-    """A journal as a train stage would leave it: params, two epochs of a metric, a file, the end."""
+def _kept_run(root: Path, run_id: str, **header: dict) -> Path:
+    """A journal as a train stage would leave it: params, two epochs of a metric, a file, the end; `header` adds
+    to its header."""
     folder = root / ".tracking/offline" / run_id
     (root / "curve.txt").write_text("0.9 0.5")
     journal = Journal(
@@ -74,6 +75,7 @@ def _kept_run(root: Path, run_id: str) -> Path:
             "tracking_uri": "http://bob:keptPlantedPw@gone:5000",  # as journals of earlier versions kept it
             "lost_at": "2026-01-01T00:00:00+0000",
             "reason": "[Errno 111] Connection refused",
+            **header,
         },
     )
     journal.write(batch(params={"train.epochs": "2"}, metrics=[("epoch_loss", 0.9, 1000, 0)]), online=True)
@@ -87,6 +89,7 @@ def _kept_run(root: Path, run_id: str) -> Path:
 def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     from mlflow.tracking import MlflowClient
 
+    from tracking.inspect.diff.runs import load_run
     from tracking.names import SOURCE_TAG, SOURCE_URI_TAG
     from tracking.store.sync import sync_all
 
@@ -106,6 +109,14 @@ def test_sync_to_a_store_without_the_run_creates_one_linked_run_once(tmp_path):
     assert (first.metric_values, second.metric_values, second.skipped_metric_values) == (2, 0, 2)
     assert [a.path for a in client.list_artifacts(run.info.run_id, "plots")] == ["plots/curve.txt"]
     assert f"(linked to {'a' * 32})" in first.line and pending_journals(tmp_path) == []
+    assert load_run(client, "a" * 32).run_id == run.info.run_id, "found by the id its journal had"
+
+    # A run opened in the journal (a repeat whose server was gone as it started) is created with its own name and
+    # start time.
+    opened = _kept_run(tmp_path, "d" * 32, opened={"run_name": "algo #2", "start_time": 500})
+    (third,) = sync_all(tmp_path, uri)
+    made = client.get_run(third.run_id).info
+    assert (made.run_name, made.start_time, made.status) == ("algo #2", 500, "FINISHED") and not opened.exists()
 
 
 def test_sync_to_an_unreachable_server_keeps_the_journal(tmp_path, monkeypatch):
@@ -295,3 +306,29 @@ def test_sync_names_and_skips_bad_journal_lines_and_replays_the_rest(tmp_path):
     assert [a.path for a in client.list_artifacts(run_id, "plots")] == ["plots/curve.txt"]
     kept = tmp_path / ".tracking/synced" / run_id / "journal.jsonl"
     assert kept.read_text().count("\n") == 7 and pending_journals(tmp_path) == []
+
+
+def test_a_repeat_whose_server_is_gone_as_it_opens_is_kept_offline_with_its_name_and_parent(root, monkeypatch):
+    """A calibration's repeat (`offline_start`) opens its run in the journal when the server does not answer, its
+    name and start time in the header for the sync to create it with (`test_sync_to_a_store_without_the_run...`).
+    A run without `offline_start` is refused before any work, as before."""
+    from tracking.errors import TrackingServerError
+    from tracking.names import MLFLOW_PARENT_RUN_TAG
+    from tracking.run.tracker import Tracker
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    parent = "c" * 32
+    with pytest.raises(TrackingServerError, match="cannot be reached"):
+        Tracker("kept", root, nested=True, parent_run_id=parent).__enter__()
+    assert not (root / OFFLINE).exists()
+    with Tracker("kept", root, run_name="algo #2", nested=True, parent_run_id=parent, offline_start=True) as repeat:
+        assert repeat.offline
+        repeat.log_metrics({"test_accuracy": 0.75})
+    (folder,) = pending_journals(root)
+    header, ops = read_journal(folder)
+    assert folder.name == repeat.run_id == header["run_id"] and header["opened"]["run_name"] == "algo #2"
+    tags = {key: value for op in ops if op["op"] == "batch" for key, value in op["tags"].items()}
+    metrics = [m[:2] for op in ops if op["op"] == "batch" for m in op["metrics"]]
+    assert tags[MLFLOW_PARENT_RUN_TAG] == parent and metrics == [["test_accuracy", 0.75]]
+    assert ops[-1]["op"] == "end" and ops[-1]["status"] == "FINISHED"

@@ -44,6 +44,13 @@ def test_a_bad_seeds_mapping_is_one_line_naming_the_key(tmp_path: Path, mapping:
     assert "\n" not in str(raised.value)
 
 
+def test_a_yaml_date_in_the_teams_params_is_one_line_naming_its_key(tmp_path: Path):
+    path = write(tmp_path / "params.yaml", "train:\n  seed: 7\nrun:\n  started: 2024-01-01\n")
+    with pytest.raises(ParamsError, match=r"run.started: YAML reads 2024-01-01 as a date") as raised:
+        read_params(path, {"base": "train.seed"})
+    assert 'quote it to keep it as text (started: "2024-01-01")' in str(raised.value) and "\n" not in str(raised.value)
+
+
 def test_the_running_stage_is_hashed_now_and_other_stages_come_from_the_lock(tmp_path: Path):
     write(tmp_path / "dvc.yaml", "stages:\n  train:\n    cmd: python train.py\n    deps: [train.py, data]\n")
     write(

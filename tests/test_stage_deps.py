@@ -71,6 +71,8 @@ PLUMBING = {
     "tracking/compute/placement.py": "compute.* tags: where a run ran",
     "tracking/compute/ray_executor.py": "where repeats train, not what (test_cluster: the local executor's weights)",
     "tracking/compute/upload.py": "what a cluster's nodes receive of the project, not what they train",
+    "tracking/compute/head.py": "whether the Ray head answers, before joining it and when a worker is lost",
+    "tracking/training/space.py": "free space checked before training: refuses or goes on, writes nothing",
     "tracking/noise/run_page.py": "the verdict as the run's description in the MLflow UI",
     "tracking/noise/band_page.py": "the band as the calibration run's description and metrics in the MLflow UI",
     "tracking/noise/judged_view.py": "the experiment's chart view of the judged metrics in the MLflow UI",

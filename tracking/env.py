@@ -35,6 +35,10 @@ DVC_EXP_BASELINE_REV = "DVC_EXP_BASELINE_REV"
 # How much the library says on stderr: DEBUG, INFO (the default), WARNING or ERROR (tracking/log.py).
 TRACKING_LOGLEVEL = "TRACKING_LOGLEVEL"
 
+# The room, in MiB, a training must find free on each disk it writes to beyond its model and snapshot (16 unless
+# set: metrics, provenance, plots, SQLite's log); lower it on a small disk watched otherwise (tracking/training/space.py).
+TRACKING_FREE_SPACE_MB = "TRACKING_FREE_SPACE_MB"
+
 # Set by our stages for the processes they start.
 TRACKING_PROJECT_ROOT = "TRACKING_PROJECT_ROOT"
 # Set by `tracking rerun` and `tracking calibrate` for the team's script they run: the experiment its run goes to

@@ -150,6 +150,10 @@ class WriteFault(TrackingError):
         )
 
 
+class DiskSpaceError(TrackingError):
+    """A disk lacks the room for what a stage is about to write, found before it starts the work."""
+
+
 class RunSelectionError(TrackingError):
     """An MLflow experiment, filter string or run id that selects no usable runs."""
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
 import tempfile
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tracking.compute.head import START_ONE, head_lost, require_answer
 from tracking.compute.upload import job_runtime_env
 from tracking.config.params import ComputeParams
 from tracking.env import RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, RAY_USAGE_STATS_ENABLED
@@ -38,10 +38,8 @@ log = logging.getLogger(__name__)
 
 PRIVATE = "local"  # Ray's address for a new cluster of this process's own
 AUTO = "auto"  # Ray's address for the cluster this machine is a node of
-START_ONE = "start one with `ray start --head` (docs/cluster.md) or set compute.address: null for a private one"
 # Where a private Ray's session folder goes: Ray's own default parent (its socket paths must stay short).
 PRIVATE_TEMP_PARENT = "/tmp"
-CONNECT_TIMEOUT_S = 5.0  # Ray itself retries an address that does not answer for many minutes
 
 
 class RayPool:
@@ -69,7 +67,7 @@ class RayPool:
         self.ray = ray
         address = self.compute.address
         if address and address != AUTO:
-            _require_answer(address)
+            require_answer(address)
         options: dict[str, Any] = {}
         if address is None:  # Ray makes its folders 0777: they sit in one of ours (0700) that nobody else enters
             self.temp = Path(tempfile.mkdtemp(prefix="tracking-ray-", dir=PRIVATE_TEMP_PARENT))
@@ -121,7 +119,7 @@ class RayPool:
             )
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self.ray.shutdown()
+        self.ray.shutdown()  # seconds, the head lost or not
         self._remove_temp()
 
     def _remove_temp(self) -> None:
@@ -241,6 +239,10 @@ class RayPool:
                 try:
                     result = ray.get(done)
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+                    lost = head_lost(ray)
+                    if lost is not None:  # the cluster is gone: no worker to release, no retry
+                        idle, starting = [], {}
+                        raise lost from None
                     ray.kill(worker[0])  # where only its result was lost with a node, the worker goes too
                     why = self._why(err)
                     on_lost(job, attempts[job], why)
@@ -332,23 +334,6 @@ class RayPool:
 def _set_environment(worker: object, variables: dict[str, str]) -> None:
     """Run in a worker (Ray's `__ray_call__`): put `variables` into its process's environment."""
     os.environ.update(variables)
-
-
-def _require_answer(address: str) -> None:
-    """Refuse at once a `host:port` where nothing accepts a connection (Ray would retry it for minutes)."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ComputeError(
-            f"compute.address {address}: expected host:port (e.g. 10.0.0.5:6379), auto, or null",
-            fix="set it in params.yaml",
-        )
-    try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
-    except OSError as err:
-        raise ComputeError(
-            f"compute.address {address}: no Ray cluster answers there ({err.strerror or err})",
-            fix=START_ONE,
-        ) from err
 
 
 def _pick(queue: deque, last: Hashable, held: set, affinity: Callable[[Hashable], Hashable]) -> Hashable:

@@ -74,7 +74,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
             f"{path}: expected a mapping of sections at the top level, got {type(raw).__name__}",
             fix="write params.yaml as sections of keys (data:, train:, ...)",
         )
-    _check_values(path, raw)
+    check_values(path, raw)
     refuse_credentials(path, raw)
     try:
         params = Params.model_validate(raw)
@@ -84,10 +84,11 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return params
 
 
-def _check_values(path: Path, raw: dict[str, Any]) -> None:
+def check_values(path: Path, raw: dict[str, Any]) -> None:
     """Refuse params whose YAML aliases expand beyond `MAX_YAML_VALUES` values or `MAX_YAML_DEPTH` levels (or refer
     to themselves), counting each alias as often as it is used, before anything copies them out; and any value of
-    a type JSON lacks (`JSON_TYPES`), named by its key, before anything writes it as text."""
+    a type JSON lacks (`JSON_TYPES`), named by its key, before anything writes it as text. Params.yaml's and a
+    team's own params file's alike (tracking/script/team_params.py)."""
     count = 0
 
     def walk(node: Any, key: str, depth: int) -> None:

@@ -5,6 +5,7 @@ calibrate stage, the candidate's extra runs and a team script's calibration plan
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,10 +21,14 @@ from tracking.provenance.software import installed_packages
 from tracking.repeats.kept import Job, KeptRepeat, RepeatStore, code_version, repeat_key
 from tracking.repeats.shared import fetch_shared, shares_repeats
 from tracking.repeats.worker import CALIBRATION, TRAINING_SECTIONS, RepeatSpec
+from tracking.store.faults import describe, server_unavailable
+from tracking.store.location import shown
 from tracking.training.model import BuildInputs, RepeatedModel
 
 if TYPE_CHECKING:
     from tracking.run.tracker import Tracker
+
+log = logging.getLogger(__name__)
 
 
 def repeat_spec(
@@ -83,10 +88,20 @@ def planned(identity: dict[str, Any], repeats: Iterable[tuple[str, int]]) -> lis
 
 
 def kept_before(store: RepeatStore, jobs: Iterable[Job], tracker: Tracker | None = None) -> dict[Job, KeptRepeat]:
-    """The `jobs` kept in `store` by an earlier run under the same key, and where `tracker`'s store is a server,
-    those another clone kept there (tracking/repeats/shared.py): reused, never trained again."""
+    """The `jobs` kept in `store` by an earlier run under the same key, and where `tracker`'s store is a server
+    that answers, those another clone kept there (tracking/repeats/shared.py): reused, never trained again. A server
+    lost mid-stage shares nothing: the repeats it would have given are trained, each kept in the offline journal."""
     kept = {job: found for job in jobs if (found := store.load(job.key)) is not None}
     missing = [job for job in jobs if job not in kept]
-    if tracker is not None and missing and shares_repeats(tracker.uri):
-        kept |= fetch_shared(tracker.client, tracker.experiment_id, missing, store)
+    if tracker is not None and missing and shares_repeats(tracker.uri) and not tracker.offline:
+        try:
+            kept |= fetch_shared(tracker.client, tracker.experiment_id, missing, store)
+        except Exception as err:
+            if not server_unavailable(err):
+                raise
+            log.warning(
+                "MLflow server %s lost (%s): the repeats it may keep are trained here",
+                shown(tracker.uri),
+                describe(err),
+            )
     return kept

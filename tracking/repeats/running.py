@@ -17,7 +17,8 @@ from tracking.repeats.kept import Job, KeptRepeat, RepeatStore
 from tracking.repeats.variants import op_determinism
 from tracking.repeats.worker import RepeatSpec, RepeatWorker, label
 from tracking.run.tracker import Tracker
-from tracking.store.reads import children_of, run_by_id
+from tracking.store.faults import server_unavailable
+from tracking.store.reads import children_of
 from tracking.store.stale import end_failed
 from tracking.training.model import RepeatedModel
 
@@ -71,7 +72,7 @@ def train_on_ray(
     on_set_up: Callable[[dict[str, dict[str, Any]]], None],
 ) -> Iterator[tuple[Job, KeptRepeat]]:
     """The Ray executor: repeats on the pool's workers; a repeat whose worker died ends FAILED and is tried again."""
-    experiment_id = run_by_id(parent.client, parent.run_id).info.experiment_id
+    experiment_id = parent.experiment_id
     retries = spec.params.compute.max_retries
 
     def on_lost(job: Job, attempt: int, why: str) -> None:
@@ -80,10 +81,17 @@ def train_on_ray(
         attempt_running = " and ".join(
             (tag_is(REPEAT_KEY_TAG, job.key), tag_is(COMPUTE_ATTEMPT_TAG, attempt), status_is("RUNNING"))
         )
-        for run in children_of(parent.client, experiment_id, spec.parent_run_id, attempt_running):
-            end_failed(
-                parent.client, run.info.run_id, f"the {spec.stage} stage", f"its worker died mid-repeat ({why}); {then}"
-            )
+        try:
+            for run in children_of(parent.client, experiment_id, spec.parent_run_id, attempt_running):
+                end_failed(
+                    parent.client,
+                    run.info.run_id,
+                    f"the {spec.stage} stage",
+                    f"its worker died mid-repeat ({why}); {then}",
+                )
+        except Exception as err:  # the server lost too: `tracking doctor` ends the run once it is back
+            if not server_unavailable(err):
+                raise
         log.warning("%s repeat %s: its worker died (%s); %s", spec.role, label(job, spec.role), why, then)
 
     def named(job: Job) -> str:

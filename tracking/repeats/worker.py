@@ -206,6 +206,7 @@ class RepeatWorker:
             tags=tags,
             parent_run_id=s.parent_run_id,
             system_metrics=s.params.compute.system_metrics,
+            offline_start=True,  # a server lost mid-calibration: the repeat trains, kept in the journal
         ) as child:
             actual = seed_frameworks(run_params, seeds)
             own = {**self.record, "seeds": seeds.as_dict(), "determinism": as_record(run_params.determinism, actual)}

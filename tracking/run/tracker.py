@@ -65,12 +65,16 @@ class Tracker(RunLogCalls):
         parent_run_id: str | None = None,
         system_metrics: bool = False,
         keep_end_time: bool = False,
+        offline_start: bool = False,
     ) -> None:
         """`nested` makes the run a child of the tracker open in this thread (MLflow's parent/child runs), or of
         `parent_run_id`, which may be open in another process (a worker's repeat under the calibration's run);
         `system_metrics` samples MLflow's system metrics while the run is open (a training run's `compute.system_metrics`);
         `keep_end_time` leaves a resumed FINISHED run's end time as it was when this stage finishes too (the compare
-        stage adds its verdict after the calibration's minutes: MLflow's duration of the run stays its own work's)."""
+        stage adds its verdict after the calibration's minutes: MLflow's duration of the run stays its own work's);
+        `offline_start` opens a new run in the offline journal when its server cannot be reached as it starts (a
+        calibration's or a candidate's repeat, whose stage already holds a run on the server: the repeat trains and
+        is kept, and `tracking sync` uploads it later); without it such a run is refused before any work."""
         self.experiment = experiment
         self.root = root
         self.run_id = run_id
@@ -82,6 +86,8 @@ class Tracker(RunLogCalls):
         self.parent_run_id = parent_run_id
         self.system_metrics = system_metrics
         self.keep_end_time = keep_end_time
+        self.offline_start = offline_start
+        self._lost_at_start: BaseException | None = None  # why a run that opens offline could not reach its server
         self._kept_end_time: int | None = None
         self._finished_at: int | None = None  # the end time of a resumed run that was FINISHED
         self._system: SystemMetrics | None = None
@@ -93,7 +99,12 @@ class Tracker(RunLogCalls):
 
         configure_unless_configured()
         self.root = self.root or project_root()
-        self.experiment_id = experiment_id = connect(self.root, self.experiment)
+        try:
+            self.experiment_id = experiment_id = connect(self.root, self.experiment)
+        except TrackingServerError as err:
+            if not (self.offline_start and server_unavailable(err)):
+                raise
+            self._lost_at_start, experiment_id = err, ""
         self.client = MlflowClient()
         if self.run_id is not None:  # first, so the run a lost server left RUNNING is not taken for a stale one
             self.run_id = sync_kept_offline(self.client, self.root, self.uri, self.run_id)
@@ -140,6 +151,8 @@ class Tracker(RunLogCalls):
         import mlflow
 
         owner = owner_tags()
+        if self._lost_at_start is not None:
+            return self._open_offline(self._lost_at_start, owner)
         try:
             if self.run_id is not None:
                 # Before it is RUNNING again, so it never looks owned by the stage that opened it.
@@ -170,6 +183,8 @@ class Tracker(RunLogCalls):
                 raise fault from err
             if not server_unavailable(err):
                 raise
+            if self.offline_start and self.run_id is None:
+                return self._open_offline(err, owner)
             raise TrackingServerError(
                 f"MLflow tracking server {shown(self.uri)} stopped answering while the run started "
                 f"({describe(err)}); start the server and re-run"
@@ -177,6 +192,27 @@ class Tracker(RunLogCalls):
         self.run_id = run.info.run_id
         self._sink = RunSink(MlflowSink(self.client, self.run_id), self.run_id, self.root, self.uri, self.experiment)
         return run
+
+    def _open_offline(self, error: BaseException, owner: dict[str, str]) -> str:
+        """Open a new run in the offline journal, its server unreachable (`offline_start`): an id of its own (as
+        MLflow draws one), its name and start time in the journal's header, its parent and context tags as its
+        first write; `tracking sync` creates the run from them (tracking/store/sync.py). Return the run's id."""
+        import uuid
+
+        from tracking.names import MLFLOW_PARENT_RUN_TAG
+
+        self.run_id = uuid.uuid4().hex
+        name = self.run_name or run_name(self.stage)
+        self._sink = RunSink(MlflowSink(self.client, self.run_id), self.run_id, self.root, self.uri, self.experiment)
+        self._sink.lose(error, opened={"run_name": name, "start_time": int(time.time() * 1000)})
+        parent = {MLFLOW_PARENT_RUN_TAG: self.parent_run_id} if self.parent_run_id else {}
+        self._sink.write(batch(tags={**context_tags(), **owner, **parent}))
+        return self.run_id
+
+    @property
+    def offline(self) -> bool:
+        """Whether the run's records go to the offline journal (its server was lost, or unreachable as it opened)."""
+        return self._sink.offline
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         try:
@@ -192,10 +228,12 @@ class Tracker(RunLogCalls):
         self._writer.submit(self._flush_metrics)
         failure = self._close_writer()
         if failure is not None and not (
-            isinstance(failure, StoreFault)
-            and (error is None or isinstance(error, StoreFault) or WriteFault.of(error) is not None)
+            error is None
+            or (isinstance(failure, StoreFault) and (isinstance(error, StoreFault) or WriteFault.of(error)))
         ):
-            log.error(failure)  # a store or file-system fault is said once, by the error line the stage ends with
+            # Said here only when another error ends the run: without one, the failure is raised below and said once,
+            # by the error line the stage ends with (a full disk under .git was said twice).
+            log.error(failure)
         interrupt = pending_interrupt()
         cause = error or failure or interrupt
         status = status_for(cause)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracking.config.params import SeedParams
+from tracking.config.params_file import check_values
 from tracking.determinism.seeds import SOURCES, Seeds, resolve_seeds
 from tracking.errors import ParamsError
 from tracking.yaml_text import flatten, parse_yaml
@@ -37,6 +38,7 @@ def read_params(path: Path, mapping: Mapping[str, str | int] | None) -> ScriptPa
     raw = parse_yaml(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if raw is not None and not isinstance(raw, dict):
         raise ParamsError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}", fix="fix it there")
+    check_values(path, dict(raw or {}))  # a YAML date or time named by its key, not a TypeError where it is logged
     flat = flatten(dict(raw or {}))
     chosen, origins = {}, {}
     for name, source in (mapping or {}).items():

@@ -56,6 +56,7 @@ from tracking.run.tracker import Tracker
 from tracking.store.location import project_root, tracking_uri
 from tracking.store.recorded import write_link
 from tracking.training.model import require_code_deps
+from tracking.training.space import check_free_space, training_writes
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +120,10 @@ def calibrate_baseline(params: Params) -> None:
         require_code_deps(baseline, CALIBRATE, root)
     manifest = Manifest.read(root / PREPARED)
     data = manifest, load_splits(root / PREPARED, manifest)
-    open_repository(root)
+    repo = open_repository(root)
     executor = params.compute.executor
     uri = tracking_uri(root)
+    check_free_space(training_writes(root, repo, uri))  # a full disk stops the stage before the repeats train
     with ExitStack() as stack:
         # The local executor's model is built and checked before the run opens (tracking/training/preflight.py), so
         # a model that cannot train leaves no run.

@@ -19,10 +19,11 @@ from tracking.provenance.git import open_repository
 from tracking.provenance.reference import inputs_sha256, record, say_why_weights_differ, trained_on
 from tracking.redaction import strip_credentials
 from tracking.run.tracker import Tracker
-from tracking.store.location import connect, project_root
+from tracking.store.location import connect, project_root, tracking_uri
 from tracking.store.recorded import Training, link_file, write_run_file
 from tracking.training.model import BuildInputs, prepare_model, require_code_deps
 from tracking.training.saved_model import save_model
+from tracking.training.space import check_free_space, training_writes
 from tracking.training.tracked import final_metrics, tracked_training
 
 
@@ -37,8 +38,10 @@ def train_model(params: Params) -> None:
     train, val = splits["train"], splits.get("val")
     repo = open_repository(root)
     connect(root, params.mlflow.experiment)  # an unreachable store stops the stage before TensorFlow loads
+    check_free_space(training_writes(root, repo, tracking_uri(root)))  # so does a full disk (the store's paths checked)
     effective = seed_frameworks(params, seeds)
     built = prepare_model(params, seeds, BuildInputs.of(manifest, train, root))
+    check_free_space(training_writes(root, repo, tracking_uri(root), built.model))  # and room for this model
     from tracking.training.callback import EpochProgress  # imports Keras: after the determinism settings
 
     writing = False  # the previous training's outputs stay whole until this one starts to replace them

@@ -115,7 +115,11 @@ def server_unavailable(error: BaseException) -> bool:
 
 
 def describe(error: BaseException) -> str:
-    """A short reason for a lost server: the OS error at the bottom ("[Errno 111] Connection refused") if any."""
+    """A short reason for a lost server: the OS error at the bottom ("[Errno 111] Connection refused") if any,
+    searched through the causes (MLflow's message may cut the `requests` error it wraps short)."""
+    for seen in _chain(error):
+        found = re.search(r"\[Errno -?\d+\] [^'\")]+|Read timed out|too many \d+ error responses", str(seen))
+        if found:
+            return found.group(0)
     text = str(error)
-    found = re.search(r"\[Errno -?\d+\] [^'\")]+|Read timed out|too many \d+ error responses", text)
-    return found.group(0) if found else (text.splitlines()[0][:200] if text else type(error).__name__)
+    return text.splitlines()[0][:200] if text else type(error).__name__

@@ -30,6 +30,9 @@ JOURNAL = "journal.jsonl"
 FILES = "files"
 LINE = "line"  # an op's line number in its journal, as read back (never written)
 UNREADABLE = "unreadable"  # the kind `read_journal` gives a line that is not a journaled operation
+# In the header of a run opened in the journal (its server unreachable as it started): its name and start time, from
+# which `tracking sync` creates it.
+OPENED = "opened"
 SPOOLED = "spooled"  # marks an artifact op whose path is the run sink's own copy, moved (not copied) into a journal
 
 

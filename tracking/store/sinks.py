@@ -18,10 +18,10 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tracking.store.faults import describe, server_unavailable, store_fault
-from tracking.store.journal import SPOOL, SPOOLED, Journal, journal_folder
+from tracking.store.journal import OPENED, SPOOL, SPOOLED, Journal, journal_folder
 from tracking.store.location import shown
 from tracking.store.operations import Op, apply
 from tracking.store.sqlite import private_folder
@@ -119,8 +119,9 @@ class RunSink:
         shutil.copy2(source, target)
         return {**op, "path": str(target), SPOOLED: True}
 
-    def lose(self, error: BaseException) -> None:
-        """Switch to the journal (once), saying so on stderr; later writes never try the server again."""
+    def lose(self, error: BaseException, opened: dict[str, Any] | None = None) -> None:
+        """Switch to the journal (once), saying so on stderr; later writes never try the server again. `opened`: the
+        name and start time of a run that opens in the journal, its server unreachable (`OPENED`)."""
         with self._lock:
             if self.journal is not None:
                 return
@@ -132,6 +133,7 @@ class RunSink:
                 "tracking_uri": shown(self.uri),  # `tracking sync` takes credentials from the environment
                 "lost_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "reason": reason,
+                **({OPENED: opened} if opened else {}),
             }
             self.journal = Journal(folder, header)
             for done in self._written:
@@ -139,8 +141,9 @@ class RunSink:
             self._written.clear()
             shutil.rmtree(self._spool, ignore_errors=True)
             log.warning(
-                "MLflow server %s lost during run %s (%s); training goes on, the run's records are kept in %s",
+                "MLflow server %s %s run %s (%s); training goes on, the run's records are kept in %s",
                 shown(self.uri),
+                "unreachable as it opens" if opened else "lost during",
                 self.run_id,
                 reason,
                 folder.relative_to(self.root),

@@ -1,7 +1,8 @@
 """`tracking sync`: upload runs kept in the offline journal into the tracking server, exactly once.
 
 Each journal is replayed in order into the run it belongs to (the run was created on the server before
-the loss, so it exists there). Progress is recorded after every operation in `progress.json`, so a sync
+the loss, so it exists there; a run opened in the journal, its server unreachable as it started, is created
+here with its name and start time). Progress is recorded after every operation in `progress.json`, so a sync
 that is interrupted goes on where it stopped. Replaying is also idempotent on its own: params, tags and
 artifacts overwrite themselves, metric values already in the run's history (same key, step, timestamp and
 value) are skipped, and a model is not logged twice. When the server no longer has the run (a new
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tracking.errors import TrackingServerError
 from tracking.names import EXPERIMENT_KIND_TAG, MAX_TAG_CHARS, SOURCE_TAG, SOURCE_URI_TAG, SYNCED_TAG, tag_is
 from tracking.store.faults import describe, server_unavailable
-from tracking.store.journal import JOURNAL, LINE, SYNCED, UNREADABLE, pending_journals, read_journal
+from tracking.store.journal import JOURNAL, LINE, OPENED, SYNCED, UNREADABLE, pending_journals, read_journal
 from tracking.store.location import EXPERIMENT_KIND, shown
 from tracking.store.operations import Op
 from tracking.store.sinks import MlflowSink
@@ -204,7 +205,13 @@ def _target_run(client: MlflowClient, header: dict[str, Any]) -> str:
     if linked:  # an earlier sync created it and lost its progress file
         return linked[0].info.run_id
     origin = shown(header["tracking_uri"])  # journals of earlier versions hold the URI as it was given
-    run = client.create_run(experiment_id, tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: origin})
+    opened = header.get(OPENED, {})  # a run opened offline: its own name and start time
+    run = client.create_run(
+        experiment_id,
+        start_time=opened.get("start_time"),
+        tags={SOURCE_TAG: header["run_id"], SOURCE_URI_TAG: origin},
+        run_name=opened.get("run_name"),
+    )
     return run.info.run_id
 
 

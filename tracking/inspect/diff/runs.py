@@ -25,6 +25,7 @@ from tracking.names import (
     OP_DETERMINISM_TAG,
     PROV_PREFIX,
     RERUN_OF_TAG,
+    SOURCE_TAG,
     STAGE_TAG,
     attribute_is,
     tag_absent,
@@ -82,7 +83,8 @@ class RunSnapshot:
 
 
 def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> RunSnapshot:
-    """The run with id `ref`, or the latest run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
+    """The run with id `ref` (or the run `tracking sync` made of a run opened offline under that id), or the latest
+    run tagged `dvc.exp_name = ref` (a DVC experiment name), or the run
     named `ref` (`train-29bdb4`, as the UI and `tracking diff` show it, after its verdict once judged), or the run whose id starts with `ref` (8 or
     more hex characters), or else the run of the training `outputs/run.json` records at `ref` in `project` (an
     experiment or git revision DVC resolves), or in a team's script project (no stage declares `outputs/run.json`) the latest run
@@ -108,6 +110,8 @@ def load_run(client: MlflowClient, ref: str, project: Path | None = None) -> Run
             run = run_by_id(client, ref)
         except MlflowException:
             run = None
+    if run is None and _RUN_ID.match(ref):  # a run opened offline: its journal's id, which its sync tagged it with
+        run = newest_run(client, experiment_ids(client), tag_is(SOURCE_TAG, ref))
     if run is None and _EXP_NAME.match(ref):
         named = (
             f"{tag_is(DVC_EXP_NAME_TAG, ref)} and {tag_is(STAGE_TAG, CALIBRATE, '!=')} and "
