@@ -13,9 +13,7 @@ from tracking.layout import SWEEP_REPORT
 
 def add_sweep_command(commands: argparse._SubParsersAction, probability: Callable[[str], float]) -> None:
     """Add `tracking sweep` to the `tracking` command's subcommands; `probability` reads --alpha as the others do."""
-    sweep = commands.add_parser(
-        "sweep", help="judge a sweep's experiments as one family; confirm the best"
-    )
+    sweep = commands.add_parser("sweep", help="judge a sweep's experiments as one family; confirm the best")
     sweep.add_argument(
         "experiments",
         nargs="*",
