@@ -37,7 +37,7 @@ from tracking.names import (
     sweep_name,
     tag_is,
 )
-from tracking.noise.policy import CONFIG_SECTIONS, DETERMINISM
+from tracking.noise.policy import ALGO, CONFIG_SECTIONS, DETERMINISM
 from tracking.noise.record import NoiseRecord
 from tracking.noise.run_name import SEEDS, changes, own_name
 from tracking.store.reads import all_runs, children_of, experiment_ids, present_run, run_metrics
@@ -224,15 +224,18 @@ def _member(client: MlflowClient, run: Run, noise: NoiseRecord, modes: dict[str,
 
 
 def _variant(members: Sequence[Member], noise: NoiseRecord) -> str:
-    """The band variant that judges the sweep: the one the compare stage judged most of its candidates against."""
+    """The band variant that judges the sweep: the one the compare stage judged most of its candidates against, else
+    (runs no compare stage judged: a tuner's trials) ALGO, the band of a changed hyperparameter."""
     judged = Counter(member.variant for member in members if member.variant in noise.variants)
-    if not judged:
-        raise RunStateError(
-            f"none of the {len(members)} candidates was judged against this calibration's bands "
-            f"({', '.join(noise.variants)}): the band that fits them is unknown",
-            fix=f"run each experiment's {COMPARE} stage (`dvc exp run`) before judging the sweep",
-        )
-    return judged.most_common(1)[0][0]
+    if judged:
+        return judged.most_common(1)[0][0]
+    if ALGO in noise.variants:
+        return ALGO
+    raise RunStateError(
+        f"none of the {len(members)} candidates was judged against this calibration's bands "
+        f"({', '.join(noise.variants)}) and it has no {ALGO} band: the band that fits them is unknown",
+        fix=f"calibrate with the {ALGO} variant (calibration.variants), or run each experiment's {COMPARE} stage",
+    )
 
 
 def _nothing_found(selection: Selection, queued: str | None) -> str:

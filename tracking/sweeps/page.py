@@ -142,7 +142,7 @@ def draw_plot(judged: JudgedSweep, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-def description(judged: JudgedSweep, experiment_id: str) -> str:
+def description(judged: JudgedSweep, experiment_id: str, run_id: str) -> str:
     """The parent run's description: the ranked table first (the UI shows it before anything else), then the
     headline and a link to the chart view of the sweep's runs. Cut to the longest tag MLflow keeps."""
     shown = quote(tag_is(SWEEP_TAG, judged.sweep.name))
@@ -153,7 +153,7 @@ def description(judged: JudgedSweep, experiment_id: str) -> str:
             f"**{judged.headline()}**",
             "",
             f"The sweep's runs charted: [chart view]({view_link(experiment_id)}&searchFilter={shown}). Report: "
-            f"[{ARTIFACTS}/{SWEEP_REPORT.name}](#/experiments/{experiment_id}/runs/{{run_id}}/artifacts).",
+            f"[{ARTIFACTS}/{SWEEP_REPORT.name}](#/experiments/{experiment_id}/runs/{run_id}/artifacts).",
         ]
     )
     return text[:MAX_TAG_CHARS]
@@ -165,8 +165,9 @@ def publish(judged: JudgedSweep, parent: Tracker, root: Path) -> None:
     draw_plot(judged, root / SWEEP_PLOT)
     (root / SWEEP_REPORT).write_text(report(judged), encoding="utf-8")
     primary, v = judged.primary, judged.verdict
-    text = description(judged, parent.experiment_id).replace("{run_id}", parent.run_id)
-    parent.set_tags({MLFLOW_NOTE_TAG: text, SWEEP_TAG: judged.sweep.name})
+    parent.set_tags(
+        {MLFLOW_NOTE_TAG: description(judged, parent.experiment_id, parent.run_id), SWEEP_TAG: judged.sweep.name}
+    )
     for n, mean, low, high in judged.curve:
         parent.log_metrics(
             {

@@ -1,0 +1,120 @@
+"""Sweeps (issue 66): a grid queued with DVC's own syntax, run by two queue workers and by `dvc exp run --run-all`
+on one committed calibration, then judged as one family by `tracking sweep --all --confirm 2`, read back through
+MLflow's API (docs/sweeps.md).
+
+The queued sweep trains 9 experiments of 2 candidate runs each and confirms the best on 2 more: minutes on 2 cores,
+which the 20-minute budget of `make test` leaves no room for; `make test-sweep` (TRACKING_TEST_SWEEP=1) runs it, and
+CI after `make test-cluster`. The error lines are checked in `make test`, on an empty project.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import assert_user_error, client_for, run, tiny_calibration, write_params
+
+from tracking.names import (
+    CANDIDATE_REPEAT_TAG,
+    DVC_EXP_NAME_TAG,
+    MLFLOW_NOTE_TAG,
+    MLFLOW_PARENT_RUN_TAG,
+    NOISE_REPEAT_TAG,
+    NOISE_ROLE_TAG,
+    REPEAT_KEY_TAG,
+    SWEEP_RANK_TAG,
+    SWEEP_TAG,
+    tag_is,
+)
+
+SWEEP_TESTS = "TRACKING_TEST_SWEEP"  # set by `make test-sweep`
+GRID = ["-S", "train.learning_rate=1e-4,3e-4,1e-3,3e-3", "-S", "model.kwargs.dropout=0.1,0.3"]  # 8 experiments
+QUEUE_S = 1500  # a loaded 2-core machine trains the 8 in 4 to 10 minutes
+
+
+def queue_drained(project: Path) -> str:
+    """`dvc queue status` once no experiment is queued or running."""
+    deadline = time.monotonic() + QUEUE_S
+    while time.monotonic() < deadline:
+        status = run(["dvc", "queue", "status"], project).stdout
+        if "Queued" not in status and "Running" not in status:
+            return status
+        time.sleep(5)
+    raise AssertionError(f"the queue still runs after {QUEUE_S} s:\n{status}")
+
+
+def test_sweep_errors_are_one_line(root: Path):
+    """No selection, and no store to judge in: one `error:` line each, exit 2."""
+    assert_user_error(run(["tracking", "sweep"], root, check=False), "name the sweep's experiments")
+    assert_user_error(run(["tracking", "sweep", "--all"], root, check=False), "no MLflow store")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get(SWEEP_TESTS), reason="9 queued experiments and a confirmation: `make test-sweep`"
+)
+def test_a_queued_grid_is_judged_as_one_family_and_its_best_confirmed(tmp_path: Path):
+    project = tiny_calibration(tmp_path / "project", ["algo"])
+    write_params(project, compare={"candidate_repeats": 2})
+    run(["dvc", "repro"], project)
+    run(["git", "add", "-A"], project)
+    run(["git", "commit", "-qm", "calibrated, the baseline judged"], project)
+
+    run(["dvc", "exp", "run", "--queue", *GRID], project)
+    run(["dvc", "queue", "start", "-j", "2"], project)
+    status = queue_drained(project)
+    assert status.count("Success") == 8, status
+    run(["dvc", "exp", "run", "--queue", "-n", "reseeded", "-S", "seeds.base=7"], project)
+    run(["dvc", "exp", "run", "--run-all"], project)
+    status = queue_drained(project)
+    assert status.count("Success") == 9, status
+    names = [line.split()[1] for line in status.splitlines() if line.endswith("Success")]
+    for name in names:  # the one committed calibration, checked out in every temporary workspace, not re-run
+        logs = run(["dvc", "queue", "logs", name], project).stdout
+        assert "Stage 'calibrate' didn't change, skipping" in logs, logs
+        assert "Running stage 'calibrate'" not in logs
+
+    started = time.monotonic()
+    done = run(["tracking", "sweep", "--all", "--confirm", "2"], project)
+    took = time.monotonic() - started
+    assert done.stdout.startswith("sweep "), done.stdout
+
+    client = client_for(project)
+    (experiment,) = [found.experiment_id for found in client.search_experiments() if found.name == "test"]
+    runs = client.search_runs([experiment], max_results=1000)
+    calibrations = [found for found in runs if found.data.tags.get(NOISE_ROLE_TAG) == "calibration"]
+    assert len(calibrations) == 1 and len([found for found in runs if NOISE_REPEAT_TAG in found.data.tags]) == 3
+    (parent,) = [found for found in runs if found.data.tags.get(NOISE_ROLE_TAG) == "sweep"]
+    assert parent.info.status == "FINISHED"
+    note = parent.data.tags[MLFLOW_NOTE_TAG]
+    assert note.startswith("| "), note  # the ranked table, first on the run's page
+    assert all(name in note for name in names)
+    grouped = client.search_runs([experiment], tag_is(SWEEP_TAG, parent.data.tags[SWEEP_TAG]), max_results=100)
+    candidates = [found for found in grouped if found.info.run_id != parent.info.run_id]
+    assert sorted(found.data.tags[DVC_EXP_NAME_TAG] for found in candidates) == sorted(names)
+    assert sorted(int(found.data.tags[SWEEP_RANK_TAG]) for found in candidates) == list(range(1, 10))
+    for found in candidates:  # each kept its compare stage's extra run, a child of its run
+        extras = client.search_runs([experiment], tag_is(MLFLOW_PARENT_RUN_TAG, found.info.run_id))
+        assert [extra.data.tags[CANDIDATE_REPEAT_TAG] for extra in extras] == ["1"]
+    confirmations = client.search_runs([experiment], tag_is(MLFLOW_PARENT_RUN_TAG, parent.info.run_id))
+    assert sorted(found.data.tags[CANDIDATE_REPEAT_TAG] for found in confirmations) == ["2", "3"]
+    assert {found.info.status for found in confirmations} == {"FINISHED"}
+    for found in confirmations:  # kept like every repeat
+        assert (project / "calibration/repeats" / f"{found.data.tags[REPEAT_KEY_TAG]}.npz").is_file()
+    artifacts = {item.path for item in client.list_artifacts(parent.info.run_id, "sweep")}
+    assert {"sweep/sweep.md", "sweep/sweep_expected_best.png", "sweep/sweep.json"} <= artifacts
+    assert "expected_best_test_accuracy" in parent.data.metrics
+    report = (project / "reports/sweep.md").read_text()
+    assert report.index("| rank") < report.index("sweep_expected_best.png") < report.index("## Confirmation")
+    assert "confirmed on fresh seeds" in report
+
+    again = run(["tracking", "sweep", "--all", "--confirm", "2"], project)  # the confirmation runs are kept
+    assert "candidate #" not in again.stderr, again.stderr
+    assert_user_error(run(["tracking", "sweep", "no-such-exp"], project, check=False), "no-such-exp")
+    assert_user_error(
+        run(["tracking", "sweep", "--filter", "tags.`noise.sweep` = 'none'"], project, check=False),
+        "no experiments selected",
+    )
+    print(f"tracking sweep --all --confirm 2: {took:.0f} s")
