@@ -17,6 +17,7 @@ import pytest
 from conftest import assert_user_error, client_for, run, tiny_calibration, write_params
 
 from tracking.names import (
+    CALIBRATION_ROLE,
     CANDIDATE_REPEAT_TAG,
     DVC_EXP_NAME_TAG,
     MLFLOW_NOTE_TAG,
@@ -25,6 +26,7 @@ from tracking.names import (
     NOISE_ROLE_TAG,
     REPEAT_KEY_TAG,
     SWEEP_RANK_TAG,
+    SWEEP_ROLE,
     SWEEP_TAG,
     tag_is,
 )
@@ -84,9 +86,9 @@ def test_a_queued_grid_is_judged_as_one_family_and_its_best_confirmed(tmp_path: 
     client = client_for(project)
     (experiment,) = [found.experiment_id for found in client.search_experiments() if found.name == "test"]
     runs = client.search_runs([experiment], max_results=1000)
-    calibrations = [found for found in runs if found.data.tags.get(NOISE_ROLE_TAG) == "calibration"]
+    calibrations = [found for found in runs if found.data.tags.get(NOISE_ROLE_TAG) == CALIBRATION_ROLE]
     assert len(calibrations) == 1 and len([found for found in runs if NOISE_REPEAT_TAG in found.data.tags]) == 3
-    (parent,) = [found for found in runs if found.data.tags.get(NOISE_ROLE_TAG) == "sweep"]
+    (parent,) = [found for found in runs if found.data.tags.get(NOISE_ROLE_TAG) == SWEEP_ROLE]
     assert parent.info.status == "FINISHED"
     note = parent.data.tags[MLFLOW_NOTE_TAG]
     assert note.startswith("| "), note  # the ranked table, first on the run's page
