@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import assert_user_error, client_for, run, tiny_calibration, write_params
 
@@ -51,6 +52,58 @@ def test_sweep_errors_are_one_line(root: Path):
     """No selection, and no store to judge in: one `error:` line each, exit 2."""
     assert_user_error(run(["tracking", "sweep"], root, check=False), "name the sweep's experiments")
     assert_user_error(run(["tracking", "sweep", "--all"], root, check=False), "no MLflow store")
+
+
+def test_the_report_and_the_run_description_open_on_the_ranked_table(tmp_path: Path):
+    """A sweep of 8 read from numbers (no store): the report's table comes first, then the expected-best plot, then
+    what confirmation would do; the parent run's description is that table first."""
+    from tracking.noise.record import NoiseRecord, Variant
+    from tracking.sweeps.family import expected_best_curve, judge_family
+    from tracking.sweeps.members import Member, Sweep
+    from tracking.sweeps.page import JudgedSweep, description, draw_plot, report
+
+    rng = np.random.default_rng(66)
+    band = {"test_accuracy": 0.95 + 0.004 * rng.standard_normal(5), "test_loss": 0.2 + 0.01 * rng.standard_normal(5)}
+    runs = [{"metrics": {metric: float(values[i]) for metric, values in band.items()}} for i in range(5)]
+    bands = {
+        metric: {"mean": float(values.mean()), "std": float(values.std(ddof=1))} for metric, values in band.items()
+    }
+    noise = NoiseRecord(
+        baseline={"train.learning_rate": 0.001},
+        data_sha256="0" * 64,
+        alpha=0.05,
+        repeats=5,
+        runs=runs,
+        variants={"algo": Variant(list(range(5)), bands, {}, {}, False, [])},
+    )
+    shift = {"lr-7": 0.03}  # one real winner among 8
+    members = tuple(
+        Member(
+            run_id=f"{i:032x}",
+            name=f"lr-{i}",
+            experiment_id="1",
+            values={
+                "test_accuracy": list(0.95 + shift.get(f"lr-{i}", 0) + 0.004 * rng.standard_normal(3)),
+                "test_loss": list(0.2 + 0.01 * rng.standard_normal(3)),
+            },
+            changed={"train.learning_rate": f"{i}e-4"},
+            single_verdict="inconclusive",
+            variant="algo",
+            params={},
+        )
+        for i in range(8)
+    )
+    modes = {"test_accuracy": "max", "test_loss": "min"}
+    sweep = Sweep("e175548b0e-983352590b", members, noise, "calibration/noise.json", "algo", modes, {})
+    verdict = judge_family(sweep, 0.05, "holm")
+    assert verdict.rows[0].name == "lr-7" and len(verdict.rows) == 8
+    judged = JudgedSweep(sweep, verdict, "test_accuracy", expected_best_curve(sweep, "test_accuracy"))
+    assert [point[0] for point in judged.curve] == list(range(1, 9))
+    text = report(judged)
+    assert text.index(verdict.table()) < text.index("sweep_expected_best.png") < text.index("## Confirmation")
+    assert description(judged, "1", "f" * 32).startswith(verdict.table())
+    draw_plot(judged, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 1000
 
 
 @pytest.mark.slow
