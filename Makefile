@@ -84,12 +84,12 @@ test-cluster: venv
 		tests/test_server.py::test_two_clones_share_kept_repeats_through_one_postgres_backed_server \
 		tests/test_server.py::test_trainings_of_the_same_data_log_it_at_once_through_one_postgres_backed_server
 
-# A sweep as a team runs one (tests/test_sweep.py): a grid of 8 experiments queued with DVC's syntax and run by two
+# A sweep as a team runs one (tests/test_sweep_command.py): a grid of 8 experiments queued with DVC's syntax and run by two
 # `dvc queue` workers, a ninth by `dvc exp run --run-all`, all on one committed calibration, then `tracking sweep
 # --all --confirm 2` judging the 9 as one family and confirming the best on 2 fresh runs: 22 trainings and 27 stage
 # runs, which the 20-minute budget of `make test` leaves no room for. About MEASURED minutes on 2 cores.
 test-sweep: venv
-	TRACKING_TEST_SWEEP=1 pytest -ra -s tests/test_sweep.py
+	TRACKING_TEST_SWEEP=1 pytest -ra -s tests/test_sweep_command.py
 
 # The benchmarks (bench/), one after another (30 to 40 minutes on 2 cores, half of it data_scale.py's 7.5 GB of data
 # sets); their output becomes docs/performance.md.
