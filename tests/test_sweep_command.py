@@ -144,7 +144,7 @@ def test_a_queued_grid_is_judged_as_one_family_and_its_best_confirmed(tmp_path: 
     (parent,) = [found for found in runs if found.data.tags.get(NOISE_ROLE_TAG) == SWEEP_ROLE]
     assert parent.info.status == "FINISHED"
     note = parent.data.tags[MLFLOW_NOTE_TAG]
-    assert note.startswith("| "), note  # the ranked table, first on the run's page
+    assert note.startswith("**") and note.splitlines()[2].startswith("| rank"), note  # the table, first on the page
     assert all(name in note for name in names)
     grouped = client.search_runs([experiment], tag_is(SWEEP_TAG, parent.data.tags[SWEEP_TAG]), max_results=100)
     candidates = [found for found in grouped if found.info.run_id != parent.info.run_id]

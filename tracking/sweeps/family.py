@@ -36,7 +36,7 @@ def judge_family(sweep: Sweep, alpha: float, method: str) -> SweepVerdict:
 
 def expected_best_curve(sweep: Sweep, primary: str) -> list[tuple[int, float, float, float]]:
     """The expected best of `primary` after 1 to K trials, from each candidate's mean over its runs."""
-    from tracking.noise.sweep import expected_best
+    from tracking.noise.selection import expected_best
 
     means = [statistics.fmean(member.values[primary]) for member in sweep.members]
     return expected_best([mean for mean in means if math.isfinite(mean)], sweep.modes[primary])
@@ -47,14 +47,14 @@ def run_sweep(
 ) -> JudgedSweep:
     """Judge the sweep `selection` names in the project at `root`, confirm its best on `confirm` fresh runs (0:
     none), write and log it all; what it found."""
-    from tracking.noise.sweep import judge_confirmation
+    from tracking.noise.selection import judge_confirmation
     from tracking.run.tracker import Tracker
     from tracking.sweeps.confirmation import confirm as train_confirmation
     from tracking.sweeps.confirmation import prepare_confirmation
 
     sweep = read_sweep(client, root, selection)
     verdict = judge_family(sweep, alpha, method)
-    primary = next(iter(sweep.modes))
+    primary = verdict.primary or next(iter(sweep.modes))
     best = sweep.member(verdict.rows[0].name)
     if confirm and sweep.variant == CONTROL:
         raise RunStateError(

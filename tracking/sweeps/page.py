@@ -25,7 +25,8 @@ from tracking.noise.judged_view import view_link
 from tracking.sweeps.members import Sweep
 
 if TYPE_CHECKING:
-    from tracking.noise.sweep import Confirmation, SweepVerdict
+    from tracking.noise.selection import Confirmation
+    from tracking.noise.sweep import SweepVerdict
     from tracking.run.tracker import Tracker
 
 ARTIFACTS = "sweep"  # the parent run's artifact folder
