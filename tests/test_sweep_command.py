@@ -134,7 +134,7 @@ def test_a_queued_grid_is_judged_as_one_family_and_its_best_confirmed(tmp_path: 
     started = time.monotonic()
     done = run(["tracking", "sweep", "--all", "--confirm", "2"], project)
     took = time.monotonic() - started
-    assert done.stdout.startswith("sweep "), done.stdout
+    assert done.stdout.startswith("**") and "\nsweep " in done.stdout, done.stdout  # the table, then the headline
 
     client = client_for(project)
     (experiment,) = [found.experiment_id for found in client.search_experiments() if found.name == "test"]

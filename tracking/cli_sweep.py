@@ -61,5 +61,6 @@ def sweep_command(args: argparse.Namespace) -> None:
     selection = Selection(tuple(args.experiments), args.all, args.filter, args.parent)
     with interrupts_raise():  # a stopped confirmation ends its runs KILLED
         judged = run_sweep(open_client(root), root, selection, args.alpha, "fdr" if args.fdr else "holm", args.confirm)
+    print(judged.verdict.table(), end="\n\n")
     print(judged.headline())
     print(f"Report: {SWEEP_REPORT.as_posix()}")
