@@ -55,10 +55,11 @@ def test_sweep_errors_are_one_line(root: Path):
 
 
 def test_the_report_and_the_run_description_open_on_the_ranked_table(tmp_path: Path):
-    """A sweep of 8 read from numbers (no store): the report's table comes first, then the expected-best plot, then
-    what confirmation would do; the parent run's description is that table first."""
+    """A sweep of 4 read from numbers (no store): the report's table comes first, then the expected-best plot, then
+    what confirmation would do, then the study of the learning rate; the parent run's description is the table
+    first."""
     from tracking.noise.record import NoiseRecord, Variant
-    from tracking.sweeps.family import expected_best_curve, judge_family
+    from tracking.sweeps.family import expected_best_curve, judge_as_study, judge_family
     from tracking.sweeps.members import Member, Sweep
     from tracking.sweeps.page import JudgedSweep, description, draw_plot, report
 
@@ -76,7 +77,7 @@ def test_the_report_and_the_run_description_open_on_the_ranked_table(tmp_path: P
         runs=runs,
         variants={"algo": Variant(list(range(5)), bands, {}, {}, False, [])},
     )
-    shift = {"lr-7": 0.03}  # one real winner among 8
+    shift = {"lr-3": 0.03}  # one real winner among 4
     members = tuple(
         Member(
             run_id=f"{i:032x}",
@@ -89,18 +90,21 @@ def test_the_report_and_the_run_description_open_on_the_ranked_table(tmp_path: P
             changed={"train.learning_rate": f"{i}e-4"},
             single_verdict="inconclusive",
             variant="algo",
-            params={},
+            params={"train.learning_rate": f"{i % 2}e-4", "model.kwargs.dropout": f"0.{i // 2}"},
         )
-        for i in range(8)
+        for i in range(4)
     )
     modes = {"test_accuracy": "max", "test_loss": "min"}
     sweep = Sweep("e175548b0e-983352590b", members, noise, "calibration/noise.json", "algo", modes, {})
     verdict = judge_family(sweep, 0.05, "holm")
-    assert verdict.rows[0].name == "lr-7" and len(verdict.rows) == 8
-    judged = JudgedSweep(sweep, verdict, "test_accuracy", expected_best_curve(sweep, "test_accuracy"))
-    assert [point[0] for point in judged.curve] == list(range(1, 9))
+    assert verdict.rows[0].name == "lr-3" and len(verdict.rows) == 4
+    study = judge_as_study(sweep, "test_accuracy", "train.learning_rate", 0.05)  # 2 values, 2 nuisance settings each
+    assert [arm.trials for arm in study.arms] == [2, 2] and study.arms[0].best == "lr-3"
+    judged = JudgedSweep(sweep, verdict, "test_accuracy", expected_best_curve(sweep, "test_accuracy"), study=study)
+    assert [point[0] for point in judged.curve] == [1, 2, 3, 4]
     text = report(judged)
     assert text.index(verdict.table()) < text.index("sweep_expected_best.png") < text.index("## Confirmation")
+    assert text.index("## Confirmation") < text.index(study.table())
     assert description(judged, "1", "f" * 32).startswith(verdict.table())
     draw_plot(judged, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 1000

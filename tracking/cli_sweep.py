@@ -42,6 +42,12 @@ def add_sweep_command(commands: argparse._SubParsersAction, probability: Callabl
         metavar="N",
         help="re-train the best candidate on N fresh seeds and judge those runs alone (kept like other repeats)",
     )
+    sweep.add_argument(
+        "--study",
+        metavar="PARAM",
+        help="also judge the sweep as a study of PARAM (e.g. train.learning_rate): each of its values' best, the "
+        "other params re-tuned for each, against the noise the selection adds",
+    )
     sweep.set_defaults(handler=sweep_command)
 
 
@@ -49,7 +55,7 @@ def sweep_command(args: argparse.Namespace) -> None:
     from tracking.errors import UsageError
     from tracking.run.lifecycle import interrupts_raise
     from tracking.store.location import open_client, project_root
-    from tracking.sweeps.family import run_sweep
+    from tracking.sweeps.family import Asked, run_sweep
     from tracking.sweeps.members import Selection
 
     if bool(args.experiments) == bool(args.all or args.filter or args.parent):
@@ -60,7 +66,10 @@ def sweep_command(args: argparse.Namespace) -> None:
     root = project_root()
     selection = Selection(tuple(args.experiments), args.all, args.filter, args.parent)
     with interrupts_raise():  # a stopped confirmation ends its runs KILLED
-        judged = run_sweep(open_client(root), root, selection, args.alpha, "fdr" if args.fdr else "holm", args.confirm)
+        asked = Asked(args.alpha, "fdr" if args.fdr else "holm", args.confirm, args.study)
+        judged = run_sweep(open_client(root), root, selection, asked)
     print(judged.verdict.table(), end="\n\n")
+    if judged.study is not None:
+        print(judged.study.table(), end="\n\n")
     print(judged.headline())
     print(f"Report: {SWEEP_REPORT.as_posix()}")

@@ -26,6 +26,7 @@ from tracking.sweeps.members import Sweep
 
 if TYPE_CHECKING:
     from tracking.noise.selection import Confirmation
+    from tracking.noise.study import Study
     from tracking.noise.sweep import SweepVerdict
     from tracking.run.tracker import Tracker
 
@@ -35,7 +36,8 @@ ARTIFACTS = "sweep"  # the parent run's artifact folder
 @dataclass(frozen=True)
 class JudgedSweep:
     """A sweep and what judging it found: the family's verdict, the expected best of the primary metric after n
-    trials (n, mean, low, high), and the selected best's confirmation on `confirmation_runs` fresh runs (or None)."""
+    trials (n, mean, low, high), the selected best's confirmation on `confirmation_runs` fresh runs (or None), and the
+    study of one param's values (or None: `--study`)."""
 
     sweep: Sweep
     verdict: SweepVerdict
@@ -43,6 +45,7 @@ class JudgedSweep:
     curve: list[tuple[int, float, float, float]]
     confirmation: Confirmation | None = None
     confirmation_runs: int = 0
+    study: Study | None = None
 
     def headline(self) -> str:
         """One line: the family's verdict, what beat the baseline beyond noise, and the confirmation's."""
@@ -58,6 +61,9 @@ class JudgedSweep:
                 f"; {v.rows[0].name} confirmed on {self.confirmation_runs} fresh runs: {c.verdict}, gap "
                 f"{c.confirmed_gap:+.4g} against {c.selected_gap:+.4g} as selected"
             )
+        if self.study is not None:
+            shown = ", ".join(self.study.better) or "none"
+            line += f"; {self.study.scientific} values whose best beats the baseline beyond selection: {shown}"
         return line
 
 
@@ -90,6 +96,8 @@ def report(judged: JudgedSweep, plot_name: str = SWEEP_PLOT.name) -> str:
         "",
         *_confirmation_lines(judged),
     ]
+    if judged.study is not None:
+        lines += ["", f"## Study: {judged.study.scientific}", "", judged.study.table()]
     return "\n".join(lines) + "\n"
 
 
@@ -211,4 +219,5 @@ def _record(judged: JudgedSweep) -> dict[str, Any]:
         "expected_best": [list(point) for point in judged.curve],
         "confirmation": judged.confirmation.as_dict() if judged.confirmation else None,
         "confirmation_runs": judged.confirmation_runs,
+        "study": judged.study.as_dict() if judged.study else None,
     }
