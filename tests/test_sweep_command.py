@@ -38,12 +38,16 @@ QUEUE_S = 1500  # a loaded 2-core machine trains the 8 in 4 to 10 minutes
 
 
 def queue_drained(project: Path) -> str:
-    """`dvc queue status` once no experiment is queued or running."""
+    """`dvc queue status` once no experiment is queued or running. Two workers on DVC's file-system broker race on
+    its messages, and one sometimes stops (`Unrecoverable error: JSONDecodeError`, treeverse/dvc#10428): the other
+    goes on alone; where none is left with experiments queued, they are started again, as docs/sweeps.md says."""
     deadline = time.monotonic() + QUEUE_S
     while time.monotonic() < deadline:
         status = run(["dvc", "queue", "status"], project).stdout
         if "Queued" not in status and "Running" not in status:
             return status
+        if "Queued" in status and "Running" not in status and "0 active" in status:
+            run(["dvc", "queue", "start", "-j", "2"], project)
         time.sleep(5)
     raise AssertionError(f"the queue still runs after {QUEUE_S} s:\n{status}")
 
