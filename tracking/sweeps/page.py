@@ -133,6 +133,7 @@ def _runs(judged: JudgedSweep) -> int:
 def draw_plot(judged: JudgedSweep, path: Path) -> None:
     """The expected best of the primary metric after n trials with its interval, and the band's mean."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     trials = [point[0] for point in judged.curve]
     figure = Figure(figsize=(6, 3.6))
@@ -142,10 +143,11 @@ def draw_plot(judged: JudgedSweep, path: Path) -> None:
     band = [value for value in judged.sweep.band()[judged.primary] if math.isfinite(value)]
     if band:
         axes.axhline(sum(band) / len(band), color="grey", linestyle="--", label="baseline band mean")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("trials")
     axes.set_ylabel(f"best {judged.primary}")
     axes.set_title(f"Expected best of n trials, sweep {judged.sweep.name}", fontsize=10)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="best")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
