@@ -109,6 +109,18 @@ BENCHES = (
         "predictions x 100,000 weights (synthetic). Limits: 10 s and 2 GiB.",
     ),
     Bench(
+        "sweep_family.py",
+        (),
+        "A sweep judged as one family",
+        "`tracking.noise.sweep.judge_sweep` by Monte Carlo (issue 66), the default design (5 band runs, 3 runs a "
+        "candidate, test_accuracy and test_loss) under normal, t(3), 10% bad seeds and capped-accuracy noise, each "
+        "rate with its 95% Wilson interval and Monte Carlo error: how often K = 1, 5, 10, 20 candidates that change "
+        "nothing raise a false alarm judged as one family (Holm; Benjamini-Hochberg) against K separate verdicts "
+        "(goal: the family at most 5% plus its MC error); the power to find one real winner 3 stds off among K; the "
+        "best of 8 confirmed on fresh runs (selected gap, confirmed gap and the truth); the trainings a sweep of 8 "
+        "costs; the expected best's bootstrap band's coverage.",
+    ),
+    Bench(
         "verdict_quality.py",
         (),
         "Quality of the compare verdict",
@@ -206,10 +218,20 @@ def updated(text: str, results: list[tuple[Bench, str, float]]) -> str:
     cpu, _, _, system = (line.removeprefix("- ") for line in machine())
     lines = text.split("\n")
     for bench, output, seconds in results:
+        if f"## {bench.title}" not in lines:  # a bench new to the page: its place in BENCHES order
+            lines[_place(lines, bench) : _place(lines, bench)] = [f"## {bench.title}", ""]
         start = lines.index(f"## {bench.title}")
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
         lines[start:end] = section(bench, output, f"{seconds:.0f} s, re-run alone on {today}: {cpu}; {system}")
     return "\n".join(lines)
+
+
+def _place(lines: list[str], bench: Bench) -> int:
+    """Where a bench new to the page goes: before the section of the first bench after it in BENCHES that the page
+    has, else before the GPU section, else at the end."""
+    later = [f"## {other.title}" for other in BENCHES[BENCHES.index(bench) + 1 :]]
+    later.append("## On a GPU (bench/gpu_check.py)")
+    return next((lines.index(title) for title in later if title in lines), len(lines))
 
 
 def main() -> None:

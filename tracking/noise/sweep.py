@@ -1,7 +1,8 @@
 """A sweep judged as one family (`judge_sweep`): K candidates, each against the one calibration band, M metrics each.
 
 Judged one at a time at alpha, a grid of candidates that change nothing calls one of them beyond noise far more
-often than alpha (issue 66: 16.9% at 5 candidates, 36.8% at 20). Here the K·M tests are one family:
+often than alpha (bench/sweep_family.py: 17-20% at 5 candidates, 38-43% at 20, 5 band runs and 3 runs a
+candidate). Here the K·M tests are one family:
 
 - Each candidate's per-metric test is the single experiment's (`tracking.noise.candidates.judge_values`: the
   prediction test for one run, the pooled two-sample t for several, its p calibrated for heavy tails); no second
@@ -16,14 +17,17 @@ often than alpha (issue 66: 16.9% at 5 candidates, 36.8% at 20). Here the K·M t
   one-test Holm inside reproduces the family's decision) at the family's levels: the power behind `within_noise`
   at alpha/(K·M) (Holm's first step), and the equivalence interval (two one-sided tests) at alpha/K. A
   candidate's `within_noise` needs every metric within (an intersection-union test, so the metrics need no
-  correction, as the single verdict has none), and the K candidates' claims are Bonferroni-corrected: the chance
-  that any candidate truly `min_effect` off is called within noise stays at most alpha/2. At K = 1 every level is
-  the single verdict's, and so is every verdict (tests/test_sweep.py).
+  correction, as the single verdict has none), and the K candidates' equivalence claims are Bonferroni-corrected:
+  the chance that any candidate truly `min_effect` off passes by equivalence stays at most alpha/2 (the power
+  route keeps the single verdict's promise per candidate: a true shift of `min_effect` is seen at least 80% of the
+  time at the family's level). At K = 1 every level is the single verdict's, and so is every verdict
+  (tests/test_sweep.py).
 - Each candidate's gap on the `primary` metric gets a simultaneous interval: the verdict's own interval
   (`tracking.noise.policy.equivalence`, its critical t from `tracking.noise.tails`) at alpha/(K·M), Bonferroni,
   so all K cover at once with probability at least 1 - alpha, and one that excludes 0 is a test Holm rejects.
 
-Rows are ranked by the primary gap in the better direction of its mode (largest first where the mode is unknown;
+The band is the runs of the calibration variant that judges a change of configuration (ALGO's, or ALGO+IMPL's):
+a sweep's candidates change a cause, so CONTROL's exact rule does not apply. Rows are ranked by the primary gap in the better direction of its mode (largest first where the mode is unknown;
 gaps that are not numbers last). Where the family's verdict differs from the one a candidate got alone (given, or
 `tracking.judge` on the same numbers), the row's note says why.
 """
@@ -107,7 +111,9 @@ def judge_sweep(
         ]
         judged = judge_family(decided, alpha / len(candidates), min_effect or {}, alpha / len(candidates))
         judged = [replace(after, p_value=before.p_value) for after, before in zip(judged, checks, strict=True)]
-        rows.append(_row(found, judged, singles[k].verdict, primary, method, family, alpha, min_effect or {}))
+        rows.append(
+            _row(found, judged, singles[k].verdict, primary, (method, family, len(candidates)), alpha, min_effect or {})
+        )
     ranked = sorted(rows, key=lambda row: _rank_key(row.gap, modes.get(primary)))
     return _verdict(ranked, modes, method, alpha, family, primary)
 
@@ -138,15 +144,15 @@ def _row(
     judged: list[Judgement],
     alone: str,
     primary: str,
-    method: str,
-    family: int,
+    sizes: tuple[str, int, int],
     alpha: float,
     declared: Mapping[str, float],
 ) -> SweepRow:
     """One candidate's row: the family's verdict of its `judged` checks, its primary gap and simultaneous
-    interval at alpha/`family`, why the family's verdict differs from the one it got alone, and what would decide
+    interval at alpha over the family's tests (`sizes`: the method, the tests, the candidates), why the family's verdict differs from the one it got alone, and what would decide
     it where it is undecided."""
     verdict = overall_verdict(judged, False, None)
+    family = sizes[1]
     single = found.single_verdict or alone
     main = next(check for check in judged if check.metric == primary)
     return SweepRow(
@@ -156,15 +162,17 @@ def _row(
         gap=main.delta,
         interval=simultaneous_interval(main, alpha / family),
         single_verdict=single,
-        note="" if single == verdict else _why(single, verdict, judged, method, family, alpha),
+        note="" if single == verdict else _why(single, verdict, judged, sizes, alpha),
         metric=primary,
         changed=dict(found.changed),
         decide=_decide(judged, alpha / family, declared) if verdict == INCONCLUSIVE else "",
     )
 
 
-def _why(single: str, verdict: str, judged: list[Judgement], method: str, family: int, alpha: float) -> str:
-    """Why a candidate's family verdict differs from its verdict alone, in a line."""
+def _why(single: str, verdict: str, judged: list[Judgement], sizes: tuple[str, int, int], alpha: float) -> str:
+    """Why a candidate's family verdict differs from its verdict alone, in a line; `sizes`: the method, the tests
+    in the family and its candidates."""
+    method, family, candidates = sizes
     corrected = METHODS[method].format(tests=family, alpha=100 * alpha)
     if single in (EXCEEDS, WITHIN_TOLERANCE) and verdict not in (EXCEEDS, WITHIN_TOLERANCE):
         smallest = min((check for check in judged if check.p_value is not None), key=lambda check: check.p_value)
@@ -173,7 +181,10 @@ def _why(single: str, verdict: str, judged: list[Judgement], method: str, family
         beyond = ", ".join(check.metric for check in judged if check.verdict == EXCEEDS)
         return f"{beyond} beyond noise after {corrected}; alone the candidate was {single}"
     if verdict == INCONCLUSIVE:
-        return f"{single} alone, undecided at the family's level (tests at alpha/{family})"
+        return (
+            f"{single} alone, undecided at the family's levels (power at alpha/{family}, equivalence at "
+            f"alpha/{candidates})"
+        )
     return f"{single} alone, {verdict} after {corrected}"
 
 

@@ -3,6 +3,7 @@ its row as the family judged it, and the sweep's verdict with its table, as JSON
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,7 +123,8 @@ class SweepVerdict:
         for rank, row in enumerate(self.rows, 1):
             changed = ", ".join(f"{key}={value}" for key, value in row.changed.items()) or "-"
             interval = "-" if row.interval is None else f"{row.interval[0]:.4g} to {row.interval[1]:.4g}"
-            cells = [str(rank), _cell(row.name), _cell(changed), f"{row.gap:+.4g}", interval, row.verdict]
+            gap = f"{row.gap:+.4g}" if math.isfinite(row.gap) else "not a number"
+            cells = [str(rank), _cell(row.name), _cell(changed), gap, interval, row.verdict]
             note = "; ".join(filter(None, [row.note, row.decide]))
             lines.append("| " + " | ".join([*cells, _cell(note)]) + " |")
         return "\n".join(lines)
