@@ -84,12 +84,13 @@ def report(judged: JudgedSweep, plot_name: str = SWEEP_PLOT.name) -> str:
         "",
         f"![expected best]({plot_name})",
         "",
-        "| trials | expected best | interval |",
+        "| trials | expected best | bootstrap band |",
         "| ---: | ---: | --- |",
         *(f"| {n} | {mean:.4g} | {low:.4g} to {high:.4g} |" for n, mean, low, high in judged.curve),
         "",
         "From each candidate's mean over its runs (Dodge et al. 2019): the best of n trials drawn from this "
-        "sweep's, and its bootstrap interval. A curve still rising at the sweep's size says more trials would "
+        "sweep's, with its bootstrap band (how much the curve moves had the sweep drawn other trials; not a 95% "
+        "interval of the true expected best: docs/noise-statistics.md). A curve still rising at the sweep's size says more trials would "
         "likely find better; a flat one, that they would not.",
         "",
         "## Confirmation",
@@ -131,14 +132,16 @@ def _runs(judged: JudgedSweep) -> int:
 
 
 def draw_plot(judged: JudgedSweep, path: Path) -> None:
-    """The expected best of the primary metric after n trials with its interval, and the band's mean."""
+    """The expected best of the primary metric after n trials with its bootstrap band, and the noise band's mean."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     trials = [point[0] for point in judged.curve]
     figure = Figure(figsize=(6, 3.6))
     axes = figure.subplots()
-    axes.fill_between(trials, [p[2] for p in judged.curve], [p[3] for p in judged.curve], alpha=0.25, label="interval")
+    axes.fill_between(
+        trials, [p[2] for p in judged.curve], [p[3] for p in judged.curve], alpha=0.25, label="bootstrap band"
+    )
     axes.plot(trials, [p[1] for p in judged.curve], marker="o", label="expected best")
     band = [value for value in judged.sweep.band()[judged.primary] if math.isfinite(value)]
     if band:
