@@ -10,12 +10,13 @@ CI after `make test-cluster`. The error lines are checked in `make test`, on an 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_user_error, client_for, run, tiny_calibration, write_params
+from conftest import assert_user_error, client_for, project_env, run, tiny_calibration, write_params
 
 from tracking.names import (
     CALIBRATION_ROLE,
@@ -37,6 +38,20 @@ GRID = ["-S", "train.learning_rate=1e-4,3e-4,1e-3,3e-3", "-S", "model.kwargs.dro
 QUEUE_S = 1500  # a loaded 2-core machine trains the 8 in 4 to 10 minutes
 
 
+def start_workers(project: Path) -> None:
+    """`dvc queue start -j 2`, its output left unread: the workers it starts in the background inherit it, and a
+    pipe would hold the call open until they exit."""
+    subprocess.run(
+        ["dvc", "queue", "start", "-j", "2"],
+        cwd=project,
+        env=project_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
+        timeout=120,
+    )
+
+
 def queue_drained(project: Path) -> str:
     """`dvc queue status` once no experiment is queued or running. Two workers on DVC's file-system broker race on
     its messages, and one sometimes stops (`Unrecoverable error: JSONDecodeError`, treeverse/dvc#10428): the other
@@ -47,7 +62,7 @@ def queue_drained(project: Path) -> str:
         if "Queued" not in status and "Running" not in status:
             return status
         if "Queued" in status and "Running" not in status and "0 active" in status:
-            run(["dvc", "queue", "start", "-j", "2"], project)
+            start_workers(project)
         time.sleep(5)
     raise AssertionError(f"the queue still runs after {QUEUE_S} s:\n{status}")
 
@@ -126,7 +141,7 @@ def test_a_queued_grid_is_judged_as_one_family_and_its_best_confirmed(tmp_path: 
     run(["git", "commit", "-qm", "calibrated, the baseline judged"], project)
 
     run(["dvc", "exp", "run", "--queue", *GRID], project)
-    run(["dvc", "queue", "start", "-j", "2"], project)
+    start_workers(project)
     status = queue_drained(project)
     assert status.count("Success") == 8, status
     run(["dvc", "exp", "run", "--queue", "-n", "reseeded", "-S", "seeds.base=7"], project)
