@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_user_error, client_for, project_env, run, tiny_calibration, write_params
+from conftest import assert_user_error, client_for, project_env, run, runs_of, tiny_calibration, write_params
 
 from tracking.names import (
     CALIBRATION_ROLE,
@@ -30,6 +30,8 @@ from tracking.names import (
     SWEEP_RANK_TAG,
     SWEEP_ROLE,
     SWEEP_TAG,
+    VERDICT_TAG,
+    sweep_name,
     tag_is,
 )
 
@@ -133,6 +135,21 @@ def test_the_report_and_the_run_description_open_on_the_ranked_table(tmp_path: P
     assert description(judged, "1", "f" * 32).startswith(verdict.table())
     draw_plot(judged, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 1000
+
+
+def test_an_experiments_compare_stage_tags_its_sweep(readme_typed: Path):
+    """The README's experiments (`dvc exp run`: DVC sets DVC_EXP_BASELINE_REV) carry the sweep's tag, named from
+    their base commit and the calibration that judged them, which `tracking sweep --all` selects; the first
+    `dvc repro`'s run, no experiment, carries none."""
+    from tracking.data.hashing import file_sha256
+
+    project = readme_typed / "project"
+    head = run(["git", "rev-parse", "HEAD"], project).stdout.strip()
+    expected = sweep_name(head, file_sha256(project / "calibration/noise.json"))
+    judged = [found for found in runs_of(project) if VERDICT_TAG in found.data.tags]
+    tags = {found.data.tags.get(DVC_EXP_NAME_TAG): found.data.tags.get(SWEEP_TAG) for found in judged}
+    assert tags.pop(None) is None and "reseeded" in tags, tags
+    assert set(tags.values()) == {expected}, tags
 
 
 @pytest.mark.slow
