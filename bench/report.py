@@ -117,8 +117,9 @@ BENCHES = (
         "rate with its 95% Wilson interval and Monte Carlo error: how often K = 1, 5, 10, 20 candidates that change "
         "nothing raise a false alarm judged as one family (Holm; Benjamini-Hochberg) against K separate verdicts "
         "(goal: the family at most 5% plus its MC error); the power to find one real winner 3 stds off among K; the "
-        "best of 8 confirmed on fresh runs (selected gap, confirmed gap and the truth); the trainings a sweep of 8 "
-        "costs; the expected best's bootstrap band's coverage.",
+        "best of 8 confirmed on fresh runs (selected gap, confirmed gap and the truth); the playbook's study (each "
+        "value's best as the largest of its nuisance settings); how often candidates without effect are within noise "
+        "at the family's levels; the trainings a sweep of 8 costs; the expected best's bootstrap band's coverage.",
     ),
     Bench(
         "verdict_quality.py",
@@ -129,6 +130,19 @@ BENCHES = (
         "discrete accuracies, a class near its ceiling); how often a shift at min_effect is still called within "
         "noise; whether 'a true shift of X is detected at least 80% of the time' comes true; and each `tracking plan` "
         "option followed.",
+    ),
+    Bench(
+        "tolerance_quality.py",
+        ("--only", "defaults", "--trials", "1000"),
+        "Defaults that can say same",
+        "The public `tracking.judge` at the default design (5 calibration runs, 3 candidate runs, test_accuracy and "
+        "test_loss, each metric's default `compare.min_effect`: the larger of 4 band stds and its anchor), 1,000 "
+        "independent calibrations a cell with 95% Wilson intervals, under normal, t(3), 10% bad seeds and "
+        "capped-accuracy noise: a candidate without effect called `within_noise` (goal: at least 80%) and "
+        "`exceeds_noise` (false alarms, at most alpha); a true drop of the default min_effect detected (at least "
+        "80%); what each design sees of the default's 4 band stds; and under the cap, a true drop of a named "
+        "min_effect the design does not see called `within_noise` (equivalence's error: at most alpha/2), beside the "
+        "rate the band's tied std gave before.",
     ),
 )
 

@@ -28,7 +28,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tracking
-from tracking.noise.policy import ACCURACY_MIN_EFFECT, EXCEEDS, INCONCLUSIVE, WITHIN
+from tracking.noise.metric_family import ACCURACY_MIN_EFFECT
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN
 from tracking.noise.sequential import until_decided
 
 METRIC, MEAN = "test_accuracy", 0.9

@@ -1,28 +1,25 @@
 """A sweep judged as one family (issue 66), by Monte Carlo: false alarms, power, the winner's curse and its cure.
 
-Every trial is an independent calibration of n band runs and K candidates of N runs each, the default family
-(test_accuracy under one of issue 47's four noise models, `bench/verdict_quality.py`'s `FOUR_NOISE`: normal, t(3),
-10% bad seeds 5 stds worse, accuracy on 360 examples capped at 356; test_loss normal), default design n = 5,
-N = 3. Each check's p is the verdict's (`tracking.noise.tails.p_values` of the pooled t, vectorised as
-`verdict_quality.flagged` does), and the family's decision is `tracking.noise.sweep.rejections`, the function
-`judge_sweep` calls; `judge_sweep` itself is run on the first trials of each cell and must agree check for check.
-Each rate comes with its 95% Wilson interval and its Monte Carlo error (the binomial standard error).
+Each trial: n = 5 band runs and K candidates of N = 3 runs, test_accuracy under issue 47's four noise models
+(`verdict_quality.FOUR_NOISE`: normal, t(3), 10% bad seeds 5 stds worse, accuracy capped at 356/360), test_loss
+normal. Each check's p is the verdict's (`tracking.noise.tails.p_values`, vectorised as `verdict_quality.flagged`
+is), the family's decision `tracking.noise.sweep.rejections`, which `judge_sweep` calls; `judge_sweep` itself runs
+the first trials of each cell and must agree check for check. Rates: 95% Wilson interval and Monte Carlo error.
 
 - `false-alarms`: K = 1, 5, 10, 20 candidates none of which changes anything: how often the sweep calls any
   candidate beyond noise, judged as one family (Holm over K·2 tests; Benjamini-Hochberg, which under no effect at
   all is the same error) and as K separate experiments (each its own Holm over 2 metrics, what each compare stage
   says today), and how often one of those separate verdicts is a "worse" (which fails CI under fail_on_drift).
   Goal: the family's rate at most 5% plus 1.96 Monte Carlo errors.
-- `power`: one candidate truly 3 stds better (the noise model's true std; the capped accuracy 3 stds worse, since
-  it cannot rise) among K: how often the family finds it, against K separate experiments, at the default design
-  and at larger ones.
-- `bias`: K = 8 candidates, the best by its mean picked, then 3 fresh runs of it judged alone (as
-  `tracking.noise.selection.judge_confirmation` does): the selected gap, the confirmed gap and the selected
-  candidate's true shift, each mean with its 95% interval, and how often the confirmed gap's printed interval
-  covers the true shift.
+- `power`: one candidate truly 3 stds better (capped: worse, it cannot rise) among K: found by the family, against
+  K separate experiments, at the default design and larger ones.
+- `bias`: the best of 8 by its mean, then 3 fresh runs of it judged alone (`judge_confirmation`): the selected gap,
+  the confirmed gap and the truth, and how often the confirmed gap's printed interval covers the truth.
 - `study`: the tuning playbook's study (`tracking.noise.study.judge_study`), 3 values of a scientific
   hyperparameter with 8 nuisance settings each: how often a value is called better where none matters, and how
   often the one value 3 stds better is found, against each value's best judged as one plain candidate.
+- `within`: K candidates without effect through `judge_sweep` itself at the default min_effect (normal noise):
+  how often a candidate, and the whole sweep, is called within noise at the family's levels.
 - `cost`: the trainings a sweep of 8 costs against 8 plain experiments, from params.yaml's defaults.
 - `expected-best`: how often `expected_best`'s bootstrap band (the 2.5 to 97.5% percentiles of the curve over
   resampled trials) covers the true expected best of n normal trials: it is not a 95% interval for n above 1.
@@ -44,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from verdict_quality import BAD_SHIFT, CAPPED, FOUR_NOISE, _capped_std, _wilson_bounds
 
-from tracking.noise.policy import EXCEEDS, WITHIN_TOLERANCE
+from tracking.noise.policy import EXCEEDS, WITHIN, WITHIN_TOLERANCE
 from tracking.noise.sweep import FDR, HOLM, SweepCandidate, judge_sweep, rejections
 
 ALPHA = 0.05
@@ -80,20 +77,25 @@ def draws(rng: np.random.Generator, noise: str, trials: int, k: int, n: int, run
     return band, accuracy, rng.standard_normal((trials, n)), rng.standard_normal((trials, k, runs))
 
 
-def p_values(band: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """Per trial and candidate, the verdict's p of the candidate's runs against the band (NaN where the band's
-    runs tie: `inconclusive`, out of the family)."""
-    from tracking.noise.tails import p_values as calibrated
-
+def statistics(band: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Per trial and candidate, the verdict's t of the candidate's runs against the band (the pooled t)."""
     n, runs = band.shape[1], candidates.shape[2]
-    spread = band.var(axis=1, ddof=1)[:, None] * (n - 1)
-    if runs > 1:
-        spread = spread + candidates.var(axis=2, ddof=1) * (runs - 1)
+    spread = band.var(axis=1, ddof=1)[:, None] * (n - 1) + (
+        candidates.var(axis=2, ddof=1) * (runs - 1) if runs > 1 else 0
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = (candidates.mean(axis=2) - band.mean(axis=1)[:, None]) / np.sqrt(
+        return (candidates.mean(axis=2) - band.mean(axis=1)[:, None]) / np.sqrt(
             spread / (n + runs - 2) * (1 / n + 1 / runs)
         )
-    found = calibrated(np.nan_to_num(t).ravel(), n, runs).reshape(t.shape)
+
+
+def p_values(band: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Per trial and candidate, the verdict's p (`tracking.noise.tails.p_values` of `statistics`; NaN where the
+    band's runs tie: `inconclusive`, out of the family)."""
+    from tracking.noise.tails import p_values as calibrated
+
+    t = statistics(band, candidates)
+    found = calibrated(np.nan_to_num(t).ravel(), band.shape[1], candidates.shape[2]).reshape(t.shape)
     found[(band == band[:, :1]).all(axis=1)] = np.nan
     return found
 
@@ -111,42 +113,42 @@ def family(p: np.ndarray, method: str) -> np.ndarray:
 
 
 def separately(p: np.ndarray) -> np.ndarray:
-    """Per trial and candidate, which checks its own verdict rejects (Holm over its M metrics)."""
-    out = np.zeros(p.shape, dtype=bool)
-    for trial in range(len(p)):
-        for k in range(p.shape[1]):
-            tested = np.flatnonzero(~np.isnan(p[trial, k]))
-            out[trial, k, tested] = rejections(list(p[trial, k, tested]), ALPHA, HOLM)
-    return out
+    """Per trial and candidate, which checks its own verdict rejects (Holm over its M metrics: a family of one)."""
+    return family(p.reshape(-1, 1, p.shape[2]), HOLM).reshape(p.shape)
+
+
+def swept(noise: str, trial: int, band, accuracy, loss_band, loss, min_effect=None):
+    """`judge_sweep` of one trial's band and candidates (c0, c1, ...), as the metrics' values they stand for."""
+    centre, scale = (0.0, 1.0) if noise == CAPPED else (0.9, 0.01)
+    names = range(accuracy.shape[1])
+    return judge_sweep(
+        {"test_accuracy": list(centre + scale * band[trial]), "test_loss": list(0.3 + 0.02 * loss_band[trial])},
+        [
+            SweepCandidate(
+                f"c{k}",
+                {
+                    "test_accuracy": list(centre + scale * accuracy[trial, k]),
+                    "test_loss": list(0.3 + 0.02 * loss[trial, k]),
+                },
+            )
+            for k in names
+        ],
+        modes={"test_accuracy": "max", "test_loss": "min"},
+        alpha=ALPHA,
+        min_effect=min_effect,
+    )
 
 
 def checked(noise: str, band, accuracy, loss_band, loss, rejected: np.ndarray) -> tuple[int, int]:
     """How many of the first `CHECKED` trials `judge_sweep` decides check for check as the vectorised path does."""
-    centre, scale = (0.0, 1.0) if noise == CAPPED else (0.9, 0.01)
-    agree = 0
-    count = min(CHECKED, len(band))
+    count, agree = min(CHECKED, len(band)), 0
     for trial in range(count):
-        found = judge_sweep(
-            {"test_accuracy": list(centre + scale * band[trial]), "test_loss": list(0.3 + 0.02 * loss_band[trial])},
-            [
-                SweepCandidate(
-                    f"c{k}",
-                    {
-                        "test_accuracy": list(centre + scale * accuracy[trial, k]),
-                        "test_loss": list(0.3 + 0.02 * loss[trial, k]),
-                    },
-                )
-                for k in range(accuracy.shape[1])
-            ],
-            modes={"test_accuracy": "max", "test_loss": "min"},
-            alpha=ALPHA,
-            min_effect={"test_accuracy": FAR, "test_loss": FAR},
-        )
+        found = swept(noise, trial, band, accuracy, loss_band, loss, {"test_accuracy": FAR, "test_loss": FAR})
         rows = {row.name: row for row in found.rows}
-        decided = np.array(
-            [[check.verdict in (EXCEEDS, WITHIN_TOLERANCE) for check in rows[f"c{k}"].checks] for k in range(len(rows))]
-        )
-        agree += bool((decided == rejected[trial]).all())
+        decided = [
+            [check.verdict in (EXCEEDS, WITHIN_TOLERANCE) for check in rows[f"c{k}"].checks] for k in range(len(rows))
+        ]
+        agree += bool((np.array(decided) == rejected[trial]).all())
     return agree, count
 
 
@@ -157,9 +159,8 @@ def false_alarms(rng: np.random.Generator, trials: int) -> None:
         f"alpha {ALPHA}, {trials} sweeps a cell (goal: the family at most 5% plus 1.96 MC errors):"
     )
     print(
-        "| noise | K | family (Holm over 2K tests) | family (Benjamini-Hochberg) | K separate verdicts | a separate 'worse' | judge_sweep agrees |"
+        "| noise | K | family (Holm over 2K tests) | family (Benjamini-Hochberg) | K separate verdicts | a separate 'worse' | judge_sweep agrees |\n| --- | ---: | --- | --- | --- | --- | --- |"
     )
-    print("| --- | ---: | --- | --- | --- | --- | --- |")
     for noise in FOUR_NOISE:
         for k in SWEEPS:
             band, accuracy, loss_band, loss = draws(rng, noise, trials, k, BAND_RUNS, CANDIDATE_RUNS, np.zeros(k))
@@ -190,9 +191,8 @@ def power(rng: np.random.Generator, trials: int) -> None:
         "its test_accuracy beyond noise in the right direction:"
     )
     print(
-        "| noise | n, N | K | found by the family (Holm) | found alone (its own verdict) | another falsely flagged (family) |"
+        "| noise | n, N | K | found by the family (Holm) | found alone (its own verdict) | another falsely flagged (family) |\n| --- | --- | ---: | --- | --- | --- |"
     )
-    print("| --- | --- | ---: | --- | --- | --- |")
     for noise in FOUR_NOISE:
         sign = -1.0 if noise == CAPPED else 1.0
         for n, runs in ((BAND_RUNS, CANDIDATE_RUNS), (10, 5), (20, 5)):
@@ -226,9 +226,8 @@ def bias(rng: np.random.Generator, trials: int) -> None:
         "judged alone against the same band; gaps in the noise's true stds, mean (95% interval):"
     )
     print(
-        "| noise | sweep | selected gap | confirmed gap | true shift of the selected | confirmed - true | the confirmed interval covers the true shift |"
+        "| noise | sweep | selected gap | confirmed gap | true shift of the selected | confirmed - true | the confirmed interval covers the true shift |\n| --- | --- | --- | --- | --- | --- | --- |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
     for noise in FOUR_NOISE:
         cases = [("none changes anything", 0.0)]
         cases += (
@@ -253,6 +252,27 @@ def bias(rng: np.random.Generator, trials: int) -> None:
                 f"| {noise} | {case} | {mean_interval(selected / std)} | {mean_interval(confirmed / std)} | "
                 f"{mean_interval(truth / std)} | {mean_interval((confirmed - truth) / std)} | {rate(covered, trials)} |"
             )
+
+
+def within(rng: np.random.Generator, trials: int) -> None:
+    """K candidates without effect judged by `judge_sweep` itself at the default min_effect: how often each is
+    called within noise in the family (its claims at the family's levels) and how often the whole sweep is."""
+    print(
+        f"no candidate changes anything, normal noise, default min_effect, judge_sweep itself ({trials} sweeps a "
+        "row): a candidate within noise | the sweep within noise | a candidate undecided"
+    )
+    print(
+        "| K | a candidate within noise | the sweep within noise | a candidate undecided |\n| ---: | --- | --- | --- |"
+    )
+    for k in SWEEPS:
+        band, accuracy, loss_band, loss = draws(rng, "normal", trials, k, BAND_RUNS, CANDIDATE_RUNS, np.zeros(k))
+        each = whole = undecided = 0
+        for trial in range(trials):
+            found = swept("normal", trial, band, accuracy, loss_band, loss)
+            each += len(found.within)
+            undecided += len(found.undecided)
+            whole += found.verdict == WITHIN
+        print(f"| {k} | {rate(each, trials * k)} | {rate(whole, trials)} | {rate(undecided, trials * k)} |")
 
 
 def cost() -> None:
@@ -287,9 +307,8 @@ def study(rng: np.random.Generator, trials: int) -> None:
         "a value is called better when its best beats the band (Holm over the values at alpha 0.05):"
     )
     print(
-        "| noise | study | judge_study: a value better | each value's best as one plain candidate | judge_study agrees |"
+        "| noise | study | judge_study: a value better | each value's best as one plain candidate | judge_study agrees |\n| --- | --- | --- | --- | --- |"
     )
-    print("| --- | --- | --- | --- | --- |")
     for noise in FOUR_NOISE:
         cases = [("none matters", 0.0)] + ([] if noise == CAPPED else [(f"one value {SHIFT:g} stds better", SHIFT)])
         for case, size in cases:
@@ -297,11 +316,8 @@ def study(rng: np.random.Generator, trials: int) -> None:
             shifts[:settings] = size * TRUE_STD[noise]
             band, accuracy, _, _ = draws(rng, noise, trials, values * settings, BAND_RUNS, CANDIDATE_RUNS, shifts)
             n, runs = BAND_RUNS, CANDIDATE_RUNS
-            spread = band.var(axis=1, ddof=1)[:, None] * (n - 1) + accuracy.var(axis=2, ddof=1) * (runs - 1)
-            gaps = accuracy.mean(axis=2) - band.mean(axis=1)[:, None]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = gaps / np.sqrt(spread / (n + runs - 2) * (1 / n + 1 / runs))
-            gaps, t = gaps.reshape(trials, values, settings), t.reshape(trials, values, settings)
+            gaps = (accuracy.mean(axis=2) - band.mean(axis=1)[:, None]).reshape(trials, values, settings)
+            t = statistics(band, accuracy).reshape(trials, values, settings)
             best = gaps.argmax(axis=2)
             chosen = np.take_along_axis(t, best[..., None], axis=2)[..., 0]
             tied = (band == band[:, :1]).all(axis=1)
@@ -352,13 +368,14 @@ def expected_best_coverage(rng: np.random.Generator, trials: int) -> None:
         print(f"- {size} trials: " + "; ".join(f"n={n}: {rate(hits[n], trials)}" for n in counts))
 
 
-# Each section's trials: the --trials given divided by this (bias' and expected-best's trials cost more).
-SHARE = {"power": 2, "bias": 2, "study": 2, "expected-best": 8}
+# Each section's trials: --trials divided by this (their trials cost more).
+SHARE = {"power": 2, "bias": 2, "study": 2, "within": 20, "expected-best": 8}
 SECTIONS = {
     "false-alarms": false_alarms,
     "power": power,
     "bias": bias,
     "study": study,
+    "within": within,
     "cost": lambda rng, trials: cost(),
     "expected-best": expected_best_coverage,
 }

@@ -7,7 +7,8 @@ import pytest
 from scipy import stats
 
 from tracking.noise.knobs import LIBRARY, advising
-from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, family_verdict, judge, judge_family
+from tracking.noise.metric_family import family_verdict, judge_family
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, judge
 from tracking.noise.statistics import (
     NoiseError,
     band_from_summary,

@@ -98,6 +98,11 @@ def test_ranking_follows_the_primary_metric_mode():
     assert gaps == sorted(gaps) and found.primary == "test_loss"
     unmoded = judge_sweep(band, candidates)
     assert [row.gap for row in unmoded.rows] == sorted((row.gap for row in unmoded.rows), reverse=True)
+    moved = judge_sweep(band, [*candidates, SweepCandidate("far", _runs(rng, 3, 10.0))])
+    assert moved.verdict == EXCEEDS and moved.moved == ("far",) and not moved.better and not moved.worse
+    assert "moved: far" in moved.table()
+    worse = judge_sweep(band, [*candidates, SweepCandidate("far", _runs(rng, 3, -10.0))], modes=MODES)
+    assert worse.worse == ("far",) and worse.rows[-1].name == "far"
 
 
 def test_fdr_rejects_at_least_what_holm_does():

@@ -12,16 +12,8 @@ from scipy import stats
 
 from tracking.noise import tails
 from tracking.noise.candidates import judge_churn, judge_values
-from tracking.noise.policy import (
-    EXCEEDS,
-    INCONCLUSIVE,
-    POOLED,
-    WITHIN,
-    WITHIN_TOLERANCE,
-    family_verdict,
-    judge,
-    judge_family,
-)
+from tracking.noise.metric_family import family_verdict, judge_family
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, POOLED, WITHIN, WITHIN_TOLERANCE, judge
 from tracking.noise.power import detectable_shift, plan, power
 from tracking.noise.statistics import band_from_summary, band_from_values, format_p
 from tracking.noise.tails import critical, p_value
@@ -154,8 +146,11 @@ def test_within_noise_only_where_the_test_sees_the_shift_that_matters():
     wide = band_from_values("test_accuracy", [0.55, 0.80, 0.93], 0.05, "c")
     blind = judge_family([judge(0.297, wide)], 0.05, {})
     assert blind[0].verdict == INCONCLUSIVE and family_verdict(blind) == INCONCLUSIVE and blind[0].within_noise is None
-    assert "blind to a shift of 0.02 (the default for an accuracy" in blind[0].note
-    assert "not even 100 runs of either" in blind[0].note
+    # its default shift is 4 of its stds (0.7725), above two points: still more than 3 runs and 1 see
+    assert "blind to a shift of 0.7725 (the default, 4 band stds (above two points of an accuracy)" in blind[0].note
+    assert "(7 of each) detect a shift of 0.7725" in blind[0].note
+    two_points = judge_family([judge(0.297, wide)], 0.05, {"test_accuracy": 0.02})[0]
+    assert two_points.verdict == INCONCLUSIVE and "not even 100 runs of either" in two_points.note
     # it sees a shift of 1.5 (more than 7 of its stds at 3 runs): a gap inside it is within noise
     assert judge_family([judge(0.70, wide)], 0.05, {"test_accuracy": 1.5})[0].verdict == WITHIN
     several = judge_values("test_accuracy", [0.980, 0.985, 0.990, 0.985, 0.982], [0.984, 0.986, 0.983], 0.05, "c")
@@ -169,13 +164,20 @@ def test_within_noise_only_where_the_test_sees_the_shift_that_matters():
     assert equivalent.interval != pytest.approx((-0.005805, 0.005671), abs=1e-6)
     decided = judge_family([several], 0.05, {"test_accuracy": 0.005})[0]
     assert decided.verdict == INCONCLUSIVE and "more candidate runs (" in decided.note
-    # a metric that is not an accuracy: a tenth of the band mean by default; a band centred on 0 sees no shift
+    # a metric that is not an accuracy: a tenth of the band mean by default where that exceeds 4 band stds
     loss = band_from_values("test_loss", [0.300, 0.302, 0.298, 0.301, 0.299], 0.05, "c")
     assert judge_family([judge(0.30, loss)], 0.05, {})[0].verdict == WITHIN  # detects 0.0065, default 0.03
     assert judge_family([judge(0.30, loss)], 0.05, {"test_loss": 0.005})[0].verdict == INCONCLUSIVE
+    # a loss whose std is a third of its mean (the digits pipeline's): a tenth of it was blind at 5 and 3 runs;
+    # 4 band stds is what they see (3.79 stds, under every noise shape): a candidate without effect is within noise
+    noisy = [0.031, 0.029, 0.038, 0.034, 0.057]
+    same = judge_family([judge_values("test_loss", noisy, [0.04, 0.03, 0.045], 0.05, "c")], 0.05, {})[0]
+    assert same.verdict == WITHIN and 0.1 * same.band.mean < same.detectable < 4 * same.band.std
+    assert family_verdict([same]) == WITHIN
+    # a band centred on 0 has no tenth of its mean: its default is 4 band stds, which one candidate run cannot see
     centred = band_from_values("bias", [-0.01, 0.01, 0.0, 0.005, -0.005], 0.05, "c")
     zero = judge_family([judge(0.0, centred)], 0.05, {})[0]
-    assert zero.verdict == INCONCLUSIVE and "compare.min_effect" in zero.note
+    assert zero.verdict == INCONCLUSIVE and "blind to a shift of 0.03162 (the default, 4 band stds" in zero.note
     # secondary families (min_effects None) are judged on noise alone
     assert judge_family([judge(0.297, wide)], 0.05)[0].verdict == WITHIN
 

@@ -140,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         type=_shift,
         metavar="METRIC=SHIFT",
-        help="the smallest shift of METRIC that matters (repeatable; default: 0.02 for an accuracy, else 10%% of the "
-        "band mean)",
+        help="the smallest shift of METRIC that matters (repeatable; default: the larger of 4 band stds and 0.02 for "
+        "an accuracy, else 10%% of the band mean)",
     )
     judge.add_argument("--calibration", metavar="RUN_ID", help="calibration parent run (default: the latest)")
     judge.set_defaults(handler=_judge)

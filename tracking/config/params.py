@@ -301,10 +301,12 @@ class CompareParams(_Section):
     `candidate_repeats`: N, the candidate's runs per comparison: the train stage's run and N - 1 more that the
     compare stage trains with the candidate's seeds varied as its band's variant varies them (none under CONTROL,
     where they would be copies). With 5 calibration repeats the smallest shift the two default metrics detect
-    with 80% power is 5.02 band stds for one run, 2.88 for three and 2.33 for five; three buy most of that for
-    two more trainings of an experiment (docs/noise-statistics.md). `auto`: one run at a time until the verdict
-    is decided (`tracking.noise.sequential`), at most `candidate_repeats_max` runs. `min_effect`: per metric, the
-    smallest gap that matters; a gap beyond noise whose interval lies inside ± it is `within_tolerance`.
+    with 80% power (under normal noise, t(3) and 10% bad seeds) is 7.25 band stds for one run, 3.79 for three and
+    3.75 for five; three buy most of that for two more trainings of an experiment (docs/noise-statistics.md).
+    `auto`: one run at a time until the verdict is decided (`tracking.noise.sequential`), at most
+    `candidate_repeats_max` runs. `min_effect`: per metric, the smallest gap that matters (default: the larger of 4
+    band stds and two points of an accuracy or a tenth of the band's mean, `tracking.noise.metric_family`); a gap
+    beyond noise whose interval lies inside ± a named one is `within_tolerance`.
     """
 
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from tracking.errors import NoiseError, RunSelectionError, TrackingServerError
 from tracking.names import MLFLOW_PARENT_RUN_TAG, NOISE_VARIANT_TAG, tag_is
-from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, min_effect
+from tracking.noise.metric_family import min_effect
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN
 from tracking.noise.statistics import DDOF, band_from_values, finite, format_p, holm, metric_range, tied
 from tracking.store.reads import all_runs, experiment_named, run_metrics
 
@@ -255,14 +256,15 @@ def compare_metric_groups(
 
 def _means(metric: str, row: dict[str, Any], alpha: float) -> tuple[str, str]:
     """The means' line and outcome: they differ (Holm rejects Welch's t), agree where the gap's 1-`alpha` interval
-    lies inside ± the smallest shift that matters (`tracking.noise.policy.min_effect`'s default: two one-sided tests,
-    as judge's equivalence), else inconclusive; without a test (neither group has spread), inconclusive."""
+    lies inside ± the smallest shift that matters (`tracking.noise.metric_family.min_effect`'s default, from group
+    B's mean and std: two one-sided tests, as judge's equivalence), else inconclusive; without a test (neither group
+    has spread), inconclusive."""
     if row["welch_p"] is None:
         return "means inconclusive: no test of means", INCONCLUSIVE
     tested = f"Welch p={format_p(row['welch_p'])}"
     if row["means_differ"]:
         return f"means differ ({tested})", EXCEEDS
-    tolerance, origin = min_effect(metric, row["mean_b"], {})
+    tolerance, origin = min_effect(metric, row["mean_b"], {}, row["std_b"] or 0.0)
     low, high = row["gap_interval"] or (-math.inf, math.inf)
     inside = tolerance > 0 and -tolerance <= low and high <= tolerance
     seen = f"the gap's {100 * (1 - alpha):.3g}% interval, {low:.4g} to {high:.4g}"

@@ -4,7 +4,7 @@ runs logged anywhere. The compare stage's primary family (`tracking.noise.verdic
 
 Each metric's candidate values are tested against its band's values (`tracking.noise.candidates.judge_values`:
 the prediction test for one candidate run, the pooled two-sample t for several), the metrics are one family,
-Holm-corrected at `alpha` and held to their smallest shift that matters (`tracking.noise.policy.judge_family`),
+Holm-corrected at `alpha` and held to their smallest shift that matters (`tracking.noise.metric_family.judge_family`),
 and the family gives one of three outcomes: `exceeds_noise`, `within_noise` (only where every test could see
 the shift that matters) or `inconclusive` (with what would decide it); `within_tolerance` for a gap beyond noise
 that two one-sided tests bound inside ± a named `min_effect` (real, too small to act on).
@@ -21,14 +21,8 @@ from tracking.errors import NoiseError
 from tracking.names import as_logged
 from tracking.noise.candidates import judge_values
 from tracking.noise.knobs import knobs
-from tracking.noise.policy import (
-    EXCEEDS,
-    INCONCLUSIVE,
-    Judgement,
-    direction,
-    judge_family,
-    overall_verdict,
-)
+from tracking.noise.metric_family import judge_family, overall_verdict
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, Judgement, direction
 from tracking.noise.policy import judge as judge_value
 from tracking.noise.statistics import Band
 
@@ -72,7 +66,7 @@ def judge(
     """The verdict on candidate runs: `candidates` maps each metric to its values in the candidate runs, `band` to
     its values in the band's runs (or a declared `Band`, e.g. a published mean, std and n, which judges the first
     candidate value). `modes` says which way is better (`max` or `min`, Keras's word), `min_effect` the smallest
-    shift that matters per metric (default: `tracking.noise.policy.min_effect`). `control` marks a CONTROL band
+    shift that matters per metric (default: `tracking.noise.metric_family.min_effect`). `control` marks a CONTROL band
     (same seeds, configuration and environment: only equal values are noise) and `weights_identical` whether the
     candidate's weights are bit-identical to its runs'. `reference` holds, for a metric with a declared `Band`, one
     run's value to judge the candidate around instead of the band's mean (`tracking diff` of two other runs).

@@ -31,13 +31,8 @@ raise false alarms; v is within noise when p > alpha, i.e. inside r +- c * s * s
 of that p (for m = n the prediction interval of one new run). z is a t statistic, not a count of band stds:
 reports call it t. Several candidate runs are judged by the two-sample
 test of `tracking.noise.candidates`, which is this one at N = 1. The metrics judged together are one family,
-Holm-corrected at alpha; one `exceeds_noise` makes the family's verdict. A gap beyond noise whose 1-α interval
-lies inside ± the metric's named `compare.min_effect` is `within_tolerance`; a gap within noise is `within_noise` only where the
-test detects the smallest shift that matters (named, or its default: `min_effect`) with 80% power, or where the
-gap's 1-α interval lies inside ± that shift (`equivalence`: two one-sided tests), else `inconclusive`, saying
-which runs would decide it: the verdict has three outcomes, beyond noise, within it, or not yet known. A value
-that is not a number is `inconclusive`, with its reason, and stays out of Holm's ordering (it never hides
-behind, or is hidden by, another metric).
+Holm-corrected and held to the smallest shift that matters (`tracking.noise.metric_family`): the verdict has
+three outcomes, beyond noise, within it, or not yet known.
 
 No spread. Test accuracy moves in steps of one test example (1/360 on the default split), and a few repeats
 often tie: a band of n identical values has s = 0 exactly (not the 1e-16 a float std leaves) and no measured
@@ -55,11 +50,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tracking.noise.knobs import knobs
-from tracking.noise.statistics import Band, finite, holm, same
+from tracking.noise.statistics import Band, finite, same
 from tracking.redaction import redact_param
 
 ALGO, IMPL = "algo", "impl"
@@ -83,10 +78,6 @@ OUTCOMES = {
     "compare.min_effect: real, too small to act on",
     WITHIN: "no metric moved beyond noise, and the comparison could see the shift that matters",
 }
-# The smallest shift that matters where `compare.min_effect` names none: two points of an accuracy (a metric whose
-# name holds "accuracy"), else a tenth of the band's mean. `within_noise` needs a test that detects it 80% of the time.
-ACCURACY_MIN_EFFECT = 0.02
-RELATIVE_MIN_EFFECT = 0.1
 # The tests behind a verdict: one candidate run against the band (prediction), several (the pooled two-sample t).
 # Churn: the exact one-sided permutation test of the mean churn between candidate and band runs.
 PREDICTION, POOLED, PERMUTATION = "prediction", "pooled_t", "permutation"
@@ -172,7 +163,8 @@ class Judgement:
     the level Holm's first step uses, the measured std's own error counted (set by `judge_family`), `beats` the
     probability that a candidate run beats a baseline run, without an interval (metrics with a mode).
     `ceiling_std` is the spread a shift off the band's ceiling brings, where its runs tie at an extreme
-    (`tracking.noise.ceiling.ceiling_std`): `detectable` and the runs that would decide are stated for it.
+    (`tracking.noise.ceiling.ceiling_std`): `detectable`, the runs that would decide, the default shift that matters
+    and the equivalence test's interval are stated for it (`tracking.noise.metric_family`).
     """
 
     metric: str
@@ -297,157 +289,3 @@ def direction(delta: float, mode: str | None) -> str:
     if delta == 0:
         return "same"
     return "better" if (delta > 0) == (mode == "max") else "worse"
-
-
-def min_effect(metric: str, band_mean: float, declared: Mapping[str, float]) -> tuple[float, str]:
-    """The smallest shift of `metric` that matters, and where it comes from: its `compare.min_effect` entry in
-    `declared`, else the default (`ACCURACY_MIN_EFFECT` for an accuracy, else `RELATIVE_MIN_EFFECT` of the band's
-    mean; 0 for a band centred on 0, which no test can be said to see)."""
-    route = knobs()
-    if metric in declared:
-        return float(declared[metric]), route.named.format(metric=metric)
-    name = route.min_effect.format(metric=metric)
-    if "accuracy" in metric:
-        return ACCURACY_MIN_EFFECT, f"the default for an accuracy; name {name} to change it"
-    relative = f"the default, {RELATIVE_MIN_EFFECT:.0%} of the band mean; name {name} to change it"
-    return RELATIVE_MIN_EFFECT * abs(band_mean), relative
-
-
-def judge_family(
-    judgements: Sequence[Judgement],
-    alpha: float,
-    min_effects: Mapping[str, float] | None = None,
-    equivalence_alpha: float | None = None,
-) -> list[Judgement]:
-    """The judgements with Holm-Bonferroni applied at `alpha` over those that could be judged (the others keep
-    their `inconclusive` and its reason), each with the shift it detects with 80% power at alpha/k (k tested).
-
-    `min_effects` None: a family reported beside the verdict, judged on noise alone. A mapping (empty or not): the
-    family that decides the verdict, each metric held to its smallest shift that matters (`min_effect`): a gap
-    within noise is `within_noise` only where the test detects that shift with 80% power or the gap's 1-alpha
-    interval lies inside ± it (or the band is CONTROL's, which sees any shift), otherwise `inconclusive`, saying what would decide it; a significant gap
-    whose interval lies inside ± the metric's entry in `min_effects` is `within_tolerance`. `equivalence_alpha`
-    (default `alpha`) is the level of the interval that shows a gap within noise to lie inside ± its shift.
-    """
-    from tracking.noise.power import detectable_shift
-
-    tested = [index for index, found in enumerate(judgements) if found.p_value is not None]
-    rejected = holm([judgements[index].p_value for index in tested], alpha) if tested else []
-    verdicts = dict(zip(tested, rejected, strict=False))
-    level = alpha / max(len(tested), 1)
-    out = []
-    for index, found in enumerate(judgements):
-        if index in verdicts:
-            found = replace(found, verdict=EXCEEDS if verdicts[index] else WITHIN)
-        if found.band.std > 0:
-            seen = detectable_shift(found.band.n, found.candidates, level, found.reference_runs)
-            found = replace(found, detectable=seen * found.power_std)
-        if min_effects is not None:
-            tolerance, origin = min_effect(found.metric, found.band.mean, min_effects)
-            found = _held_to(
-                found, min_effects.get(found.metric), tolerance, origin, level, alpha, equivalence_alpha or alpha
-            )
-        out.append(found)
-    return out
-
-
-def _held_to(
-    found: Judgement,
-    named: float | None,
-    tolerance: float,
-    origin: str,
-    level: float,
-    alpha: float,
-    equivalence_alpha: float,
-) -> Judgement:
-    """`found` held to the smallest shift that matters (`tolerance`, from `origin`), its test at `level`: a gap
-    within noise is `within_noise` where the test sees that shift 80% of the time, or where the gap's
-    1-`equivalence_alpha` interval lies inside ±tolerance (`equivalence`), else inconclusive, with the runs that would decide it; a gap
-    beyond noise whose interval lies inside ± the shift the team `named` in compare.min_effect is within tolerance
-    (`_tolerated`; a default never turns a gap beyond noise into tolerance). CONTROL's zero spread (scale 0) is a measurement: any gap there is
-    drift, however small, and an equal value is seen to be equal."""
-    from tracking.noise.power import DETECTED, ceiling_clause, deciding_runs
-
-    if found.scale == 0:
-        return found
-    if found.verdict == EXCEEDS and named is not None:
-        return _tolerated(found, named, alpha)
-    if found.verdict != WITHIN or found.detectable is None or found.detectable <= tolerance:
-        return found
-    seen = equivalence(found, tolerance, equivalence_alpha)
-    if seen is not None:
-        note = (
-            f"within ±{tolerance:.4g} ({origin}): the verdict's test bounds the gap to {seen[0]:.4g} to "
-            f"{seen[1]:.4g} ({_one_sided(equivalence_alpha)}), inside it"
-        )
-        return replace(found, note="; ".join(filter(None, [found.note, note])))
-    note = (
-        f"within noise, but blind to a shift of {tolerance:.4g} ({origin}): the test detects "
-        f"{found.detectable:.4g} {DETECTED}{ceiling_clause(found.band.std, found.ceiling_std)}; "
-        f"{deciding_runs(tolerance, found.power_std, found.band.n, found.candidates, level, spread=found.spread)}"
-    )
-    return replace(found, verdict=INCONCLUSIVE, note="; ".join(filter(None, [found.note, note])))
-
-
-def _tolerated(found: Judgement, named: float, alpha: float) -> Judgement:
-    """A gap beyond noise is `within_tolerance` only where its 1-`alpha` interval excludes 0 and lies inside
-    ±`named` (`equivalence`), so a true shift of `named` is called tolerable at most alpha/2 of the time; else it
-    stays `exceeds_noise`, saying so when the gap itself came out below `named`."""
-    seen = equivalence(found, named, alpha)
-    tests = _one_sided(alpha)
-    if seen is not None and (seen[0] > 0 or seen[1] < 0):
-        note = (
-            f"beyond noise, too small to act on: the verdict's test bounds the gap to {seen[0]:.4g} to "
-            f"{seen[1]:.4g} ({tests}), which excludes 0 and lies inside ±{named:.4g} ({knobs().shift})"
-        )
-        return replace(found, verdict=WITHIN_TOLERANCE, note="; ".join(filter(None, [found.note, note])))
-    if abs(found.delta) >= named:
-        return found
-    note = (
-        f"the gap {abs(found.delta):.4g} is below {knobs().shift} {named:.4g}, but the verdict's test does not "
-        f"bound it inside that ({tests}): not shown to be too small to act on"
-    )
-    return replace(found, note="; ".join(filter(None, [found.note, note])))
-
-
-def _one_sided(alpha: float) -> str:
-    """How a note names `_verdict_interval`: by the error its two one-sided tests hold (a true shift at a bound
-    passes at most alpha/2 of the time, measured), not as a "95% interval", which the report's gap interval is
-    (`tracking.noise.twosample.gap_interval`): the widened critical t over-covers as an interval (98.4% with one
-    candidate run) and the pooled t under-covers where a change moved the spread."""
-    return f"two one-sided tests at {100 * alpha / 2:.3g}% each"
-
-
-def _verdict_interval(found: Judgement, alpha: float) -> tuple[float, float] | None:
-    """The gap's 1-`alpha` interval with the verdict's own statistic and critical t (`tracking.noise.tails`); None
-    where the test has no finite scale (CONTROL, a band without spread, a value that is not a number)."""
-    from tracking.noise import tails
-
-    if found.scale is None or found.scale <= 0 or not math.isfinite(found.delta):
-        return None
-    around = tails.other_runs(found.reference_runs, found.band.n)
-    half = tails.critical(alpha, found.band.n, found.candidates, around) * found.scale
-    return found.delta - half, found.delta + half
-
-
-def equivalence(found: Judgement, tolerance: float, alpha: float) -> tuple[float, float] | None:
-    """The gap's 1-`alpha` interval (`_verdict_interval`) where it lies inside ±`tolerance`, else None: Schuirmann's
-    (1987) two one-sided tests at alpha/2 each, so a true shift of `tolerance` or more is called within it at most
-    alpha/2 of the time."""
-    seen = _verdict_interval(found, alpha) if tolerance > 0 else None
-    return seen if seen is not None and -tolerance <= seen[0] and seen[1] <= tolerance else None
-
-
-def family_verdict(judgements: Sequence[Judgement]) -> str:
-    """`exceeds_noise` if any exceeds; else `inconclusive` if any could not be judged or could not see the shift
-    that matters; else `within_tolerance` if a gap was beyond noise but its interval inside ± its minimum effect; else
-    `within_noise`."""
-    verdicts = {found.verdict for found in judgements}
-    return next((verdict for verdict in (EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE) if verdict in verdicts), WITHIN)
-
-
-def overall_verdict(judgements: Sequence[Judgement], control: bool, weights_identical: bool | None) -> str:
-    """The verdict of the family that decides it (`family_verdict`); against CONTROL, weights that are not
-    bit-identical are drift whatever the metrics say. The compare stage, `tracking diff` and `tracking judge` all
-    give this one."""
-    return EXCEEDS if control and weights_identical is False else family_verdict(judgements)

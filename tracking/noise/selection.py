@@ -6,7 +6,7 @@
   Beside it, its bootstrap band: the 2.5 and 97.5% percentiles of the curve over trials resampled with
   replacement (`BOOTSTRAPS` resamples, seeded), how much the curve moves had the sweep drawn other trials. It is
   not a 95% interval of the true expected best: `bench/sweep_family.py --only expected-best` measured it covering
-  92% at n = 1 and 44% at n = N of 8 normal trials (the estimate is biased low as n nears N, and no resampling of N
+  90% at n = 1 and 46% at n = N of 8 normal trials (the estimate is biased low as n nears N, and no resampling of N
   trials sees the tail beyond their best). It says what more budget of the same search buys within what was
   seen; it cannot extrapolate past the best value seen (the curve flattens at it). Trials whose value is not a
   number (a diverged training) are left out.

@@ -10,9 +10,10 @@ candidate). Here the K·M tests are one family:
 - Which tests are beyond noise: Holm's step-down over all K·M p-values at alpha (the family-wise error, the chance
   of any false `exceeds_noise` in the sweep, at most alpha under any dependence, the shared band's included), or
   with `method="fdr"` Benjamini-Hochberg (the expected share of false ones among those called beyond noise at most
-  alpha; valid for the positively dependent tests a shared band gives, more power, and no promise about the
-  chance of one false alarm).
-- Each candidate's verdict then comes from `tracking.noise.policy.judge_family`, the single experiment's rules,
+  alpha, proven for independent or positively regression-dependent tests: two-sided tests sharing one band are
+  not proven so, and bench/sweep_family.py measures it only where nothing changes; more power, and no promise
+  about the chance of one false alarm).
+- Each candidate's verdict then comes from `tracking.noise.metric_family.judge_family`, the single experiment's rules,
   with the family's decisions handed in (a test the family procedure rejected as p 0, one it kept as p 1, so the
   one-test Holm inside reproduces the family's decision) at the family's levels: the power behind `within_noise`
   at alpha/(K·M) (Holm's first step), and the equivalence interval (two one-sided tests) at alpha/K. A
@@ -23,8 +24,9 @@ candidate). Here the K·M tests are one family:
   time at the family's level). At K = 1 every level is the single verdict's, and so is every verdict
   (tests/test_sweep.py).
 - Each candidate's gap on the `primary` metric gets a simultaneous interval: the verdict's own interval
-  (`tracking.noise.policy.equivalence`, its critical t from `tracking.noise.tails`) at alpha/(K·M), Bonferroni,
-  so all K cover at once with probability at least 1 - alpha, and one that excludes 0 is a test Holm rejects.
+  (`tracking.noise.metric_family.equivalence`, its critical t from `tracking.noise.tails`) at alpha/(K·M),
+  Bonferroni, so one that excludes 0 is a test Holm rejects and all K cover at once wherever the family holds its
+  level (docs/noise-statistics.md says where that is measured).
 
 The band is the runs of the calibration variant that judges a change of configuration (ALGO's, or ALGO+IMPL's):
 a sweep's candidates change a cause, so CONTROL's exact rule does not apply. Rows are ranked by the primary gap in the better direction of its mode (largest first where the mode is unknown;
@@ -43,19 +45,9 @@ from tracking.names import as_logged
 from tracking.noise.candidates import judge_values
 from tracking.noise.groups import gap_in_range
 from tracking.noise.judging import judge
-from tracking.noise.policy import (
-    EXCEEDS,
-    INCONCLUSIVE,
-    WITHIN,
-    WITHIN_TOLERANCE,
-    Judgement,
-    direction,
-    equivalence,
-    family_verdict,
-    judge_family,
-    overall_verdict,
-)
-from tracking.noise.policy import min_effect as smallest_shift
+from tracking.noise.metric_family import equivalence, family_verdict, judge_family, overall_verdict
+from tracking.noise.metric_family import min_effect as smallest_shift
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, WITHIN, WITHIN_TOLERANCE, Judgement, direction
 from tracking.noise.statistics import holm
 from tracking.noise.sweep_records import FDR, HOLM, METHODS, SweepCandidate, SweepRow, SweepVerdict
 
@@ -109,7 +101,9 @@ def judge_sweep(
             replace(check, p_value=None if check.p_value is None else 0.0 if rejected[(k, m)] else 1.0)
             for m, check in enumerate(checks)
         ]
-        judged = judge_family(decided, alpha / len(candidates), min_effect or {}, alpha / len(candidates))
+        judged = judge_family(
+            decided, alpha / len(candidates), min_effects=min_effect or {}, equivalence_alpha=alpha / len(candidates)
+        )
         judged = [replace(after, p_value=before.p_value) for after, before in zip(judged, checks, strict=True)]
         rows.append(
             _row(found, judged, singles[k].verdict, primary, (method, family, len(candidates)), alpha, min_effect or {})
@@ -133,7 +127,7 @@ def rejections(p_values: Sequence[float], alpha: float, method: str) -> list[boo
 
 def simultaneous_interval(found: Judgement, level: float) -> tuple[float, float] | None:
     """The gap's interval with the verdict's own statistic and critical t at `level` (the interval its two
-    one-sided tests use, `tracking.noise.policy.equivalence` with no bound), within what a gap of the metric can
+    one-sided tests use, `tracking.noise.metric_family.equivalence` with no bound), within what a gap of the metric can
     be; None where the test has no finite scale (a band without spread, a value that is not a number)."""
     seen = equivalence(found, math.inf, level)
     return None if seen is None else gap_in_range(found.metric, seen)
@@ -201,7 +195,7 @@ def _decide(judged: list[Judgement], level: float, declared: Mapping[str, float]
         if check.p_value is None:
             found.append(f"{check.metric}: {check.note}")
             continue
-        shift = smallest_shift(check.metric, check.band.mean, declared)[0]
+        shift = smallest_shift(check.metric, check.band.mean, declared, check.power_std, check.spread)[0]
         runs = deciding_runs(shift, check.power_std, check.band.n, check.candidates, level, spread=check.spread)
         found.append(f"{check.metric}: {runs}")
     return "; ".join(found)

@@ -23,6 +23,7 @@ from tracking.layout import NOISE_FILE
 from tracking.names import CANDIDATES_GAP_PREFIX, CANDIDATES_T_PREFIX
 from tracking.noise.candidates import judge_churn, judge_values
 from tracking.noise.judging import judge
+from tracking.noise.metric_family import judge_family
 from tracking.noise.policy import (
     CONFIG_SECTIONS,
     CONTROL,
@@ -33,7 +34,6 @@ from tracking.noise.policy import (
     changed_keys,
     choose_band,
     direction,
-    judge_family,
 )
 from tracking.noise.record import NoiseRecord
 from tracking.noise.statistics import band_from_summary, pairwise_disagreement

@@ -14,7 +14,8 @@ from tracking.inspect.diff.ranked_groups import CAUSES, GROUP_ORDER, group_diffs
 from tracking.inspect.diff.runs import RunSnapshot
 from tracking.names import DVC_EXP_NAME_TAG, SCRIPT_COMMAND_TAG, WEIGHTS_TAG
 from tracking.noise.knobs import LIBRARY, TEMPLATE, advising
-from tracking.noise.policy import CONTROL, EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE, overall_verdict
+from tracking.noise.metric_family import overall_verdict
+from tracking.noise.policy import CONTROL, EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE
 from tracking.noise.statistics import format_p
 
 if TYPE_CHECKING:
