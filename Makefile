@@ -87,8 +87,8 @@ test-cluster: venv
 # A sweep as a team runs one (tests/test_sweep_command.py): a grid of 8 experiments queued with DVC's syntax and run by two
 # `dvc queue` workers, a ninth by `dvc exp run --run-all`, all on one committed calibration, then `tracking sweep
 # --all --confirm 2` judging the 9 as one family and confirming the best on 2 fresh runs: 25 trainings and 32 stage
-# runs, which the 20-minute budget of `make test` leaves no room for: 12 min 33 s on a 2-core VM that five other test
-# runs loaded (load average 8 to 10); `tracking sweep --all --confirm 2` itself took 11 s.
+# runs, which the 20-minute budget of `make test` leaves no room for: 11 min 52 s and 12 min 33 s on a 2-core VM that
+# five other test runs loaded (load average 8 to 10); `tracking sweep --all --confirm 2` itself took 11 and 33 s.
 test-sweep: venv
 	TRACKING_TEST_SWEEP=1 pytest -ra -s tests/test_sweep_command.py::test_a_queued_grid_is_judged_as_one_family_and_its_best_confirmed
 
