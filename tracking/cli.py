@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tracking.cli_noise import bands_command, compare_groups_command, plan_command
 from tracking.cli_store import doctor_command, prune_snapshots_command, sync_command
+from tracking.cli_sweep import add_sweep_command
 from tracking.entry import at_least, run_main
 
 log = logging.getLogger(__name__)
@@ -182,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         "plots-page", help="write the page `dvc plots show` fills, with Vega inside it, so charts draw offline"
     )
     page.set_defaults(handler=_plots_page)
+    add_sweep_command(commands, _probability)
     for listed in commands._choices_actions:  # each command's own --help opens with the line the list shows
         command = commands.choices[listed.dest]
         command.description = command.description or listed.help

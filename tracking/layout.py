@@ -76,5 +76,11 @@ AUDIT_REPORT = Path("reports/audit.md")
 AUDIT_FIGURE = Path("reports/audit.png")
 AUDIT_METRICS = Path("metrics/audit.json")
 
+# `tracking sweep` (not a DVC stage: the command that judges a sweep's experiments, `pipeline.stage` of its parent
+# run): the sweep's report and its expected-best plot.
+SWEEP = "sweep"
+SWEEP_REPORT = Path("reports/sweep.md")
+SWEEP_PLOT = Path("reports/sweep_expected_best.png")
+
 # The folders above hold only what stages write: a change under them is never a change of code.
 OUTPUT_FOLDERS = ("metrics", "plots", "reports", "outputs", "calibration")

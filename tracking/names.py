@@ -132,6 +132,21 @@ CANDIDATE_RUNS_TAG = "noise.candidate_runs"
 CANDIDATES_GAP_PREFIX = "candidates_mean_gap_"
 CANDIDATES_T_PREFIX = "candidates_t_"
 
+# A sweep (`tracking sweep`, docs/sweeps.md): the experiments queued from one commit and judged against one
+# calibration. The compare stage of a DVC experiment tags its candidate run with the sweep's name (`sweep_name`), so
+# `tags.noise.sweep = '...'` finds the sweep; `tracking sweep` tags the runs it judged, and its parent run, the same.
+SWEEP_TAG = "noise.sweep"
+SWEEP_ROLE = "sweep"  # NOISE_ROLE_TAG's value on a sweep's parent run (its confirmation runs are its children)
+SWEEP_RANK_TAG = "noise.sweep_rank"  # on a judged candidate's run: its rank in the sweep (1 is the best)
+SWEEP_VERDICT_TAG = "noise.sweep_verdict"  # ... and its verdict in the family, beside its own (`noise.verdict`)
+
+
+def sweep_name(baseline_rev: str, calibration_sha256: str) -> str:
+    """The name of the sweep of experiments queued from commit `baseline_rev` and judged against the calibration
+    whose calibration/noise.json has SHA-256 `calibration_sha256`: the commit's and the file's first 10 digits."""
+    return f"{baseline_rev[:10]}-{calibration_sha256[:10]}"
+
+
 # Where a training run ran (tracking/compute): the executor, the node, the process and the GPUs it could use.
 COMPUTE_EXECUTOR_TAG = "compute.executor"
 COMPUTE_NODE_TAG = "compute.node"

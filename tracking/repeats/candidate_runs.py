@@ -15,7 +15,7 @@ the sequential design (tracking/noise/sequential.py) says the runs so far decide
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -49,8 +49,10 @@ def train_candidate_repeats(
     data: tuple[Manifest, dict[str, dict]],
     candidate: Tracker,
     decided: Callable[[list[KeptRepeat]], bool] | None = None,
+    repeats: Sequence[int] | None = None,
 ) -> tuple[list[KeptRepeat], int]:
-    """The candidate's extra runs 1 to N - 1 (`extra_runs`) as children of the `candidate` run, kept ones reused;
+    """The candidate's extra runs 1 to N - 1 (`extra_runs`), or the runs of the indices `repeats` (a sweep's
+    confirmation: indices no extra run uses, so fresh seeds), as children of the `candidate` run, kept ones reused;
     and how many were reused. `seeds` are the candidate's (`reproducible_process(params)`, before TensorFlow).
     With `decided` (`compare.candidate_repeats: auto`), one run at a time, in order, until it says the runs so far
     decide the verdict."""
@@ -64,7 +66,8 @@ def train_candidate_repeats(
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
         gpu = pool.gpus_per_run > 0 if pool else gpu_present()
         identity = {**repeat_identity(params, params, manifest, root, gpu, stage=COMPARE), "role": CANDIDATE}
-        plan = planned(identity, ((variant, repeat) for repeat in range(1, extra_runs(params, variant) + 1)))
+        indices = range(1, extra_runs(params, variant) + 1) if repeats is None else repeats
+        plan = planned(identity, ((variant, repeat) for repeat in indices))
         step = 1 if decided else max(len(plan), 1)
         finished: dict[Job, KeptRepeat] = {}
         reused = 0

@@ -11,6 +11,7 @@ calibration repeats are; with several, each metric's verdict is the two-sample c
 from __future__ import annotations
 
 import json
+import os
 import sys
 import zipfile
 from collections.abc import Callable
@@ -23,8 +24,10 @@ from tracking import startup
 from tracking.config.baseline import load_baseline
 from tracking.config.params import AUTO, Params
 from tracking.data.dataset import load_splits
+from tracking.data.hashing import file_sha256
 from tracking.data.manifest import Manifest
 from tracking.determinism.process import reproducible_process
+from tracking.env import DVC_EXP_BASELINE_REV
 from tracking.errors import RunStateError
 from tracking.layout import (
     CALIBRATE,
@@ -47,7 +50,9 @@ from tracking.names import (
     MLFLOW_NOTE_TAG,
     REASON_TAG,
     SECONDARY_EXCEEDING_TAG,
+    SWEEP_TAG,
     VERDICT_TAG,
+    sweep_name,
 )
 from tracking.noise.judged_view import VIEW_TAG, view_state
 from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, DETERMINISM
@@ -160,6 +165,7 @@ def compare_candidate(params: Params) -> bool:
                 REASON_TAG: reason,
                 SECONDARY_EXCEEDING_TAG: result["secondary_exceeding"],
                 MLFLOW_NOTE_TAG: describe_verdict(result, tracker.experiment_id, tracker.run_id),
+                **sweep_tags(root),
             }
         )
         named = tracker.client.get_run(tracker.run_id).info.run_name or ""
@@ -184,6 +190,14 @@ def compare_candidate(params: Params) -> bool:
         print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
         return True
     return False
+
+
+def sweep_tags(root: Path) -> dict[str, str]:
+    """A DVC experiment's sweep tag: the commit its queue started from and the calibration that judged it
+    (`tracking.names.sweep_name`), so that `tracking sweep --all` and a search filter find the experiments queued
+    together; none outside an experiment (`dvc repro` judges one candidate)."""
+    base = os.environ.get(DVC_EXP_BASELINE_REV)
+    return {SWEEP_TAG: sweep_name(base, file_sha256(root / NOISE_FILE))} if base else {}
 
 
 def sequential_look(params: Params, band_values: dict[str, list[float]], runs: list[dict[str, float]]) -> Look:
