@@ -205,3 +205,13 @@ def test_memory_mapped_splits_train_and_score_bit_identically_to_arrays_in_memor
     in_memory = trained(params, data["train"], team), scored(data)
     monkeypatch.setattr(batches, "IN_MEMORY_BYTES", 0)
     assert (trained(params, mapped["train"], team), scored(mapped)) == in_memory
+
+
+def test_the_training_and_validation_pipelines_do_not_autotune():
+    """tf.data's tuning thread waits out a period that doubles to 60 s, and the iterators Keras deletes as `fit` ends
+    wait for it: with it on, the end of a long fit stalled for up to a minute (`batches.without_autotune`)."""
+    from tracking.training.batches import in_batches
+
+    x, y = np.zeros((10, 3), dtype="float32"), np.zeros(10, dtype="float32")
+    for dataset in (epoch_batches(x, y, 4, 2, 5), in_batches((x, y), 4)):
+        assert dataset.options().autotune.enabled is False

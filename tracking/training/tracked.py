@@ -18,6 +18,7 @@ from tracking.determinism.settings import EffectiveDeterminism, as_record
 from tracking.layout import PREPARED
 from tracking.provenance import capture
 from tracking.provenance.software import installed_packages
+from tracking.run.log_calls import prepare_model_logging
 from tracking.run.tracker import Tracker
 from tracking.training.fitting import fit_model
 from tracking.training.model import Built, idle_after_fit, with_model
@@ -43,8 +44,7 @@ def tracked_training(
     record: dict[str, Any] = {}  # the provenance record, filled by log_setup on the writer, amended after fit
 
     def log_setup() -> None:
-        import mlflow.keras  # noqa: F401 - loaded beside training rather than when the model is logged after it
-
+        prepare_model_logging()  # beside training rather than when the model is logged after it
         tracker.log_params(params.flat())
         captured = capture(root, seeds.as_dict(), as_record(params.determinism, effective), stages=("prepare",))
         record.update(with_model(captured, built, params))
