@@ -88,7 +88,8 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
 
 
 def test_group_scores_accuracy_fpr_fnr_by_hand():
-    from tracking.training.scoring import flat_metrics, scores
+    from tracking.training.scoring import scores
+    from tracking.training.task_scores import flat_metrics
 
     y = np.array([0, 1, 1, 0, 1, 0])
     probabilities = np.eye(2)[[0, 1, 0, 1, 1, 0]]

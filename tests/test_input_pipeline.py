@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from conftest import TEMPLATE_BUILDER
 
-from tracking.config.params import Params, check_class_weight
+from tracking.config.model_checks import check_class_weight
+from tracking.config.params import Params
 from tracking.config.params_file import load_params
 from tracking.data.dataset import load_source
 from tracking.data.hashing import weights_sha256

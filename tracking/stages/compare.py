@@ -70,7 +70,7 @@ from tracking.repeats.kept import KeptRepeat
 from tracking.run.tracker import Tracker
 from tracking.store.location import open_client, project_root, tracking_uri
 from tracking.store.recorded import read_run_file, train_run_id
-from tracking.training.scoring import flat_metrics
+from tracking.training.task_scores import flat_metrics
 
 T = TypeVar("T")
 

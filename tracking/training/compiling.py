@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import CLASSIFICATION, MULTILABEL, REGRESSION, Params, check_output_keys
+from tracking.config.model_checks import check_output_keys
+from tracking.config.params import CLASSIFICATION, MULTILABEL, REGRESSION, Params
 from tracking.config.user_code import load_callable
 from tracking.errors import UserCodeError, did_you_mean
 from tracking.training.building import first_line, output_names

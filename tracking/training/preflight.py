@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, MULTILABEL, Params, check_class_weight
+from tracking.config.model_checks import check_class_weight
+from tracking.config.params import CLASSIFICATION, MULTILABEL, Params
 from tracking.data.arrays import columns, map_arrays, n_rows, rows
 from tracking.determinism.seeding import generators_kept, inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
