@@ -146,3 +146,29 @@ def test_each_chart_s_legend_names_its_own_metric_s_outcome():
     ]
     result = {"verdict": "exceeds_noise", "checks": checks}
     assert candidate_label(result, "test_accuracy") == "candidate (test_accuracy: inconclusive)"
+
+
+def test_a_long_note_is_shown_in_under_200_characters_and_whole_behind_its_link():
+    """An inconclusive metric's note runs to some 450-600 characters (the shift it is blind to and where that comes
+    from, what the test detects under which noise, the runs that would decide): the run page and the report show
+    its gist with a link, and the report's last section holds it whole (issue 67)."""
+    from tracking.noise.notes import SHOWN_CHARS, gist, said_note
+    from tracking.noise.report import render_report
+
+    result = _judged([{"test_accuracy": 0.80, "test_loss": 0.30}])
+    note = next(line for line in result["inconclusive"] if line.startswith("test_loss"))
+    assert len(note) > 300
+    page = describe_verdict(result, "7", "abc123")
+    shown = next(line for line in page.splitlines() if line.startswith("- Inconclusive: test_loss"))
+    shown = shown.removeprefix("- Inconclusive: ").removesuffix(".")
+    assert len(shown) <= SHOWN_CHARS
+    assert shown.startswith("test_loss: within noise, but blind to a shift of ")
+    assert shown.endswith("([in full](#/experiments/7/runs/abc123/artifacts/compare/compare.md))")
+    report = render_report(result)
+    listed = next(line for line in report.splitlines() if line.startswith("- Inconclusive: test_loss"))
+    assert len(listed.removeprefix("- Inconclusive: ").removesuffix(".")) <= SHOWN_CHARS
+    assert listed.endswith("([in full](#notes-in-full)).")
+    assert f"- {note}" in report.split("## Notes in full", 1)[1]
+    said = said_note(note, "reports/compare.md, Notes in full")
+    assert len(said) <= SHOWN_CHARS and said.endswith(" (in full: reports/compare.md, Notes in full)")
+    assert gist("test_x: short") == "test_x: short"  # a note that fits is kept whole

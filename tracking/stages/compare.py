@@ -50,6 +50,7 @@ from tracking.names import (
     VERDICT_TAG,
 )
 from tracking.noise.judged_view import VIEW_TAG, view_state
+from tracking.noise.notes import NOTES_HEADING, said_note
 from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, DETERMINISM
 from tracking.noise.record import NoiseRecord
 from tracking.noise.run_name import SEEDS, changes, judged_name
@@ -179,7 +180,7 @@ def compare_candidate(params: Params) -> bool:
         f"({result['calibration_runs']} runs). Report: {COMPARE_REPORT}"
     )
     for line in result["inconclusive"]:  # what would decide each undecided metric, a line of its own
-        print(f"  inconclusive {line}")
+        print(f"  inconclusive {said_note(line, f'{COMPARE_REPORT}, {NOTES_HEADING}')}")
     if fails(result, params):
         print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
         return True
