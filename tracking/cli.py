@@ -305,7 +305,7 @@ def _judge(args: argparse.Namespace) -> None:
 
 
 def _plots_page(args: argparse.Namespace) -> None:
-    """Write .dvc/plots/offline.html, the page the project's .dvc/config names for `dvc plots show`."""
+    """Write .dvc/plots/offline.html, the page `dvc plots show` fills, and name it in this clone's .dvc/config.local."""
     from tracking.inspect.plots_page import write_plots_page
     from tracking.store.location import project_root
 
