@@ -107,7 +107,7 @@ def test_the_calibration_page_tables_each_variant_s_band_and_says_identical_runs
     metrics = band_metrics(noise, shown)
     assert metrics["band.algo.test_accuracy.mean"] == algo["mean"] and metrics["band.control.test_accuracy.std"] == 0
     assert len(metrics) == 3 * 5 and "band.algo-impl.test_accuracy.std" in metrics  # MLflow refuses a `+` in a name
-    lines = describe_band(noise, shown).splitlines()
+    lines = describe_band(noise, shown, "7", "abc").splitlines()
     assert lines[0] == "**Noise band: 9 calibration runs over 3 variant(s)**"
     assert lines[4] == f"| algo | test_accuracy | 3 | 0.91 | 0.01 | {algo['low']:.4g} to {algo['high']:.4g} |"
     assert lines[5] == "| control | test_accuracy | 3 | 0.93 | 0 | identical runs |"
@@ -127,7 +127,7 @@ def test_an_accuracy_band_near_1_is_clipped_at_1_on_the_calibration_page():
     )
     noise = NoiseRecord(baseline={}, data_sha256="d", alpha=0.05, repeats=3, runs=runs, variants={"algo": variant})
     assert band_metrics(noise, ["test_accuracy"])["band.algo.test_accuracy.high"] == 1.0
-    row = describe_band(noise, ["test_accuracy"]).splitlines()[4]
+    row = describe_band(noise, ["test_accuracy"], "7", "abc").splitlines()[4]
     assert row.endswith(f"| {bands['test_accuracy']['low']:.4g} to 1 |"), row
     figure = band_figure(noise, ["test_accuracy"])  # the band drawn for the page, clipped as its table is
     (axis,) = figure.axes
