@@ -4,7 +4,7 @@ against the data's classes. tracking/config/params.py checks everything the file
 
 from __future__ import annotations
 
-from tracking.config.params import Params, TrainParams
+from tracking.config.params import TrainParams
 from tracking.errors import BadValue, ParamsError
 
 
@@ -34,10 +34,10 @@ def check_output_keys(train: TrainParams, outputs: list[str], path: str = "param
         )
 
 
-def check_class_weight(params: Params, n_classes: int | dict[str, int]) -> None:
+def check_class_weight(train_params: TrainParams, n_classes: int | dict[str, int]) -> None:
     """Refuse a `train.class_weight` for a model of several outputs (`n_classes` by output name), whose targets
     are not one label per sample, and a mapping that names a class the data lacks (labels are 0..K-1)."""
-    weights = params.train.class_weight
+    weights = train_params.class_weight
     if weights is not None and isinstance(n_classes, dict):
         raise ParamsError(
             f"train.class_weight: weights the classes of one label per sample, but the data's y has several outputs "

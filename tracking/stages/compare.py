@@ -181,7 +181,7 @@ def compare_candidate(params: Params) -> bool:
     )
     for line in result["inconclusive"]:  # what would decide each undecided metric, a line of its own
         print(f"  inconclusive {said_note(line, f'{COMPARE_REPORT}, {NOTES_HEADING}')}")
-    if fails(result, params):
+    if fails(result, params.compare):
         print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
         return True
     return False
@@ -219,7 +219,7 @@ def replicate(
     """The candidate's extra runs against `variant` (none with one candidate run or under CONTROL), trained or kept
     (tracking/repeats/candidate_runs.py) as children of its MLflow run, until `decided` says so where it is given; and
     how many were kept from an earlier stage."""
-    if not extra_runs(params, variant):
+    if not extra_runs(params.compare, variant):
         return [], 0
     seeds = reproducible_process(params)  # before TensorFlow loads; may restart this process with the hash seed
     data = manifest, load_splits(root / PREPARED, manifest)
