@@ -179,18 +179,19 @@ def page_requests(netlog: Path) -> list[str]:
 
 
 # The page's script for the run list: each run name's link, its text, how wide its verdict and first changed param
-# (the text before its last " · ") are drawn in the link's own font, how wide the link shows text, and where it is.
+# (the text before its last " · ") are drawn with the ellipsis MLflow cuts the rest with, in the link's own font
+# (Chromium leaves getComputedStyle's `font` shorthand empty: its parts), how wide the link is, and where.
 NAME_CELLS = """(() => [...document.querySelectorAll('a')].filter(a => %s.includes(a.textContent)).map(a => {
-  const canvas = document.createElement('canvas').getContext('2d');
-  canvas.font = getComputedStyle(a).font;
+  const canvas = document.createElement('canvas').getContext('2d'), style = getComputedStyle(a);
+  canvas.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
   const text = a.textContent, cut = text.lastIndexOf(' · ');
   const box = a.getBoundingClientRect();
-  return {text, front: Math.ceil(canvas.measureText(cut > 0 ? text.slice(0, cut) : text).width),
+  return {text, font: canvas.font, front: Math.ceil(canvas.measureText((cut > 0 ? text.slice(0, cut) : text) + '…').width),
           whole: a.scrollWidth, shown: a.clientWidth, top: box.top, right: box.right,
           height: window.innerHeight, width: window.innerWidth};
 }))()"""
-# Whether the artifact view shows the band drawn: its image loaded, with pixels.
-BAND_DRAWN = """[...document.querySelectorAll('img')].some(i => i.src.includes('band.png') && i.complete && i.naturalWidth > 0)"""
+# Whether the artifact view shows the band drawn: the image it fetched (as a blob) loaded, with pixels.
+BAND_DRAWN = """[...document.querySelectorAll('img')].some(i => i.src.startsWith('blob:') && i.complete && i.naturalWidth > 100)"""
 RUN_LIST_SCREEN = (1400, 1000)
 
 
@@ -212,7 +213,7 @@ def test_the_experiments_run_list_shows_each_candidates_verdict_in_chromium(
     left in the test's folder (run-list-1400x1000.png, band-1400x1000.png)."""
     from ui_screenshots import CLOSE_ASSISTANT
 
-    from tracking.noise.run_name import rerun_name
+    from tracking.noise.run_name import LABELS, rerun_name
 
     project = tmp_path / "project"  # a copy: the rerun adds a run to its store, which the other tests only read
     shutil.copytree(readme_typed / "project", project, symlinks=True)
@@ -220,9 +221,10 @@ def test_the_experiments_run_list_shows_each_candidates_verdict_in_chromium(
     experiment = client.get_experiment_by_name("test").experiment_id
     judged = client.search_runs([experiment], "tags.`noise.verdict` != ''")
     names = {found.info.run_name: found.data.tags["noise.verdict"] for found in judged}
-    changed = {name.split(" · ")[1] for name in names if name.count(" · ") == 2}
+    fronts = {name.rsplit(" · ", 1)[0]: verdict for name, verdict in names.items()}
+    changed = {front.removeprefix(f"{LABELS[verdict]} ") for front, verdict in fronts.items() if front != verdict}
     assert len(names) == 3 and changed == {"lr=1e-05", "base=7"}, names
-    assert all(name.startswith(f"{verdict} · ") for name, verdict in names.items()), names
+    assert all(front == verdict or front.startswith(f"{LABELS[verdict]} ") for front, verdict in fronts.items())
     first = train_run_id(project)
     run([sys.executable, "-m", "tracking", "rerun", first], project)
     rerun = rerun_name(client.get_run(first).info.run_name)
@@ -247,14 +249,14 @@ def test_the_experiments_run_list_shows_each_candidates_verdict_in_chromium(
         )
         assert link, "the calibration page links no band drawn"
         with devtools_on(chromium, f"http://127.0.0.1:{port}/{html.unescape(link[1])}", (window,)) as devtools:
-            devtools.page_once(lambda dom: "band.png" in dom)
+            devtools.page_once(lambda dom: "calibration/band.png" in dom)
             devtools.until(lambda: devtools.evaluate(BAND_DRAWN))
             screenshot_to(devtools, tmp_path / "band-1400x1000.png")
     finally:
         server.terminate()
         server.wait(timeout=30)
     assert sorted(cell["text"] for cell in cells) == sorted(shown), cells
-    for cell in cells:  # the verdict and the changed param drawn whole, on the first screen
+    for cell in cells:  # the verdict and the changed param drawn whole (with the ellipsis after), on the first screen
         assert cell["front"] <= cell["shown"] and 0 <= cell["top"] < cell["height"], cell
         assert cell["right"] <= cell["width"], cell
     rerun_cell = next(cell for cell in cells if cell["text"] == rerun)

@@ -4,11 +4,13 @@ MLflow 3.17's run list shows each run's name without configuration; tags and par
 adds. So the verdict goes where a user looks first, and a rerun is named `rerun of slung-jinn`. The verdict stays in
 its tag `noise.verdict` for searches, every changed param on the run's page.
 
-The name's cell is 190 px wide, its text 146 px, whatever the window (Chromium at 1400x1000 and 1920x1080): about
-24 characters, and MLflow cuts the rest with an ellipsis. `exceeds_noise · train.learning_rate=1e-05 · slung-jinn`
-showed `exceeds_noise · train.l…`. So the changed params are said as briefly as the verdict needs to keep them in
-view (`VISIBLE_EM`): each key whole, else its last part (`learning_rate=1e-05`), else that part's initials
-(`exceeds_noise · lr=1e-05 · slung-jinn`), several as the first and how many more (`lr=1e-05 +2`).
+The name's cell shows 122 px of text in Chromium on Debian (12 px DejaVu Sans; 146 px where the experiment has no
+nested runs, but the calibration's repeats are nested) at 1400x1000 and 1920x1080 alike, and cuts the rest with an
+ellipsis: `exceeds_noise · train.learning_rate=1e-05 · slung-jinn` showed `exceeds_noise · train.l…`. So a name
+with a change opens with the verdict's short label (`LABELS`) and the changed params as briefly as needed to stay
+in view (`VISIBLE_EM`): each key whole, else its last part, else that part's initials, several as the first and how
+many more: `exceeds lr=1e-05 · slung-jinn`, `inconcl. base=7 · reseeded`. A name with no change keeps the verdict
+whole: `within_noise · train-662aae`.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracking.noise.policy import OUTCOMES, changed_keys, logged_text
+from tracking.noise.policy import EXCEEDS, INCONCLUSIVE, OUTCOMES, WITHIN, WITHIN_TOLERANCE, changed_keys, logged_text
 
 SEPARATOR = " · "
 # The section of the params that holds a pipeline run's seeds: a candidate that differs only there says so by name.
 SEEDS = "seeds."
 RERUN_PREFIX = "rerun of "
-# How wide the verdict and the changed params may be, in ems of a sans-serif font's advance widths (`ADVANCE`):
-# the run list's 146 px of text hold 12.8 ems of Chromium's default sans-serif (measured: 11.4 px an em); 12 leaves
-# room for a font a little wider.
-VISIBLE_EM = 12.0
+# Each verdict as the front of a name with a change says it: the word itself where it is short, else its start.
+LABELS = {EXCEEDS: "exceeds", WITHIN: "within", WITHIN_TOLERANCE: "within tol.", INCONCLUSIVE: "inconcl."}
+# How wide the label and the changed params may be, in ems of Arial's advance widths (`ADVANCE`): the run list's
+# 122 px of 12 px DejaVu Sans, 13.6% wider than Arial (measured in Chromium: the alphabet 175.8 px), hold 8.95 ems;
+# 8.6 leaves room for the ellipsis's rounding. macOS's and Windows's sans-serif are narrower than DejaVu.
+VISIBLE_EM = 8.6
 # Advance widths in ems of Arial's metrics (Liberation Sans, Helvetica alike), which Chromium's measured widths follow
 # within 1%; a character not listed takes DEFAULT_EM.
 ADVANCE = {
@@ -45,10 +49,13 @@ ELLIPSIS = "…"
 
 def judged_name(name: str, verdict: str, changes: Mapping[str, str]) -> str:
     """`name` with `verdict` and the params that differ from the baseline's (`changes`: key to logged value) in
-    front, said briefly enough to stay in view in the run list (`brief_changes`); a verdict already there is
-    replaced, so judging a run again does not stack them."""
-    shown = brief_changes(changes, VISIBLE_EM - width_em(verdict + SEPARATOR))
-    return SEPARATOR.join(part for part in (verdict, shown, own_name(name)) if part)
+    front, said briefly enough to stay in view in the run list (`LABELS`, `brief_changes`); a verdict already there
+    is replaced, so judging a run again does not stack them."""
+    if not changes:
+        return f"{verdict}{SEPARATOR}{own_name(name)}"
+    label = LABELS.get(verdict, verdict)
+    shown = brief_changes(changes, VISIBLE_EM - width_em(label + " "))
+    return f"{label} {shown}{SEPARATOR}{own_name(name)}"
 
 
 def brief_changes(changes: Mapping[str, str], room_em: float) -> str:
@@ -69,7 +76,7 @@ def brief_changes(changes: Mapping[str, str], room_em: float) -> str:
     cut = forms[-1]
     while cut and width_em(cut + ELLIPSIS) > room_em:
         cut = cut[:-1]
-    return cut + ELLIPSIS
+    return cut.rstrip(" ,+") + ELLIPSIS
 
 
 def width_em(text: str) -> float:
@@ -97,9 +104,12 @@ def changes(reference: Mapping[str, Any], candidate: Mapping[str, Any], prefixes
 
 
 def own_name(name: str) -> str:
-    """The run's name without the verdict `judged_name` put in front of it."""
+    """The run's name without the verdict `judged_name` put in front of it (or an earlier version put there:
+    `exceeds_noise · train.learning_rate=1e-05 · slung-jinn`)."""
     parts = name.split(SEPARATOR)
-    return parts[-1] if len(parts) > 1 and parts[0] in OUTCOMES else name
+    front = parts[0]
+    judged = front in OUTCOMES or any(front.startswith(f"{label} ") for label in LABELS.values())
+    return parts[-1] if len(parts) > 1 and judged else name
 
 
 def rerun_name(original: str) -> str:
