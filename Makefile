@@ -41,7 +41,7 @@ $(VENV)/.build-$(TF_BUILD):
 	@rm -f $(VENV)/.build-*
 	@touch $@
 
-# The page `dvc plots show` fills (.dvc/config names it), with Vega inside it so its charts draw offline.
+# The page `dvc plots show` fills (named in .dvc/config.local), with Vega inside it so its charts draw offline.
 PLOTS_PAGE := .dvc/plots/offline.html
 $(PLOTS_PAGE): $(VENV)/.synced
 	$(BIN)/tracking plots-page

@@ -185,7 +185,8 @@ def test_memory_mapped_array_is_hashed_in_chunks(tmp_path: Path):
 
 
 def test_scores_for_one_sigmoid_output_and_regression():
-    from tracking.training.scoring import flat_metrics, scores, summary_metrics
+    from tracking.training.scoring import scores
+    from tracking.training.task_scores import flat_metrics, summary_metrics
 
     y = np.array([0, 1, 1, 0])
     sigmoid = np.array([[0.2], [0.7], [0.4], [0.6]])

@@ -71,8 +71,8 @@ def test_the_calibration_run_s_page_states_its_band(calibrated: Path):
     assert lines[0] == "**Noise band: 3 calibration runs over 1 variant(s)**"
     assert f"| algo | test_accuracy | 3 | {band['mean']:.4g} | {band['std']:.3g} | " in "\n".join(lines)
     assert lines[-1] == (
-        "Drawn: the artifact `calibration/band.png`. Every banded metric, each run and its seeds: "
-        "`calibration/noise.json`."
+        f"Drawn: [calibration/band.png](#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}/artifacts/"
+        "calibration/band.png). Every banded metric, each run and its seeds: `calibration/noise.json`."
     )
 
 

@@ -36,9 +36,9 @@ def test_candidate_draws_are_not_the_calibrations_and_control_trains_none():
     assert variant_setup("algo", 2, params, seeds, True, False) == variant_setup(
         "algo", 2, params, seeds, True, False, "repeat"
     )
-    assert [extra_runs(params, name) for name in ("algo", "impl", "control")] == [2, 2, 0]
+    assert [extra_runs(params.compare, name) for name in ("algo", "impl", "control")] == [2, 2, 0]
     one = Params.model_validate({"compare": {"candidate_repeats": 1}})
-    assert extra_runs(Params(), "algo") == 2 and extra_runs(one, "algo") == 0
+    assert extra_runs(Params().compare, "algo") == 2 and extra_runs(one.compare, "algo") == 0
 
 
 def compare_with(project: Path, repeats: int) -> str:

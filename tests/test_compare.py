@@ -88,7 +88,8 @@ def test_calibrate_then_compare_and_edit_without_recalibrating(project: Path):
 
 
 def test_group_scores_accuracy_fpr_fnr_by_hand():
-    from tracking.training.scoring import flat_metrics, scores
+    from tracking.training.scoring import scores
+    from tracking.training.task_scores import flat_metrics
 
     y = np.array([0, 1, 1, 0, 1, 0])
     probabilities = np.eye(2)[[0, 1, 0, 1, 1, 0]]
@@ -208,11 +209,11 @@ def test_fail_on_drift_fails_only_on_the_worse_direction_and_control_json_is_str
         gate, _variant(values), values, [{"test_accuracy": 0.99, "test_loss": 0.30}], _churn(4), ["x"], False
     )
     assert better["verdict"] == "exceeds_noise" and better["better"] == ["test_accuracy"] and not better["worse"]
-    assert not fails(better, gate) and "better: test_accuracy" in headline(better)
+    assert not fails(better, gate.compare) and "better: test_accuracy" in headline(better)
     worse = judge_candidate(
         gate, _variant(values), values, [{"test_accuracy": 0.80, "test_loss": 0.30}], _churn(4), ["x"], False
     )
-    assert worse["worse"] == ["test_accuracy"] and fails(worse, gate) and not fails(worse, Params())
+    assert worse["worse"] == ["test_accuracy"] and fails(worse, gate.compare) and not fails(worse, Params().compare)
     tied = {name: [found[0]] * 4 for name, found in values.items()}
     control = judge_candidate(
         gate, _variant(tied), tied, [{"test_accuracy": 0.91, "test_loss": 0.30}], _churn(4, 0.0), ["abc"], True

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from conftest import TEMPLATE_BUILDER
 
-from tracking.config.params import Params, check_class_weight
+from tracking.config.model_checks import check_class_weight
+from tracking.config.params import Params
 from tracking.config.params_file import load_params
 from tracking.data.dataset import load_source
 from tracking.data.hashing import weights_sha256
@@ -83,12 +84,12 @@ def repeat(params: Params, splits: dict, root: Path) -> str:
 def test_class_weights_multiply_sample_weights_and_balanced_is_sklearns_rule():
     y = np.array([0, 0, 0, 1, 2, 2])
     given = params_with({"class_weight": {1: 4.0, 2: 0.5}})
-    assert training_weights(given, {"y": y}).tolist() == [1, 1, 1, 4, 0.5, 0.5]
-    both = training_weights(given, {"y": y, "sample_weight": np.full(6, 2.0)})
+    assert training_weights(given.train, {"y": y}).tolist() == [1, 1, 1, 4, 0.5, 0.5]
+    both = training_weights(given.train, {"y": y, "sample_weight": np.full(6, 2.0)})
     assert both.dtype == np.float32 and both.tolist() == [2, 2, 2, 8, 1, 1]
-    balanced = training_weights(params_with({"class_weight": "balanced"}), {"y": y})
+    balanced = training_weights(params_with({"class_weight": "balanced"}).train, {"y": y})
     assert np.allclose(balanced, 6 / (3 * np.bincount(y)[y]))  # sklearn's compute_class_weight("balanced")
-    assert training_weights(params_with(), {"y": y}) is None
+    assert training_weights(params_with().train, {"y": y}) is None
 
 
 def test_class_weight_is_validated_and_logged_as_a_param_that_rerun_writes_back(tmp_path: Path):
@@ -104,7 +105,7 @@ def test_class_weight_is_validated_and_logged_as_a_param_that_rerun_writes_back(
     with pytest.raises(
         ParamsError, match=r"train.class_weight: class 12 is not a class of the data, whose labels are 0..9"
     ):
-        check_class_weight(params_with({"class_weight": {12: 2.0}}), 10)
+        check_class_weight(params_with({"class_weight": {12: 2.0}}).train, 10)
     cases = {
         "train:\n  class_weight: {0: -1}\n": "train.class_weight: class 0's weight -1 is not a finite number >= 0",
         "train:\n  class_weight: evenly\n": "train.class_weight: expected 'balanced' or a mapping",
@@ -144,7 +145,7 @@ def test_the_fit_and_a_repeat_train_with_class_weights_as_sample_weights_by_clas
 def test_augmented_batches_follow_seeds_augment_alone_and_the_audit_draws_the_same(splits, team):
     from tracking.training.augment import augment_function
 
-    function = augment_function(params_with({"augment": "team_augments:flip_and_jitter"}), team)
+    function = augment_function(params_with({"augment": "team_augments:flip_and_jitter"}).train, team)
     x, y = splits["train"]["x"], splits["train"]["y"]
 
     def batches(seed: int) -> list[np.ndarray]:

@@ -199,3 +199,29 @@ def default():
     return "pipelines.models:small_cnn"  # pipelines.models, named in a comment
 '''
     assert stage_package_strings(source) == ["pipelines", "pipelines.models:small_cnn"]
+
+
+# The house's limit on a module's length: a module past it holds more than one thing, and is split along them.
+MAX_MODULE_LINES = 400
+
+
+def long_modules(paths: Iterable, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """The modules of `paths` longer than `limit` lines, each with its count."""
+    found = []
+    for path in sorted(paths):
+        count = len(path.read_text().splitlines())
+        if count > limit:
+            found.append(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}: {count} lines")
+    return found
+
+
+def test_no_module_passes_400_lines():
+    found = long_modules([*LIBRARY.rglob("*.py"), *(REPO / "pipelines").rglob("*.py")])
+    assert not found, f"modules over {MAX_MODULE_LINES} lines; split each along what it holds:\n" + "\n".join(found)
+
+
+def test_the_length_check_catches_a_long_module(tmp_path):
+    """The same check on made-up modules at the limit and one past it: it can fail."""
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert long_modules([tmp_path / "short.py", tmp_path / "long.py"]) == [f"{tmp_path / 'long.py'}: 401 lines"]

@@ -15,6 +15,7 @@ import pytest
 from conftest import assert_user_error, client_for, project_env, run, write_params
 
 from tracking.names import NOTEBOOK_COMMAND
+from tracking.noise.run_name import LABELS, judged_name
 
 pytestmark = pytest.mark.slow
 
@@ -149,4 +150,5 @@ def test_a_notebook_stage_is_calibrated_and_its_candidate_judged(tmp_path: Path)
     assert verdict in ("exceeds_noise", "within_noise", "within_tolerance", "inconclusive"), judged
     named = client.get_run(candidate.info.run_id)
     assert named.data.tags["noise.verdict"] == verdict  # and in front of its name, which MLflow's run list shows
-    assert named.info.run_name == f"{verdict} · train.learning_rate=0.0001 · {candidate.info.run_name}"
+    assert named.info.run_name == judged_name(candidate.info.run_name, verdict, {"train.learning_rate": "0.0001"})
+    assert named.info.run_name.startswith(f"{LABELS[verdict]} lr=0.0")  # in view in the run list's name cell

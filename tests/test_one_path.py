@@ -18,7 +18,8 @@ from tracking.errors import UserCodeError
 from tracking.training.fitting import fit_model
 from tracking.training.model import BuildInputs, load_trained_model, prepare_model
 from tracking.training.repeat import train_and_score
-from tracking.training.scoring import declared_output_kind, flat_metrics, score_model, summary_metrics
+from tracking.training.scoring import declared_output_kind, score_model
+from tracking.training.task_scores import flat_metrics, summary_metrics
 
 # A team's module: a layer that draws at inference with its own generator (a VAE's sampling, Monte Carlo dropout),
 # a logits head, and the custom-fit mistakes keras-io readers make.

@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from tracking.config.baseline import freeze, load_baseline
-from tracking.config.params import Params, TrainParams, check_output_keys
+from tracking.config.model_checks import check_output_keys
+from tracking.config.params import Params, TrainParams
 from tracking.config.params_file import load_params
 from tracking.errors import ParamsError
 from tracking.yaml_text import flatten

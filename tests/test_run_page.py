@@ -107,7 +107,7 @@ def test_the_calibration_page_tables_each_variant_s_band_and_says_identical_runs
     metrics = band_metrics(noise, shown)
     assert metrics["band.algo.test_accuracy.mean"] == algo["mean"] and metrics["band.control.test_accuracy.std"] == 0
     assert len(metrics) == 3 * 5 and "band.algo-impl.test_accuracy.std" in metrics  # MLflow refuses a `+` in a name
-    lines = describe_band(noise, shown).splitlines()
+    lines = describe_band(noise, shown, "7", "abc").splitlines()
     assert lines[0] == "**Noise band: 9 calibration runs over 3 variant(s)**"
     assert lines[4] == f"| algo | test_accuracy | 3 | 0.91 | 0.01 | {algo['low']:.4g} to {algo['high']:.4g} |"
     assert lines[5] == "| control | test_accuracy | 3 | 0.93 | 0 | identical runs |"
@@ -127,7 +127,7 @@ def test_an_accuracy_band_near_1_is_clipped_at_1_on_the_calibration_page():
     )
     noise = NoiseRecord(baseline={}, data_sha256="d", alpha=0.05, repeats=3, runs=runs, variants={"algo": variant})
     assert band_metrics(noise, ["test_accuracy"])["band.algo.test_accuracy.high"] == 1.0
-    row = describe_band(noise, ["test_accuracy"]).splitlines()[4]
+    row = describe_band(noise, ["test_accuracy"], "7", "abc").splitlines()[4]
     assert row.endswith(f"| {bands['test_accuracy']['low']:.4g} to 1 |"), row
     figure = band_figure(noise, ["test_accuracy"])  # the band drawn for the page, clipped as its table is
     (axis,) = figure.axes
@@ -146,3 +146,29 @@ def test_each_chart_s_legend_names_its_own_metric_s_outcome():
     ]
     result = {"verdict": "exceeds_noise", "checks": checks}
     assert candidate_label(result, "test_accuracy") == "candidate (test_accuracy: inconclusive)"
+
+
+def test_a_long_note_is_shown_in_under_200_characters_and_whole_behind_its_link():
+    """An inconclusive metric's note runs to some 450-600 characters (the shift it is blind to and where that comes
+    from, what the test detects under which noise, the runs that would decide): the run page and the report show
+    its gist with a link, and the report's last section holds it whole (issue 67)."""
+    from tracking.noise.notes import SHOWN_CHARS, gist, said_note
+    from tracking.noise.report import render_report
+
+    result = _judged([{"test_accuracy": 0.80, "test_loss": 0.30}])
+    note = next(line for line in result["inconclusive"] if line.startswith("test_loss"))
+    assert len(note) > 300
+    page = describe_verdict(result, "7", "abc123")
+    shown = next(line for line in page.splitlines() if line.startswith("- Inconclusive: test_loss"))
+    shown = shown.removeprefix("- Inconclusive: ").removesuffix(".")
+    assert len(shown) <= SHOWN_CHARS
+    assert shown.startswith("test_loss: within noise, but blind to a shift of ")
+    assert shown.endswith("([in full](#/experiments/7/runs/abc123/artifacts/compare/compare.md))")
+    report = render_report(result)
+    listed = next(line for line in report.splitlines() if line.startswith("- Inconclusive: test_loss"))
+    assert len(listed.removeprefix("- Inconclusive: ").removesuffix(".")) <= SHOWN_CHARS
+    assert listed.endswith("([in full](#notes-in-full)).")
+    assert f"- {note}" in report.split("## Notes in full", 1)[1]
+    said = said_note(note, "reports/compare.md, Notes in full")
+    assert len(said) <= SHOWN_CHARS and said.endswith(" (in full: reports/compare.md, Notes in full)")
+    assert gist("test_x: short") == "test_x: short"  # a note that fits is kept whole

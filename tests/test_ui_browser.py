@@ -17,10 +17,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, calibration_link, client_for, train_run_id
+from conftest import REPO, calibration_link, client_for, run, train_run_id
 
 sys.path.insert(0, str(REPO / "bench"))
-from ui_screenshots import MODEL_TRAINING, free_port, rendered_dom, run_page, start_ui, text_top
+from ui_screenshots import MODEL_TRAINING, devtools_on, free_port, rendered_dom, run_page, start_ui, text_top
 
 from tracking.noise.judged_view import SECTION
 
@@ -178,26 +178,87 @@ def page_requests(netlog: Path) -> list[str]:
     )
 
 
+# The page's script for the run list: each run name's link, its text, how wide its verdict and first changed param
+# (the text before its last " · ") are drawn with the ellipsis MLflow cuts the rest with, in the link's own font
+# (Chromium leaves getComputedStyle's `font` shorthand empty: its parts), how wide the link is, and where.
+NAME_CELLS = """(() => [...document.querySelectorAll('a')].filter(a => %s.includes(a.textContent)).map(a => {
+  const canvas = document.createElement('canvas').getContext('2d'), style = getComputedStyle(a);
+  canvas.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+  const text = a.textContent, cut = text.lastIndexOf(' · ');
+  const box = a.getBoundingClientRect();
+  const front = cut > 0 ? text.slice(0, cut) + '…' : text;  // cut after its front, else whole
+  return {text, font: canvas.font, front: Math.ceil(canvas.measureText(front).width),
+          whole: a.scrollWidth, shown: a.clientWidth, top: box.top, right: box.right,
+          height: window.innerHeight, width: window.innerWidth};
+}))()"""
+# Whether the artifact view shows the band drawn: the image it fetched (as a blob) loaded, with pixels.
+BAND_DRAWN = """[...document.querySelectorAll('img')].some(i => i.src.startsWith('blob:') && i.complete && i.naturalWidth > 100)"""
+RUN_LIST_SCREEN = (1400, 1000)
+
+
+def screenshot_to(devtools, path: Path) -> None:
+    """The page as the window shows it, as a PNG at `path`."""
+    import base64
+
+    path.write_bytes(base64.b64decode(devtools.call("Page.captureScreenshot", format="png")["data"]))
+
+
 @pytest.mark.slow
-def test_the_experiments_run_list_shows_each_candidates_verdict_in_chromium(chromium: str, readme_typed: Path):
+def test_the_experiments_run_list_shows_each_candidates_verdict_in_chromium(
+    chromium: str, readme_typed: Path, tmp_path: Path
+):
     """Issue 67: the run list, as MLflow 3.17 opens it (no column configured: it shows run names, not tags), showed
-    no verdict. Each judged candidate's name starts with its verdict and the params it changed."""
-    project = readme_typed / "project"
+    no verdict, then a verdict whose changed param MLflow cut at 146 px ('exceeds_noise · train.l...'). At 1400x1000
+    each judged candidate's verdict and changed param are drawn whole, a run `tracking rerun` made says it is a
+    rerun, and the calibration run's page links the band drawn, which the artifact view shows. The screenshots are
+    left in the test's folder (run-list-1400x1000.png, band-1400x1000.png)."""
+    from ui_screenshots import CLOSE_ASSISTANT
+
+    from tracking.noise.run_name import LABELS, rerun_name
+
+    project = tmp_path / "project"  # a copy: the rerun adds a run to its store, which the other tests only read
+    shutil.copytree(readme_typed / "project", project, symlinks=True)
     client = client_for(project)
     experiment = client.get_experiment_by_name("test").experiment_id
     judged = client.search_runs([experiment], "tags.`noise.verdict` != ''")
     names = {found.info.run_name: found.data.tags["noise.verdict"] for found in judged}
-    changed = {name.split(" · ")[1] for name in names if name.count(" · ") == 2}
-    assert len(names) == 3 and changed == {"train.learning_rate=1e-05", "seeds.base=7"}, names
-    assert all(name.startswith(f"{verdict} · ") for name, verdict in names.items()), names
+    fronts = {name.rsplit(" · ", 1)[0]: verdict for name, verdict in names.items()}
+    changed = {front.removeprefix(f"{LABELS[verdict]} ") for front, verdict in fronts.items() if front != verdict}
+    assert len(names) == 3 and changed == {"lr=1e-05", "base=7"}, names
+    assert all(front == verdict or front.startswith(f"{LABELS[verdict]} ") for front, verdict in fronts.items())
+    first = train_run_id(project)
+    run([sys.executable, "-m", "tracking", "rerun", first], project)
+    rerun = rerun_name(client.get_run(first).info.run_name)
+    assert [found.info.run_name for found in client.search_runs([experiment], "tags.rerun_of != ''")] == [rerun]
     parent = client.search_runs([experiment], "tags.`noise.role` = 'calibration'")[0]  # its page: the band drawn
     assert "calibration/band.png" in [item.path for item in client.list_artifacts(parent.info.run_id, "calibration")]
     port = free_port()
     server = start_ui(project / "mlflow.db", port)
+    window = f"--window-size={RUN_LIST_SCREEN[0]},{RUN_LIST_SCREEN[1]}"
+    shown = [*names, rerun]
     try:
         page = f"http://127.0.0.1:{port}/#/experiments/{experiment}/runs?{MODEL_TRAINING}"
-        dom = rendered_dom(chromium, page, lambda dom: all(name in dom for name in names), "--window-size=1400,1000")
+        with devtools_on(chromium, page, (window,)) as devtools:
+            devtools.page_once(lambda dom: all(name in dom for name in shown))
+            devtools.evaluate(CLOSE_ASSISTANT)  # as a user does; the name's cell is 190 px either way
+            cells = devtools.evaluate(NAME_CELLS % json.dumps(shown))
+            screenshot_to(devtools, tmp_path / "run-list-1400x1000.png")
+        band_page = run_page(f"http://127.0.0.1:{port}/#", experiment, parent.info.run_id)
+        link = re.search(
+            r'href="(#/experiments/[^"]*/artifacts/calibration/band.png)"',
+            rendered_dom(chromium, band_page, band_shown),
+        )
+        assert link, "the calibration page links no band drawn"
+        with devtools_on(chromium, f"http://127.0.0.1:{port}/{html.unescape(link[1])}", (window,)) as devtools:
+            devtools.page_once(lambda dom: "calibration/band.png" in dom)
+            devtools.until(lambda: devtools.evaluate(BAND_DRAWN))
+            screenshot_to(devtools, tmp_path / "band-1400x1000.png")
     finally:
         server.terminate()
         server.wait(timeout=30)
-    assert "Run Name" in dom and all(name in dom for name in names), dom[:3000]
+    assert sorted(cell["text"] for cell in cells) == sorted(shown), cells
+    for cell in cells:  # the verdict and the changed param drawn whole (with the ellipsis after), on the first screen
+        assert cell["front"] <= cell["shown"] + 1 and 0 <= cell["top"] < cell["height"], cell  # 1 px: rounding
+        assert cell["right"] <= cell["width"], cell
+    rerun_cell = next(cell for cell in cells if cell["text"] == rerun)
+    assert rerun_cell["whole"] <= rerun_cell["shown"]  # 'rerun of ...' drawn whole

@@ -1,15 +1,14 @@
-"""The `tracking` command: its parser, and provenance, data pinning, the baseline, diff/rerun/audit of runs, a team's
-script calibrated and judged, the plots page.
+"""The `tracking` command: its parser, and the audit, diff and rerun of runs, a team's script calibrated and judged,
+its kernel installed, the plots page.
 
-The noise commands (bands, compare-groups, plan) are in tracking/cli_noise.py and the store's (doctor, sync) in
+The commands over the project's files (provenance, pin-data, baseline) are in tracking/cli_project.py, the noise
+commands (bands, compare-groups, plan) in tracking/cli_noise.py and the store's (doctor, sync, prune-refs) in
 tracking/cli_store.py. Imports stay inside the commands so that `tracking --help` starts fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import math
 import os
 import sys
@@ -17,11 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracking.cli_noise import bands_command, compare_groups_command, plan_command
+from tracking.cli_project import baseline_command, pin_data_command, provenance_command, seed_mapping
 from tracking.cli_store import doctor_command, prune_snapshots_command, sync_command
 from tracking.cli_sweep import add_sweep_command
 from tracking.entry import at_least, run_main
-
-log = logging.getLogger(__name__)
 
 # A run as `tracking diff` and `tracking rerun` take it (tracking.inspect.diff.runs.load_run resolves it).
 RUN_REF_HELP = (
@@ -45,17 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="a team's own params: the key holding a seed, as tracking.start(seeds=...) takes it (repeatable, e.g. "
         "base=train.seed); without it, a params file our schema does not read is taken as a team's own",
     )
-    prov.set_defaults(handler=_provenance)
+    prov.set_defaults(handler=provenance_command)
     pin = commands.add_parser(
         "pin-data", help="pin the prepared data: write its content hash to data.sha256 in params.yaml"
     )
     pin.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
-    pin.set_defaults(handler=_pin_data)
+    pin.set_defaults(handler=pin_data_command)
     base = commands.add_parser(
         "baseline", help="freeze the training sections of params.yaml as the baseline that calibration trains"
     )
     base.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
-    base.set_defaults(handler=_baseline)
+    base.set_defaults(handler=baseline_command)
     bands = commands.add_parser("bands", help="print, as JSON, each metric's noise band over existing MLflow runs")
     _selection(bands)
     bands.add_argument("--filter", default="", help="MLflow filter string, e.g. \"tags.noise.variant = 'algo'\"")
@@ -233,70 +231,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _provenance(args: argparse.Namespace) -> None:
-    from tracking.config.params_file import load_params
-    from tracking.determinism.process import reproducible_process, seed_frameworks
-    from tracking.errors import ParamsError
-    from tracking.provenance.git import open_repository
-    from tracking.store.location import find_project
-
-    root = find_project() or Path.cwd()
-    open_repository(root)  # any git project will do (DVC's too), and nothing heavy loads before this is known
-    path = _at_root(args.params, root)
-    try:
-        params = None if args.seeds else load_params(path)
-    except ParamsError as err:
-        _script_provenance(
-            root, path, [], f"{err.problem}; recording it as a team's own params (--seeds SOURCE=KEY names its seeds)"
-        )
-        return
-    if params is None:
-        _script_provenance(root, path, args.seeds)
-        return
-    seeds = reproducible_process(params)
-    from tracking.determinism.settings import as_record
-    from tracking.provenance import capture
-
-    effective = seed_frameworks(params, seeds)
-    record = capture(root, seeds.as_dict(), as_record(params.determinism, effective))
-    json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
-    sys.stdout.write("\n")
-
-
-def _script_provenance(root: Path, path: Path, pairs: list[str], note: str | None = None) -> None:
-    """`tracking provenance` for a team's own params: the record `tracking.start` would log here; `note` says why
-    (after the process restarted, so it is said once)."""
-    from tracking.config.params import DeterminismParams
-    from tracking.determinism.process import apply_determinism
-    from tracking.script.interpreter_setup import reproducible_script
-    from tracking.script.provenance_record import script_record
-    from tracking.script.team_params import read_params
-
-    read = read_params(path, _seed_mapping(pairs))
-    determinism = DeterminismParams()
-    reproducible_script(read.seeds, determinism)
-    if note:
-        log.info(note)
-    effective = apply_determinism(determinism, read.seeds)
-    seeds = {"base": read.seeds.base, "hash": read.seeds.hash}
-    record = script_record(root, read, determinism, effective, seeds, None)
-    json.dump(record, sys.stdout, indent=2, sort_keys=True, default=str)
-    sys.stdout.write("\n")
-
-
-def _seed_mapping(pairs: Sequence[str]) -> dict[str, str | int]:
-    """`--seeds SOURCE=KEY` options as tracking.start(seeds=...) takes them (a number is the seed itself)."""
-    from tracking.errors import UsageError
-
-    mapping: dict[str, str | int] = {}
-    for pair in pairs:
-        name, sep, key = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--seeds {pair!r}: expected SOURCE=KEY", fix="e.g. --seeds base=train.seed")
-        mapping[name] = int(key) if key.isdigit() else key
-    return mapping
-
-
 def _kernel_install(args: argparse.Namespace) -> None:
     from tracking.errors import UsageError
     from tracking.script.kernel import install_kernel
@@ -308,47 +242,10 @@ def _kernel_install(args: argparse.Namespace) -> None:
         if not sep:
             raise UsageError(f"--determinism {pair!r}: expected KEY=VALUE", fix="e.g. --determinism onednn=false")
         determinism[name] = parse_yaml(value)
-    where = install_kernel(args.params, _seed_mapping(args.seeds or []), determinism, args.name, args.prefix, args.user)
+    where = install_kernel(args.params, seed_mapping(args.seeds or []), determinism, args.name, args.prefix, args.user)
     print(
         f"installed kernel '{args.name}' in {where}; pick it for the notebook in Jupyter (restart it after a change of the seeds)"
     )
-
-
-def _pin_data(args: argparse.Namespace) -> None:
-    from tracking.data.pinning import pin_prepared_data
-    from tracking.store.location import project_root
-
-    root = project_root()
-    digest, pin_file = pin_prepared_data(root, _at_root(args.params, root))
-    print(f"pinned data.sha256 = {digest} in {args.params}; commit it with {pin_file}")
-
-
-def _baseline(args: argparse.Namespace) -> None:
-    from tracking.config.baseline import freeze
-    from tracking.config.params_file import load_params
-    from tracking.errors import RepoError
-    from tracking.store.location import project_root
-
-    root = project_root()
-    params = _at_root(args.params, root)
-    folder = params.resolve().parent
-    if folder != root.resolve() and (folder / "dvc.yaml").is_file():
-        # Its baseline would land in the project above, which calibrates from its own params.
-        raise RepoError(
-            f"{params} belongs to the pipeline in {folder} (its dvc.yaml is there), which is not a DVC project: "
-            f"the baseline would be written to {root}",
-            fix=f"make {folder} a project of its own (`git init && dvc init` there, as its README says), or run "
-            f"from {root} for that project's params.yaml",
-        )
-    target = load_params(params).calibration.baseline
-    freeze(params, root / target)
-    print(f"froze the training sections of {args.params} into {target}; commit it")
-
-
-def _at_root(path: Path, root: Path) -> Path:
-    """`path` as given where it exists or is absolute, else the same path from the project root: a command run
-    from a subfolder reads the project's params.yaml."""
-    return path if path.is_absolute() or path.exists() else root / path
 
 
 def _audit(args: argparse.Namespace) -> None:
@@ -410,7 +307,7 @@ def _judge(args: argparse.Namespace) -> None:
 
 
 def _plots_page(args: argparse.Namespace) -> None:
-    """Write .dvc/plots/offline.html, the page the project's .dvc/config names for `dvc plots show`."""
+    """Write .dvc/plots/offline.html, the page `dvc plots show` fills, and name it in this clone's .dvc/config.local."""
     from tracking.inspect.plots_page import write_plots_page
     from tracking.store.location import project_root
 

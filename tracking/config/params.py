@@ -1,4 +1,5 @@
-"""The schema of params.yaml: every section's keys, types and bounds, and the checks that need the data.
+"""The schema of params.yaml: every section's keys, types and bounds (tracking/config/model_checks.py checks what
+needs the model or the data).
 
 Unknown keys, wrong types and out-of-range values are rejected (read by tracking/config/params_file.py, which
 names the key, what was expected and the valid keys), so a typo never silently falls back to a default.
@@ -20,7 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from tracking.errors import BadValue, ParamsError
+from tracking.errors import ParamsError
 from tracking.names import MAX_EXPERIMENT_NAME_CHARS
 from tracking.yaml_text import flatten
 
@@ -225,32 +226,6 @@ def _fits(field: str, value: Any, every: bool) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
-def check_output_keys(train: TrainParams, outputs: list[str], path: str = "params.yaml") -> None:
-    """A `BadValue` where a mapping of `train.loss`, `train.metrics` or `train.loss_weights` names an output the
-    model does not have (`outputs`, its output names), or a `loss_weights` list has not one weight per output."""
-    for key in ("loss", "metrics", "loss_weights"):
-        value = getattr(train, key)
-        if isinstance(value, dict):
-            unknown = [name for name in value if name not in outputs]
-            if unknown:
-                raise BadValue(
-                    path,
-                    f"train.{key}",
-                    f"a mapping keyed by the model's output names ({', '.join(outputs) or 'none: it declares no outputs'})",
-                    unknown[0],
-                    ": name an output the model has, or give one value for every output",
-                )
-    weights = train.loss_weights
-    if isinstance(weights, list) and len(weights) != len(outputs):
-        raise BadValue(
-            path,
-            "train.loss_weights",
-            f"one weight per model output ({len(outputs)}: {', '.join(outputs)})",
-            weights,
-            ", or key them by output name",
-        )
-
-
 # `compare.candidate_repeats: auto`: candidate runs one at a time until the verdict is decided.
 AUTO = "auto"
 Variant = Literal["algo+impl", "algo", "impl", "control"]
@@ -383,21 +358,3 @@ class Params(_Section):
     def flat(self) -> dict[str, Any]:
         """The params under DVC's dotted names (`train.learning_rate`), as MLflow and `dvc exp show` list them."""
         return flatten(self.model_dump(mode="json"))
-
-
-def check_class_weight(params: Params, n_classes: int | dict[str, int]) -> None:
-    """Refuse a `train.class_weight` for a model of several outputs (`n_classes` by output name), whose targets
-    are not one label per sample, and a mapping that names a class the data lacks (labels are 0..K-1)."""
-    weights = params.train.class_weight
-    if weights is not None and isinstance(n_classes, dict):
-        raise ParamsError(
-            f"train.class_weight: weights the classes of one label per sample, but the data's y has several outputs "
-            f"({', '.join(n_classes)})",
-            fix="set train.class_weight: null and give the loader's sample_weight (one weight per sample) instead",
-        )
-    lacking = sorted(label for label in weights if label >= n_classes) if isinstance(weights, dict) else []
-    if lacking:
-        raise ParamsError(
-            f"train.class_weight: class {lacking[0]} is not a class of the data, whose labels are 0..{n_classes - 1}",
-            fix="weight only the data's classes (a class left out weighs 1.0)",
-        )

@@ -96,8 +96,8 @@ def train_traced(
     )
     names = ["loss", *(f"gradient/{v.path}" for v in variables), *(f"weight/{v.path}" for v in model.weights)]
     hashes, seconds, kept = [], [], []
-    weights = training_weights(params, train)
-    augment = augment_function(params, project_root())
+    weights = training_weights(params.train, train)
+    augment = augment_function(params.train, project_root())
     for index, batch in enumerate(batches):
         x, y = map_arrays(tf.constant, rows(train["x"], batch)), tf.constant(train["y"][batch])
         if augment is not None:

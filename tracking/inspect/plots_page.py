@@ -1,15 +1,17 @@
 """The page `dvc plots show` renders into, with Vega, Vega-Lite and Vega-Embed inside it, so the charts draw offline.
 
-DVC's own page loads the three libraries from a CDN and is blank without a network. The project's `.dvc/config`
-names this page (`plots.html_template`, resolved under `.dvc/`); `make run` and `make test` write it from the
-libraries the `vl-convert-python` package ships, and `tracking plots-page` writes it again.
+DVC's own page loads the three libraries from a CDN and is blank without a network. `tracking plots-page` (which
+`make run` and `make test` call) writes this page from the libraries the `vl-convert-python` package ships and names
+it in the clone's own `.dvc/config.local` (`plots.html_template`, resolved under `.dvc/`), both git-ignored. The
+committed `.dvc/config` names no page: a clone set up without `make` had it name a page it lacked, which DVC read
+as the template's text and refused (`HTML template has to contain '{plot_divs}'`); it draws with DVC's own page.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# Where the page is written, under `.dvc/` (as `plots.html_template` in .dvc/config names it); git-ignored.
+# Where the page is written, under `.dvc/` (as `plots.html_template` in .dvc/config.local names it); git-ignored.
 PLOTS_PAGE = Path("plots/offline.html")
 # The placeholders DVC fills: the charts, and the auto-refresh tag of `dvc plots show --open`'s live mode.
 PLOT_DIVS, REFRESH_TAG = "{plot_divs}", "{refresh_tag}"
@@ -33,8 +35,13 @@ def plots_page() -> str:
 
 
 def write_plots_page(dvc_dir: Path) -> Path:
-    """Write the page under the project's `.dvc/` folder and return its path."""
+    """Write the page under the project's `.dvc/` folder, name it in this clone's `.dvc/config.local` (the page
+    and the setting exist together, or neither), and return its path."""
+    from dvc.config import Config
+
     path = dvc_dir / PLOTS_PAGE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(plots_page(), encoding="utf-8")
+    with Config(dvc_dir=str(dvc_dir)).edit("local") as config:
+        config.setdefault("plots", {})["html_template"] = PLOTS_PAGE.as_posix()
     return path

@@ -23,6 +23,7 @@ from tracking.env import MLFLOW_TRACKING_URI, TRACKING_PROJECT_ROOT, TRACKING_RE
 from tracking.errors import RerunError
 from tracking.layout import CALIBRATE, EVALUATE, PREPARE, PREPARED, TRAIN
 from tracking.names import DVC_DEPS_PREFIX, MLFLOW_GIT_COMMIT_TAG, RERUN_OF_TAG, STAGE_TAG, WEIGHTS_TAG
+from tracking.noise.notes import gist
 from tracking.noise.policy import INCONCLUSIVE
 from tracking.noise.run_name import rerun_name
 
@@ -210,5 +211,5 @@ def _band_verdict(delta: Any) -> str:
     if found is None:
         return "(no band)"
     if found.z is None or found.verdict == INCONCLUSIVE:
-        return f"inconclusive: {found.note}"
+        return f"inconclusive: {gist(found.note)}"
     return f"{'within' if found.within_noise else 'OUTSIDE'} the band (z {found.z:+.2f})"

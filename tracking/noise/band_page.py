@@ -51,9 +51,9 @@ def metric_safe(variant: str) -> str:
     return re.sub(r"[^\w\-. :/]", "-", variant)
 
 
-def describe_band(noise: NoiseRecord, metrics: list[str]) -> str:
+def describe_band(noise: NoiseRecord, metrics: list[str], experiment_id: str, run_id: str) -> str:
     """The calibration run's description: one table row per variant and metric, with the interval a new run of that
-    variant falls in, and where the whole record is."""
+    variant falls in, a link that opens the band drawn among the run's artifacts, and where the whole record is."""
     alpha = noise.alpha
     lines = [
         f"**Noise band: {len(noise.runs)} calibration runs over {len(noise.variants)} variant(s)**"
@@ -71,7 +71,8 @@ def describe_band(noise: NoiseRecord, metrics: list[str]) -> str:
             lines.append(f"| {name} | {metric} | {band['n']} | {band['mean']:.4g} | {band['std']:.3g} | {spread} |")
     lines += [
         "",
-        f"Drawn: the artifact `{BAND_IMAGE}`. Every banded metric, each run and its seeds: `{NOISE_FILE.as_posix()}`.",
+        f"Drawn: [{BAND_IMAGE}](#/experiments/{experiment_id}/runs/{run_id}/artifacts/{BAND_IMAGE}). Every banded "
+        f"metric, each run and its seeds: `{NOISE_FILE.as_posix()}`.",
     ]
     return "\n".join(lines)[:MAX_TAG_CHARS]
 

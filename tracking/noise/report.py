@@ -10,6 +10,7 @@ import numpy as np
 
 from tracking.config.params import REGRESSION
 from tracking.noise.groups import in_range
+from tracking.noise.notes import NOTES_ANCHOR, NOTES_HEADING, shown_note
 from tracking.noise.power import DETECTED, NO_STD_INTERVAL, ceiling_clause
 from tracking.noise.record import NoiseRecord
 from tracking.noise.statistics import format_p, metric_range, pairwise_disagreement
@@ -59,7 +60,7 @@ def render_report(result: dict[str, Any]) -> str:
     lines.append(
         f"- Churn, per-class and per-group checks beyond noise (they do not decide the verdict): {result['secondary_exceeding']}."
     )
-    lines += [f"- Inconclusive: {line}." for line in result["inconclusive"]]
+    lines += [f"- Inconclusive: {shown_note(line, NOTES_ANCHOR)}." for line in result["inconclusive"]]
     lines += ["", "What this comparison can see:", ""]
     lines += [f"- {_sees(row, runs)}" for row in result["checks"] if row["family"] == "primary"]
     lines += [
@@ -75,7 +76,15 @@ def render_report(result: dict[str, Any]) -> str:
             f"[{band['low']:.4f}, {band['high']:.4f}] | {_number(row['delta'], '+.4f')} | {goal} | {_number(row['z'], '+.2f')} | "
             f"{format_p(row['p_value'])} | {row['verdict'] if row['family'] == 'primary' else _beside(row['verdict'])} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _notes_in_full(result)) + "\n"
+
+
+def _notes_in_full(result: dict[str, Any]) -> list[str]:
+    """The report's last section: each deciding metric's note whole, which the lines above show short and link."""
+    notes = [
+        f"- {row['metric']}: {row['note']}" for row in result["checks"] if row["family"] == "primary" and row["note"]
+    ]
+    return ["", f"## {NOTES_HEADING}", "", *notes] if notes else []
 
 
 def _sees(row: dict[str, Any], runs: int) -> str:
@@ -83,7 +92,8 @@ def _sees(row: dict[str, Any], runs: int) -> str:
     the gap's interval."""
     band = row["band"]
     if not band["std"] > 0 or row["detectable"] is None:
-        return f"{row['metric']}: the band has no spread" + (f" ({row['note']})" if row["note"] else "")
+        note = shown_note(row["note"], NOTES_ANCHOR)
+        return f"{row['metric']}: the band has no spread" + (f" ({note})" if note else "")
     alpha = band["alpha"]
     text = (
         f"{row['metric']}: band std {band['std']:.4g} ({band['n']} runs; {NO_STD_INTERVAL}); with {runs} candidate run{'s' if runs > 1 else ''} a true shift of "

@@ -13,6 +13,7 @@ from typing import Any
 
 from tracking.names import MAX_TAG_CHARS
 from tracking.noise.judged_view import view_link
+from tracking.noise.notes import shown_note
 from tracking.noise.policy import CONTROL, OUTCOMES
 from tracking.noise.power import DETECTED
 from tracking.noise.statistics import format_p
@@ -41,7 +42,7 @@ def describe_verdict(result: dict[str, Any], experiment_id: str, run_id: str) ->
             for row in result["checks"]
             if row["family"] == "primary"
         ),
-        *(f"- Inconclusive: {line}." for line in result["inconclusive"]),
+        *(f"- Inconclusive: {shown_note(line, report)}." for line in result["inconclusive"]),
         "",
         "Outcomes: " + "; ".join(f"**{verdict}**: {meaning}" for verdict, meaning in OUTCOMES.items()) + ".",
         "",

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import Params
+from tracking.config.params import CompareParams, Params
 from tracking.determinism.seeds import resolve_seeds
 from tracking.errors import ParamsError, RunStateError
 from tracking.layout import NOISE_FILE
@@ -192,11 +192,11 @@ def primary_inputs(
     )
 
 
-def fails(result: dict[str, Any], params: Params) -> bool:
+def fails(result: dict[str, Any], compare: CompareParams) -> bool:
     """Whether `compare.fail_on_drift` fails the stage: drift in the worse direction of a metric's mode (an
     improvement beyond noise is reported, not failed), or a CONTROL candidate whose weights are not
     bit-identical."""
-    if not params.compare.fail_on_drift or result["verdict"] != EXCEEDS:
+    if not compare.fail_on_drift or result["verdict"] != EXCEEDS:
         return False
     return bool(result["worse"]) or result["bit_identical_to_control"] is False
 

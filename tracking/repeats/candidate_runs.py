@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from tracking.compute.ray_executor import RayPool
-from tracking.config.params import RAY, Params
+from tracking.config.params import RAY, CompareParams, Params
 from tracking.data.manifest import Manifest
 from tracking.determinism.seeds import Seeds
 from tracking.determinism.settings import gpu_present
@@ -35,10 +35,10 @@ from tracking.store.location import tracking_uri
 from tracking.training.model import RepeatedModel, require_code_deps
 
 
-def extra_runs(params: Params, variant: str) -> int:
+def extra_runs(compare: CompareParams, variant: str) -> int:
     """The most runs the compare stage trains beside the train stage's: N - 1 (under `auto` the cap's), or none
     against CONTROL."""
-    return 0 if variant == CONTROL else params.compare.candidate_runs() - 1
+    return 0 if variant == CONTROL else compare.candidate_runs() - 1
 
 
 def train_candidate_repeats(
@@ -66,7 +66,7 @@ def train_candidate_repeats(
         pool = stack.enter_context(RayPool(params.compute, uri, root)) if executor == RAY else None
         gpu = pool.gpus_per_run > 0 if pool else gpu_present()
         identity = {**repeat_identity(params, params, manifest, root, gpu, stage=COMPARE), "role": CANDIDATE}
-        indices = range(1, extra_runs(params, variant) + 1) if repeats is None else repeats
+        indices = range(1, extra_runs(params.compare, variant) + 1) if repeats is None else repeats
         plan = planned(identity, ((variant, repeat) for repeat in indices))
         step = 1 if decided else max(len(plan), 1)
         finished: dict[Job, KeptRepeat] = {}

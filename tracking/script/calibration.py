@@ -139,7 +139,10 @@ def calibrate_script(
         shown = shown_metrics(noise)
         parent.log_metrics(band_metrics(noise, shown))
         parent.log_figure(band_figure(noise, shown), BAND_IMAGE)
-        tags = {REUSED_REPEATS_TAG: len(reused), MLFLOW_NOTE_TAG: describe_band(noise, shown)}
+        tags = {
+            REUSED_REPEATS_TAG: len(reused),
+            MLFLOW_NOTE_TAG: describe_band(noise, shown, parent.experiment_id, parent.run_id),
+        }
         if "control" in noise.variants:
             tags[CONTROL_BIT_IDENTICAL_TAG] = str(noise.variants["control"].bit_identical).lower()
         parent.set_tags(tags)

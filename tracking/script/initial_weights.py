@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracking.errors import UsageError
+
 
 def moved_weights(created: Any) -> tuple[list[Any], int]:
     """The weights, among those drawn by a layer's own Keras random initializer with a fixed seed, that no longer
@@ -58,3 +60,19 @@ def initializer_names(weight: str) -> tuple[str, ...]:
         return ("kernel_initializer", "depthwise_initializer")
     kind = weight.removesuffix("_kernel")
     return (f"{weight}_initializer",) if kind == weight else (f"{weight}_initializer", f"{kind}_initializer")
+
+
+def keep_moved(created: Any) -> None:
+    """Keep the weights a training moved before `run.seeded` (a teacher trained before its student); where every
+    weight moved, the model trained, and re-seeding it would throw that away: one error line."""
+    moved, judged = moved_weights(created)
+    if moved and len(moved) == judged:  # every weight moved: the model trained, not one part of it
+        paths = [variable.path for variable in moved]
+        raise UsageError(
+            f"run.seeded(): {len(moved)} weight(s) of the model ({', '.join(paths[:3])}"
+            f"{', ...' if len(moved) > 3 else ''}) are not what their initializers drew: it trained (by fit or "
+            "a loop of its own), had weights set or loaded, or was seeded already, so re-seeding would throw "
+            "them away",
+            fix="call run.seeded(model) once, right after building the model, before any training",
+        )
+    created.kept.update(id(variable) for variable in moved)

@@ -32,9 +32,10 @@ from tracking.env import DVC_STAGE, TRACKING_EXPERIMENT, TRACKING_RERUN_OF
 from tracking.errors import ParamsError, UsageError
 from tracking.names import RERUN_OF_TAG
 from tracking.script.ending import end_at_exit, user_errors_in_one_line
-from tracking.script.fit_arrays import first_rows, for_mlflow, manifest_shapes, named_arrays
-from tracking.script.initial_weights import created_weights, moved_weights
+from tracking.script.fit_arrays import first_rows, for_mlflow
+from tracking.script.initial_weights import created_weights, keep_moved
 from tracking.script.interpreter_setup import reproducible_script
+from tracking.script.logged_data import logged_data
 from tracking.script.model_outputs import declared_outputs
 from tracking.script.provenance_record import script_record
 from tracking.script.repeat_context import ScriptRepeat, repeat_from_env
@@ -262,17 +263,7 @@ class ScriptRun:
                 "samples to build it, or build it first, e.g. start a Sequential with keras.Input(shape=...)",
             )
         created = created_weights(model)
-        moved, judged = moved_weights(created)
-        if moved and len(moved) == judged:  # every weight moved: the model trained, not one part of it
-            paths = [variable.path for variable in moved]
-            raise UsageError(
-                f"run.seeded(): {len(moved)} weight(s) of the model ({', '.join(paths[:3])}"
-                f"{', ...' if len(moved) > 3 else ''}) are not what their initializers drew: it trained (by fit or "
-                "a loop of its own), had weights set or loaded, or was seeded already, so re-seeding would throw "
-                "them away",
-                fix="call run.seeded(model) once, right after building the model, before any training",
-            )
-        created.kept.update(id(variable) for variable in moved)  # a part trained before (a teacher): kept
+        keep_moved(created)
         self._models.append(model)
         self._seeded_models.append(model)
         example = self._example if own_call else None
@@ -348,46 +339,13 @@ class ScriptRun:
         an array, or a dict (or list) of arrays for a model with named inputs or outputs, each array hashed under
         its key (`train/x/<key>`), so a renamed key changes the digest; `y` None for a model trained on `x` alone;
         `sample_weight`, where the script weights its samples, hashed as data too (`train/sample_weight`)."""
-        import numpy as np
-
-        from tracking.data.hashing import array_sha256, combine
-        from tracking.data.manifest import Manifest
-
         tracker = self._open()
-        xs, ys = named_arrays("train/x", x), {} if y is None else named_arrays("train/y", y)
-        weights = {} if sample_weight is None else {"train/sample_weight": np.asarray(sample_weight)}
-        hashes = {key: array_sha256(array) for key, array in {**xs, **ys, **weights}.items()}
-        samples = {len(array) for array in {**xs, **ys, **weights}.values() if array.ndim}
-        if len(samples) != 1:
-            raise UsageError(
-                "run.log_data(): the arrays of x, y and sample_weight hold different numbers of samples "
-                f"({sorted(samples)})",
-                fix="pass x, y and sample_weight as fit takes them: every array's first axis is the sample",
-            )
-        target = next(iter(ys.values())) if len(ys) == 1 else None
-        labels = target is not None and target.ndim == 1 and len(target) > 0 and np.issubdtype(target.dtype, np.integer)
-        classes = int(target.max()) + 1 if labels else None
-        manifest = Manifest(
-            source=name,
-            source_sha256=combine(hashes),
-            content_sha256=combine(hashes),
-            arrays=hashes,
-            target_shape=None if target is None else [int(size) for size in target.shape[1:]],
-            n_samples={"train": samples.pop()},
-            shapes=manifest_shapes("train", xs),
-            n_outputs=classes or sum(int(np.prod(array.shape[1:], dtype=np.int64)) for array in ys.values()),
-            n_classes=classes,
-        )
-        targets = None if y is None else for_mlflow(y, ys)
-        tracker.log_dataset(manifest, for_mlflow(x, xs), targets, location=self.root, context="training")
+        data = logged_data(x, y, name, sample_weight)
+        targets = None if y is None else for_mlflow(y, data.ys)
+        tracker.log_dataset(data.manifest, for_mlflow(x, data.xs), targets, location=self.root, context="training")
         self._example = first_rows(x)
-        one_hot = (
-            target is not None
-            and target.ndim == 2
-            and bool(np.isin(target, (0, 1)).all() and (target.sum(axis=1) == 1).all())
-        )
-        self._classifier = (bool(labels) or one_hot) if ys else None  # no targets: nothing says what the task is
-        return manifest.content_sha256
+        self._classifier = data.classifier
+        return data.manifest.content_sha256
 
     def log_model(self, model: Any, outputs: str | Mapping[str, str] | None = None) -> str:
         """The trained weights' SHA-256 (`prov.weights_sha256`, what `tracking rerun` compares), the model's dtype

@@ -195,7 +195,7 @@ def calibrate_baseline(params: Params) -> None:
             {
                 CONTROL_BIT_IDENTICAL_TAG: str(control.bit_identical).lower() if control else "n/a",
                 REUSED_REPEATS_TAG: len(reused),
-                MLFLOW_NOTE_TAG: describe_band(noise, shown),
+                MLFLOW_NOTE_TAG: describe_band(noise, shown, parent.experiment_id, parent.run_id),
             }
         )
         # A NaN metric (a diverged repeat) is null, named in `non_finite`: strict JSON.

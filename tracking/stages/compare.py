@@ -55,6 +55,7 @@ from tracking.names import (
     sweep_name,
 )
 from tracking.noise.judged_view import VIEW_TAG, view_state
+from tracking.noise.notes import NOTES_HEADING, said_note
 from tracking.noise.policy import CONFIG_SECTIONS, CONTROL, DETERMINISM
 from tracking.noise.record import NoiseRecord
 from tracking.noise.run_name import SEEDS, changes, judged_name
@@ -75,7 +76,7 @@ from tracking.repeats.kept import KeptRepeat
 from tracking.run.tracker import Tracker
 from tracking.store.location import open_client, project_root, tracking_uri
 from tracking.store.recorded import read_run_file, train_run_id
-from tracking.training.scoring import flat_metrics
+from tracking.training.task_scores import flat_metrics
 
 T = TypeVar("T")
 
@@ -185,8 +186,8 @@ def compare_candidate(params: Params) -> bool:
         f"({result['calibration_runs']} runs). Report: {COMPARE_REPORT}"
     )
     for line in result["inconclusive"]:  # what would decide each undecided metric, a line of its own
-        print(f"  inconclusive {line}")
-    if fails(result, params):
+        print(f"  inconclusive {said_note(line, f'{COMPARE_REPORT}, {NOTES_HEADING}')}")
+    if fails(result, params.compare):
         print("error: drift beyond noise in the worse direction and compare.fail_on_drift is true", file=sys.stderr)
         return True
     return False
@@ -232,7 +233,7 @@ def replicate(
     """The candidate's extra runs against `variant` (none with one candidate run or under CONTROL), trained or kept
     (tracking/repeats/candidate_runs.py) as children of its MLflow run, until `decided` says so where it is given; and
     how many were kept from an earlier stage."""
-    if not extra_runs(params, variant):
+    if not extra_runs(params.compare, variant):
         return [], 0
     seeds = reproducible_process(params)  # before TensorFlow loads; may restart this process with the hash seed
     data = manifest, load_splits(root / PREPARED, manifest)

@@ -39,7 +39,8 @@ from tracking.run.tracker import Tracker
 from tracking.store.location import open_client, project_root, tracking_uri
 from tracking.store.recorded import read_run_file, train_run_id
 from tracking.training.model import load_trained_model
-from tracking.training.scoring import flat_metrics, score_model, summary_metrics
+from tracking.training.scoring import score_model
+from tracking.training.task_scores import flat_metrics, summary_metrics
 
 
 def evaluate_model(params: Params) -> None:

@@ -15,15 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import Params
+from tracking.config.params import TrainParams
 from tracking.config.user_code import load_callable
 
 AUGMENT_KEY = "train.augment"
 
 
-def augment_function(params: Params, root: Path) -> Callable[..., Any] | None:
+def augment_function(train_params: TrainParams, root: Path) -> Callable[..., Any] | None:
     """The team's `train.augment` function, or None where it is not set."""
-    spec = params.train.augment
+    spec = train_params.augment
     return None if spec is None else load_callable(spec, AUGMENT_KEY, root)
 
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracking.config.params import CLASSIFICATION, MULTILABEL, REGRESSION, Params, check_output_keys
+from tracking.config.model_checks import check_output_keys
+from tracking.config.params import CLASSIFICATION, MULTILABEL, REGRESSION, Params, TrainParams
 from tracking.config.user_code import load_callable
 from tracking.errors import UserCodeError, did_you_mean
 from tracking.training.building import first_line, output_names
@@ -241,7 +242,7 @@ def compile_model(model: Any, params: Params, root: Path = Path(".")) -> None:
     takes_loss, takes_metrics = (takes is None or name in takes for name in ("loss", "metrics"))
     check_output_keys(train, names)
     several = len(names) > 1
-    arguments: dict[str, Any] = {"optimizer": optimizer_from_params(params)}
+    arguments: dict[str, Any] = {"optimizer": optimizer_from_params(params.train)}
     if takes_loss or train.loss:
         if train.loss:
             loss = per_output(train.loss, names, lambda name: resolve_loss(name, root))
@@ -326,10 +327,10 @@ def _team_value(value: Any, key: str, root: Path) -> Any:
     return _team_object(value, key, object, "class", root)
 
 
-def optimizer_from_params(params: Params) -> Any:
+def optimizer_from_params(train_params: TrainParams) -> Any:
     """`train.optimizer` (a Keras identifier) with `train.learning_rate` and `train.optimizer_kwargs`."""
     return make_optimizer(
-        params.train.optimizer, {"learning_rate": params.train.learning_rate, **params.train.optimizer_kwargs}
+        train_params.optimizer, {"learning_rate": train_params.learning_rate, **train_params.optimizer_kwargs}
     )
 
 

@@ -70,8 +70,8 @@ def fit_model(
         params.train.epochs,
         seeds.shuffle,
         within_batch_seed,
-        training_weights(params, train),
-        augment_function(params, root),
+        training_weights(params.train, train),
+        augment_function(params.train, root),
         seeds.augment,
     )
     validation = in_batches(fit_arrays(val), KERAS_VALIDATION_BATCH) if val is not None and n_rows(val["y"]) else None

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import Params, model_builder
+from tracking.config.params import Params, TrainParams, model_builder
 from tracking.config.user_code import describe_callable, load_callable, require_stage_dep
 from tracking.data.arrays import Arrays, Shapes, map_arrays, rows, shapes
 from tracking.data.hashing import weights_sha256
@@ -214,19 +214,19 @@ def with_model(record: dict[str, Any], built: Built, params: Params) -> dict[str
     seed nothing drew from recorded as unused (`seeds.augment` is used by `train.augment` too)."""
     seeding = built.seeding.as_record()
     unattributed = {"unattributed": seeding.pop("unattributed")} if "unattributed" in seeding else {}
-    unused = _model_streams(built.seeding.unused(), params)
+    unused = _model_streams(built.seeding.unused(), params.train)
     return {**record, "seeds": {**record["seeds"], **unused, **unattributed}, "model": {**built.builder, **seeding}}
 
 
 def idle_after_fit(model: Any, seeds: Seeds, params: Params) -> dict[str, str]:
     """The seeds whose generators in the trained `model` never drew (`idle_streams`), as `prov.seeds.<source>`
     says them once training has shown it: read before scoring, which moves every generator."""
-    return _model_streams(idle_streams([model], seeds), params)
+    return _model_streams(idle_streams([model], seeds), params.train)
 
 
-def _model_streams(unused: dict[str, str], params: Params) -> dict[str, str]:
+def _model_streams(unused: dict[str, str], train_params: TrainParams) -> dict[str, str]:
     """`unused`, less `augment` where the template's `train.augment` draws from seeds.augment outside the model."""
-    return {source: why for source, why in unused.items() if source != "augment" or not params.train.augment}
+    return {source: why for source, why in unused.items() if source != "augment" or not train_params.augment}
 
 
 def load_trained_model(path: Path, params: Params, root: Path) -> Any:

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from tracking.config.params import CLASSIFICATION, MULTILABEL, Params, check_class_weight
+from tracking.config.model_checks import check_class_weight
+from tracking.config.params import CLASSIFICATION, MULTILABEL, Params, TrainParams
 from tracking.data.arrays import columns, map_arrays, n_rows, rows
 from tracking.determinism.seeding import generators_kept, inference_streams, walk_layers
 from tracking.determinism.seeds import Seeds
@@ -49,9 +50,9 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
 
     spec = params.model.builder
     if params.data.task == CLASSIFICATION:
-        check_class_weight(params, inputs.n_outputs)
+        check_class_weight(params.train, inputs.n_outputs)
     x, y = rows(inputs.train["x"], slice(CHECK_BATCH)), rows(inputs.train["y"], slice(CHECK_BATCH))
-    weights = training_weights(params, inputs.train)
+    weights = training_weights(params.train, inputs.train)
     with tempfile.TemporaryDirectory(prefix="tracking-preflight-") as folder:
         path = Path(folder) / "model.keras"
         _save(model, path, spec, inputs.root)
@@ -68,12 +69,14 @@ def preflight(model: Any, params: Params, seeds: Seeds, inputs: Any) -> str:
     compile_model(copy, params, inputs.root)
     copy.run_eagerly = True  # one step: tracing the copy's train and test functions would cost ten times the step
     batch = fit_arrays({"x": x, "y": y, "sample_weight": None if weights is None else weights[:CHECK_BATCH]})
-    augment = augment_function(params, inputs.root)
-    _one_step(copy, batch if augment is None else _augmented(batch, augment, params, inputs.root), spec, inputs.root)
+    augment = augment_function(params.train, inputs.root)
+    _one_step(
+        copy, batch if augment is None else _augmented(batch, augment, params.train, inputs.root), spec, inputs.root
+    )
     return kind
 
 
-def _augmented(batch: tuple[Any, ...], augment: Any, params: Params, root: Path) -> tuple[Any, ...]:
+def _augmented(batch: tuple[Any, ...], augment: Any, train_params: TrainParams, root: Path) -> tuple[Any, ...]:
     """The check's batch through `train.augment`, as training maps it, as NumPy arrays; a `UserCodeError` naming
     the function where it fails or returns other than `(x, y)`."""
     import tensorflow as tf
@@ -84,7 +87,7 @@ def _augmented(batch: tuple[Any, ...], augment: Any, params: Params, root: Path)
         found = next(iter(augmented(tf.data.Dataset.from_tensors(batch), augment, 0)))
     except Exception as err:
         raise UserCodeError(
-            f"train.augment: '{params.train.augment}' failed on a training batch inside the tf.data pipeline: "
+            f"train.augment: '{train_params.augment}' failed on a training batch inside the tf.data pipeline: "
             f"{_summary(err, root)}; it is called as augment(x, y, seed) on each batch (tensors, seed the "
             "stateless pair [seeds.augment, step]) and must return the pair (x, y) (docs/configuration.md)"
         ) from err

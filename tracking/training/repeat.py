@@ -13,7 +13,8 @@ from tracking.data.hashing import weights_sha256
 from tracking.determinism.seeds import Seeds
 from tracking.training.fitting import fit_model
 from tracking.training.model import Built, idle_after_fit
-from tracking.training.scoring import flat_metrics, score_model, summary_metrics
+from tracking.training.scoring import score_model
+from tracking.training.task_scores import flat_metrics, summary_metrics
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracking.config.params import BALANCED, Params
+from tracking.config.params import BALANCED, TrainParams
 from tracking.errors import ParamsError
 
 
-def class_weights(params: Params, y: np.ndarray) -> np.ndarray | None:
+def class_weights(train_params: TrainParams, y: np.ndarray) -> np.ndarray | None:
     """Each class label's weight (indexed by label), or None without `train.class_weight`. A class the mapping
     leaves out weighs 1.0 (as in Keras); `balanced` gives a class n / (K * its count) over the labels present in
     `y` (scikit-learn's rule)."""
-    chosen = params.train.class_weight
+    chosen = train_params.class_weight
     if chosen is None:
         return None
     if y.ndim != 1:
@@ -36,11 +36,11 @@ def class_weights(params: Params, y: np.ndarray) -> np.ndarray | None:
     return weights
 
 
-def training_weights(params: Params, train: dict[str, np.ndarray]) -> np.ndarray | None:
+def training_weights(train_params: TrainParams, train: dict[str, np.ndarray]) -> np.ndarray | None:
     """The per-sample weights `fit` trains with: the split's `sample_weight`, multiplied by each sample's class
     weight where `train.class_weight` is set (float32); None where neither is given."""
     sample_weight = train.get("sample_weight")
-    by_class = class_weights(params, train["y"])
+    by_class = class_weights(train_params, train["y"])
     if by_class is None:
         return sample_weight
     weights = by_class[train["y"]]

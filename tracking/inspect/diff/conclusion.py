@@ -15,6 +15,7 @@ from tracking.inspect.diff.runs import RunSnapshot
 from tracking.names import DVC_EXP_NAME_TAG, SCRIPT_COMMAND_TAG, WEIGHTS_TAG
 from tracking.noise.knobs import LIBRARY, TEMPLATE, advising
 from tracking.noise.metric_family import overall_verdict
+from tracking.noise.notes import gist
 from tracking.noise.policy import CONTROL, EXCEEDS, INCONCLUSIVE, WITHIN_TOLERANCE
 from tracking.noise.statistics import format_p
 
@@ -119,7 +120,7 @@ def conclude(diff: RunDiff) -> str:
             "or re-run with `tracking rerun`"
         )
     if unjudged:
-        return f"{subject}; the {variant} band leaves {unjudged[0].metric} inconclusive: {unjudged[0].judgement.note}"
+        return f"{subject}; the {variant} band leaves {unjudged[0].metric} inconclusive: {gist(unjudged[0].judgement.note)}"
     if tolerated:
         return (
             f"{subject}; the {_gap(tolerated[0])} is beyond the {variant} band ({_test(tolerated[0])}) but below "

@@ -9,6 +9,7 @@ from tracking.inspect.diff.changes import Change, GroupDiff
 from tracking.inspect.diff.conclusion import RunDiff
 from tracking.inspect.diff.metrics import around_baseline_mean
 from tracking.names import WEIGHTS_TAG
+from tracking.noise.notes import NOTES_HEADING, gist
 from tracking.noise.power import DETECTED, NO_STD_INTERVAL, ceiling_clause
 from tracking.noise.statistics import format_p
 
@@ -132,7 +133,9 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
     for delta in diff.deltas:
         found = delta.judgement
         verdict = (
-            "n/a" if found is None else found.verdict.replace("_", " ") + (f" ({found.note})" if found.note else "")
+            "n/a"
+            if found is None
+            else found.verdict.replace("_", " ") + (f" ({gist(found.note)})" if found.note else "")
         )
         t = "" if delta.z is None else f"{delta.z:+.2f}"
         # better/worse stands beside the gap it is read from (`judged_gap`): the baseline mean's when t is from it
@@ -155,7 +158,20 @@ def _metric_lines(diff: RunDiff, markdown: bool) -> list[str]:
     if not diff.deltas:
         lines.append("  (neither run has the metrics asked for)")
     lines += [("- " if markdown else "  ") + sees for sees in _sees(diff)]
-    return lines
+    return lines + _notes_in_full(diff, markdown)
+
+
+def _notes_in_full(diff: RunDiff, markdown: bool) -> list[str]:
+    """The notes the table shows short (`gist`), each whole, after everything else the metrics say."""
+    long = [
+        delta
+        for delta in diff.deltas
+        if delta.judgement is not None and gist(delta.judgement.note) != delta.judgement.note
+    ]
+    if not long:
+        return []
+    head = f"### {NOTES_HEADING}" if markdown else f"{NOTES_HEADING}:"
+    return ["", head, *(f"{'- ' if markdown else '  '}{delta.metric}: {delta.judgement.note}" for delta in long)]
 
 
 def _sees(diff: RunDiff) -> list[str]:
