@@ -55,6 +55,18 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, check: boo
     return done
 
 
+def clone_files(clone: Path) -> Path:
+    """The files of this repository a `git clone` would hold (tracked, and untracked but not ignored, as in the
+    working tree under test) copied to `clone`, with a fresh git repository there: what a newcomer's clone sees."""
+    tracked = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO).stdout
+    for name in filter(None, tracked.split("\0")):
+        if (REPO / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / name, clone / name)
+    run(["git", "init", "-q"], clone)
+    return clone
+
+
 def assert_user_error(done: subprocess.CompletedProcess, *expected: str) -> None:
     """A user error: exit status 2, no traceback, and a last `error:` line holding every `expected` text."""
     lines = done.stderr.strip().splitlines()

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from conftest import REPO, run
+from conftest import REPO, clone_files, run
 
 from tracking.inspect.plots_page import PLOTS_PAGE
 
@@ -63,13 +63,7 @@ def test_dvc_plots_show_in_a_clone_set_up_without_make_draws_this_pipeline_s_cha
     config = configparser.ConfigParser()
     config.read(REPO / ".dvc/config")
     assert "plots" not in config  # the page is named per clone, by `tracking plots-page`
-    clone = tmp_path / "clone"
-    tracked = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO).stdout
-    for name in filter(None, tracked.split("\0")):
-        if (REPO / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(REPO / name, clone / name)
-    run(["git", "init", "-q"], clone)
+    clone = clone_files(tmp_path / "clone")
     assert not (clone / PLOTS_PAGE).exists()
     shown = json.loads(run(["dvc", "plots", "show", "--json"], clone).stdout)["data"]
     assert "reports/audit.png" not in shown and {"training curves", "test confusion"} <= set(shown), sorted(shown)

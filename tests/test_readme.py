@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FENCE, README, README_TYPED, REPO, project_env, readme_runs, run
+from conftest import FENCE, README, README_TYPED, REPO, clone_files, project_env, readme_runs, run
 
 from tracking.config.params_file import load_params
 from tracking.entry import say_error
@@ -174,13 +174,7 @@ def test_dvc_in_a_clone_of_this_repository_sees_only_its_own_pipelines(tmp_path:
     """The README's `dvc` commands typed at this repository's root, as after `git clone`: the stages are this
     project's and the audit's, not the examples' (projects of their own, copied out to run), and `dvc metrics
     show` reads the committed metrics without reporting the examples' as missing."""
-    clone = tmp_path / "clone"
-    tracked = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], REPO).stdout
-    for name in filter(None, tracked.split("\0")):
-        if (REPO / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(REPO / name, clone / name)
-    run(["git", "init", "-q"], clone)
+    clone = clone_files(tmp_path / "clone")
     listed = run(["dvc", "stage", "list", "--all"], clone).stdout
     audit = {f"audit/dvc.yaml:{stage}" for stage in declared_outputs(REPO / "audit/dvc.yaml")}
     assert {line.split()[0] for line in listed.splitlines()} == {*declared_outputs(REPO / "dvc.yaml"), *audit}
