@@ -259,6 +259,12 @@ class RayPool:
                         starting[replacement[1]] = replacement
                     continue
                 except ray.exceptions.RayTaskError as err:
+                    # A job that failed as the head went failed for its loss: the node's copy of the project is
+                    # removed under a running worker, whose next import then fails (ModuleNotFoundError).
+                    lost = head_lost(ray)
+                    if lost is not None:
+                        idle, starting = [], {}
+                        raise lost from None
                     raise self._error(worker, err) from None
                 if on_set_up is not None:
                     on_set_up(ray.get(worker[2]))  # done: the worker's calls run in order
